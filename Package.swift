@@ -23,9 +23,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
-        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
-        .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
@@ -125,6 +123,18 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
+        // The HTTP/JSON API the apps call, on Hummingbird.
+        .target(
+            name: "AuthGateway",
+            dependencies: [
+                "AuthServiceRuntime",
+                "AuthAPI",
+                "AuthRPCNIO",
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            swiftSettings: strictSwift
+        ),
+
         // MARK: Executables
         .executableTarget(
             name: "identity",
@@ -144,6 +154,7 @@ let package = Package(
         .executableTarget(
             name: "gateway",
             dependencies: [
+                "AuthGateway",
                 "AuthServiceRuntime",
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
@@ -177,6 +188,8 @@ let package = Package(
             dependencies: [
                 "AuthPostgres",
                 "AuthRPC",
+                "AuthProtobuf",
+                "AuthCrypto",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift

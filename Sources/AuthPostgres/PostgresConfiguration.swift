@@ -1,0 +1,71 @@
+/// How to reach PostgreSQL and how to run the pool.
+public struct PostgresConfiguration: Sendable {
+    /// A libpq connection string, key/value (`host=127.0.0.1 port=5432 dbname=auth user=identity`)
+    /// or URI (`postgresql://identity@127.0.0.1:5432/auth`). It may hold a password: it is never
+    /// logged.
+    public var connectionString: String
+    /// The most connections the pool opens (callers wait beyond that). Default 10.
+    public var maxConnections: Int
+    /// How long connecting may take (libpq `connect_timeout`, whole seconds, at least 2). Default 5 s.
+    public var connectTimeout: Duration
+    /// The server-side `statement_timeout` set on every connection; `nil` keeps the server's
+    /// setting. Default 5 s. A statement that exceeds it fails with ``PostgresError/Code/timeout``.
+    public var statementTimeout: Duration?
+    /// How long a caller waits for a free pooled connection before failing with
+    /// ``PostgresError/Code/poolTimeout``. Default 5 s.
+    public var acquireTimeout: Duration
+    /// Reported to the server as `application_name` (visible in `pg_stat_activity`).
+    public var applicationName: String?
+    /// The schemas of the `search_path` set on every connection, in order; empty keeps the
+    /// server's default. Each service uses its own schema.
+    public var searchPath: [String]
+    /// The first wait after a failed connection attempt; doubles with each further failure up to
+    /// ``reconnectBackoffLimit``. While waiting, calls that need a new connection fail at once
+    /// with ``PostgresError/Code/unavailable``. Default 100 ms.
+    public var reconnectBackoff: Duration
+    /// The longest wait between connection attempts. Default 2 s.
+    public var reconnectBackoffLimit: Duration
+    /// The base of the jittered wait before a transaction is retried after a serialization
+    /// failure or deadlock; doubles with each attempt. Default 10 ms.
+    public var transactionRetryBackoff: Duration
+    /// The most prepared statements cached per connection; beyond it the cache is emptied
+    /// (`DEALLOCATE ALL`). Default 256.
+    public var maxPreparedStatements: Int
+
+    /// Creates a configuration with the defaults listed on each property.
+    public init(
+        connectionString: String,
+        maxConnections: Int = 10,
+        connectTimeout: Duration = .seconds(5),
+        statementTimeout: Duration? = .seconds(5),
+        acquireTimeout: Duration = .seconds(5),
+        applicationName: String? = nil,
+        searchPath: [String] = []
+    ) {
+        self.connectionString = connectionString
+        self.maxConnections = maxConnections
+        self.connectTimeout = connectTimeout
+        self.statementTimeout = statementTimeout
+        self.acquireTimeout = acquireTimeout
+        self.applicationName = applicationName
+        self.searchPath = searchPath
+        self.reconnectBackoff = .milliseconds(100)
+        self.reconnectBackoffLimit = .seconds(2)
+        self.transactionRetryBackoff = .milliseconds(10)
+        self.maxPreparedStatements = 256
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded up so that a non-zero duration never becomes 0 ("no limit").
+    var wholeMillisecondsRoundedUp: Int64 {
+        let (seconds, attoseconds) = self.components
+        let millis = seconds * 1000 + attoseconds / 1_000_000_000_000_000
+        return attoseconds % 1_000_000_000_000_000 > 0 ? millis + 1 : millis
+    }
+
+    var seconds: Double {
+        let (seconds, attoseconds) = self.components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,567 @@
+import CLibPQ
+import Foundation
+import Logging
+import Synchronization
+
+/// One libpq connection (`PGconn`), owned by this object and closed in `deinit`.
+///
+/// A connection is **not** thread-safe: use it from one thread at a time. All its calls block the
+/// calling thread on network I/O, so never call them on a NIO event loop or in Swift's
+/// cooperative pool; ``PostgresPool/withConnection(_:)`` runs your code on a dedicated thread.
+///
+/// Statements are prepared once per connection (`PQprepare`) and cached by SQL text and
+/// parameter types; later executions only bind parameters (`PQexecPrepared`). Results are
+/// requested in binary format and copied into a ``PostgresRows``.
+public final class PostgresConnection {
+    private var handle: OpaquePointer?
+    private let logger: Logger
+    private let maxPreparedStatements: Int
+    private var preparedStatements: [StatementKey: String] = [:]
+    private var nextStatementNumber = 0
+    private var broken = false
+    let cancelHandle: PostgresCancelHandle
+
+    private struct StatementKey: Hashable {
+        var sql: String
+        var types: [UInt32]
+    }
+
+    private init(handle: OpaquePointer, logger: Logger, maxPreparedStatements: Int) {
+        self.handle = handle
+        self.logger = logger
+        self.maxPreparedStatements = max(1, maxPreparedStatements)
+        self.cancelHandle = PostgresCancelHandle(connection: handle)
+    }
+
+    deinit {
+        if let handle { PQfinish(handle) }
+    }
+
+    /// Opens a connection (blocking) and applies the configuration's session settings
+    /// (`statement_timeout`, `search_path`).
+    ///
+    /// - Throws: ``PostgresError/Code/unavailable`` when the server cannot be reached or refuses
+    ///   the connection.
+    public static func connect(
+        configuration: PostgresConfiguration,
+        logger: Logger
+    ) throws(PostgresError) -> PostgresConnection {
+        let connectTimeoutSeconds = max(2, Int((configuration.connectTimeout.seconds).rounded(.up)))
+        // The connection string comes first (expand_dbname = 1) so that the settings below,
+        // which the configuration owns, override it.
+        var parameters: [(String, String)] = [
+            ("dbname", configuration.connectionString),
+            ("connect_timeout", String(connectTimeoutSeconds)),
+            ("client_encoding", "UTF8"),
+            // A peer that vanishes without closing the socket is noticed in ~20 s, not never.
+            ("keepalives", "1"),
+            ("keepalives_idle", "10"),
+            ("keepalives_interval", "3"),
+            ("keepalives_count", "3"),
+        ]
+        if let name = configuration.applicationName {
+            parameters.append(("application_name", name))
+        }
+        let pointer = withCStringArray(parameters.map(\.0)) { keywords in
+            withCStringArray(parameters.map(\.1)) { values in
+                PQconnectdbParams(keywords, values, 1)
+            }
+        }
+        guard let pointer else {
+            throw PostgresError(code: .unavailable, message: "libpq could not allocate a connection")
+        }
+        guard PQstatus(pointer) == CONNECTION_OK else {
+            let message = errorMessage(of: pointer) ?? "connection failed"
+            PQfinish(pointer)
+            throw PostgresError(code: .unavailable, message: message)
+        }
+        let connection = PostgresConnection(
+            handle: pointer, logger: logger, maxPreparedStatements: configuration.maxPreparedStatements)
+        connection.installNoticeReceiver()
+
+        var setup: [String] = []
+        if let timeout = configuration.statementTimeout {
+            setup.append("SET statement_timeout = \(timeout.wholeMillisecondsRoundedUp)")
+        }
+        if !configuration.searchPath.isEmpty {
+            setup.append("SET search_path TO " + configuration.searchPath.map(quoteIdentifier).joined(separator: ", "))
+        }
+        if !setup.isEmpty {
+            do {
+                try connection.executeScript(setup.joined(separator: "; "))
+            } catch {
+                connection.close()
+                throw error.code == .connectionLost ? PostgresError(code: .unavailable, message: error.message) : error
+            }
+        }
+        logger.debug(
+            "connected to PostgreSQL",
+            metadata: ["postgres.backend_pid": "\(connection.backendPID)"])
+        return connection
+    }
+
+    // MARK: State
+
+    /// Whether the connection is known to be unusable (closed, or broken by a connection-level
+    /// failure). A broken connection is never repaired: open a new one.
+    public var isBroken: Bool {
+        guard let handle else { return true }
+        return self.broken || PQstatus(handle) != CONNECTION_OK
+    }
+
+    /// The server process id serving this connection (`pg_backend_pid()`), 0 when closed.
+    public var backendPID: Int32 {
+        self.handle.map(PQbackendPID) ?? 0
+    }
+
+    /// The number of statements prepared and cached on this connection.
+    public var preparedStatementCount: Int { self.preparedStatements.count }
+
+    /// The connection's transaction state as last reported by the server.
+    public var transactionStatus: PostgresTransactionStatus {
+        guard let handle else { return .unknown }
+        switch PQtransactionStatus(handle) {
+        case PQTRANS_IDLE: return .idle
+        case PQTRANS_ACTIVE: return .active
+        case PQTRANS_INTRANS: return .inTransaction
+        case PQTRANS_INERROR: return .failedTransaction
+        default: return .unknown
+        }
+    }
+
+    /// Closes the connection now. Later calls throw ``PostgresError/Code/closed``.
+    public func close() {
+        guard let handle else { return }
+        self.handle = nil
+        self.preparedStatements.removeAll()
+        PQfinish(handle)
+    }
+
+    // MARK: Executing
+
+    /// Executes a statement built with string interpolation (values become bound parameters).
+    @discardableResult
+    public func execute(_ statement: PostgresStatement) throws(PostgresError) -> PostgresRows {
+        try self.execute(statement.sql, statement.parameters)
+    }
+
+    /// Executes `sql` with `$1`, `$2`, … bound to `parameters`, preparing it on first use.
+    ///
+    /// - Throws: ``PostgresError``; a connection-level failure marks the connection broken.
+    @discardableResult
+    public func execute(_ sql: String, _ parameters: [PostgresValue] = []) throws(PostgresError) -> PostgresRows {
+        let handle = try self.usableHandle()
+        let encoded = try EncodedParameters(parameters)
+        let name = try self.preparedStatementName(sql: sql, types: encoded.types, handle: handle)
+        do {
+            return try self.executePrepared(name: name, encoded, handle: handle)
+        } catch let error where error.sqlState == "0A000" && self.transactionStatus == .idle {
+            // "cached plan must not change result type": the table changed under a cached
+            // statement. Prepare it afresh, once, when not inside a transaction.
+            self.forgetPreparedStatement(sql: sql, types: encoded.types, name: name)
+            let name = try self.preparedStatementName(sql: sql, types: encoded.types, handle: handle)
+            return try self.executePrepared(name: name, encoded, handle: handle)
+        }
+    }
+
+    /// Runs one or more `;`-separated statements without parameters over the simple query
+    /// protocol (`PQexec`): for migrations, `SET`, `BEGIN`/`COMMIT` and similar. Never build its
+    /// text from values; use ``execute(_:_:)`` with parameters instead.
+    ///
+    /// - Returns: The command tag of the last statement.
+    @discardableResult
+    public func executeScript(_ sql: String) throws(PostgresError) -> String {
+        let handle = try self.usableHandle()
+        let result = PQexec(handle, sql)
+        return try self.check(result, handle: handle) { result in
+            String(cString: PQcmdStatus(result))
+        }
+    }
+
+    /// Runs `body` in a transaction: `BEGIN`, then `COMMIT` when `body` returns, `ROLLBACK` when
+    /// it throws. No retries here: ``PostgresPool/transaction(isolation:maxAttempts:_:)`` retries
+    /// serialization failures and deadlocks.
+    ///
+    /// - Throws: the body's error, or ``PostgresError/Code/queryFailed`` when the transaction
+    ///   was rolled back at `COMMIT` because a statement inside it had failed.
+    public func transaction<R>(
+        isolation: PostgresIsolationLevel = .readCommitted,
+        _ body: () throws -> R
+    ) throws -> R {
+        try self.executeScript("BEGIN ISOLATION LEVEL \(isolation.sql)")
+        do {
+            let result = try body()
+            let tag = try self.executeScript("COMMIT")
+            if tag == "ROLLBACK" {
+                throw PostgresError(
+                    code: .queryFailed,
+                    message: "the transaction was rolled back because a statement in it had failed")
+            }
+            return result
+        } catch {
+            self.rollbackIfInTransaction()
+            throw error
+        }
+    }
+
+    /// Sends `ROLLBACK` when a transaction is open; marks the connection broken when that fails.
+    func rollbackIfInTransaction() {
+        switch self.transactionStatus {
+        case .inTransaction, .failedTransaction:
+            do {
+                try self.executeScript("ROLLBACK")
+            } catch {
+                self.broken = true
+            }
+        case .active, .unknown:
+            self.broken = true
+        case .idle:
+            break
+        }
+    }
+
+    /// A cheap, non-blocking check before handing an idle pooled connection out: reads what the
+    /// server may have sent meanwhile (a shutdown notice, end of stream) without waiting.
+    func isHealthyWhenIdle() -> Bool {
+        guard let handle, !self.isBroken else { return false }
+        if PQconsumeInput(handle) == 0 {
+            self.broken = true
+            return false
+        }
+        // Notifications of a LISTEN someone issued on a pooled connection: drop them.
+        while let notification = PQnotifies(handle) {
+            PQfreemem(notification)
+        }
+        return PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE
+    }
+
+    // MARK: Notifications (used by PostgresListener)
+
+    /// The connection's socket, or -1 when closed.
+    var socket: Int32 {
+        self.handle.map(PQsocket) ?? -1
+    }
+
+    /// Reads whatever the server sent, without blocking. Returns false (and marks the connection
+    /// broken) when the connection failed.
+    func consumeInput() -> Bool {
+        guard let handle, !self.isBroken else { return false }
+        if PQconsumeInput(handle) == 0 || PQstatus(handle) != CONNECTION_OK {
+            self.broken = true
+            return false
+        }
+        return true
+    }
+
+    /// The notifications received so far.
+    func takeNotifications() -> [PostgresNotification] {
+        guard let handle else { return [] }
+        var notifications: [PostgresNotification] = []
+        while let notify = PQnotifies(handle) {
+            let channel = notify.pointee.relname.map { String(cString: $0) } ?? ""
+            let payload = notify.pointee.extra.map { String(cString: $0) } ?? ""
+            notifications.append(
+                PostgresNotification(channel: channel, payload: payload, backendPID: notify.pointee.be_pid))
+            PQfreemem(notify)
+        }
+        return notifications
+    }
+
+    // MARK: Internals
+
+    private func usableHandle() throws(PostgresError) -> OpaquePointer {
+        guard let handle else {
+            throw PostgresError(code: .closed, message: "the connection is closed")
+        }
+        if self.isBroken {
+            throw PostgresError(code: .connectionLost, message: "the connection to the server was lost")
+        }
+        return handle
+    }
+
+    private func preparedStatementName(
+        sql: String, types: [UInt32], handle: OpaquePointer
+    ) throws(PostgresError) -> String {
+        let key = StatementKey(sql: sql, types: types)
+        if let name = self.preparedStatements[key] { return name }
+        if self.preparedStatements.count >= self.maxPreparedStatements {
+            try self.executeScript("DEALLOCATE ALL")
+            self.preparedStatements.removeAll()
+        }
+        let name = "auth_s\(self.nextStatementNumber)"
+        self.nextStatementNumber += 1
+        let result = types.withUnsafeBufferPointer { types in
+            PQprepare(handle, name, sql, Int32(types.count), types.baseAddress)
+        }
+        try self.check(result, handle: handle) { _ in () }
+        self.preparedStatements[key] = name
+        self.logger.trace("prepared statement", metadata: ["postgres.statement": "\(name)"])
+        return name
+    }
+
+    private func forgetPreparedStatement(sql: String, types: [UInt32], name: String) {
+        self.preparedStatements[StatementKey(sql: sql, types: types)] = nil
+        _ = try? self.executeScript("DEALLOCATE \(name)")
+    }
+
+    private func executePrepared(
+        name: String, _ parameters: EncodedParameters, handle: OpaquePointer
+    ) throws(PostgresError) -> PostgresRows {
+        let result = parameters.withPointers { values, lengths, formats in
+            PQexecPrepared(handle, name, Int32(parameters.types.count), values, lengths, formats, 1)
+        }
+        return try self.check(result, handle: handle) { result in copyRows(from: result) }
+    }
+
+    /// Takes ownership of `result`, turns an error status into a ``PostgresError`` and otherwise
+    /// hands the result to `read` before freeing it.
+    private func check<T>(
+        _ result: OpaquePointer?,
+        handle: OpaquePointer,
+        read: (OpaquePointer) -> T
+    ) throws(PostgresError) -> T {
+        guard let result else {
+            throw self.failure(result: nil, handle: handle)
+        }
+        let owned = PostgresResultHandle(result)
+        switch PQresultStatus(owned.pointer) {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+            return read(owned.pointer)
+        default:
+            throw self.failure(result: owned.pointer, handle: handle)
+        }
+    }
+
+    private func failure(result: OpaquePointer?, handle: OpaquePointer) -> PostgresError {
+        func field(_ code: Character) -> String? {
+            guard let result, let pointer = PQresultErrorField(result, Int32(code.asciiValue!)) else { return nil }
+            return String(cString: pointer)
+        }
+        let sqlState = field("C")
+        let primary =
+            field("M")
+            ?? result.flatMap { String(validatingCString: PQresultErrorMessage($0)) }.map(trimmed)
+            ?? errorMessage(of: handle)
+            ?? "unknown error"
+        var code = sqlState.map(PostgresError.code(forSQLState:)) ?? .queryFailed
+        if PQstatus(handle) != CONNECTION_OK || code == .connectionLost {
+            code = .connectionLost
+            self.broken = true
+        } else if code == .timeout && self.cancelHandle.cancelWasRequested {
+            code = .cancelled
+        }
+        let message: String
+        if code == .invalidData {
+            message = "the server rejected a value (its message is withheld because it may quote the value)"
+        } else if code == .connectionLost && sqlState == nil {
+            message = "the connection to the server was lost: \(primary)"
+        } else {
+            message = primary
+        }
+        let error = PostgresError(
+            code: code, message: message, sqlState: sqlState, serverMessage: primary,
+            constraint: field("n"), schema: field("s"), table: field("t"), column: field("c"))
+        if code == .connectionLost {
+            self.logger.warning("PostgreSQL connection lost", metadata: ["postgres.error": "\(error)"])
+        }
+        return error
+    }
+
+    private func installNoticeReceiver() {
+        guard let handle else { return }
+        // The receiver cannot capture: the connection travels as the unretained context pointer.
+        // It stays valid because the PGconn is finished before (or in) this object's deinit.
+        PQsetNoticeReceiver(
+            handle,
+            { context, result in
+                guard let context, let result else { return }
+                let connection = Unmanaged<PostgresConnection>.fromOpaque(context).takeUnretainedValue()
+                connection.noticeReceived(result)
+            },
+            Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    private func noticeReceived(_ result: OpaquePointer) {
+        // Only severity and SQLSTATE: a notice's text can quote data.
+        func field(_ code: Character) -> String {
+            PQresultErrorField(result, Int32(code.asciiValue!)).map { String(cString: $0) } ?? "?"
+        }
+        self.logger.debug(
+            "PostgreSQL notice",
+            metadata: ["postgres.severity": "\(field("V"))", "postgres.sqlstate": "\(field("C"))"])
+    }
+}
+
+@available(*, unavailable)
+extension PostgresConnection: Sendable {}
+
+/// The transaction state of a ``PostgresConnection``.
+public enum PostgresTransactionStatus: Sendable, Hashable {
+    /// Not in a transaction.
+    case idle
+    /// A command is in progress.
+    case active
+    /// Inside a transaction block.
+    case inTransaction
+    /// Inside a failed transaction block: only `ROLLBACK` helps.
+    case failedTransaction
+    /// Closed or broken.
+    case unknown
+}
+
+/// A transaction isolation level.
+public enum PostgresIsolationLevel: Sendable, Hashable {
+    /// PostgreSQL's default.
+    case readCommitted
+    /// Snapshot isolation: conflicting concurrent updates fail with a serialization failure.
+    case repeatableRead
+    /// Full serializability: anomalies fail with a serialization failure.
+    case serializable
+
+    var sql: String {
+        switch self {
+        case .readCommitted: "READ COMMITTED"
+        case .repeatableRead: "REPEATABLE READ"
+        case .serializable: "SERIALIZABLE"
+        }
+    }
+}
+
+// MARK: - C resources
+
+/// Owns one `PGresult`.
+final class PostgresResultHandle {
+    let pointer: OpaquePointer
+
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
+
+    deinit { PQclear(self.pointer) }
+}
+
+/// Owns one `PGcancel` (`PQgetCancel`): lets another thread cancel the statement running on the
+/// connection, but only while a pooled caller has armed it.
+final class PostgresCancelHandle: @unchecked Sendable {
+    // @unchecked Sendable: `pointer` is immutable after init and only passed to PQcancel, which
+    // libpq documents as safe to call from any thread while the connection is in use; PQcancel
+    // calls are serialized by `state`'s lock, and PQfreeCancel runs in deinit, when no other
+    // reference exists. All mutable state is inside the Mutex.
+    private let pointer: OpaquePointer?
+    private let state = Mutex(State())
+
+    private struct State {
+        var generation: UInt64 = 0
+        var armed = false
+        var requested = false
+    }
+
+    init(connection: OpaquePointer) {
+        self.pointer = PQgetCancel(connection)
+    }
+
+    deinit {
+        if let pointer { PQfreeCancel(pointer) }
+    }
+
+    /// Allows ``cancelIfArmed(generation:)`` to cancel the statement(s) about to run. Returns the
+    /// generation that a cancel request must name, so that a late request from an earlier user
+    /// of the connection cannot cancel a later user's statement.
+    func arm() -> UInt64 {
+        self.state.withLock { state in
+            state.generation &+= 1
+            state.armed = true
+            state.requested = false
+            return state.generation
+        }
+    }
+
+    /// Stops cancelling: after this, the connection may go to another caller.
+    func disarm() {
+        self.state.withLock { state in
+            state.armed = false
+            state.requested = false
+        }
+    }
+
+    /// Whether a cancel request was sent while armed.
+    var cancelWasRequested: Bool {
+        self.state.withLock { $0.requested }
+    }
+
+    /// Sends a cancel request when armed for `generation`. Blocks for a round trip to the server;
+    /// the lock is held meanwhile so that `disarm()` cannot hand the connection on with a cancel
+    /// still in flight.
+    func cancelIfArmed(generation: UInt64) {
+        guard let pointer else { return }
+        self.state.withLock { state in
+            guard state.armed, state.generation == generation, !state.requested else { return }
+            state.requested = true
+            var buffer = [CChar](repeating: 0, count: 256)
+            _ = PQcancel(pointer, &buffer, Int32(buffer.count))
+        }
+    }
+}
+
+// MARK: - Helpers
+
+private func copyRows(from result: OpaquePointer) -> PostgresRows {
+    let columnCount = Int(PQnfields(result))
+    let rowCount = Int(PQntuples(result))
+    var columns: [PostgresColumn] = []
+    columns.reserveCapacity(columnCount)
+    for column in 0..<columnCount {
+        let name = PQfname(result, Int32(column)).map { String(cString: $0) } ?? ""
+        columns.append(PostgresColumn(name: name, dataType: PostgresDataType(rawValue: PQftype(result, Int32(column)))))
+    }
+    var total = 0
+    for row in 0..<rowCount {
+        for column in 0..<columnCount {
+            total += Int(PQgetlength(result, Int32(row), Int32(column)))
+        }
+    }
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(total)
+    var offsets: [Int] = []
+    var lengths: [Int] = []
+    offsets.reserveCapacity(rowCount * columnCount)
+    lengths.reserveCapacity(rowCount * columnCount)
+    for row in 0..<rowCount {
+        for column in 0..<columnCount {
+            if PQgetisnull(result, Int32(row), Int32(column)) != 0 {
+                offsets.append(-1)
+                lengths.append(0)
+                continue
+            }
+            let length = Int(PQgetlength(result, Int32(row), Int32(column)))
+            offsets.append(bytes.count)
+            lengths.append(length)
+            if length > 0, let value = PQgetvalue(result, Int32(row), Int32(column)) {
+                UnsafeRawPointer(value).withMemoryRebound(to: UInt8.self, capacity: length) { pointer in
+                    bytes.append(contentsOf: UnsafeBufferPointer(start: pointer, count: length))
+                }
+            }
+        }
+    }
+    let commandTag = PQcmdStatus(result).map { String(cString: $0) } ?? ""
+    let affected = PQcmdTuples(result).flatMap { Int(String(cString: $0)) }
+    let storage = PostgresRows.Storage(
+        columns: columns, rowCount: rowCount, offsets: offsets, lengths: lengths, bytes: bytes)
+    return PostgresRows(storage: storage, commandTag: commandTag, affectedRows: affected)
+}
+
+private func errorMessage(of connection: OpaquePointer) -> String? {
+    guard let pointer = PQerrorMessage(connection) else { return nil }
+    let message = trimmed(String(cString: pointer))
+    return message.isEmpty ? nil : message
+}
+
+private func trimmed(_ message: String) -> String {
+    message.trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+/// Calls `body` with a NULL-terminated array of C strings that live for the call.
+private func withCStringArray<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+    let copies: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
+    defer { copies.forEach { free($0) } }
+    let pointers: [UnsafePointer<CChar>?] = copies.map { $0.map { UnsafePointer($0) } } + [nil]
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+}

@@ -1,0 +1,126 @@
+extension PostgresPool {
+    /// The pool's bookkeeping, free of I/O: who holds a slot, which connections are idle, who
+    /// waits. `PostgresPool` calls it under its lock and performs the returned actions after
+    /// releasing the lock.
+    ///
+    /// A *slot* is the right to hold one connection; there are `maxConnections` of them. A lease
+    /// is a slot plus either an idle connection or the duty to open a new one. Invariant:
+    /// `idle.count + leased <= maxConnections`, and callers wait only when every slot is leased
+    /// (so there is then no idle connection).
+    struct StateMachine<Connection, Waiter> {
+        enum Lease {
+            case existing(Connection)
+            /// A free slot without a connection: the holder opens one.
+            case new
+        }
+
+        enum AcquireAction {
+            case lease(Lease)
+            case wait
+            case fail(PostgresError)
+        }
+
+        struct ReleaseAction {
+            /// A waiter to resume with the released slot.
+            var resume: (waiter: Waiter, lease: Lease)?
+            /// A connection to close (the pool is closed).
+            var close: Connection?
+            /// The pool is closed and the last lease came back.
+            var drained = false
+        }
+
+        struct CloseAction {
+            var waiters: [Waiter] = []
+            var connections: [Connection] = []
+            var drained: Bool
+        }
+
+        let maxConnections: Int
+        private(set) var idle: [Connection] = []
+        private(set) var leased = 0
+        private var waiters: [(id: Int, waiter: Waiter)] = []
+        private(set) var isClosed = false
+
+        init(maxConnections: Int) {
+            precondition(maxConnections > 0, "a pool needs at least one connection")
+            self.maxConnections = maxConnections
+        }
+
+        var waiting: Int { self.waiters.count }
+
+        /// A caller wants a connection. When it must wait it is queued (first come, first served).
+        mutating func acquire(id: Int, waiter: Waiter) -> AcquireAction {
+            if self.isClosed { return .fail(PostgresError.poolClosed) }
+            if self.leased < self.maxConnections {
+                self.leased += 1
+                // Most recently used first: keeps a warm set and lets surplus idle ones age.
+                if let connection = self.idle.popLast() { return .lease(.existing(connection)) }
+                return .lease(.new)
+            }
+            self.waiters.append((id, waiter))
+            return .wait
+        }
+
+        /// A lease ends, with its connection when that is still usable (`nil` when it was broken
+        /// and closed, or never opened).
+        mutating func release(_ connection: Connection?) -> ReleaseAction {
+            precondition(self.leased > 0, "release without a lease")
+            if self.isClosed {
+                self.leased -= 1
+                return ReleaseAction(close: connection, drained: self.leased == 0)
+            }
+            if !self.waiters.isEmpty {
+                // The slot goes straight to the first waiter; `leased` does not change.
+                let (_, waiter) = self.waiters.removeFirst()
+                return ReleaseAction(resume: (waiter, connection.map(Lease.existing) ?? .new))
+            }
+            self.leased -= 1
+            if let connection { self.idle.append(connection) }
+            return ReleaseAction()
+        }
+
+        /// A waiter gave up (timeout, cancellation). Returns it when it was still waiting.
+        mutating func removeWaiter(id: Int) -> Waiter? {
+            guard let index = self.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return self.waiters.remove(at: index).waiter
+        }
+
+        /// Closes the pool: waiters fail, idle connections close, leases close theirs on return.
+        mutating func close() -> CloseAction {
+            self.isClosed = true
+            let action = CloseAction(
+                waiters: self.waiters.map(\.waiter), connections: self.idle, drained: self.leased == 0)
+            self.waiters.removeAll()
+            self.idle.removeAll()
+            return action
+        }
+    }
+
+    /// When the next connection attempt may be made after failures: exponential backoff with
+    /// jitter, reset by a success.
+    struct ReconnectBackoff {
+        private(set) var failures = 0
+        private(set) var notBefore: ContinuousClock.Instant?
+
+        /// How long until an attempt is allowed, or `nil` when it is allowed now.
+        func remaining(now: ContinuousClock.Instant) -> Duration? {
+            guard let notBefore, now < notBefore else { return nil }
+            return notBefore - now
+        }
+
+        mutating func recordFailure(
+            now: ContinuousClock.Instant, initial: Duration, limit: Duration, jitter: Double
+        ) {
+            self.failures += 1
+            let exponent = min(self.failures - 1, 20)
+            var delay = initial * (1 << exponent)
+            if delay > limit { delay = limit }
+            self.notBefore = now + delay * jitter
+        }
+
+        mutating func recordSuccess() {
+            self.failures = 0
+            self.notBefore = nil
+        }
+    }
+}

@@ -1,0 +1,370 @@
+import Foundation
+import Logging
+import NIOPosix
+import ServiceLifecycle
+import Synchronization
+
+/// A bounded pool of ``PostgresConnection``s whose blocking libpq calls run on the pool's own
+/// threads (an `NIOThreadPool` with one thread per connection), never on an event loop or in
+/// Swift's cooperative pool.
+///
+/// - At most ``PostgresConfiguration/maxConnections`` connections exist; further callers wait,
+///   first come first served, up to ``PostgresConfiguration/acquireTimeout`` (then
+///   ``PostgresError/Code/poolTimeout``). A waiting caller whose task is cancelled stops waiting
+///   with `CancellationError`; a cancelled caller whose statement is running sends the server a
+///   cancel request and gets ``PostgresError/Code/cancelled``.
+/// - Connections are opened lazily. An idle connection is checked (without blocking) before
+///   reuse; a connection that failed at connection level is discarded. A failed connection
+///   attempt starts a backoff during which calls that need a new connection fail at once with
+///   ``PostgresError/Code/unavailable``; once the database is back, calls succeed again on the
+///   same pool.
+/// - As a `Service` the pool closes itself on graceful shutdown; otherwise call ``close()``.
+public final class PostgresPool: Service, Sendable {
+    /// The pool's configuration.
+    public let configuration: PostgresConfiguration
+    let logger: Logger
+    private let threadPool: NIOThreadPool
+    private let state: Mutex<State>
+    private let listener = Mutex<PostgresListener?>(nil)
+
+    typealias Machine = StateMachine<PooledConnection, CheckedContinuation<PooledConnection?, any Error>>
+
+    private struct State {
+        var machine: Machine
+        var backoff = ReconnectBackoff()
+        var nextWaiterID = 0
+        var drainWaiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    /// Creates a pool. No connection is opened until the first call needs one.
+    public init(configuration: PostgresConfiguration, logger: Logger) {
+        precondition(configuration.maxConnections > 0, "maxConnections must be at least 1")
+        self.configuration = configuration
+        self.logger = logger
+        self.threadPool = NIOThreadPool(numberOfThreads: configuration.maxConnections)
+        self.threadPool.start()
+        self.state = Mutex(State(machine: Machine(maxConnections: configuration.maxConnections)))
+    }
+
+    /// A snapshot of the pool's occupancy.
+    public struct Statistics: Sendable, Hashable {
+        /// Open connections not in use.
+        public var idleConnections: Int
+        /// Callers holding a connection (or opening one).
+        public var leasedConnections: Int
+        /// Callers waiting for a connection.
+        public var waitingCallers: Int
+    }
+
+    /// The pool's current occupancy.
+    public var statistics: Statistics {
+        self.state.withLock {
+            Statistics(
+                idleConnections: $0.machine.idle.count, leasedConnections: $0.machine.leased,
+                waitingCallers: $0.machine.waiting)
+        }
+    }
+
+    // MARK: Using connections
+
+    /// Runs `body` with a connection of its own, on one of the pool's threads.
+    ///
+    /// `body` may run several statements and may open a transaction with
+    /// ``PostgresConnection/transaction(isolation:_:)``; a transaction it leaves open is rolled
+    /// back. Do not keep the connection beyond `body`.
+    ///
+    /// - Throws: ``PostgresError`` (``PostgresError/Code/poolTimeout``, ``PostgresError/Code/unavailable``,
+    ///   ``PostgresError/Code/closed``, …), `CancellationError`, or whatever `body` throws.
+    public func withConnection<R: Sendable>(
+        _ body: @Sendable (PostgresConnection) throws -> R
+    ) async throws -> R {
+        let leased = try await self.acquire()
+        let canceller = QueryCanceller()
+        let outcome: Result<R, any Error>
+        let kept: PooledConnection?
+        do {
+            (outcome, kept) = try await withTaskCancellationHandler {
+                try await withoutActuallyEscaping(body) { body in
+                    try await self.threadPool.runIfActive {
+                        self.runOnPoolThread(leased, canceller: canceller, body)
+                    }
+                }
+            } onCancel: {
+                canceller.cancel()
+            }
+        } catch {
+            // The work never ran: the thread pool is shut down, or the task was cancelled while
+            // the work was queued.
+            self.release(leased)
+            if error is NIOThreadPoolError.ThreadPoolInactive { throw PostgresError.poolClosed }
+            throw error
+        }
+        self.release(kept)
+        return try outcome.get()
+    }
+
+    /// Executes one statement on a pooled connection.
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [PostgresValue] = []) async throws -> PostgresRows {
+        try await self.withConnection { try $0.execute(sql, parameters) }
+    }
+
+    /// Executes one statement, built with string interpolation, on a pooled connection.
+    @discardableResult
+    public func query(_ statement: PostgresStatement) async throws -> PostgresRows {
+        try await self.withConnection { try $0.execute(statement) }
+    }
+
+    // MARK: Lifecycle
+
+    /// Runs until graceful shutdown (or cancellation), then closes the pool.
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await self.close()
+    }
+
+    /// Closes the pool: waiting callers fail with ``PostgresError/Code/closed``, idle connections
+    /// close, and this returns once every running `body` has finished and its connection is closed.
+    /// Notification streams from ``listen(channel:)`` finish.
+    public func close() async {
+        let action = self.state.withLock { $0.machine.close() }
+        for waiter in action.waiters {
+            waiter.resume(throwing: PostgresError.poolClosed)
+        }
+        for pooled in action.connections {
+            pooled.connection.close()
+        }
+        if !action.drained {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let drained = self.state.withLock { state in
+                    if state.machine.leased == 0 { return true }
+                    state.drainWaiters.append(continuation)
+                    return false
+                }
+                if drained { continuation.resume() }
+            }
+        }
+        let listener = self.listener.withLock { $0 }
+        listener?.shutdown()
+        try? await self.threadPool.shutdownGracefully()
+        self.logger.debug("PostgreSQL pool closed")
+    }
+
+    // MARK: Notifications
+
+    /// Subscribes to notifications on `channel` (`LISTEN`), over one dedicated connection that
+    /// the pool opens on first use and that re-subscribes after reconnecting.
+    ///
+    /// Returns once the server has confirmed the `LISTEN`, so a `NOTIFY` sent afterwards is
+    /// delivered. The stream ends when the pool closes; cancelling its iteration unsubscribes.
+    /// Notifications sent while the listening connection is down are lost: use them as a hint
+    /// to look at the database, and look again after a while anyway.
+    ///
+    /// - Parameter channel: An identifier (ASCII letters, digits, `_`; at most 63 bytes). It is
+    ///   case-sensitive and matches `pg_notify`'s channel argument exactly.
+    /// - Throws: ``PostgresError/Code/invalidArgument`` for a bad channel name,
+    ///   ``PostgresError/Code/unavailable`` when the listening connection cannot be opened.
+    public func listen(channel: String) async throws -> AsyncStream<PostgresNotification> {
+        guard isPlainIdentifier(channel) else {
+            throw PostgresError.invalidArgument("a channel name must be an identifier (letters, digits, _)")
+        }
+        let listener = try self.listener.withLock { listener throws(PostgresError) -> PostgresListener in
+            if let listener { return listener }
+            if self.state.withLock({ $0.machine.isClosed }) { throw PostgresError.poolClosed }
+            let created = PostgresListener(configuration: self.configuration, logger: self.logger)
+            listener = created
+            return created
+        }
+        return try await listener.subscribe(channel: channel)
+    }
+
+    /// Sends a notification (`SELECT pg_notify($1, $2)`); listeners get it when the current
+    /// transaction commits (at once here).
+    ///
+    /// - Throws: ``PostgresError/Code/invalidArgument`` for a bad channel name.
+    public func notify(channel: String, payload: String = "") async throws {
+        guard isPlainIdentifier(channel) else {
+            throw PostgresError.invalidArgument("a channel name must be an identifier (letters, digits, _)")
+        }
+        try await self.query("SELECT pg_notify($1, $2)", [.text(channel), .text(payload)])
+    }
+
+    // MARK: Internals
+
+    private func acquire() async throws -> PooledConnection? {
+        let id = self.state.withLock { state in
+            state.nextWaiterID += 1
+            return state.nextWaiterID
+        }
+        let timer = Mutex<Task<Void, Never>?>(nil)
+        defer { timer.withLock { $0?.cancel() } }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation {
+                (continuation: CheckedContinuation<PooledConnection?, any Error>) in
+                let action = self.state.withLock { state -> Machine.AcquireAction in
+                    // Checked under the lock: a cancellation after this point finds the waiter.
+                    if Task.isCancelled { return .fail(PostgresError(code: .cancelled, message: "cancelled")) }
+                    return state.machine.acquire(id: id, waiter: continuation)
+                }
+                switch action {
+                case .lease(.existing(let pooled)):
+                    continuation.resume(returning: pooled)
+                case .lease(.new):
+                    continuation.resume(returning: nil)
+                case .fail(let error) where error.code == .cancelled:
+                    continuation.resume(throwing: CancellationError())
+                case .fail(let error):
+                    continuation.resume(throwing: error)
+                case .wait:
+                    let timeout = self.configuration.acquireTimeout
+                    timer.withLock {
+                        $0 = Task { [weak self] in
+                            guard (try? await Task.sleep(for: timeout)) != nil, let self else { return }
+                            self.failWaiter(
+                                id: id,
+                                PostgresError(
+                                    code: .poolTimeout,
+                                    message: "no database connection became free within \(timeout)"))
+                        }
+                    }
+                }
+            }
+        } onCancel: {
+            self.failWaiter(id: id, CancellationError())
+        }
+    }
+
+    private func failWaiter(id: Int, _ error: any Error) {
+        let waiter = self.state.withLock { $0.machine.removeWaiter(id: id) }
+        waiter?.resume(throwing: error)
+    }
+
+    private func release(_ pooled: PooledConnection?) {
+        let (action, drainWaiters) = self.state.withLock { state in
+            let action = state.machine.release(pooled)
+            var drainWaiters: [CheckedContinuation<Void, Never>] = []
+            if action.drained { swap(&drainWaiters, &state.drainWaiters) }
+            return (action, drainWaiters)
+        }
+        if let (waiter, lease) = action.resume {
+            switch lease {
+            case .existing(let pooled): waiter.resume(returning: pooled)
+            case .new: waiter.resume(returning: nil)
+            }
+        }
+        action.close?.connection.close()
+        drainWaiters.forEach { $0.resume() }
+    }
+
+    /// Runs on a pool thread: makes sure there is a usable connection, runs `body`, cleans up.
+    /// Returns the body's outcome and the connection to keep (`nil` when there is none or it broke).
+    private func runOnPoolThread<R>(
+        _ leased: PooledConnection?,
+        canceller: QueryCanceller,
+        _ body: (PostgresConnection) throws -> R
+    ) -> (Result<R, any Error>, PooledConnection?) {
+        let pooled: PooledConnection
+        do {
+            pooled = try self.usableConnection(leased)
+        } catch {
+            return (.failure(error), nil)
+        }
+        let connection = pooled.connection
+        guard canceller.attach(connection.cancelHandle) else {
+            return (.failure(CancellationError()), pooled)
+        }
+        let outcome = Result { try body(connection) }
+        canceller.detach()
+        if connection.transactionStatus != .idle && !connection.isBroken {
+            self.logger.warning("a withConnection body left a transaction open; rolling it back")
+            connection.rollbackIfInTransaction()
+        }
+        if connection.isBroken {
+            connection.close()
+            return (outcome, nil)
+        }
+        return (outcome, pooled)
+    }
+
+    private func usableConnection(_ leased: PooledConnection?) throws(PostgresError) -> PooledConnection {
+        if let leased {
+            if leased.connection.isHealthyWhenIdle() { return leased }
+            self.logger.debug("discarding a broken idle PostgreSQL connection")
+            leased.connection.close()
+        }
+        let now = ContinuousClock.now
+        if let remaining = self.state.withLock({ $0.backoff.remaining(now: now) }) {
+            throw PostgresError(
+                code: .unavailable,
+                message: "the database is unavailable; next connection attempt in \(remaining)")
+        }
+        do {
+            let connection = try PostgresConnection.connect(configuration: self.configuration, logger: self.logger)
+            self.state.withLock { $0.backoff.recordSuccess() }
+            return PooledConnection(connection)
+        } catch {
+            let failures = self.state.withLock { state in
+                state.backoff.recordFailure(
+                    now: .now, initial: self.configuration.reconnectBackoff,
+                    limit: self.configuration.reconnectBackoffLimit, jitter: Double.random(in: 0.75...1.25))
+                return state.backoff.failures
+            }
+            self.logger.warning(
+                "cannot connect to PostgreSQL",
+                metadata: ["postgres.error": "\(error)", "postgres.failures": "\(failures)"])
+            throw error
+        }
+    }
+}
+
+/// A pooled connection as it moves between the pool's lock, waiting callers and pool threads.
+final class PooledConnection: @unchecked Sendable {
+    // @unchecked Sendable: the pool hands a PooledConnection to exactly one lease at a time (the
+    // state machine holds it either in `idle` or in one lease, never both), and a lease uses it
+    // only inside one thread-pool work item, whose start and end are ordered with the handover by
+    // the pool's Mutex and the continuation resumes. So the non-Sendable connection is only ever
+    // touched by one thread at a time.
+    let connection: PostgresConnection
+
+    init(_ connection: PostgresConnection) { self.connection = connection }
+}
+
+/// Connects a caller's task cancellation with the statement running for it on a pool thread.
+final class QueryCanceller: Sendable {
+    private struct State {
+        var cancelled = false
+        var armed: (handle: PostgresCancelHandle, generation: UInt64)?
+    }
+
+    private let state = Mutex(State())
+
+    /// Called on the pool thread before the body runs. Returns false when already cancelled.
+    func attach(_ handle: PostgresCancelHandle) -> Bool {
+        self.state.withLock { state in
+            guard !state.cancelled else { return false }
+            state.armed = (handle, handle.arm())
+            return true
+        }
+    }
+
+    /// Called on the pool thread after the body ran, before the connection is handed on.
+    func detach() {
+        let armed = self.state.withLock { state in
+            defer { state.armed = nil }
+            return state.armed
+        }
+        armed?.handle.disarm()
+    }
+
+    /// Called from the task's cancellation handler: sends a cancel request if a statement may be
+    /// running. The request is a blocking round trip, so it goes to a global queue.
+    func cancel() {
+        let armed = self.state.withLock { state in
+            state.cancelled = true
+            return state.armed
+        }
+        if let (handle, generation) = armed {
+            DispatchQueue.global().async { handle.cancelIfArmed(generation: generation) }
+        }
+    }
+}

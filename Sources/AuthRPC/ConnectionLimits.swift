@@ -1,0 +1,28 @@
+/// Limits a server applies to each connection. Everything a peer controls is bounded.
+public struct ConnectionLimits: Sendable, Hashable {
+    /// The largest frame accepted (the length prefix's value), in bytes.
+    public var maxFrameSize: Int
+    /// Calls open at once on one connection; more are refused with RESOURCE_EXHAUSTED.
+    public var maxConcurrentCalls: Int
+    /// A connection with no frame for this long is closed.
+    public var idleTimeout: Duration
+    /// A frame must arrive completely within this long of its first byte, and a new connection
+    /// must send Hello within it.
+    public var readTimeout: Duration
+    /// The longest timeout a call may ask for; longer ones are cut to this.
+    public var maxCallTimeout: Duration
+
+    public init(
+        maxFrameSize: Int = 1 << 20,
+        maxConcurrentCalls: Int = 256,
+        idleTimeout: Duration = .seconds(300),
+        readTimeout: Duration = .seconds(10),
+        maxCallTimeout: Duration = .seconds(120)
+    ) {
+        self.maxFrameSize = maxFrameSize
+        self.maxConcurrentCalls = maxConcurrentCalls
+        self.idleTimeout = idleTimeout
+        self.readTimeout = readTimeout
+        self.maxCallTimeout = maxCallTimeout
+    }
+}

@@ -1,0 +1,76 @@
+import AuthProtobuf
+
+/// Makes typed calls over a transport. Generated `Client` structs wrap one.
+///
+/// Inside a handler, calls carry the served call's request id, trace context and end-user
+/// IP, and never wait past its deadline.
+public struct RPCClient: Sendable {
+    public let transport: any ClientTransport
+    /// The name this client's service calls itself in metadata (`caller_service`).
+    public let callerService: String
+    /// The timeout of a call whose options and context give none.
+    public var defaultTimeout: Duration
+
+    public init(transport: any ClientTransport, callerService: String, defaultTimeout: Duration = .seconds(10)) {
+        self.transport = transport
+        self.callerService = callerService
+        self.defaultTimeout = defaultTimeout
+    }
+
+    public func unary<Request: ProtobufCMessage, Response: ProtobufCMessage>(
+        _ method: MethodDescriptor,
+        request: Request,
+        options: CallOptions = CallOptions()
+    ) async throws -> Response {
+        let call = try self.prepare(method, request: request, options: options)
+        let bytes = try await transport.unary(call)
+        do {
+            return try Response(serializedBytes: bytes)
+        } catch {
+            throw RPCError(
+                code: .internal,
+                message: "The response of \(method.path) could not be decoded.",
+                reason: "malformed_response"
+            )
+        }
+    }
+
+    /// Resolves metadata and timeout against the call being served, if any.
+    func prepare<Request: ProtobufCMessage>(
+        _ method: MethodDescriptor,
+        request: Request,
+        options: CallOptions,
+        now: ContinuousClock.Instant = .now
+    ) throws -> ClientCall {
+        var metadata = options.metadata
+        var timeout = options.timeout ?? defaultTimeout
+        if let served = ServerContext.current {
+            if metadata.requestID.isEmpty { metadata.requestID = served.metadata.requestID }
+            if metadata.traceparent.isEmpty { metadata.traceparent = served.metadata.traceparent }
+            if metadata.tracestate.isEmpty { metadata.tracestate = served.metadata.tracestate }
+            if metadata.endUserIP.isEmpty { metadata.endUserIP = served.metadata.endUserIP }
+            if let remaining = served.timeRemaining(now: now) {
+                guard remaining > .zero else {
+                    throw RPCError(
+                        code: .deadlineExceeded,
+                        message: "The deadline of the call being served has passed.",
+                        reason: "deadline_exceeded"
+                    )
+                }
+                timeout = min(timeout, remaining)
+            }
+        }
+        metadata.callerService = callerService
+        let payload: [UInt8]
+        do {
+            payload = try request.serializedBytes()
+        } catch {
+            throw RPCError(
+                code: .invalidArgument,
+                message: "The request could not be encoded: \(error)",
+                reason: "malformed_request"
+            )
+        }
+        return ClientCall(method: method, payload: payload, metadata: metadata, timeout: timeout)
+    }
+}

@@ -1,0 +1,74 @@
+import AuthProtobuf
+
+/// The methods a server serves, by path. Typed handlers are registered once at start-up
+/// (generated `registerMethods(with:)` does it); the transport looks them up per call.
+public struct RPCRouter: Sendable {
+    /// A handler after type erasure: request bytes in, response bytes out.
+    public typealias ErasedHandler = @Sendable ([UInt8], ServerContext) async throws -> [UInt8]
+
+    /// One registered method.
+    public struct Route: Sendable {
+        public let method: MethodDescriptor
+        public let handler: ErasedHandler
+    }
+
+    private var routes: [String: Route] = [:]
+
+    public init() {}
+
+    /// Registers a typed handler. Registering the same method twice replaces the first.
+    public mutating func register<Request: ProtobufCMessage, Response: ProtobufCMessage>(
+        _ method: MethodDescriptor,
+        handler: @escaping @Sendable (Request, ServerContext) async throws -> Response
+    ) {
+        routes[method.path] = Route(method: method) { bytes, context in
+            let request: Request
+            do {
+                request = try Request(serializedBytes: bytes)
+            } catch {
+                throw RPCError(
+                    code: .invalidArgument,
+                    message: "The request message of \(method.path) could not be decoded.",
+                    reason: "malformed_request"
+                )
+            }
+            let response = try await handler(request, context)
+            do {
+                return try response.serializedBytes()
+            } catch {
+                throw RPCError(code: .internal, message: "The response could not be encoded.", reason: "internal")
+            }
+        }
+    }
+
+    /// Registers every method of a service.
+    public mutating func register(_ service: some RegistrableRPCService) {
+        service.registerMethods(with: &self)
+    }
+
+    /// The route for a wire path, if any.
+    public func route(forPath path: String) -> Route? { routes[path] }
+
+    /// Every registered method, sorted by path.
+    public var methods: [MethodDescriptor] { routes.values.map(\.method).sorted { $0.path < $1.path } }
+}
+
+/// A service implementation that can add its methods to a router.
+public protocol RegistrableRPCService: Sendable {
+    func registerMethods(with router: inout RPCRouter)
+}
+
+extension RPCRouter.Route {
+    /// Runs the handler with `context` as ``ServerContext/current`` and converts whatever it
+    /// throws into an ``RPCError``.
+    public func run(payload: [UInt8], context: ServerContext) async -> Result<[UInt8], RPCError> {
+        do {
+            let bytes = try await ServerContext.$current.withValue(context) {
+                try await handler(payload, context)
+            }
+            return .success(bytes)
+        } catch {
+            return .failure(RPCError(converting: error))
+        }
+    }
+}

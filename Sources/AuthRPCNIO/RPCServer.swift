@@ -1,0 +1,170 @@
+import AuthRPC
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+
+/// How an ``RPCServer`` listens and whom it serves.
+public struct RPCServerConfiguration: Sendable {
+    /// The address to bind: `127.0.0.1` locally, `0.0.0.0` in a container.
+    public var host: String
+    /// The port to bind; 0 picks a free one (read it back from ``RPCServer/localPort``).
+    public var port: Int
+    /// This server's service name, sent in HelloAck and used in logs.
+    public var serviceName: String
+    /// The secret shared between services; callers prove they hold it in their Hello.
+    public var secret: [UInt8]
+    /// Who may call (service names); empty means any holder of the secret.
+    public var allowedCallers: Set<String>
+    public var limits: ConnectionLimits
+    /// How long graceful shutdown waits for open calls before closing connections anyway.
+    public var shutdownGracePeriod: Duration
+
+    public init(
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        serviceName: String,
+        secret: [UInt8],
+        allowedCallers: Set<String> = [],
+        limits: ConnectionLimits = ConnectionLimits(),
+        shutdownGracePeriod: Duration = .seconds(10)
+    ) {
+        self.host = host
+        self.port = port
+        self.serviceName = serviceName
+        self.secret = secret
+        self.allowedCallers = allowedCallers
+        self.limits = limits
+        self.shutdownGracePeriod = shutdownGracePeriod
+    }
+}
+
+/// Serves an ``RPCRouter`` over TCP. A `Service`: `run()` serves until graceful shutdown, then
+/// sends GOAWAY on every connection, lets open calls finish (up to the grace period) and
+/// returns.
+public final class RPCServer: Service, Sendable {
+    public let configuration: RPCServerConfiguration
+    private let router: RPCRouter
+    private let group: any EventLoopGroup
+    private let logger: Logger
+    private let verifier: ServiceCredentialVerifier
+    private let wallClock: @Sendable () -> Int64
+    private let state = NIOLockedValueBox(State())
+    private let stopPromise: EventLoopPromise<Void>
+
+    private struct State {
+        var serverChannel: (any Channel)?
+        var connections: [ObjectIdentifier: any Channel] = [:]
+        var stopping = false
+    }
+
+    public init(
+        configuration: RPCServerConfiguration,
+        router: RPCRouter,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger,
+        wallClock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
+    ) {
+        self.configuration = configuration
+        self.router = router
+        self.group = eventLoopGroup
+        self.logger = logger
+        self.wallClock = wallClock
+        self.verifier = ServiceCredentialVerifier(
+            secret: configuration.secret,
+            allowedCallers: configuration.allowedCallers,
+            allowedSkewMS: 60_000
+        )
+        self.stopPromise = eventLoopGroup.any().makePromise(of: Void.self)
+    }
+
+    /// The bound port, once listening.
+    public var localPort: Int? {
+        state.withLockedValue { $0.serverChannel?.localAddress?.port }
+    }
+
+    /// Starts listening (if not yet) and returns the bound port.
+    @discardableResult
+    public func bind() async throws -> Int {
+        if let port = localPort { return port }
+        let router = self.router
+        let verifier = self.verifier
+        let configuration = self.configuration
+        let wallClock = self.wallClock
+        let logger = self.logger
+        let channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.writeBufferWaterMark, value: .init(low: 256 * 1024, high: 1024 * 1024))
+            .childChannelInitializer { [weak self] channel in
+                guard let self else { return channel.close() }
+                let accepted = self.state.withLockedValue { state -> Bool in
+                    guard !state.stopping else { return false }
+                    state.connections[ObjectIdentifier(channel)] = channel
+                    return true
+                }
+                guard accepted else { return channel.close() }
+                channel.closeFuture.whenComplete { [weak self] _ in
+                    _ = self?.state.withLockedValue { $0.connections.removeValue(forKey: ObjectIdentifier(channel)) }
+                }
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ServerConnectionHandler(
+                        router: router,
+                        verifier: verifier,
+                        limits: configuration.limits,
+                        serviceName: configuration.serviceName,
+                        wallClock: wallClock,
+                        logger: logger
+                    ))
+                }
+            }
+            .bind(host: configuration.host, port: configuration.port)
+            .get()
+        state.withLockedValue { $0.serverChannel = channel }
+        let port = channel.localAddress?.port ?? configuration.port
+        logger.info("RPC server listening", metadata: ["host": "\(configuration.host)", "port": "\(port)", "service": "\(configuration.serviceName)"])
+        return port
+    }
+
+    public func run() async throws {
+        try await bind()
+        try? await withGracefulShutdownHandler {
+            try await withTaskCancellationHandler {
+                try await stopPromise.futureResult.get()
+            } onCancel: {
+                self.stopPromise.succeed()
+            }
+        } onGracefulShutdown: {
+            self.stopPromise.succeed()
+        }
+        await drain()
+    }
+
+    /// Asks a running server to shut down gracefully; `run()` returns when it has.
+    public func beginShutdown() {
+        stopPromise.succeed()
+    }
+
+    private func drain() async {
+        let (serverChannel, connections) = state.withLockedValue { state in
+            state.stopping = true
+            return (state.serverChannel, Array(state.connections.values))
+        }
+        try? await serverChannel?.close()
+        logger.info("RPC server draining", metadata: ["connections": "\(connections.count)"])
+        for connection in connections {
+            connection.pipeline.fireUserInboundEventTriggered(GracefulShutdownRequest())
+        }
+        let deadline = ContinuousClock.now + configuration.shutdownGracePeriod
+        while ContinuousClock.now < deadline {
+            if state.withLockedValue({ $0.connections.isEmpty }) { break }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        let remaining = state.withLockedValue { Array($0.connections.values) }
+        for connection in remaining { try? await connection.close() }
+        logger.info("RPC server stopped")
+    }
+}

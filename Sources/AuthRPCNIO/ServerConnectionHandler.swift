@@ -1,0 +1,362 @@
+import AuthProtobuf
+import AuthRPC
+import Logging
+import NIOCore
+
+/// Serves one accepted connection: splits frames, runs the connection state machine, starts a
+/// task per call, enforces deadlines and limits, and writes responses.
+///
+/// Everything here runs on the channel's event loop, except handler bodies, which run in
+/// tasks (started with `Task.immediate`, so a handler that does not suspend completes within
+/// the read that delivered its request and its answer leaves in the same flush).
+final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let router: RPCRouter
+    private let verifier: ServiceCredentialVerifier
+    private let limits: ConnectionLimits
+    private let serviceName: String
+    private let wallClock: @Sendable () -> Int64
+    private var logger: Logger
+
+    private var state: ServerConnectionStateMachine
+    private var decoder: FrameDecoder
+    private var watchdog: ConnectionWatchdog
+    private var context: ChannelHandlerContext?
+    private var calls: [UInt64: RunningCall] = [:]
+    private var watchdogTask: RepeatedTask?
+    private var inReadBurst = false
+    private var flushPending = false
+    private var peer = ""
+
+    private struct RunningCall {
+        var task: Task<Void, Never>?
+        var deadlineTimer: Scheduled<Void>?
+    }
+
+    init(
+        router: RPCRouter,
+        verifier: ServiceCredentialVerifier,
+        limits: ConnectionLimits,
+        serviceName: String,
+        wallClock: @escaping @Sendable () -> Int64,
+        logger: Logger
+    ) {
+        self.router = router
+        self.verifier = verifier
+        self.limits = limits
+        self.serviceName = serviceName
+        self.wallClock = wallClock
+        self.logger = logger
+        self.state = ServerConnectionStateMachine(maxConcurrentCalls: limits.maxConcurrentCalls)
+        self.decoder = FrameDecoder(maxFrameSize: limits.maxFrameSize)
+        self.watchdog = ConnectionWatchdog(limits: limits, now: .now)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        peer = context.remoteAddress?.description ?? "unknown"
+        logger[metadataKey: "peer"] = "\(peer)"
+        let tick = min(limits.readTimeout, limits.idleTimeout) / 4
+        let interval = max(TimeAmount(tick), .milliseconds(10))
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        watchdogTask = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
+            loopBound.value.watchdogTick()
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        watchdogTask?.cancel()
+        watchdogTask = nil
+        abandonAllCalls()
+        self.context = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        abandonAllCalls()
+        context.fireChannelInactive()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        watchdog.writabilityChanged(isWritable: context.channel.isWritable, now: .now)
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        decoder.append(unwrapInboundIn(data))
+        inReadBurst = true
+        let now = ContinuousClock.now
+        while state.state != .closed {
+            let body: ByteBuffer
+            do {
+                guard let next = try decoder.nextFrame() else { break }
+                body = next
+            } catch {
+                logger.warning("Closing connection: frame too large", metadata: ["length": "\(error.length)"])
+                sendGoAwayAndClose(RPCError(
+                    code: .resourceExhausted,
+                    message: "Frame of \(error.length) bytes exceeds the limit of \(error.maxFrameSize).",
+                    reason: "frame_too_large"
+                ))
+                return
+            }
+            let frame: Auth_Rpc_V1_Frame
+            do {
+                frame = try Auth_Rpc_V1_Frame(frameBody: body)
+            } catch {
+                logger.warning("Closing connection: malformed frame")
+                sendGoAwayAndClose(RPCError(code: .invalidArgument, message: "Malformed frame.", reason: "malformed_frame"))
+                return
+            }
+            if case .hello = frame.kind {
+                watchdog.frameReceived(isHello: true, now: now)
+            } else {
+                watchdog.frameReceived(isHello: false, now: now)
+            }
+            handle(frame)
+        }
+        watchdog.bytesBuffered(partialFrame: decoder.hasPartialFrame, now: now)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        inReadBurst = false
+        if flushPending {
+            flushPending = false
+            context.flush()
+        }
+        context.fireChannelReadComplete()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.debug("Connection error", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is GracefulShutdownRequest {
+            beginGracefulShutdown()
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    // MARK: Frames
+
+    private func handle(_ frame: Auth_Rpc_V1_Frame) {
+        switch state.frameReceived(frame) {
+        case .verifyHello(let hello):
+            let result = verifier.verify(hello, nowUnixMS: wallClock())
+            switch state.helloVerified(result) {
+            case .sendHelloAck:
+                logger[metadataKey: "caller"] = "\(state.authenticatedCaller)"
+                send(.init(kind: .helloAck(Auth_Rpc_V1_HelloAck(
+                    protocolVersion: rpcProtocolVersion,
+                    service: serviceName,
+                    maxFrameSize: UInt32(limits.maxFrameSize),
+                    maxConcurrentCalls: UInt32(limits.maxConcurrentCalls),
+                    idleTimeoutMS: UInt32(clamping: limits.idleTimeout.milliseconds)
+                ))))
+            case .refuse(let error):
+                logger.warning("Refused a caller", metadata: ["reason": "\(error.reason)", "service": "\(hello.service)"])
+                sendGoAwayAndClose(error)
+            }
+        case .startCall(let request):
+            startCall(request)
+        case .rejectCall(let callID, let error):
+            send(.init(kind: .response(Auth_Rpc_V1_Response(callID: callID, status: error.status))))
+        case .cancelCall(let callID):
+            if let call = calls.removeValue(forKey: callID) {
+                call.deadlineTimer?.cancel()
+                call.task?.cancel()
+            }
+        case .sendPong(let payload):
+            send(.init(kind: .pong(Auth_Rpc_V1_Pong(payload: payload))))
+        case .closeWithError(let error):
+            logger.warning("Closing connection: protocol violation", metadata: ["reason": "\(error.reason)"])
+            sendGoAwayAndClose(error)
+        case .closeWhenIdle(let closeNow):
+            if closeNow { close() }
+        case .none:
+            break
+        }
+    }
+
+    private func startCall(_ request: Auth_Rpc_V1_Request) {
+        let callID = request.callID
+        guard let route = router.route(forPath: request.method) else {
+            finish(callID: callID, result: .failure(RPCError(
+                code: .unimplemented,
+                message: "Method \(request.method) is not served here.",
+                reason: "unknown_method"
+            )))
+            return
+        }
+        let metadata = RPCMetadata(proto: request.metadata ?? Auth_Rpc_V1_Metadata())
+        if let violation = metadata.violation() {
+            finish(callID: callID, result: .failure(RPCError(code: .invalidArgument, message: violation, reason: "invalid_metadata")))
+            return
+        }
+        var deadline: ContinuousClock.Instant?
+        if request.timeoutUS > 0 {
+            let asked = Duration.microseconds(Int64(clamping: request.timeoutUS))
+            deadline = ContinuousClock.now + min(asked, limits.maxCallTimeout)
+        }
+        let serverContext = ServerContext(
+            method: route.method,
+            metadata: metadata,
+            deadline: deadline,
+            authenticatedCaller: state.authenticatedCaller,
+            peer: peer
+        )
+        calls[callID] = RunningCall()
+        if let deadline {
+            let remaining = deadline - .now
+            guard remaining > .zero else {
+                finish(callID: callID, result: .failure(.deadlineExceededOnServer))
+                return
+            }
+            let loopBound = NIOLoopBound(self, eventLoop: context!.eventLoop)
+            calls[callID]?.deadlineTimer = context!.eventLoop.scheduleTask(in: TimeAmount(remaining)) {
+                loopBound.value.deadlinePassed(callID: callID)
+            }
+        }
+        let loopBound = NIOLoopBound(self, eventLoop: context!.eventLoop)
+        let eventLoop = context!.eventLoop
+        let payload = request.payload
+        let task = Task.immediate {
+            let result = await route.run(payload: payload, context: serverContext)
+            if eventLoop.inEventLoop {
+                loopBound.value.finish(callID: callID, result: result)
+            } else {
+                eventLoop.execute { loopBound.value.finish(callID: callID, result: result) }
+            }
+        }
+        // The task may already have finished (and removed the call) within Task.immediate.
+        if calls[callID] != nil { calls[callID]?.task = task }
+    }
+
+    private func deadlinePassed(callID: UInt64) {
+        guard let call = calls[callID] else { return }
+        call.task?.cancel()
+        finish(callID: callID, result: .failure(.deadlineExceededOnServer))
+    }
+
+    private func finish(callID: UInt64, result: Result<[UInt8], RPCError>) {
+        if let call = calls.removeValue(forKey: callID) {
+            call.deadlineTimer?.cancel()
+        }
+        let action = state.callFinished(callID: callID)
+        guard action != .drop else { return }
+        var response = Auth_Rpc_V1_Response(callID: callID)
+        switch result {
+        case .success(let bytes): response.payload = bytes
+        case .failure(let error): response.status = error.status
+        }
+        send(.init(kind: .response(response)))
+        if action == .sendResponseThenClose { close() }
+    }
+
+    // MARK: Shutdown
+
+    private func beginGracefulShutdown() {
+        guard let (lastCallID, closeNow) = state.beginGracefulShutdown() else { return }
+        send(.init(kind: .goAway(Auth_Rpc_V1_GoAway(
+            lastCallID: lastCallID,
+            code: .unavailable,
+            message: "The server is shutting down.",
+            reason: "going_away"
+        ))))
+        if closeNow { close() }
+    }
+
+    private func watchdogTick() {
+        switch watchdog.check(now: .now, openCalls: calls.count) {
+        case .keep:
+            return
+        case .helloTimedOut:
+            logger.info("Closing connection: no Hello in time")
+            sendGoAwayAndClose(RPCError(code: .unauthenticated, message: "No Hello in time.", reason: "hello_timeout"))
+        case .readTimedOut:
+            logger.warning("Closing connection: frame not completed in time")
+            sendGoAwayAndClose(RPCError(code: .deadlineExceeded, message: "Frame not completed in time.", reason: "read_timeout"))
+        case .writeStalled:
+            logger.warning("Closing connection: peer does not read")
+            _ = state.connectionClosed()
+            context?.close(promise: nil)
+        case .idle:
+            logger.debug("Closing idle connection")
+            sendGoAwayAndClose(RPCError(code: .unavailable, message: "Idle connection closed.", reason: "idle"))
+        }
+    }
+
+    private func sendGoAwayAndClose(_ error: RPCError) {
+        send(.init(kind: .goAway(Auth_Rpc_V1_GoAway(
+            lastCallID: state.highestCallID,
+            code: Auth_Rpc_V1_StatusCode(rawValue: Int32(error.code.rawValue)),
+            message: error.message,
+            reason: error.reason
+        ))))
+        close()
+    }
+
+    private func close() {
+        guard let context else { return }
+        _ = state.connectionClosed()
+        abandonAllCalls()
+        flushPending = false
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(channel.allocator.buffer(capacity: 0))).whenComplete { _ in
+            channel.close(promise: nil)
+        }
+    }
+
+    private func abandonAllCalls() {
+        for call in calls.values {
+            call.deadlineTimer?.cancel()
+            call.task?.cancel()
+        }
+        calls.removeAll()
+    }
+
+    private func send(_ frame: Auth_Rpc_V1_Frame) {
+        guard let context else { return }
+        var buffer = context.channel.allocator.buffer(capacity: 64)
+        do {
+            try buffer.writeFrame(frame)
+        } catch {
+            logger.error("Could not encode a frame", metadata: ["error": "\(error)"])
+            return
+        }
+        context.write(wrapOutboundOut(buffer), promise: nil)
+        if inReadBurst {
+            flushPending = true
+        } else {
+            context.flush()
+        }
+    }
+}
+
+/// Sent down a server connection's pipeline to start graceful shutdown (GOAWAY, drain, close).
+struct GracefulShutdownRequest: Sendable {}
+
+extension RPCError {
+    static let deadlineExceededOnServer = RPCError(
+        code: .deadlineExceeded,
+        message: "The call's deadline passed; the server abandoned it.",
+        reason: "deadline_exceeded"
+    )
+}
+
+extension Duration {
+    var milliseconds: Int64 {
+        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,375 @@
+import AuthRPC
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// Where a server listens.
+public struct RPCAddress: Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Parses `host:port`; `nil` for anything else.
+    public init?(_ text: String) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+              (1...65535).contains(port) else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else { return nil }
+        self.init(host: host, port: port)
+    }
+
+    /// Parses a comma-separated list of `host:port`.
+    public static func list(_ text: String) -> [RPCAddress]? {
+        let parts = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        let addresses = parts.compactMap(RPCAddress.init)
+        return addresses.count == parts.count && !addresses.isEmpty ? addresses : nil
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// How a ``TCPClientTransport`` connects.
+public struct RPCClientConfiguration: Sendable {
+    /// The servers; calls are spread over them round-robin.
+    public var addresses: [RPCAddress]
+    /// Connections kept to each address.
+    public var connectionsPerAddress: Int
+    /// The calling service's name, proven with `secret` in each connection's Hello.
+    public var serviceName: String
+    public var secret: [UInt8]
+    public var connectTimeout: Duration
+    /// First reconnect delay after a failed connect; doubles per failure up to `maxBackoff`.
+    public var initialBackoff: Duration
+    public var maxBackoff: Duration
+    /// Ping after this long without hearing from the server; close after twice as long.
+    public var keepaliveInterval: Duration
+    public var maxFrameSize: Int
+
+    public init(
+        addresses: [RPCAddress],
+        connectionsPerAddress: Int = 1,
+        serviceName: String,
+        secret: [UInt8],
+        connectTimeout: Duration = .seconds(2),
+        initialBackoff: Duration = .milliseconds(50),
+        maxBackoff: Duration = .seconds(5),
+        keepaliveInterval: Duration = .seconds(30),
+        maxFrameSize: Int = 1 << 20
+    ) {
+        self.addresses = addresses
+        self.connectionsPerAddress = max(1, connectionsPerAddress)
+        self.serviceName = serviceName
+        self.secret = secret
+        self.connectTimeout = connectTimeout
+        self.initialBackoff = initialBackoff
+        self.maxBackoff = maxBackoff
+        self.keepaliveInterval = keepaliveInterval
+        self.maxFrameSize = maxFrameSize
+    }
+}
+
+/// Calls servers over TCP: a few connections per address, round-robin across them,
+/// reconnecting with exponential backoff, moving calls off connections that send GOAWAY.
+public final class TCPClientTransport: ClientTransport, Sendable {
+    public let configuration: RPCClientConfiguration
+    private let subchannels: [Subchannel]
+    private let nextIndex = Atomic<Int>(0)
+
+    public init(
+        configuration: RPCClientConfiguration,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger,
+        wallClock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
+    ) {
+        self.configuration = configuration
+        let signer = ServiceCredentialSigner(service: configuration.serviceName, secret: configuration.secret)
+        var subchannels: [Subchannel] = []
+        for address in configuration.addresses {
+            for _ in 0..<configuration.connectionsPerAddress {
+                subchannels.append(Subchannel(
+                    address: address,
+                    configuration: configuration,
+                    signer: signer,
+                    group: eventLoopGroup,
+                    logger: logger,
+                    wallClock: wallClock
+                ))
+            }
+        }
+        self.subchannels = subchannels
+    }
+
+    public func unary(_ call: ClientCall) async throws -> [UInt8] {
+        let deadline = call.timeout.map { ContinuousClock.now + $0 }
+        var retries = 0
+        while true {
+            if Task.isCancelled {
+                throw RPCError(code: .cancelled, message: "The caller cancelled the call.", reason: "cancelled")
+            }
+            if let deadline, ContinuousClock.now >= deadline {
+                throw RPCError(code: .deadlineExceeded, message: "No connection to \(addressesText) became ready before the deadline.", reason: "deadline_exceeded")
+            }
+            switch pick() {
+            case .ready(let connection):
+                do {
+                    return try await connection.perform(call)
+                } catch is RetryOnAnotherConnection {
+                    retries += 1
+                    if retries > subchannels.count * 4 {
+                        throw RPCError(code: .unavailable, message: "Every connection to \(addressesText) refused the call.", reason: "no_connection")
+                    }
+                }
+            case .connecting:
+                try? await Task.sleep(for: .milliseconds(5))
+            case .allFailing(let lastError):
+                // A server that refused our credential says why; say it to the caller too.
+                if let refusal = lastError as? RPCError,
+                   [.unauthenticated, .permissionDenied, .failedPrecondition].contains(refusal.code) {
+                    throw refusal
+                }
+                throw RPCError(
+                    code: .unavailable,
+                    message: "Cannot reach \(addressesText): \(lastError.map { "\($0)" } ?? "connection failed").",
+                    reason: "no_connection"
+                )
+            }
+        }
+    }
+
+    private var addressesText: String { configuration.addresses.map(\.description).joined(separator: ",") }
+
+    private enum Pick {
+        case ready(Subchannel.Connection)
+        case connecting
+        case allFailing((any Error)?)
+    }
+
+    /// The next ready connection after the last one used; starts connects where needed.
+    private func pick() -> Pick {
+        let count = subchannels.count
+        let start = nextIndex.wrappingAdd(1, ordering: .relaxed).oldValue
+        var anyConnecting = false
+        var lastError: (any Error)?
+        for offset in 0..<count {
+            let subchannel = subchannels[(start &+ offset) % count]
+            switch subchannel.readyConnectionOrConnect() {
+            case .ready(let connection): return .ready(connection)
+            case .connecting: anyConnecting = true
+            case .backingOff(let error): lastError = error
+            }
+        }
+        return anyConnecting ? .connecting : .allFailing(lastError)
+    }
+
+    /// Closes every connection; calls in flight fail with UNAVAILABLE.
+    public func shutdown() async {
+        for subchannel in subchannels { await subchannel.shutdown() }
+    }
+}
+
+/// One connection slot to one address: connects on demand, reconnects with backoff.
+final class Subchannel: Sendable {
+    struct Connection: Sendable {
+        let channel: any Channel
+        let handler: NIOLoopBound<ClientConnectionHandler>
+
+        func perform(_ call: ClientCall) async throws -> [UInt8] {
+            let eventLoop = channel.eventLoop
+            let handler = self.handler
+            let box = NIOLockedValueBox<PendingClientCall?>(nil)
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    let pending = PendingClientCall(call: call, continuation: continuation)
+                    box.withLockedValue { $0 = pending }
+                    eventLoop.execute {
+                        if !handler.value.startCall(pending) {
+                            pending.complete(.failure(RetryOnAnotherConnection()))
+                        }
+                    }
+                }
+            } onCancel: {
+                eventLoop.execute {
+                    if let pending = box.withLockedValue({ $0 }) { handler.value.cancel(pending) }
+                }
+            }
+        }
+    }
+
+    enum Availability {
+        case ready(Connection)
+        case connecting
+        case backingOff((any Error)?)
+    }
+
+    private enum State {
+        case idle
+        case connecting
+        case ready(Connection)
+        case backingOff(until: ContinuousClock.Instant)
+        case shutdown
+    }
+
+    private struct Guarded {
+        var state: State = .idle
+        var failures = 0
+        var lastError: (any Error)?
+    }
+
+    let address: RPCAddress
+    private let configuration: RPCClientConfiguration
+    private let signer: ServiceCredentialSigner
+    private let group: any EventLoopGroup
+    private let logger: Logger
+    private let wallClock: @Sendable () -> Int64
+    private let guarded = NIOLockedValueBox(Guarded())
+
+    init(
+        address: RPCAddress,
+        configuration: RPCClientConfiguration,
+        signer: ServiceCredentialSigner,
+        group: any EventLoopGroup,
+        logger: Logger,
+        wallClock: @escaping @Sendable () -> Int64
+    ) {
+        self.address = address
+        self.configuration = configuration
+        self.signer = signer
+        self.group = group
+        var logger = logger
+        logger[metadataKey: "server"] = "\(address)"
+        self.logger = logger
+        self.wallClock = wallClock
+    }
+
+    func readyConnectionOrConnect() -> Availability {
+        let (availability, mustConnect) = guarded.withLockedValue { guarded -> (Availability, Bool) in
+            switch guarded.state {
+            case .ready(let connection):
+                return (.ready(connection), false)
+            case .connecting:
+                return (.connecting, false)
+            case .idle:
+                guarded.state = .connecting
+                return (.connecting, true)
+            case .backingOff(let until):
+                if ContinuousClock.now >= until {
+                    guarded.state = .connecting
+                    return (.connecting, true)
+                }
+                return (.backingOff(guarded.lastError), false)
+            case .shutdown:
+                return (.backingOff(RPCError(code: .unavailable, message: "The client is shut down.", reason: "client_shut_down")), false)
+            }
+        }
+        if mustConnect { connect() }
+        return availability
+    }
+
+    private func connect() {
+        let readyPromise = group.any().makePromise(of: Void.self)
+        let signer = self.signer
+        let configuration = self.configuration
+        let logger = self.logger
+        let wallClock = self.wallClock
+        let handlerPromise = group.any().makePromise(of: NIOLoopBound<ClientConnectionHandler>.self)
+        let connectFuture = ClientBootstrap(group: group)
+            .connectTimeout(TimeAmount(configuration.connectTimeout))
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let handler = ClientConnectionHandler(
+                        signer: signer,
+                        maxFrameSize: configuration.maxFrameSize,
+                        keepaliveInterval: TimeAmount(configuration.keepaliveInterval),
+                        wallClock: wallClock,
+                        readyPromise: readyPromise,
+                        logger: logger
+                    ) { [weak self] event in
+                        self?.connectionEvent(event, channel: channel)
+                    }
+                    try channel.pipeline.syncOperations.addHandler(handler)
+                    handlerPromise.succeed(NIOLoopBound(handler, eventLoop: channel.eventLoop))
+                }
+            }
+            .connect(host: address.host, port: address.port)
+        connectFuture.whenFailure { error in
+            readyPromise.fail(error)
+            handlerPromise.fail(error)
+        }
+        let connected = connectFuture.and(handlerPromise.futureResult).flatMap { channel, handler in
+            readyPromise.futureResult.map { Connection(channel: channel, handler: handler) }
+        }
+        connected.whenComplete { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .success(let connection):
+                let keep = self.guarded.withLockedValue { guarded -> Bool in
+                    guard case .connecting = guarded.state else { return false }
+                    guarded.state = .ready(connection)
+                    guarded.failures = 0
+                    guarded.lastError = nil
+                    return true
+                }
+                if keep {
+                    self.logger.debug("Connected")
+                } else {
+                    connection.channel.close(promise: nil)
+                }
+            case .failure(let error):
+                let failures = self.guarded.withLockedValue { guarded -> Int in
+                    guarded.failures += 1
+                    return guarded.failures
+                }
+                let delay = self.backoff(failures: failures)
+                self.guarded.withLockedValue { guarded in
+                    guarded.lastError = error
+                    if case .connecting = guarded.state {
+                        guarded.state = .backingOff(until: .now + delay)
+                    }
+                }
+                self.logger.info("Connect failed", metadata: ["error": "\(error)", "retry_in_ms": "\(delay.milliseconds)"])
+                connectFuture.whenSuccess { $0.close(promise: nil) }
+            }
+        }
+    }
+
+    private func connectionEvent(_ event: ClientConnectionHandler.Event, channel: any Channel) {
+        switch event {
+        case .ready:
+            break
+        case .goingAway, .closed:
+            guarded.withLockedValue { guarded in
+                if case .ready(let connection) = guarded.state, connection.channel === channel {
+                    guarded.state = .idle
+                }
+            }
+        }
+    }
+
+    /// Exponential backoff with full jitter between half and all of the step.
+    private func backoff(failures: Int) -> Duration {
+        let exponent = min(failures - 1, 16)
+        let step = min(configuration.initialBackoff * (1 << exponent), configuration.maxBackoff)
+        return step * Double.random(in: 0.5...1.0)
+    }
+
+    func shutdown() async {
+        let connection = guarded.withLockedValue { guarded -> Connection? in
+            defer { guarded.state = .shutdown }
+            if case .ready(let connection) = guarded.state { return connection }
+            return nil
+        }
+        if let connection {
+            connection.channel.eventLoop.execute { connection.handler.value.close() }
+            try? await connection.channel.closeFuture.get()
+        }
+    }
+}

@@ -1,0 +1,132 @@
+import AuthAPI
+import AuthPostgres
+import AuthRPC
+import AuthRPCNIO
+import Foundation
+import Logging
+import NIOPosix
+import ServiceLifecycle
+
+/// What a backend service's start-up gives its domain code to register its methods with.
+public struct ServiceDependencies: Sendable {
+    public let configuration: ServiceConfiguration
+    public let database: PostgresPool
+    public let logger: Logger
+
+    /// A client for another service of the system, with this service as the caller.
+    public func client(for service: AuthServiceName) -> RPCClient {
+        RPCClient(
+            transport: TCPClientTransport(
+                configuration: RPCClientConfiguration(
+                    addresses: configuration.addresses(of: service),
+                    connectionsPerAddress: 2,
+                    serviceName: configuration.service.rawValue,
+                    secret: configuration.rpcSecret,
+                    maxFrameSize: configuration.rpcLimits.maxFrameSize
+                ),
+                logger: logger
+            ),
+            callerService: configuration.service.rawValue
+        )
+    }
+}
+
+/// The whole life of a backend service process: read `AUTH_*` configuration, open the
+/// database pool, register Health and the service's methods, serve RPC until SIGTERM/SIGINT,
+/// then shut down gracefully. Each executable's `main` is one call to ``run(_:serviceNames:register:)``.
+public enum ServiceMain {
+    public static func run(
+        _ service: AuthServiceName,
+        serviceNames: Set<String> = [],
+        register: @Sendable (inout RPCRouter, ServiceDependencies) throws -> Void = { _, _ in }
+    ) async {
+        let configuration: ServiceConfiguration
+        do {
+            configuration = try ServiceConfiguration(service: service)
+        } catch {
+            FileHandle.standardError.write(Data("\(service.rawValue): configuration error: \(error)\n".utf8))
+            exit(2)
+        }
+        let logger = bootstrapLogging(service: service.rawValue, level: configuration.logLevel)
+        do {
+            try await run(configuration: configuration, serviceNames: serviceNames, logger: logger, register: register)
+        } catch {
+            logger.critical("Service stopped with an error", metadata: ["error": "\(error)"])
+            exit(1)
+        }
+    }
+
+    static func run(
+        configuration: ServiceConfiguration,
+        serviceNames: Set<String>,
+        logger: Logger,
+        register: (inout RPCRouter, ServiceDependencies) throws -> Void
+    ) async throws {
+        guard let databaseURL = configuration.databaseURL else {
+            throw ConfigurationError(variable: "AUTH_DATABASE_URL", problem: "is required (a libpq connection string)")
+        }
+        let database = PostgresPool(
+            configuration: PostgresConfiguration(
+                connectionString: databaseURL,
+                maxConnections: configuration.databasePoolSize,
+                statementTimeout: configuration.databaseStatementTimeout,
+                applicationName: configuration.service.rawValue
+            ),
+            logger: logger
+        )
+        let health = HealthService(serviceNames: serviceNames) {
+            (try? await database.query("SELECT 1", [])) != nil
+        }
+        var router = RPCRouter()
+        router.register(health)
+        try register(&router, ServiceDependencies(configuration: configuration, database: database, logger: logger))
+
+        let server = RPCServer(
+            configuration: RPCServerConfiguration(
+                host: configuration.bindHost,
+                port: configuration.port,
+                serviceName: configuration.service.rawValue,
+                secret: configuration.rpcSecret,
+                limits: configuration.rpcLimits
+            ),
+            router: router,
+            logger: logger
+        )
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                // Shut down in reverse order: health turns NOT_SERVING, the server drains, the pool closes.
+                services: [
+                    .init(service: database),
+                    .init(service: server),
+                    .init(service: ShutdownAnnouncer { health.markShuttingDown() }),
+                ],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger
+            )
+        )
+        try await group.run()
+    }
+
+    /// Logs to standard error, one line per event, at `level`.
+    public static func bootstrapLogging(service: String, level: Logger.Level) -> Logger {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        var logger = Logger(label: service)
+        logger.logLevel = level
+        return logger
+    }
+}
+
+/// Runs until graceful shutdown starts, then calls `announce` (e.g. health turns NOT_SERVING
+/// while the server drains).
+struct ShutdownAnnouncer: Service {
+    let announce: @Sendable () -> Void
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        announce()
+    }
+}

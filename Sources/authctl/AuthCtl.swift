@@ -1,0 +1,73 @@
+import ArgumentParser
+import AuthAPI
+import AuthProtobuf
+import AuthRPC
+import AuthRPCNIO
+import Foundation
+import Logging
+
+/// The operators' tool.
+@main
+struct AuthCtl: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "authctl",
+        abstract: "Administers the authentication backend.",
+        subcommands: [Health.self]
+    )
+}
+
+/// Options every command that talks to a service shares.
+struct ServiceTargetOptions: ParsableArguments {
+    @Option(help: "The service's address, host:port.")
+    var target: String
+
+    @Option(help: "The name to present in the service credential.")
+    var caller = "authctl"
+
+    @Option(help: "Seconds to wait for an answer.")
+    var timeout: Double = 5
+
+    func makeClient() throws -> (RPCClient, TCPClientTransport) {
+        guard let address = RPCAddress(target) else {
+            throw ValidationError("--target must be host:port")
+        }
+        guard let secretText = ProcessInfo.processInfo.environment["AUTH_RPC_SECRET"],
+              let secret = Data(base64Encoded: secretText), secret.count >= 32 else {
+            throw ValidationError("AUTH_RPC_SECRET must hold the services' shared secret (base64, at least 32 bytes)")
+        }
+        var logger = Logger(label: "authctl")
+        logger.logLevel = .error
+        let transport = TCPClientTransport(
+            configuration: RPCClientConfiguration(addresses: [address], serviceName: caller, secret: Array(secret)),
+            logger: logger
+        )
+        return (RPCClient(transport: transport, callerService: caller, defaultTimeout: .milliseconds(Int64(timeout * 1000))), transport)
+    }
+}
+
+extension AuthCtl {
+    struct Health: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Calls auth.health.v1.Health/Check; exits 0 when the service is SERVING."
+        )
+
+        @OptionGroup var target: ServiceTargetOptions
+
+        @Option(help: "The service to ask about; empty asks about the server as a whole.")
+        var service = ""
+
+        func run() async throws {
+            let (client, transport) = try target.makeClient()
+            defer { Task { await transport.shutdown() } }
+            do {
+                let response = try await Auth_Health_V1_Health.Client(wrapping: client)
+                    .check(Auth_Health_V1_HealthCheckRequest(service: service))
+                print(response.status == .serving ? "SERVING" : "\(response.status)")
+                if response.status != .serving { throw ExitCode(1) }
+            } catch let error as RPCError {
+                FileHandle.standardError.write(Data("authctl: \(error)\n".utf8))
+                throw ExitCode(2)
+            }
+        }
+    }
+}

@@ -1,0 +1,125 @@
+import AuthRPCNIO
+import NIOCore
+import NIOPosix
+
+/// The ceiling: a length-prefixed TCP echo with no RPC layer. The server sends every frame
+/// back as it is; the client matches replies to callers in order. Both use the same frame
+/// splitting and write coalescing as the RPC transport, so the difference is the RPC layer.
+struct EchoServer {
+    let channel: any Channel
+    var port: Int { channel.localAddress!.port! }
+
+    static func start() async throws -> EchoServer {
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(EchoServerHandler())
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0)
+            .get()
+        return EchoServer(channel: channel)
+    }
+
+    func close() async throws { try await channel.close() }
+}
+
+final class EchoServerHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    private var decoder = FrameDecoder(maxFrameSize: 1 << 20)
+    private var wrote = false
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        decoder.append(unwrapInboundIn(data))
+        while let frame = try? decoder.nextFrame() {
+            var out = context.channel.allocator.buffer(capacity: frame.readableBytes + 4)
+            out.writeInteger(UInt32(frame.readableBytes), endianness: .big)
+            out.writeImmutableBuffer(frame)
+            context.write(wrapOutboundOut(out), promise: nil)
+            wrote = true
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if wrote {
+            wrote = false
+            context.flush()
+        }
+    }
+}
+
+final class EchoClientHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    private var decoder = FrameDecoder(maxFrameSize: 1 << 20)
+    private var waiting = CircularBuffer<CheckedContinuation<Void, any Error>>()
+    private var context: ChannelHandlerContext?
+    private var flushScheduled = false
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        decoder.append(unwrapInboundIn(data))
+        while (try? decoder.nextFrame()) != nil {
+            waiting.popFirst()?.resume()
+        }
+    }
+
+    func send(_ frame: ByteBuffer, continuation: CheckedContinuation<Void, any Error>) {
+        guard let context else {
+            continuation.resume(throwing: ChannelError.ioOnClosedChannel)
+            return
+        }
+        waiting.append(continuation)
+        context.write(wrapOutboundOut(frame), promise: nil)
+        if !flushScheduled {
+            flushScheduled = true
+            let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            context.eventLoop.execute {
+                loopBound.value.flushScheduled = false
+                loopBound.value.context?.flush()
+            }
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        while let continuation = waiting.popFirst() {
+            continuation.resume(throwing: ChannelError.ioOnClosedChannel)
+        }
+        self.context = nil
+    }
+}
+
+struct EchoClient {
+    let channel: any Channel
+    let handler: NIOLoopBound<EchoClientHandler>
+
+    static func connect(port: Int) async throws -> EchoClient {
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(EchoClientHandler())
+                }
+            }
+            .connect(host: "127.0.0.1", port: port)
+            .get()
+        let handler = try await channel.eventLoop.submit {
+            NIOLoopBound(try channel.pipeline.syncOperations.handler(type: EchoClientHandler.self), eventLoop: channel.eventLoop)
+        }.get()
+        return EchoClient(channel: channel, handler: handler)
+    }
+
+    func roundTrip(_ frame: ByteBuffer) async throws {
+        let handler = self.handler
+        try await withCheckedThrowingContinuation { continuation in
+            channel.eventLoop.execute {
+                handler.value.send(frame, continuation: continuation)
+            }
+        }
+    }
+
+    func close() async throws { try await channel.close() }
+}

@@ -1,0 +1,158 @@
+import ArgumentParser
+import AuthAPI
+import AuthProtobuf
+import AuthRPC
+import AuthRPCNIO
+import AuthServiceRuntime
+import Foundation
+import Histogram
+import Logging
+import NIOCore
+import NIOPosix
+
+/// Measures the RPC layer on loopback: Health/Check calls/s and latency at several numbers of
+/// calls in flight on one connection, and, in the same run, a plain length-prefixed TCP echo of
+/// the same request bytes as the ceiling. Every run is bounded in time and stops by itself.
+@main
+struct RPCBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rpc-benchmark",
+        abstract: "Benchmarks Health/Check over the RPC layer against a plain TCP echo."
+    )
+
+    @Option(help: "Calls in flight, comma-separated.")
+    var concurrency = "1,16,64"
+
+    @Option(help: "Seconds measured per row (after warm-up).")
+    var seconds: Double = 5
+
+    @Option(help: "Seconds of warm-up per row.")
+    var warmup: Double = 1
+
+    func run() async throws {
+        let levels = concurrency.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        guard !levels.isEmpty, levels.allSatisfy({ (1...4096).contains($0) }) else {
+            throw ValidationError("--concurrency must list numbers between 1 and 4096")
+        }
+        guard seconds > 0, seconds <= 120, warmup >= 0, warmup <= 60 else {
+            throw ValidationError("--seconds must be in (0, 120] and --warmup in [0, 60]")
+        }
+        var logger = Logger(label: "rpc-benchmark")
+        logger.logLevel = .error
+        let secret = Array(repeating: UInt8(7), count: 32)
+
+        // The RPC server and client.
+        var router = RPCRouter()
+        router.register(HealthService(serviceNames: []) { true })
+        let server = RPCServer(
+            configuration: RPCServerConfiguration(serviceName: "benchmark", secret: secret),
+            router: router,
+            logger: logger
+        )
+        let port = try await server.bind()
+        let serverTask = Task { try await server.run() }
+        let transport = TCPClientTransport(
+            configuration: RPCClientConfiguration(
+                addresses: [RPCAddress(host: "127.0.0.1", port: port)],
+                connectionsPerAddress: 1,
+                serviceName: "benchmark-client",
+                secret: secret
+            ),
+            logger: logger
+        )
+        let health = Auth_Health_V1_Health.Client(wrapping: RPCClient(transport: transport, callerService: "benchmark-client"))
+        let request = Auth_Health_V1_HealthCheckRequest()
+
+        // The echo server and client, carrying the bytes of the same request frame.
+        let echoServer = try await EchoServer.start()
+        let echoClient = try await EchoClient.connect(port: echoServer.port)
+        var frameBuffer = ByteBuffer()
+        try frameBuffer.writeFrame(Auth_Rpc_V1_Frame(kind: .request(Auth_Rpc_V1_Request(
+            callID: 1,
+            method: Auth_Health_V1_Health.Method.check.path,
+            timeoutUS: 10_000_000,
+            metadata: RPCMetadata(callerService: "benchmark-client").proto,
+            payload: try request.serializedBytes()
+        ))))
+        let frame = frameBuffer
+
+        print("Health/Check over the RPC layer vs a plain length-prefixed TCP echo of the same \(frame.readableBytes)-byte frame")
+        print("loopback, one connection, \(seconds) s per row after \(warmup) s warm-up, \(ProcessInfo.processInfo.activeProcessorCount) cores")
+        print("")
+        print("| in flight | RPC calls/s | RPC p50 | RPC p99 | echo calls/s | echo p50 | echo p99 | RPC / echo |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for level in levels {
+            let rpc = try await measure(concurrency: level) {
+                let response = try await health.check(request)
+                precondition(response.status == .serving)
+            }
+            let echo = try await measure(concurrency: level) {
+                try await echoClient.roundTrip(frame)
+            }
+            let ratio = rpc.callsPerSecond / echo.callsPerSecond * 100
+            print("| \(level) | \(Int(rpc.callsPerSecond)) | \(rpc.p50) | \(rpc.p99) | \(Int(echo.callsPerSecond)) | \(echo.p50) | \(echo.p99) | \(String(format: "%.0f", ratio)) % |")
+        }
+
+        await transport.shutdown()
+        server.beginShutdown()
+        try await serverTask.value
+        try await echoClient.close()
+        try await echoServer.close()
+    }
+
+    struct Result {
+        var callsPerSecond: Double
+        var histogram: Histogram<UInt64>
+
+        var p50: String { Self.format(histogram.valueAtPercentile(50)) }
+        var p99: String { Self.format(histogram.valueAtPercentile(99)) }
+
+        static func format(_ nanoseconds: UInt64) -> String {
+            nanoseconds >= 1_000_000
+                ? String(format: "%.2f ms", Double(nanoseconds) / 1e6)
+                : String(format: "%.0f µs", Double(nanoseconds) / 1e3)
+        }
+    }
+
+    /// Runs `concurrency` loops of `call` for the warm-up, then for the measured time.
+    func measure(concurrency: Int, call: @escaping @Sendable () async throws -> Void) async throws -> Result {
+        _ = try await runLoops(concurrency: concurrency, duration: .milliseconds(Int64(warmup * 1000)), call: call)
+        let start = ContinuousClock.now
+        let (count, histogram) = try await runLoops(concurrency: concurrency, duration: .milliseconds(Int64(seconds * 1000)), call: call)
+        let elapsed = ContinuousClock.now - start
+        let elapsedSeconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return Result(callsPerSecond: Double(count) / elapsedSeconds, histogram: histogram)
+    }
+
+    func runLoops(
+        concurrency: Int,
+        duration: Duration,
+        call: @escaping @Sendable () async throws -> Void
+    ) async throws -> (Int, Histogram<UInt64>) {
+        let end = ContinuousClock.now + duration
+        return try await withThrowingTaskGroup(of: (Int, Histogram<UInt64>).self) { group in
+            for _ in 0..<concurrency {
+                group.addTask {
+                    var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000_000)
+                    var count = 0
+                    let clock = ContinuousClock()
+                    while clock.now < end {
+                        let started = clock.now
+                        try await call()
+                        let took = clock.now - started
+                        _ = histogram.record(UInt64(took.components.seconds) * 1_000_000_000 + UInt64(took.components.attoseconds / 1_000_000_000))
+                        count += 1
+                    }
+                    return (count, histogram)
+                }
+            }
+            var total = 0
+            var merged = Histogram<UInt64>(highestTrackableValue: 60_000_000_000)
+            for try await (count, histogram) in group {
+                total += count
+                merged.add(histogram)
+            }
+            return (total, merged)
+        }
+    }
+}

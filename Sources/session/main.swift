@@ -1,0 +1,4 @@
+import AuthServiceRuntime
+
+// The session service. Until its features land it serves only auth.health.v1.Health.
+await ServiceMain.run(.session)

@@ -1,0 +1,414 @@
+import AuthAPI
+import AuthProtobuf
+import AuthRPC
+import AuthTestSupport
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+@testable import AuthRPCNIO
+
+typealias HealthRequest = Auth_Health_V1_HealthCheckRequest
+typealias HealthResponse = Auth_Health_V1_HealthCheckResponse
+
+let testSecret = Array(repeating: UInt8(0x5A), count: 32)
+let slowMethod = MethodDescriptor(service: "auth.test.v1.Test", method: "Slow")
+let echoMethod = MethodDescriptor(service: "auth.test.v1.Test", method: "Echo")
+
+/// Handlers for the tests: Echo answers with the request's `service` string mapped to a
+/// status; Slow sleeps for the milliseconds given in `service`, noting when it is cancelled.
+final class TestHandlers: Sendable {
+    let cancelledCalls = Atomic<Int>(0)
+    let finishedCalls = Atomic<Int>(0)
+
+    func router() -> RPCRouter {
+        var router = RPCRouter()
+        router.register(Auth_Health_V1_Health.Method.check) { (_: HealthRequest, _: ServerContext) in
+            HealthResponse(status: .serving)
+        }
+        router.register(echoMethod) { (request: HealthRequest, _: ServerContext) in
+            HealthResponse(status: .init(rawValue: Int32(request.service) ?? -1))
+        }
+        router.register(slowMethod) { (request: HealthRequest, _: ServerContext) -> HealthResponse in
+            do {
+                try await Task.sleep(for: .milliseconds(Int(request.service) ?? 0))
+            } catch {
+                self.cancelledCalls.add(1, ordering: .relaxed)
+                throw error
+            }
+            self.finishedCalls.add(1, ordering: .relaxed)
+            return HealthResponse(status: .serving)
+        }
+        return router
+    }
+}
+
+func quietLogger() -> Logger {
+    var logger = Logger(label: "test")
+    logger.logLevel = .critical
+    return logger
+}
+
+func makeServer(handlers: TestHandlers, port: Int = 0, limits: ConnectionLimits = ConnectionLimits(), grace: Duration = .seconds(5)) -> RPCServer {
+    RPCServer(
+        configuration: RPCServerConfiguration(
+            port: port,
+            serviceName: "test-server",
+            secret: testSecret,
+            limits: limits,
+            shutdownGracePeriod: grace
+        ),
+        router: handlers.router(),
+        logger: quietLogger()
+    )
+}
+
+func makeClient(port: Int, secret: [UInt8] = testSecret, connections: Int = 1) -> (RPCClient, TCPClientTransport) {
+    let transport = TCPClientTransport(
+        configuration: RPCClientConfiguration(
+            addresses: [RPCAddress(host: "127.0.0.1", port: port)],
+            connectionsPerAddress: connections,
+            serviceName: "test-client",
+            secret: secret,
+            initialBackoff: .milliseconds(20),
+            maxBackoff: .milliseconds(200)
+        ),
+        logger: quietLogger()
+    )
+    return (RPCClient(transport: transport, callerService: "test-client", defaultTimeout: .seconds(10)), transport)
+}
+
+/// Runs `body` against a server on a free port, then shuts the server down.
+func withServer(
+    handlers: TestHandlers = TestHandlers(),
+    limits: ConnectionLimits = ConnectionLimits(),
+    _ body: (RPCServer, Int) async throws -> Void
+) async throws {
+    let server = makeServer(handlers: handlers, limits: limits)
+    let port = try await server.bind()
+    let running = Task { try await server.run() }
+    do {
+        try await body(server, port)
+    } catch {
+        server.beginShutdown()
+        try? await running.value
+        throw error
+    }
+    server.beginShutdown()
+    try await running.value
+}
+
+extension RPCClient {
+    func echo(_ value: Int32, timeout: Duration? = nil) async throws -> Int32 {
+        let response: HealthResponse = try await unary(echoMethod, request: HealthRequest(service: String(value)), options: CallOptions(timeout: timeout))
+        return response.status.rawValue
+    }
+
+    func slow(milliseconds: Int, timeout: Duration? = nil) async throws -> HealthResponse {
+        try await unary(slowMethod, request: HealthRequest(service: String(milliseconds)), options: CallOptions(timeout: timeout))
+    }
+}
+
+func rpcError(_ body: () async throws -> Void) async -> RPCError? {
+    do {
+        try await body()
+        return nil
+    } catch let error as RPCError {
+        return error
+    } catch {
+        Issue.record("expected an RPCError, got \(error)")
+        return nil
+    }
+}
+
+@Suite struct RPCServerTests {
+    @Test func manyConcurrentCallsOnOneConnectionAnswerInAnyOrder() async throws {
+        try await withServer { _, port in
+            let (client, transport) = makeClient(port: port, connections: 1)
+            // Slow calls with decreasing sleeps are answered out of order on the one connection.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for i in 0..<64 {
+                    group.addTask {
+                        if i % 2 == 0 {
+                            let response = try await client.slow(milliseconds: 64 - i)
+                            #expect(response.status == .serving)
+                        } else {
+                            #expect(try await client.echo(Int32(i)) == Int32(i))
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            await transport.shutdown()
+        }
+    }
+
+    @Test func expiredDeadlineAbandonsTheWork() async throws {
+        let handlers = TestHandlers()
+        try await withServer(handlers: handlers) { _, port in
+            let (client, transport) = makeClient(port: port)
+            #expect(try await client.echo(1) == 1)  // connected, so the slow call is surely sent
+            let error = await rpcError { _ = try await client.slow(milliseconds: 30_000, timeout: .milliseconds(100)) }
+            #expect(error?.code == .deadlineExceeded)
+            for _ in 0..<300 where handlers.cancelledCalls.load(ordering: .relaxed) == 0 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(handlers.cancelledCalls.load(ordering: .relaxed) == 1)
+            // The connection still serves.
+            #expect(try await client.echo(7) == 7)
+            await transport.shutdown()
+        }
+    }
+
+    @Test func serverEnforcesTheDeadlineItWasSent() async throws {
+        let handlers = TestHandlers()
+        try await withServer(handlers: handlers) { _, port in
+            // A raw client that does not time out by itself: the server must answer.
+            let raw = try RawFrameConnection(port: port)
+            try raw.sendHello(service: "raw", secret: testSecret)
+            guard case .helloAck = try raw.receiveFrame()?.kind else {
+                Issue.record("expected HelloAck")
+                return
+            }
+            try raw.send(Auth_Rpc_V1_Frame(kind: .request(Auth_Rpc_V1_Request(
+                callID: 1,
+                method: slowMethod.path,
+                timeoutUS: 150_000,
+                payload: try HealthRequest(service: "30000").serializedBytes()
+            ))))
+            let started = ContinuousClock.now
+            guard case .response(let response) = try raw.receiveFrame()?.kind else {
+                Issue.record("expected a response")
+                return
+            }
+            #expect(response.callID == 1)
+            #expect(response.status?.code == .deadlineExceeded)
+            #expect(response.status?.reason == "deadline_exceeded")
+            #expect(ContinuousClock.now - started < .seconds(5))
+            for _ in 0..<300 where handlers.cancelledCalls.load(ordering: .relaxed) == 0 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(handlers.cancelledCalls.load(ordering: .relaxed) == 1)
+        }
+    }
+
+    @Test func wrongServiceCredentialIsRefused() async throws {
+        try await withServer { _, port in
+            let (client, transport) = makeClient(port: port, secret: Array(repeating: 1, count: 32))
+            let error = await rpcError { _ = try await client.echo(1) }
+            #expect(error?.code == .unauthenticated)
+            #expect(error?.reason == "invalid_service_credential")
+            await transport.shutdown()
+
+            // The same, seen on the wire: GoAway with the reason's code, then close.
+            let raw = try RawFrameConnection(port: port)
+            try raw.sendHello(service: "raw", secret: Array(repeating: 1, count: 32))
+            let frames = try raw.receiveUntilClosed()
+            guard case .goAway(let goAway) = frames.first?.kind else {
+                Issue.record("expected GoAway, got \(frames)")
+                return
+            }
+            #expect(goAway.code == .unauthenticated)
+        }
+    }
+
+    @Test func requestBeforeHelloIsRefused() async throws {
+        try await withServer { _, port in
+            let raw = try RawFrameConnection(port: port)
+            try raw.send(Auth_Rpc_V1_Frame(kind: .request(Auth_Rpc_V1_Request(callID: 1, method: echoMethod.path))))
+            let frames = try raw.receiveUntilClosed()
+            #expect(frames.count == 1)
+            guard case .goAway(let goAway) = frames.first?.kind else {
+                Issue.record("expected GoAway")
+                return
+            }
+            #expect(goAway.code == .unauthenticated)
+        }
+    }
+
+    @Test func oversizedFrameCutsOffOnlyThatPeer() async throws {
+        try await withServer { _, port in
+            let (client, transport) = makeClient(port: port)
+            #expect(try await client.echo(1) == 1)
+            let raw = try RawFrameConnection(port: port)
+            try raw.sendHello(service: "raw", secret: testSecret)
+            _ = try raw.receiveFrame()
+            // A length of 2 MiB + 1: refused from the header alone.
+            raw.send([0x00, 0x20, 0x00, 0x01, 0xFF, 0xFF])
+            let frames = try raw.receiveUntilClosed()
+            guard case .goAway(let goAway) = frames.last?.kind else {
+                Issue.record("expected GoAway, got \(frames)")
+                return
+            }
+            #expect(goAway.code == .resourceExhausted)
+            #expect(raw.isClosedByPeer())
+            // The well-behaved client is not disturbed.
+            #expect(try await client.echo(2) == 2)
+            await transport.shutdown()
+        }
+    }
+
+    @Test func garbageCutsOffOnlyThatPeer() async throws {
+        try await withServer { _, port in
+            let (client, transport) = makeClient(port: port)
+            #expect(try await client.echo(1) == 1)
+            // Garbage inside a well-formed length prefix, after a valid Hello.
+            let raw = try RawFrameConnection(port: port)
+            try raw.sendHello(service: "raw", secret: testSecret)
+            _ = try raw.receiveFrame()
+            raw.send([0x00, 0x00, 0x00, 0x05, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
+            let frames = try raw.receiveUntilClosed()
+            guard case .goAway(let goAway) = frames.last?.kind else {
+                Issue.record("expected GoAway, got \(frames)")
+                return
+            }
+            #expect(goAway.code == .invalidArgument)
+            // Garbage from the first byte (not even a Hello).
+            let noise = try RawFrameConnection(port: port)
+            var generator = SystemRandomNumberGenerator()
+            noise.send((0..<4096).map { _ in UInt8.random(in: 0...255, using: &generator) })
+            #expect(noise.isClosedByPeer())
+            #expect(try await client.echo(2) == 2)
+            await transport.shutdown()
+        }
+    }
+
+    @Test func peerThatStallsMidFrameIsCutOff() async throws {
+        let limits = ConnectionLimits(idleTimeout: .seconds(60), readTimeout: .milliseconds(300))
+        try await withServer(limits: limits) { _, port in
+            let (client, transport) = makeClient(port: port)
+            let raw = try RawFrameConnection(port: port)
+            try raw.sendHello(service: "raw", secret: testSecret)
+            _ = try raw.receiveFrame()
+            raw.send([0x00, 0x00, 0x01])  // three bytes of a length prefix, then nothing
+            let started = ContinuousClock.now
+            #expect(raw.isClosedByPeer())
+            #expect(ContinuousClock.now - started < .seconds(4))
+            #expect(try await client.echo(3) == 3)
+            // A connection that never says Hello is closed too.
+            let silent = try RawFrameConnection(port: port)
+            #expect(silent.isClosedByPeer())
+            await transport.shutdown()
+        }
+    }
+
+    @Test func tooManyConcurrentCallsAreRefusedPerCall() async throws {
+        let limits = ConnectionLimits(maxConcurrentCalls: 2)
+        try await withServer(limits: limits) { _, port in
+            let raw = try RawFrameConnection(port: port)
+            try raw.sendHello(service: "raw", secret: testSecret)
+            guard case .helloAck(let ack) = try raw.receiveFrame()?.kind else {
+                Issue.record("expected HelloAck")
+                return
+            }
+            #expect(ack.maxConcurrentCalls == 2)
+            for id in UInt64(1)...3 {
+                try raw.send(Auth_Rpc_V1_Frame(kind: .request(Auth_Rpc_V1_Request(
+                    callID: id,
+                    method: slowMethod.path,
+                    payload: try HealthRequest(service: "300").serializedBytes()
+                ))))
+            }
+            var statusByCall: [UInt64: Int32] = [:]
+            for _ in 0..<3 {
+                guard case .response(let response) = try raw.receiveFrame()?.kind else { break }
+                statusByCall[response.callID] = response.status?.code.rawValue ?? 0
+            }
+            #expect(statusByCall == [1: 0, 2: 0, 3: 8])
+        }
+    }
+
+    @Test func unknownMethodIsUnimplemented() async throws {
+        try await withServer { _, port in
+            let (client, transport) = makeClient(port: port)
+            let error = await rpcError {
+                let _: HealthResponse = try await client.unary(MethodDescriptor(service: "auth.nope.v1.Nope", method: "X"), request: HealthRequest())
+            }
+            #expect(error?.code == .unimplemented)
+            await transport.shutdown()
+        }
+    }
+
+    @Test func gracefulShutdownFinishesOpenCalls() async throws {
+        let handlers = TestHandlers()
+        let server = makeServer(handlers: handlers)
+        let port = try await server.bind()
+        let running = Task { try await server.run() }
+        let (client, transport) = makeClient(port: port)
+        #expect(try await client.echo(1) == 1)
+        let inFlight = Task { try await client.slow(milliseconds: 300) }
+        try await Task.sleep(for: .milliseconds(100))
+        server.beginShutdown()
+        #expect(try await inFlight.value.status == .serving)
+        try await running.value
+        // The server is gone: new calls fail fast with UNAVAILABLE.
+        let error = await rpcError { _ = try await client.echo(2, timeout: .seconds(2)) }
+        #expect(error?.code == .unavailable)
+        await transport.shutdown()
+    }
+
+    @Test func clientReconnectsAfterServerRestart() async throws {
+        let handlers = TestHandlers()
+        let first = makeServer(handlers: handlers)
+        let port = try await first.bind()
+        let firstRun = Task { try await first.run() }
+        let (client, transport) = makeClient(port: port, connections: 2)
+        #expect(try await client.echo(1) == 1)
+        first.beginShutdown()
+        try await firstRun.value
+
+        let second = makeServer(handlers: handlers, port: port)
+        try await second.bind()
+        let secondRun = Task { try await second.run() }
+        // Reconnect happens under the next calls (after the backoff, at most 200 ms here).
+        var answered = false
+        for _ in 0..<100 {
+            if (try? await client.echo(5, timeout: .seconds(1))) == 5 {
+                answered = true
+                break
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(answered)
+        #expect(try await client.echo(6) == 6)
+        await transport.shutdown()
+        second.beginShutdown()
+        try await secondRun.value
+    }
+
+    @Test func pingIsAnswered() async throws {
+        try await withServer { _, port in
+            let raw = try RawFrameConnection(port: port)
+            try raw.sendHello(service: "raw", secret: testSecret)
+            _ = try raw.receiveFrame()
+            try raw.send(Auth_Rpc_V1_Frame(kind: .ping(Auth_Rpc_V1_Ping(payload: 99))))
+            guard case .pong(let pong) = try raw.receiveFrame()?.kind else {
+                Issue.record("expected Pong")
+                return
+            }
+            #expect(pong.payload == 99)
+        }
+    }
+
+    @Test func replayedHelloIsRefused() async throws {
+        try await withServer { _, port in
+            let hello = ServiceCredentialSigner(service: "raw", secret: testSecret)
+                .hello(nowUnixMS: Int64(Date().timeIntervalSince1970 * 1000))
+            let first = try RawFrameConnection(port: port)
+            try first.send(Auth_Rpc_V1_Frame(kind: .hello(hello)))
+            guard case .helloAck = try first.receiveFrame()?.kind else {
+                Issue.record("expected HelloAck")
+                return
+            }
+            let replay = try RawFrameConnection(port: port)
+            try replay.send(Auth_Rpc_V1_Frame(kind: .hello(hello)))
+            guard case .goAway(let goAway) = try replay.receiveFrame()?.kind else {
+                Issue.record("expected GoAway")
+                return
+            }
+            #expect(goAway.code == .unauthenticated)
+            #expect(replay.isClosedByPeer())
+        }
+    }
+}

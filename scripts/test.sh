@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs every test of the project on a fresh Debian machine: installs what is missing, checks
+# that generated code is up to date, starts a throwaway PostgreSQL, builds (no warnings
+# allowed in our code), runs the codec tests under AddressSanitizer/LeakSanitizer, then the
+# whole suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+source scripts/lib/system-packages.sh
+ensure_system_packages
+
+echo "== generated code is up to date"
+scripts/generate-protos.sh --check
+
+mkdir -p .data
+pg_dir="$root/.data/pg-test"
+echo "== starting a throwaway PostgreSQL in $pg_dir"
+url=$(scripts/postgres.sh start "$pg_dir" | tail -n 1)
+trap 'scripts/postgres.sh stop "$pg_dir" >/dev/null 2>&1 || true' EXIT
+export AUTH_TEST_DATABASE_URL="$url"
+
+echo "== build"
+swift build --build-tests 2>&1 | tee .data/build.log
+# Warnings in our own code fail the run (dependencies' warnings are theirs).
+if grep -E "^$root/(Sources|Tests)/[^:]+:[0-9]+:[0-9]+: warning:" .data/build.log; then
+    echo "error: the build has warnings in our code (above)" >&2
+    exit 1
+fi
+
+echo "== codec tests under AddressSanitizer/LeakSanitizer"
+swift test --sanitize=address --scratch-path .build-asan --filter AuthProtobufTests
+
+echo "== all tests"
+swift test
