@@ -59,7 +59,12 @@ v = tuple(int(x) for x in p.__version__.split(".")[:2])
 raise SystemExit(0 if (4, 21) <= v < (8, 0) else 1)
 ' >/dev/null 2>&1; then
     log "installing Python requirements (scripts/codegen/requirements.txt) with pip"
-    "$PYTHON" -m pip install --quiet --disable-pip-version-check -r "$CODEGEN/requirements.txt"
+    if ! "$PYTHON" -m pip install --quiet --disable-pip-version-check -r "$CODEGEN/requirements.txt"; then
+        # A distribution's own python3 refuses pip installs (PEP 668); the package is harmless there.
+        log "retrying pip with PIP_BREAK_SYSTEM_PACKAGES=1"
+        PIP_BREAK_SYSTEM_PACKAGES=1 "$PYTHON" -m pip install --quiet --disable-pip-version-check \
+            -r "$CODEGEN/requirements.txt"
+    fi
 fi
 
 # --- inputs ----------------------------------------------------------------------------------
@@ -81,7 +86,7 @@ if ! protoc-c --proto_path="$ROOT/proto" --c_out="$tmp/c" \
     log "protoc-c failed (see above); note that protoc-c 1.4 rejects proto3 'optional'"
     exit 1
 fi
-protoc_c_version="$(protoc-c --version | head -n 1)"
+protoc_c_version="$(protoc-c --version | sed -n 1p)"  # sed reads all: no SIGPIPE under pipefail
 
 # --- Swift code, comparison or write-back ------------------------------------------------------
 args=(--descriptor-set "$tmp/descriptors.pb" --c-out "$tmp/c" --root "$ROOT"

@@ -64,8 +64,7 @@ public final class ES256PublicKey: Sendable {
             OpenSSLErrorQueue.clear()
             return false
         }
-        let valid = SignatureOperations.verify(key: self.key, signature: Array(der[0..<derLength]), message: message)
-        return valid
+        return SignatureOperations.verify(key: self.key, signature: Array(der[0..<derLength]), message: message)
     }
 }
 
@@ -114,7 +113,7 @@ public final class ES256PrivateKey: Sendable {
     /// they belong together.
     ///
     /// - Throws: ``CryptoError/Code/invalidKey`` when either is malformed or they do not match.
-    public convenience init(rawRepresentation d: [UInt8], publicKey point: [UInt8]) throws(CryptoError) {
+    public convenience init(rawRepresentation d: [UInt8], x963PublicKey point: [UInt8]) throws(CryptoError) {
         guard d.count == 32 else {
             throw CryptoError(code: .invalidKey, message: "a P-256 private key is 32 bytes")
         }

@@ -3,17 +3,26 @@ import Synchronization
 
 /// HMAC-SHA-256 (RFC 2104) with a fixed key, through OpenSSL 3's `EVP_MAC`.
 ///
-/// Creating the value keys an `EVP_MAC_CTX` once (hashing the key into the inner and outer
-/// pads); every ``authenticationCode(for:)`` duplicates that pre-keyed template instead of
-/// re-keying, which is about 2.5 times faster for short messages. Build one per key and share
-/// it: it is safe to call from many threads at once.
-public final class HMACSHA256: @unchecked Sendable {
-    // @unchecked Sendable: `template` is keyed in `init` and never modified afterwards; the only
-    // thing done with it is `EVP_MAC_CTX_dup`, and that happens under `lock` because OpenSSL does
-    // not document concurrent reads of one context as safe. Each call then works on its own
-    // duplicate, which no other thread sees. `deinit` runs when no other reference exists.
-    private let template: EVPMACContext
-    private let lock = Mutex<Void>(())
+/// Creating the value keys an `EVP_MAC_CTX` once (hashing the key into the inner and outer pads).
+/// Calls never re-key: each takes an idle pre-keyed context from a small pool (or duplicates the
+/// keyed template with `EVP_MAC_CTX_dup` when the pool is empty), and after use resets it to the
+/// keyed state (`EVP_MAC_init` with no key, which OpenSSL defines as "same key again") and parks
+/// it for the next call. Build one instance per key and share it: it is safe to call from many
+/// threads at once, and the lock is held only to take or return a context.
+public final class HMACSHA256: Sendable {
+    private struct State {
+        /// Keyed once in `init`, never updated or finalised: only duplicated, under the lock.
+        /// (`EVP_MAC_CTX_dup` takes a `const` source, which openssl-threads(7) treats as safe to
+        /// share; holding the lock anyway costs nothing, as it is only needed when the pool is empty.)
+        let template: EVPMACContext
+        /// Keyed contexts ready for `EVP_MAC_update`.
+        var idle: [EVPMACContext]
+    }
+
+    private let state: Mutex<State>
+
+    /// The most idle contexts kept per instance (each is well under 1 KiB).
+    private static let maximumIdleContexts = 16
 
     /// The MAC length in bytes (32).
     public static let byteCount = 32
@@ -22,7 +31,7 @@ public final class HMACSHA256: @unchecked Sendable {
     /// longer than 64 bytes, and keys should be at least 32 random bytes).
     public init(key: [UInt8]) {
         do {
-            self.template = try Self.keyedContext(key: key)
+            self.state = Mutex(State(template: try Self.keyedContext(key: key), idle: []))
         } catch {
             // Keying HMAC with a valid digest only fails when allocation fails.
             fatalError("HMAC-SHA-256 keying failed: \(error)")
@@ -31,12 +40,24 @@ public final class HMACSHA256: @unchecked Sendable {
 
     /// The 32-byte HMAC-SHA-256 of `message`.
     public func authenticationCode(for message: [UInt8]) -> [UInt8] {
-        let duplicate: OpaquePointer? = self.lock.withLock { _ in EVP_MAC_CTX_dup(self.template.pointer) }
-        guard let duplicate else {
+        let context: EVPMACContext? = self.state.withLock { state in
+            if let idle = state.idle.popLast() { return idle }
+            return EVP_MAC_CTX_dup(state.template.pointer).map { EVPMACContext(taking: $0) }
+        }
+        guard let context else {
             fatalError("EVP_MAC_CTX_dup failed: \(OpenSSLErrorQueue.drain())")
         }
-        let context = EVPMACContext(taking: duplicate)
-        return Self.finish(context, message)
+        let mac = Self.finish(context, message)
+        // Back to the keyed state, ready for the next message; a context that cannot be reset is
+        // simply freed.
+        if Self.reinitializationKeepsKey, EVP_MAC_init(context.pointer, nil, 0, nil) == 1 {
+            self.state.withLock { state in
+                if state.idle.count < Self.maximumIdleContexts { state.idle.append(context) }
+            }
+        } else {
+            OpenSSLErrorQueue.clear()
+        }
+        return mac
     }
 
     /// The 32-byte HMAC-SHA-256 of the UTF-8 encoding of `message`.
@@ -59,6 +80,22 @@ public final class HMACSHA256: @unchecked Sendable {
             fatalError("HMAC-SHA-256 keying failed: \(error)")
         }
     }
+
+    /// Whether `EVP_MAC_init` with a null key restarts HMAC with the previous key. OpenSSL 3.0.3
+    /// and later do (openssl/openssl#18100); 3.0.0–3.0.2 silently kept the finished state, which
+    /// would give wrong MACs. Checked once against RFC 4231 test case 2; when it fails, contexts
+    /// are not reused and every call duplicates the template instead.
+    static let reinitializationKeepsKey: Bool = {
+        guard let context = try? HMACSHA256.keyedContext(key: Array("Jefe".utf8)) else { return false }
+        _ = HMACSHA256.finish(context, Array("a different message first".utf8))
+        guard EVP_MAC_init(context.pointer, nil, 0, nil) == 1 else {
+            OpenSSLErrorQueue.clear()
+            return false
+        }
+        let mac = HMACSHA256.finish(context, Array("what do ya want for nothing?".utf8))
+        return mac.prefix(4) == [0x5b, 0xdc, 0xc1, 0x46]
+            && mac.suffix(4) == [0x64, 0xec, 0x38, 0x43]
+    }()
 
     private static func keyedContext(key: [UInt8]) throws(CryptoError) -> EVPMACContext {
         let context = try EVPMACContext(algorithm: EVPMACAlgorithm.hmac)

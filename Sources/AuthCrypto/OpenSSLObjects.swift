@@ -10,9 +10,10 @@ internal import COpenSSL
 
 /// A fetched `EVP_MD`.
 ///
-/// `@unchecked Sendable`: a fetched algorithm object is immutable after `EVP_MD_fetch` returns
-/// and its reference count is atomic; OpenSSL documents fetched objects as safe to share between
-/// threads (openssl-threads(7)).
+/// `@unchecked Sendable`: a fetched algorithm object is never modified after the fetch returns
+/// (it is only passed as a `const` argument) and its reference count is updated atomically;
+/// openssl-threads(7): "Objects are thread-safe as long as the API's being invoked don't modify
+/// the object".
 final class EVPDigest: @unchecked Sendable {
     let pointer: OpaquePointer
 
@@ -65,9 +66,9 @@ final class EVPCipher: @unchecked Sendable {
 
 /// An `EVP_PKEY`, never modified after construction.
 ///
-/// `@unchecked Sendable`: the key is fully built before this wrapper exists and no method mutates
-/// it; OpenSSL 3 allows an `EVP_PKEY` to be used concurrently by several threads as long as none
-/// modifies it (openssl-threads(7)). Every operation uses its own per-call context.
+/// `@unchecked Sendable`: the key is fully built before this wrapper exists and nothing mutates it
+/// afterwards; openssl-threads(7) only forbids mutating a key (setting its elements) while another
+/// thread uses it, and every operation here uses its own per-call `EVP_PKEY_CTX`/`EVP_MD_CTX`.
 final class EVPPKey: @unchecked Sendable {
     let pointer: OpaquePointer
 
@@ -166,7 +167,12 @@ final class EVPMDContext {
 }
 
 /// An `EVP_MAC_CTX`.
-final class EVPMACContext {
+///
+/// `@unchecked Sendable` so that ``HMACSHA256`` can park contexts in its `Mutex` and hand them
+/// out. Invariant, kept by every user: a context is never used by two threads at once. It is
+/// either owned by a single call, or held inside `HMACSHA256`'s mutex (pooled, or the template
+/// that is only duplicated under that lock).
+final class EVPMACContext: @unchecked Sendable {
     let pointer: OpaquePointer
 
     init(algorithm: EVPMACAlgorithm) throws(CryptoError) {

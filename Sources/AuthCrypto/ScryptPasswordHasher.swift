@@ -126,8 +126,10 @@ public struct ScryptPasswordHasher: Sendable {
     /// may send different Unicode forms), with a fresh random salt. Slow: see the type's docs.
     public func hash(password: String) throws(CryptoError) -> String {
         let salt = SecureRandom.bytes(count: Self.saltByteCount)
+        var passwordBytes = Array(password.utf8)
+        defer { secureZero(&passwordBytes) }
         let derived = try Scrypt.deriveKey(
-            password: Array(password.utf8),
+            password: passwordBytes,
             salt: salt,
             parameters: self.parameters,
             outputByteCount: Self.hashByteCount,
@@ -144,8 +146,10 @@ public struct ScryptPasswordHasher: Sendable {
     ///   ``CryptoError/Code/unsupportedParameters`` when its parameters exceed ``limits``.
     public func verify(password: String, against phc: String) throws(CryptoError) -> Bool {
         let stored = try PHCString(parsing: phc)
+        var passwordBytes = Array(password.utf8)
+        defer { secureZero(&passwordBytes) }
         let derived = try Scrypt.deriveKey(
-            password: Array(password.utf8),
+            password: passwordBytes,
             salt: stored.salt,
             parameters: stored.parameters,
             outputByteCount: stored.hash.count,

@@ -39,10 +39,9 @@ public enum SecureRandom {
         }
     }
 
-    /// A uniformly distributed integer in `0..<upperBound`, by rejection sampling.
-    ///
-    /// - Precondition: `upperBound > 0`.
-    public static func uniform(below upperBound: UInt64) -> UInt64 {
+    /// A uniformly distributed integer in `0..<upperBound`, by rejection sampling. (Not public:
+    /// a second public overload would make `uniform(below: 10)` ambiguous.)
+    static func uniform64(below upperBound: UInt64) -> UInt64 {
         precondition(upperBound > 0, "upperBound must be positive")
         let threshold = (0 &- upperBound) % upperBound
         while true {
@@ -61,7 +60,7 @@ public enum SecureRandom {
         precondition((1...19).contains(digits), "digits must be in 1...19")
         var bound: UInt64 = 1
         for _ in 0..<digits { bound *= 10 }
-        let value = self.uniform(below: bound)
+        let value = self.uniform64(below: bound)
         let text = String(value)
         return String(repeating: "0", count: digits - text.count) + text
     }

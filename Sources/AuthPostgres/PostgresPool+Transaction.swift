@@ -15,6 +15,7 @@ extension PostgresPool {
     ///   - isolation: The isolation level. `.serializable` gives the strongest guarantees and
     ///     fails most often; retries make that transparent.
     ///   - maxAttempts: The most times `body` runs (at least 1).
+    @discardableResult
     public func transaction<R: Sendable>(
         isolation: PostgresIsolationLevel = .readCommitted,
         maxAttempts: Int = 5,

@@ -75,6 +75,7 @@ public final class PostgresPool: Service, Sendable {
     ///
     /// - Throws: ``PostgresError`` (``PostgresError/Code/poolTimeout``, ``PostgresError/Code/unavailable``,
     ///   ``PostgresError/Code/closed``, …), `CancellationError`, or whatever `body` throws.
+    @discardableResult
     public func withConnection<R: Sendable>(
         _ body: @Sendable (PostgresConnection) throws -> R
     ) async throws -> R {
@@ -85,8 +86,14 @@ public final class PostgresPool: Service, Sendable {
         do {
             (outcome, kept) = try await withTaskCancellationHandler {
                 try await withoutActuallyEscaping(body) { body in
-                    try await self.threadPool.runIfActive {
-                        self.runOnPoolThread(leased, canceller: canceller, body)
+                    // The thread pool may release its work item only after resuming us, so the
+                    // work item must not capture `body` itself: it gets it through a handoff
+                    // that is emptied before `withoutActuallyEscaping` ends.
+                    let handoff = BodyHandoff(body)
+                    defer { handoff.clear() }
+                    return try await self.threadPool.runIfActive {
+                        guard let body = handoff.take() else { return (.failure(CancellationError()), leased) }
+                        return self.runOnPoolThread(leased, canceller: canceller, body)
                     }
                 }
             } onCancel: {
@@ -314,6 +321,27 @@ public final class PostgresPool: Service, Sendable {
                 metadata: ["postgres.error": "\(error)", "postgres.failures": "\(failures)"])
             throw error
         }
+    }
+}
+
+/// Passes a caller's non-escaping body to a pool thread (see `withConnection`).
+final class BodyHandoff<R>: Sendable {
+    private let body: Mutex<(@Sendable (PostgresConnection) throws -> R)?>
+
+    init(_ body: @escaping @Sendable (PostgresConnection) throws -> R) {
+        self.body = Mutex(body)
+    }
+
+    /// The body, once; `nil` after `take()` or `clear()`.
+    func take() -> (@Sendable (PostgresConnection) throws -> R)? {
+        self.body.withLock { body in
+            defer { body = nil }
+            return body
+        }
+    }
+
+    func clear() {
+        _ = self.take()
     }
 }
 

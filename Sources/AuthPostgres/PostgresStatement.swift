@@ -46,9 +46,15 @@ public struct PostgresStatement: Sendable, Hashable, ExpressibleByStringInterpol
             self.sql += literal
         }
 
-        /// Binds `value` as the next parameter (an optional that is `nil` binds NULL).
+        /// Binds `value` as the next parameter.
         public mutating func appendInterpolation(_ value: some PostgresEncodable) {
             self.parameters.append(value.postgresValue)
+            self.sql += "$\(self.parameters.count)"
+        }
+
+        /// Binds `value` as the next parameter, NULL when it is `nil`.
+        public mutating func appendInterpolation(_ value: (some PostgresEncodable)?) {
+            self.parameters.append(value?.postgresValue ?? .null)
             self.sql += "$\(self.parameters.count)"
         }
 

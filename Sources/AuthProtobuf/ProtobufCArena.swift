@@ -168,7 +168,9 @@ extension ProtobufCArena {
         try self.checkCount(values.count, of: T.self, message, field)
         let array = self.allocate(T.self, count: values.count)
         values.withUnsafeBufferPointer { source in
-            array.initialize(from: source.baseAddress!, count: source.count)
+            if let base = source.baseAddress {
+                array.initialize(from: base, count: source.count)
+            }
         }
         return array
     }

@@ -39,7 +39,7 @@ extension ProtobufCBridged {
     }
 
     @inline(__always)
-    func _encode<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+    func _encodeBridged(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
         try withUnsafeTemporaryAllocation(byteCount: ProtobufCArena.stackCapacity, alignment: 16) { stack in
             var arena = ProtobufCArena(initialChunk: stack)
             let message = arena.allocate(Self._CMessage.self)
@@ -52,10 +52,9 @@ extension ProtobufCBridged {
             let out = arena.allocate(UInt8.self, count: size)
             let written = Self._cPack(message, out)
             precondition(written == size, "protobuf-c packed \(written) bytes after promising \(size)")
-            let result = try body(UnsafeRawBufferPointer(start: out, count: written))
+            try body(UnsafeRawBufferPointer(start: out, count: written))
             // The arena (and so `out`) must outlive `body`; end its lifetime explicitly here.
             _ = consume arena
-            return result
         }
     }
 }
@@ -87,6 +86,16 @@ func _protobufCBytes(_ data: ProtobufCBinaryData) -> [UInt8] {
 @inline(__always)
 func _protobufCMessage<M: ProtobufCBridged>(_ pointer: UnsafePointer<M._CMessage>?, as _: M.Type) throws -> M {
     guard let pointer else { return M() }
+    return try M(_cMessage: pointer)
+}
+
+/// A singular message field: NULL means absent.
+@inline(__always)
+func _protobufCOptionalMessage<M: ProtobufCBridged>(
+    _ pointer: UnsafePointer<M._CMessage>?,
+    as _: M.Type
+) throws -> M? {
+    guard let pointer else { return nil }
     return try M(_cMessage: pointer)
 }
 

@@ -72,7 +72,8 @@ public struct ProtobufCError: Error, Hashable, CustomStringConvertible {
         return switch self.code {
         case .malformedInput: "ProtobufCError(malformedInput): cannot parse \(self.messageName)"
         case .invalidUTF8: "ProtobufCError(invalidUTF8): string field \(field) is not valid UTF-8"
-        case .embeddedNUL: "ProtobufCError(embeddedNUL): string field \(field) contains NUL, which protobuf-c cannot encode"
+        case .embeddedNUL:
+            "ProtobufCError(embeddedNUL): string field \(field) contains NUL, which protobuf-c cannot encode"
         case .unsupportedValue: "ProtobufCError(unsupportedValue): \(field) is too large to encode (2 GiB or more)"
         default: "ProtobufCError(\(self.code)): \(field)"
         }

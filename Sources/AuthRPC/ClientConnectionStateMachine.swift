@@ -31,6 +31,9 @@ public struct ClientConnectionStateMachine<Pending> {
 
     public var openCallCount: Int { pending.count }
 
+    /// The open calls by call id.
+    public var openCalls: [UInt64: Pending] { pending }
+
     /// Can take another call now.
     public var hasCapacity: Bool { state == .ready && pending.count < maxConcurrentCalls }
 

@@ -66,13 +66,22 @@ extension RPCMetadata {
     /// Checks the limits a server applies to metadata it receives; `nil` when acceptable.
     public func violation() -> String? {
         if extra.count > Self.maxExtraEntries { return "too many metadata entries" }
-        let values = [requestID, traceparent, tracestate, callerService, endUserIP] + Array(extra.values)
-        if values.contains(where: { $0.utf8.count > Self.maxValueLength }) { return "metadata value too long" }
-        for key in extra.keys where key.isEmpty || key.utf8.count > 64
-            || !key.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F || $0 == 0x2E })
+        let limit = Self.maxValueLength
+        if requestID.utf8.count > limit || traceparent.utf8.count > limit || tracestate.utf8.count > limit
+            || callerService.utf8.count > limit || endUserIP.utf8.count > limit
         {
-            return "metadata key must be lowercase ASCII"
+            return "metadata value too long"
+        }
+        for (key, value) in extra {
+            if value.utf8.count > limit { return "metadata value too long" }
+            if key.isEmpty || key.utf8.count > 64 || !key.utf8.allSatisfy(Self.isKeyByte) {
+                return "metadata key must be lowercase ASCII"
+            }
         }
         return nil
+    }
+
+    private static func isKeyByte(_ byte: UInt8) -> Bool {
+        (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39) || byte == 0x2D || byte == 0x5F || byte == 0x2E
     }
 }

@@ -1,28 +1,51 @@
 import AuthProtobuf
 import AuthRPC
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 
 /// One open call on a client connection, as the connection handler keeps it.
 final class PendingClientCall: @unchecked Sendable {
-    // @unchecked: every stored property is read and written only on the connection's event
-    // loop (the handler's methods), after the object is handed over in `startCall`.
+    // @unchecked: `continuation` is written once by the calling task before the call is
+    // enqueued (under the submission queue's lock) and read on the event loop after it is
+    // dequeued (under the same lock); every other property is only touched on the event loop.
     let call: ClientCall
-    let continuation: CheckedContinuation<[UInt8], any Error>
+    var continuation: UnsafeContinuation<[UInt8], any Error>?
     var callID: UInt64 = 0
-    var timer: Scheduled<Void>?
+    var deadline: NIODeadline?
+    var cancelRequested = false
     var finished = false
 
-    init(call: ClientCall, continuation: CheckedContinuation<[UInt8], any Error>) {
+    init(call: ClientCall) {
         self.call = call
-        self.continuation = continuation
     }
 
     func complete(_ result: Result<[UInt8], any Error>) {
         guard !finished else { return }
         finished = true
-        timer?.cancel()
-        continuation.resume(with: result)
+        continuation?.resume(with: result)
+    }
+}
+
+/// Calls waiting to be started on a connection's event loop. Callers on any thread append;
+/// only the first append of a batch schedules a drain, so a burst of calls costs one hop to
+/// the event loop and one flush.
+final class CallSubmissionQueue: Sendable {
+    private let state = NIOLockedValueBox<[PendingClientCall]>([])
+
+    /// Appends a call; true when the caller must schedule a drain on the event loop.
+    func enqueue(_ call: PendingClientCall) -> Bool {
+        state.withLockedValue { calls in
+            calls.append(call)
+            return calls.count == 1
+        }
+    }
+
+    func takeAll() -> [PendingClientCall] {
+        state.withLockedValue { calls in
+            defer { calls = [] }
+            return calls
+        }
     }
 }
 
@@ -47,7 +70,9 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     private let readyPromise: EventLoopPromise<Void>
     private var logger: Logger
 
+    let submissions = CallSubmissionQueue()
     private var machine = ClientConnectionStateMachine<PendingClientCall>(maxConcurrentCalls: 1000)
+    private var deadlineTimer = EarliestDeadlineTimer()
     private var decoder: FrameDecoder
     private var context: ChannelHandlerContext?
     private var flushScheduled = false
@@ -88,6 +113,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         keepaliveTask?.cancel()
+        deadlineTimer.cancel()
         let unavailable = RPCError(code: .unavailable, message: "The connection to the server was lost.", reason: "connection_lost")
         readyPromise.fail(unavailable)
         for call in machine.closed() {
@@ -158,9 +184,29 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    /// Starts a call on this connection. Must be called on the event loop. Returns false when
-    /// the connection cannot take it (the caller tries another).
-    func startCall(_ call: PendingClientCall) -> Bool {
+    /// Starts every submitted call, then flushes once. On the event loop.
+    func drainSubmissions() {
+        let calls = submissions.takeAll()
+        guard let context else {
+            for call in calls { call.complete(.failure(RetryOnAnotherConnection())) }
+            return
+        }
+        var output = context.channel.allocator.buffer(capacity: 128 * calls.count)
+        for call in calls where !call.finished {
+            if call.cancelRequested {
+                call.complete(.failure(RPCError.cancelledByCaller))
+            } else if !startCall(call, into: &output) {
+                call.complete(.failure(RetryOnAnotherConnection()))
+            }
+        }
+        if output.readableBytes > 0 {
+            context.writeAndFlush(wrapOutboundOut(output), promise: nil)
+        }
+    }
+
+    /// Starts a call on this connection (written, not flushed). Returns false when the
+    /// connection cannot take it (the caller tries another).
+    private func startCall(_ call: PendingClientCall, into output: inout ByteBuffer) -> Bool {
         guard let context else { return false }
         guard case .send(let callID) = machine.startCall(call) else { return false }
         call.callID = callID
@@ -173,31 +219,58 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         if let timeout = call.call.timeout {
             let micros = max(timeout.components.seconds * 1_000_000 + timeout.components.attoseconds / 1_000_000_000_000, 1)
             request.timeoutUS = UInt64(micros)
+            let due = NIODeadline.now() + .microseconds(micros)
+            call.deadline = due
             let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
-            call.timer = context.eventLoop.scheduleTask(in: .microseconds(micros)) {
-                loopBound.value.callTimedOut(call)
-            }
+            deadlineTimer.schedule(due, on: context.eventLoop) { loopBound.value.deadlineTimerFired() }
         }
-        send(.init(kind: .request(request)), flush: false)
-        scheduleFlush()
+        let writerIndex = output.writerIndex
+        do {
+            try output.writeFrame(.init(kind: .request(request)))
+        } catch {
+            output.moveWriterIndex(to: writerIndex)
+            _ = machine.cancel(callID: callID)
+            call.complete(.failure(RPCError(code: .invalidArgument, message: "The request could not be encoded.", reason: "malformed_request")))
+            return true
+        }
         return true
     }
 
     /// The caller gave up (task cancelled): forget the call and tell the server.
     func cancel(_ call: PendingClientCall) {
-        guard call.callID != 0, machine.cancel(callID: call.callID) != nil else { return }
-        call.complete(.failure(RPCError(code: .cancelled, message: "The caller cancelled the call.", reason: "cancelled")))
+        guard call.callID != 0 else {
+            // Not started yet: the drain completes it.
+            call.cancelRequested = true
+            return
+        }
+        guard machine.cancel(callID: call.callID) != nil else { return }
+        call.complete(.failure(RPCError.cancelledByCaller))
         send(.init(kind: .cancel(Auth_Rpc_V1_Cancel(callID: call.callID))), flush: true)
     }
 
-    private func callTimedOut(_ call: PendingClientCall) {
-        guard machine.cancel(callID: call.callID) != nil else { return }
-        call.complete(.failure(RPCError(
-            code: .deadlineExceeded,
-            message: "No response from the server before the deadline.",
-            reason: "deadline_exceeded"
-        )))
-        send(.init(kind: .cancel(Auth_Rpc_V1_Cancel(callID: call.callID))), flush: true)
+    /// Fails every call whose deadline has passed, then re-arms for the next one.
+    private func deadlineTimerFired() {
+        deadlineTimer.fired()
+        let now = NIODeadline.now()
+        var next: NIODeadline?
+        for (callID, call) in machine.openCalls {
+            guard let due = call.deadline else { continue }
+            if due <= now {
+                _ = machine.cancel(callID: callID)
+                call.complete(.failure(RPCError(
+                    code: .deadlineExceeded,
+                    message: "No response from the server before the deadline.",
+                    reason: "deadline_exceeded"
+                )))
+                send(.init(kind: .cancel(Auth_Rpc_V1_Cancel(callID: callID))), flush: true)
+            } else {
+                next = min(next ?? due, due)
+            }
+        }
+        if let next, let context {
+            let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            deadlineTimer.schedule(next, on: context.eventLoop) { loopBound.value.deadlineTimerFired() }
+        }
     }
 
     private func keepaliveTick() {
@@ -219,30 +292,25 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
-    private func scheduleFlush() {
-        guard !flushScheduled, let context else { return }
-        flushScheduled = true
-        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        context.eventLoop.execute {
-            let handler = loopBound.value
-            handler.flushScheduled = false
-            handler.context?.flush()
-        }
-    }
-
-    private func send(_ frame: Auth_Rpc_V1_Frame, flush: Bool) {
-        guard let context else { return }
+    @discardableResult
+    private func send(_ frame: Auth_Rpc_V1_Frame, flush: Bool) -> Bool {
+        guard let context else { return false }
         var buffer = context.channel.allocator.buffer(capacity: 64)
         do {
             try buffer.writeFrame(frame)
         } catch {
             logger.error("Could not encode a frame", metadata: ["error": "\(error)"])
-            return
+            return false
         }
         if flush {
             context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
         } else {
             context.write(wrapOutboundOut(buffer), promise: nil)
         }
+        return true
     }
+}
+
+extension RPCError {
+    static let cancelledByCaller = RPCError(code: .cancelled, message: "The caller cancelled the call.", reason: "cancelled")
 }

@@ -27,12 +27,15 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     private var calls: [UInt64: RunningCall] = [:]
     private var watchdogTask: RepeatedTask?
     private var inReadBurst = false
-    private var flushPending = false
+    /// Frames produced during a read burst, written as one buffer when the burst ends.
+    private var pendingOutput: ByteBuffer?
     private var peer = ""
+
+    private var deadlineTimer = EarliestDeadlineTimer()
 
     private struct RunningCall {
         var task: Task<Void, Never>?
-        var deadlineTimer: Scheduled<Void>?
+        var deadline: NIODeadline?
     }
 
     init(
@@ -121,9 +124,9 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
 
     func channelReadComplete(context: ChannelHandlerContext) {
         inReadBurst = false
-        if flushPending {
-            flushPending = false
-            context.flush()
+        if let output = pendingOutput {
+            pendingOutput = nil
+            context.writeAndFlush(wrapOutboundOut(output), promise: nil)
         }
         context.fireChannelReadComplete()
     }
@@ -166,10 +169,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         case .rejectCall(let callID, let error):
             send(.init(kind: .response(Auth_Rpc_V1_Response(callID: callID, status: error.status))))
         case .cancelCall(let callID):
-            if let call = calls.removeValue(forKey: callID) {
-                call.deadlineTimer?.cancel()
-                call.task?.cancel()
-            }
+            calls.removeValue(forKey: callID)?.task?.cancel()
         case .sendPong(let payload):
             send(.init(kind: .pong(Auth_Rpc_V1_Pong(payload: payload))))
         case .closeWithError(let error):
@@ -216,10 +216,10 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
                 finish(callID: callID, result: .failure(.deadlineExceededOnServer))
                 return
             }
+            let due = NIODeadline.now() + TimeAmount(remaining)
+            calls[callID]?.deadline = due
             let loopBound = NIOLoopBound(self, eventLoop: context!.eventLoop)
-            calls[callID]?.deadlineTimer = context!.eventLoop.scheduleTask(in: TimeAmount(remaining)) {
-                loopBound.value.deadlinePassed(callID: callID)
-            }
+            deadlineTimer.schedule(due, on: context!.eventLoop) { loopBound.value.deadlineTimerFired() }
         }
         let loopBound = NIOLoopBound(self, eventLoop: context!.eventLoop)
         let eventLoop = context!.eventLoop
@@ -236,16 +236,28 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         if calls[callID] != nil { calls[callID]?.task = task }
     }
 
-    private func deadlinePassed(callID: UInt64) {
-        guard let call = calls[callID] else { return }
-        call.task?.cancel()
-        finish(callID: callID, result: .failure(.deadlineExceededOnServer))
+    /// Abandons every call whose deadline has passed, then re-arms for the next one.
+    private func deadlineTimerFired() {
+        deadlineTimer.fired()
+        let now = NIODeadline.now()
+        var next: NIODeadline?
+        for (callID, call) in calls {
+            guard let due = call.deadline else { continue }
+            if due <= now {
+                call.task?.cancel()
+                finish(callID: callID, result: .failure(.deadlineExceededOnServer))
+            } else {
+                next = min(next ?? due, due)
+            }
+        }
+        if let next, let context {
+            let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            deadlineTimer.schedule(next, on: context.eventLoop) { loopBound.value.deadlineTimerFired() }
+        }
     }
 
     private func finish(callID: UInt64, result: Result<[UInt8], RPCError>) {
-        if let call = calls.removeValue(forKey: callID) {
-            call.deadlineTimer?.cancel()
-        }
+        calls.removeValue(forKey: callID)
         let action = state.callFinished(callID: callID)
         guard action != .drop else { return }
         var response = Auth_Rpc_V1_Response(callID: callID)
@@ -304,23 +316,38 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         guard let context else { return }
         _ = state.connectionClosed()
         abandonAllCalls()
-        flushPending = false
         let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(channel.allocator.buffer(capacity: 0))).whenComplete { _ in
+        let output = pendingOutput ?? channel.allocator.buffer(capacity: 0)
+        pendingOutput = nil
+        context.writeAndFlush(wrapOutboundOut(output)).whenComplete { _ in
             channel.close(promise: nil)
         }
     }
 
     private func abandonAllCalls() {
         for call in calls.values {
-            call.deadlineTimer?.cancel()
             call.task?.cancel()
         }
         calls.removeAll()
+        deadlineTimer.cancel()
     }
 
     private func send(_ frame: Auth_Rpc_V1_Frame) {
         guard let context else { return }
+        if inReadBurst {
+            // Batched: appended to the burst's buffer, written when the burst ends.
+            var output = pendingOutput ?? context.channel.allocator.buffer(capacity: 4096)
+            pendingOutput = nil
+            let writerIndex = output.writerIndex
+            do {
+                try output.writeFrame(frame)
+            } catch {
+                output.moveWriterIndex(to: writerIndex)
+                logger.error("Could not encode a frame", metadata: ["error": "\(error)"])
+            }
+            pendingOutput = output
+            return
+        }
         var buffer = context.channel.allocator.buffer(capacity: 64)
         do {
             try buffer.writeFrame(frame)
@@ -328,12 +355,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             logger.error("Could not encode a frame", metadata: ["error": "\(error)"])
             return
         }
-        context.write(wrapOutboundOut(buffer), promise: nil)
-        if inReadBurst {
-            flushPending = true
-        } else {
-            context.flush()
-        }
+        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
     }
 }
 

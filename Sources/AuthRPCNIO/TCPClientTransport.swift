@@ -180,25 +180,22 @@ final class Subchannel: Sendable {
     struct Connection: Sendable {
         let channel: any Channel
         let handler: NIOLoopBound<ClientConnectionHandler>
+        let submissions: CallSubmissionQueue
 
         func perform(_ call: ClientCall) async throws -> [UInt8] {
             let eventLoop = channel.eventLoop
             let handler = self.handler
-            let box = NIOLockedValueBox<PendingClientCall?>(nil)
+            let queue = self.submissions
+            let pending = PendingClientCall(call: call)
             return try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { continuation in
-                    let pending = PendingClientCall(call: call, continuation: continuation)
-                    box.withLockedValue { $0 = pending }
-                    eventLoop.execute {
-                        if !handler.value.startCall(pending) {
-                            pending.complete(.failure(RetryOnAnotherConnection()))
-                        }
+                try await withUnsafeThrowingContinuation { continuation in
+                    pending.continuation = continuation
+                    if queue.enqueue(pending) {
+                        eventLoop.execute { handler.value.drainSubmissions() }
                     }
                 }
             } onCancel: {
-                eventLoop.execute {
-                    if let pending = box.withLockedValue({ $0 }) { handler.value.cancel(pending) }
-                }
+                eventLoop.execute { handler.value.cancel(pending) }
             }
         }
     }
@@ -279,7 +276,7 @@ final class Subchannel: Sendable {
         let configuration = self.configuration
         let logger = self.logger
         let wallClock = self.wallClock
-        let handlerPromise = group.any().makePromise(of: NIOLoopBound<ClientConnectionHandler>.self)
+        let handlerPromise = group.any().makePromise(of: (NIOLoopBound<ClientConnectionHandler>, CallSubmissionQueue).self)
         let connectFuture = ClientBootstrap(group: group)
             .connectTimeout(TimeAmount(configuration.connectTimeout))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -296,7 +293,7 @@ final class Subchannel: Sendable {
                         self?.connectionEvent(event, channel: channel)
                     }
                     try channel.pipeline.syncOperations.addHandler(handler)
-                    handlerPromise.succeed(NIOLoopBound(handler, eventLoop: channel.eventLoop))
+                    handlerPromise.succeed((NIOLoopBound(handler, eventLoop: channel.eventLoop), handler.submissions))
                 }
             }
             .connect(host: address.host, port: address.port)
@@ -305,7 +302,7 @@ final class Subchannel: Sendable {
             handlerPromise.fail(error)
         }
         let connected = connectFuture.and(handlerPromise.futureResult).flatMap { channel, handler in
-            readyPromise.futureResult.map { Connection(channel: channel, handler: handler) }
+            readyPromise.futureResult.map { Connection(channel: channel, handler: handler.0, submissions: handler.1) }
         }
         connected.whenComplete { [weak self] result in
             guard let self else { return }

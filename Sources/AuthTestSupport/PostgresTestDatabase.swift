@@ -101,7 +101,7 @@ enum PostgresScript {
         let script = projectRoot.appendingPathComponent("scripts/postgres.sh").path
         let errorLog = FileManager.default.temporaryDirectory
             .appendingPathComponent("auth-postgres-script-\(UUID().uuidString).log")
-        FileManager.default.createFile(atPath: errorLog.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errorLog.path, contents: nil)
         defer { try? FileManager.default.removeItem(at: errorLog) }
         let errorHandle = try FileHandle(forWritingTo: errorLog)
         defer { try? errorHandle.close() }

@@ -102,5 +102,6 @@ public final class ServiceProcess: Sendable {
 
 public struct ServiceProcessError: Error, CustomStringConvertible {
     public let message: String
+    public init(message: String) { self.message = message }
     public var description: String { message }
 }

@@ -58,13 +58,19 @@ extension AuthCtl {
 
         func run() async throws {
             let (client, transport) = try target.makeClient()
-            defer { Task { await transport.shutdown() } }
+            let result: Result<Auth_Health_V1_HealthCheckResponse, any Error>
             do {
-                let response = try await Auth_Health_V1_Health.Client(wrapping: client)
-                    .check(Auth_Health_V1_HealthCheckRequest(service: service))
+                result = .success(try await Auth_Health_V1_Health.Client(wrapping: client)
+                    .check(Auth_Health_V1_HealthCheckRequest(service: service)))
+            } catch {
+                result = .failure(error)
+            }
+            await transport.shutdown()
+            switch result {
+            case .success(let response):
                 print(response.status == .serving ? "SERVING" : "\(response.status)")
                 if response.status != .serving { throw ExitCode(1) }
-            } catch let error as RPCError {
+            case .failure(let error):
                 FileHandle.standardError.write(Data("authctl: \(error)\n".utf8))
                 throw ExitCode(2)
             }

@@ -29,6 +29,9 @@ struct RPCBenchmark: AsyncParsableCommand {
     @Option(help: "Seconds of warm-up per row.")
     var warmup: Double = 1
 
+    @Flag(help: "Measure only the RPC layer (for profiling); the echo columns stay empty.")
+    var rpcOnly = false
+
     func run() async throws {
         let levels = concurrency.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
         guard !levels.isEmpty, levels.allSatisfy({ (1...4096).contains($0) }) else {
@@ -85,6 +88,10 @@ struct RPCBenchmark: AsyncParsableCommand {
             let rpc = try await measure(concurrency: level) {
                 let response = try await health.check(request)
                 precondition(response.status == .serving)
+            }
+            guard !rpcOnly else {
+                print("| \(level) | \(Int(rpc.callsPerSecond)) | \(rpc.p50) | \(rpc.p99) | | | | |")
+                continue
             }
             let echo = try await measure(concurrency: level) {
                 try await echoClient.roundTrip(frame)

@@ -54,7 +54,7 @@ import Testing
         #expect(raw.count == 32)
         let fromRaw = try ES256PrivateKey(rawRepresentation: raw)
         #expect(fromRaw.publicKey.x963Representation == key.publicKey.x963Representation)
-        let withPoint = try ES256PrivateKey(rawRepresentation: raw, publicKey: key.publicKey.x963Representation)
+        let withPoint = try ES256PrivateKey(rawRepresentation: raw, x963PublicKey: key.publicKey.x963Representation)
         #expect(withPoint.publicKey.x963Representation == key.publicKey.x963Representation)
 
         let der = try key.pkcs8DERRepresentation
@@ -77,7 +77,7 @@ import Testing
         let key = try ES256PrivateKey()
         let other = try ES256PrivateKey()
         #expect(throws: CryptoError.self) {
-            try ES256PrivateKey(rawRepresentation: key.rawRepresentation, publicKey: other.publicKey.x963Representation)
+            try ES256PrivateKey(rawRepresentation: key.rawRepresentation, x963PublicKey: other.publicKey.x963Representation)
         }
         #expect(throws: CryptoError.self) { try ES256PrivateKey(pkcs8DERRepresentation: []) }
         #expect(throws: CryptoError.self) { try ES256PrivateKey(pkcs8DERRepresentation: [0x30, 0x03, 0x02, 0x01, 0x00]) }

@@ -1,4 +1,4 @@
-import AuthCrypto
+@testable import AuthCrypto
 import Testing
 
 /// RFC 4231 §4 test vectors for HMAC-SHA-256.
@@ -78,6 +78,18 @@ struct HMACVector: Sendable, CustomTestStringConvertible {
         }
         // A different message in between must not disturb the template.
         #expect(mac.authenticationCode(for: [1, 2, 3]) != mac.authenticationCode(for: [1, 2, 4]))
+    }
+
+    @Test("reused contexts give the same MACs as fresh ones")
+    func reuseMatchesOneShot() {
+        // OpenSSL 3.0.3+ restarts HMAC on EVP_MAC_init with a null key, so contexts are pooled.
+        #expect(HMACSHA256.reinitializationKeepsKey)
+        let key = SecureRandom.bytes(count: 32)
+        let mac = HMACSHA256(key: key)
+        for length in [0, 1, 55, 56, 63, 64, 65, 200, 0, 3] {
+            let message = SecureRandom.bytes(count: length)
+            #expect(mac.authenticationCode(for: message) == HMACSHA256.authenticationCode(for: message, key: key))
+        }
     }
 
     @Test func emptyKeyAndMessage() {

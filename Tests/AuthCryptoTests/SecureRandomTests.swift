@@ -1,4 +1,4 @@
-import AuthCrypto
+@testable import AuthCrypto
 import Testing
 
 @Suite struct SecureRandomTests {
@@ -14,7 +14,8 @@ import Testing
             #expect(SecureRandom.uniform(below: UInt32(1)) == 0)
             #expect(SecureRandom.uniform(below: UInt32.max) < UInt32.max)
             #expect(SecureRandom.uniform(below: UInt32(3)) < 3)
-            #expect(SecureRandom.uniform(below: UInt64.max) < UInt64.max)
+            #expect(SecureRandom.uniform64(below: UInt64.max) < UInt64.max)
+            #expect(SecureRandom.uniform(below: 7) < 7)  // a plain literal is not ambiguous
         }
     }
 

@@ -86,7 +86,7 @@ struct PostgresRowsTests {
             }
             #expect(try await pool.query("SELECT 2.5::numeric")[0][0].double == 2.5)
             // sum() of integers is numeric.
-            #expect(try await pool.query("SELECT sum(x) FROM generate_series(1, 10) x")[0][0].string == "55")
+            #expect(try await pool.query("SELECT sum(x::int8) FROM generate_series(1, 10) x")[0][0].string == "55")
         }
     }
 

@@ -59,7 +59,10 @@ struct PostgresValueTests {
 
     @Test func byteaKeepsZeroBytes() async throws {
         try await PostgresTestDatabase.withTestSchema { pool, _ in
-            for bytes in [[], [0], [0, 1, 0, 255, 0, 0], Array(0...255).map(UInt8.init), [UInt8](repeating: 0, count: 70_000)] {
+            let cases: [[UInt8]] = [
+                [], [0], [0, 1, 0, 255, 0, 0], (0...255).map { UInt8($0) }, [UInt8](repeating: 0, count: 70_000),
+            ]
+            for bytes in cases {
                 let cell = try await self.echo(.bytea(bytes), in: pool)
                 #expect(cell.column.dataType == .bytea)
                 #expect(try cell.bytes == bytes)

@@ -89,3 +89,19 @@ func seconds(since start: ContinuousClock.Instant) -> Double {
     let (seconds, attoseconds) = (ContinuousClock.now - start).components
     return Double(seconds) + Double(attoseconds) / 1e18
 }
+
+/// Runs blocking work on a dispatch thread and awaits its result.
+func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(with: Result(catching: body)) }
+    }
+}
+
+/// A value shared between test tasks and pool threads.
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+
+    init(_ value: Value) { self.mutex = Mutex(value) }
+
+    func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { self.mutex.withLock { body(&$0) } }
+}

@@ -10,7 +10,9 @@ struct EncodingErrorTests {
         }
         // Deep inside: Frame -> Request -> Metadata -> MetadataEntry.value
         let frame = Auth_Rpc_V1_Frame(
-            kind: .request(.init(metadata: .init(extra: [.init(key: "ok", value: "fine"), .init(key: "k", value: text)])))
+            kind: .request(
+                .init(metadata: .init(extra: [.init(key: "ok", value: "fine"), .init(key: "k", value: text)]))
+            )
         )
         expectProtobufCError(.embeddedNUL, messageName: "auth.rpc.v1.MetadataEntry", fieldName: "value") {
             try frame.withSerializedBytes { _ in _ = Issue.record("body must not run") }
@@ -48,7 +50,9 @@ struct EncodingErrorTests {
     func throwHalfWay() {
         // The big strings and payload push the arena past its stack chunk into several heap
         // chunks before the NUL in the last entry aborts the encode.
-        let entries = (0..<50).map { Auth_Rpc_V1_MetadataEntry(key: "k\($0)", value: String(repeating: "v", count: 3000)) }
+        let entries = (0..<50).map {
+            Auth_Rpc_V1_MetadataEntry(key: "k\($0)", value: String(repeating: "v", count: 3000))
+        }
         let request = Auth_Rpc_V1_Request(
             callID: 1,
             method: String(repeating: "m", count: 100_000),

@@ -112,7 +112,8 @@ struct EnvelopeRoundTripTests {
     @Test("repeated fields keep order, count and empty elements", arguments: [0, 1, 2, 40, 1000])
     func repeatedFields(_ count: Int) throws {
         let entries = (0..<count).map { i in
-            Auth_Rpc_V1_MetadataEntry(key: "key-\(i)", value: i.isMultiple(of: 3) ? "" : String(repeating: "v", count: i))
+            let value = i.isMultiple(of: 3) ? "" : String(repeating: "v", count: i)
+            return Auth_Rpc_V1_MetadataEntry(key: "key-\(i)", value: value)
         }
         let metadata = Auth_Rpc_V1_Metadata(requestID: "r", extra: entries)
         let decoded = try roundTrip(metadata)
@@ -145,7 +146,8 @@ struct EnvelopeRoundTripTests {
     @Test(
         "unicode strings",
         arguments: [
-            "", "a", "héllo wörld", "日本語のテキスト", "🙂👍🏽🇸🇪", "e\u{301}", "\u{FEFF}bom", "\u{10FFFF}",
+            "", "a", "héllo wörld", "日本語のテキスト", "🙂👍🏽🇸🇪",
+            "e\u{301}", "\u{FEFF}bom", "\u{10FFFF}",
             "tab\tnew\nline", String(repeating: "ü", count: 10_000),
         ]
     )
@@ -185,7 +187,8 @@ struct EnvelopeRoundTripTests {
     @Test("many large strings spread over several arena chunks")
     func manyStrings() throws {
         let entries = (0..<200).map { i in
-            Auth_Rpc_V1_MetadataEntry(key: "k\(i)", value: String(repeating: Character(UnicodeScalar(65 + i % 26)!), count: 97 * i))
+            let letter = Character(UnicodeScalar(65 + i % 26)!)
+            return Auth_Rpc_V1_MetadataEntry(key: "k\(i)", value: String(repeating: letter, count: 97 * i))
         }
         let frame = Auth_Rpc_V1_Frame(
             kind: .request(Auth_Rpc_V1_Request(metadata: Auth_Rpc_V1_Metadata(requestID: "x", extra: entries)))
@@ -206,7 +209,8 @@ struct EnvelopeRoundTripTests {
 
     @Test("memberwise and default initializers agree")
     func initializers() {
-        #expect(Auth_Rpc_V1_Request() == Auth_Rpc_V1_Request(callID: 0, method: "", timeoutUS: 0, metadata: nil, payload: []))
+        let explicit = Auth_Rpc_V1_Request(callID: 0, method: "", timeoutUS: 0, metadata: nil, payload: [])
+        #expect(Auth_Rpc_V1_Request() == explicit)
         var request = Auth_Rpc_V1_Request()
         request.callID = 3
         request.metadata = Auth_Rpc_V1_Metadata(endUserIP: "192.0.2.1")

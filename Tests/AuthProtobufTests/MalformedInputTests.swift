@@ -45,12 +45,15 @@ struct MalformedInputTests {
         var rejected = 0
         for round in 0..<4000 {
             let bytes = random.bytes(count: Int.random(in: 0...(round < 2000 ? 16 : 128), using: &random))
-            decoded += try decodeAll(bytes) ? 1 : 0
-            rejected += 1
+            if try decodeAll(bytes) {
+                decoded += 1
+            } else {
+                rejected += 1
+            }
         }
-        // Some short inputs are valid messages (e.g. a lone unknown varint field).
+        // Both outcomes occur: some short inputs are valid (e.g. a lone unknown varint field).
         #expect(decoded > 0)
-        #expect(rejected == 4000)
+        #expect(rejected > 0)
     }
 
     @Test("mutated valid frames never crash the decoder, and what decodes re-encodes stably")
@@ -126,26 +129,27 @@ struct MalformedInputTests {
         }
     }
 
-    /// Decodes `bytes` as several message types; any error must be a ProtobufCError.
-    /// Returns whether the Frame decode succeeded.
+    /// Decodes `bytes` as several message types; any error must be a ProtobufCError (anything
+    /// else fails the test by propagating). Returns whether the Frame decode succeeded.
     private func decodeAll(_ bytes: [UInt8]) throws -> Bool {
-        var frameDecoded = false
+        let decoders: [() throws -> Void] = [
+            { _ = try Auth_Rpc_V1_Request(serializedBytes: bytes) },
+            { _ = try Auth_Rpc_V1_Response(serializedBytes: bytes) },
+            { _ = try Auth_Rpc_V1_Metadata(serializedBytes: bytes) },
+            { _ = try Auth_Rpc_V1_Status(serializedBytes: bytes) },
+            { _ = try Auth_Rpc_V1_StatusDetails(serializedBytes: bytes) },
+            { _ = try Auth_Rpc_V1_Hello(serializedBytes: bytes) },
+            { _ = try Auth_Rpc_V1_GoAway(serializedBytes: bytes) },
+            { _ = try Auth_Health_V1_HealthCheckResponse(serializedBytes: bytes) },
+        ]
+        for decode in decoders {
+            do { try decode() } catch is ProtobufCError {}
+        }
         do {
             _ = try Auth_Rpc_V1_Frame(serializedBytes: bytes)
-            frameDecoded = true
-        } catch is ProtobufCError {}
-        _ = try? Auth_Rpc_V1_Request(serializedBytes: bytes)
-        _ = try? Auth_Rpc_V1_Metadata(serializedBytes: bytes)
-        _ = try? Auth_Rpc_V1_Status(serializedBytes: bytes)
-        _ = try? Auth_Rpc_V1_Hello(serializedBytes: bytes)
-        _ = try? Auth_Health_V1_HealthCheckResponse(serializedBytes: bytes)
-        for decode in [
-            { try Auth_Rpc_V1_Request(serializedBytes: bytes) as Any },
-            { try Auth_Rpc_V1_StatusDetails(serializedBytes: bytes) as Any },
-            { try Auth_Rpc_V1_GoAway(serializedBytes: bytes) as Any },
-        ] as [() throws -> Any] {
-            do { _ = try decode() } catch is ProtobufCError {}
+            return true
+        } catch is ProtobufCError {
+            return false
         }
-        return frameDecoded
     }
 }

@@ -48,72 +48,83 @@ struct SplitMix64: RandomNumberGenerator {
 }
 
 /// A sample of every frame kind with every field set, used by several suites.
+///
+/// Computed rather than stored: LeakSanitizer cannot follow Swift's tagged pointers inside
+/// global constants and would report them as leaks.
 enum Samples {
-    static let metadata = Auth_Rpc_V1_Metadata(
-        requestID: "req-0001",
-        traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
-        tracestate: "vendor=value",
-        callerService: "gateway",
-        endUserIP: "2001:db8::1",
-        extra: [
-            Auth_Rpc_V1_MetadataEntry(key: "a", value: "1"),
-            Auth_Rpc_V1_MetadataEntry(key: "", value: ""),
-            Auth_Rpc_V1_MetadataEntry(key: "unicode", value: "héllo wörld ✓"),
-        ]
-    )
-
-    static let status = Auth_Rpc_V1_Status(
-        code: .resourceExhausted,
-        message: "too many attempts",
-        reason: "rate_limited",
-        details: Auth_Rpc_V1_StatusDetails(
-            retry: Auth_Rpc_V1_RetryInfo(retryAfterSeconds: 30),
-            attempts: Auth_Rpc_V1_AttemptsInfo(attemptsRemaining: 0),
-            fieldViolations: [
-                Auth_Rpc_V1_FieldViolation(field: "phone", reason: "invalid_format", description: "not E.164"),
-                Auth_Rpc_V1_FieldViolation(field: "code", reason: "", description: ""),
+    static var metadata: Auth_Rpc_V1_Metadata {
+        Auth_Rpc_V1_Metadata(
+            requestID: "req-0001",
+            traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            tracestate: "vendor=value",
+            callerService: "gateway",
+            endUserIP: "2001:db8::1",
+            extra: [
+                Auth_Rpc_V1_MetadataEntry(key: "a", value: "1"),
+                Auth_Rpc_V1_MetadataEntry(key: "", value: ""),
+                Auth_Rpc_V1_MetadataEntry(key: "unicode", value: "héllo wörld ✓"),
             ]
         )
-    )
+    }
 
-    static let frameKinds: [Auth_Rpc_V1_Frame.Kind] = [
-        .hello(
-            Auth_Rpc_V1_Hello(
-                protocolVersion: 1,
-                service: "gateway",
-                timestampUnixMS: 1_700_000_000_123,
-                nonce: Array(0..<16),
-                mac: [UInt8](repeating: 0xAB, count: 32)
+    static var status: Auth_Rpc_V1_Status {
+        Auth_Rpc_V1_Status(
+            code: .resourceExhausted,
+            message: "too many attempts",
+            reason: "rate_limited",
+            details: Auth_Rpc_V1_StatusDetails(
+                retry: Auth_Rpc_V1_RetryInfo(retryAfterSeconds: 30),
+                attempts: Auth_Rpc_V1_AttemptsInfo(attemptsRemaining: 0),
+                fieldViolations: [
+                    Auth_Rpc_V1_FieldViolation(field: "phone", reason: "invalid_format", description: "not E.164"),
+                    Auth_Rpc_V1_FieldViolation(field: "code", reason: "", description: ""),
+                ]
             )
-        ),
-        .helloAck(
-            Auth_Rpc_V1_HelloAck(
-                protocolVersion: 1,
-                service: "session",
-                maxFrameSize: 4 << 20,
-                maxConcurrentCalls: 128,
-                idleTimeoutMS: 60_000
-            )
-        ),
-        .request(
-            Auth_Rpc_V1_Request(
-                callID: .max,
-                method: "/auth.health.v1.Health/Check",
-                timeoutUS: 2_500_000,
-                metadata: metadata,
-                payload: [0, 1, 0, 2, 0]
-            )
-        ),
-        .response(Auth_Rpc_V1_Response(callID: 7, status: status, payload: [])),
-        .cancel(Auth_Rpc_V1_Cancel(callID: 7)),
-        .ping(Auth_Rpc_V1_Ping(payload: 0xDEAD_BEEF_CAFE_F00D)),
-        .pong(Auth_Rpc_V1_Pong(payload: 1)),
-        .goAway(Auth_Rpc_V1_GoAway(lastCallID: 99, code: .unavailable, message: "draining")),
-    ]
+        )
+    }
+
+    static var frameKinds: [Auth_Rpc_V1_Frame.Kind] {
+        [
+            .hello(
+                Auth_Rpc_V1_Hello(
+                    protocolVersion: 1,
+                    service: "gateway",
+                    timestampUnixMS: 1_700_000_000_123,
+                    nonce: Array(0..<16),
+                    mac: [UInt8](repeating: 0xAB, count: 32)
+                )
+            ),
+            .helloAck(
+                Auth_Rpc_V1_HelloAck(
+                    protocolVersion: 1,
+                    service: "session",
+                    maxFrameSize: 4 << 20,
+                    maxConcurrentCalls: 128,
+                    idleTimeoutMS: 60_000
+                )
+            ),
+            .request(
+                Auth_Rpc_V1_Request(
+                    callID: .max,
+                    method: "/auth.health.v1.Health/Check",
+                    timeoutUS: 2_500_000,
+                    metadata: metadata,
+                    payload: [0, 1, 0, 2, 0]
+                )
+            ),
+            .response(Auth_Rpc_V1_Response(callID: 7, status: status, payload: [])),
+            .cancel(Auth_Rpc_V1_Cancel(callID: 7)),
+            .ping(Auth_Rpc_V1_Ping(payload: 0xDEAD_BEEF_CAFE_F00D)),
+            .pong(Auth_Rpc_V1_Pong(payload: 1)),
+            .goAway(Auth_Rpc_V1_GoAway(lastCallID: 99, code: .unavailable, message: "draining")),
+        ]
+    }
 
     /// The same kinds with every field at its default: each must still arrive as set.
-    static let emptyFrameKinds: [Auth_Rpc_V1_Frame.Kind] = [
-        .hello(.init()), .helloAck(.init()), .request(.init()), .response(.init()),
-        .cancel(.init()), .ping(.init()), .pong(.init()), .goAway(.init()),
-    ]
+    static var emptyFrameKinds: [Auth_Rpc_V1_Frame.Kind] {
+        [
+            .hello(.init()), .helloAck(.init()), .request(.init()), .response(.init()),
+            .cancel(.init()), .ping(.init()), .pong(.init()), .goAway(.init()),
+        ]
+    }
 }

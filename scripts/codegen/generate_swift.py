@@ -137,6 +137,12 @@ def swift_ident(name: str) -> str:
     return f"`{name}`" if name in SWIFT_KEYWORDS else name
 
 
+def argument_label(escaped: str) -> str:
+    """Argument labels at a call site need no backticks (Swift 6), except `inout`."""
+    bare = escaped.strip("`")
+    return escaped if bare == "inout" else bare
+
+
 def swift_package_prefix(package: str) -> str:
     # Like swift-protobuf: each package component in UpperCamelCase, joined with "_".
     parts = []
@@ -751,12 +757,7 @@ def emit_message(w: Writer, msg: Message, types: SwiftTypes) -> None:
                 params.append(f"{m.swift_property}: {m.swift_type}? = nil")
             else:
                 params.append(f"{m.swift_name}: {types.declared(m)} = {types.default(m)}")
-        w("public init(")
-        w.indent()
-        for i, p in enumerate(params):
-            w(p + ("," if i < len(params) - 1 else ""))
-        w.dedent()
-        w(") {")
+        w.signature("public init", params, " {")
         w.indent()
         for m in members:
             prop = m.swift_property if isinstance(m, Oneof) else m.swift_name
@@ -770,9 +771,21 @@ def emit_message(w: Writer, msg: Message, types: SwiftTypes) -> None:
     w.dedent()
     w("}")
     w()
+    # Inlinable so callers in other modules get it specialized for their `R`; the work is in the
+    # non-generic `_encode`, which needs no generic metadata at run time.
+    w("@inlinable")
     w("public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {")
     w.indent()
-    w("try self._encode(body)")
+    w("var result: R? = nil")
+    w("try self._encode { result = try body($0) }")
+    w("return result!")
+    w.dedent()
+    w("}")
+    w()
+    w("@usableFromInline")
+    w("func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {")
+    w.indent()
+    w("try self._encodeBridged(body)")
     w.dedent()
     w("}")
     w.dedent()
@@ -819,12 +832,21 @@ def emit_message(w: Writer, msg: Message, types: SwiftTypes) -> None:
     # Decoding.
     w("init(_cMessage c: UnsafePointer<_CMessage>) throws {")
     w.indent()
-    w("self.init()")
-    for m in members:
-        if isinstance(m, Oneof):
-            emit_oneof_decode(w, m, types)
-        else:
-            emit_field_decode(w, m, types)
+    # Everything goes through the memberwise initializer, so no default value is stored first
+    # and then released.
+    if not members:
+        w("_ = c")
+        w("self.init()")
+    for o in msg.oneofs:
+        emit_oneof_decode(w, o, types)
+    if members:
+        args = [
+            f"{argument_label(m.swift_property)}: {m.swift_property}"
+            if isinstance(m, Oneof)
+            else f"{argument_label(m.swift_name)}: {field_decode_expression(m, types)}"
+            for m in members
+        ]
+        w.signature("self.init", args, "")
     w.dedent()
     w("}")
     w()
@@ -850,40 +872,32 @@ def _field_ref(f: Field) -> str:
     return f'Self.self, "{f.proto_name}"'
 
 
-def emit_field_decode(w: Writer, f: Field, types: SwiftTypes) -> None:
+def field_decode_expression(f: Field, types: SwiftTypes) -> str:
     src = f"c.pointee.{f.c_member}"
-    dst = f"self.{f.swift_name}"
     if f.repeated:
         n = f"c.pointee.{f.c_count}"
         if f.type in SCALARS:
-            w(f"{dst} = _protobufCScalars({src}, count: {n})")
-        elif f.type == FDP.TYPE_BOOL:
-            w(f"{dst} = _protobufCBools({src}, count: {n})")
-        elif f.type == FDP.TYPE_STRING:
-            w(f"{dst} = try _protobufCStrings({src}, count: {n}, {_field_ref(f)})")
-        elif f.type == FDP.TYPE_BYTES:
-            w(f"{dst} = _protobufCBytesArray({src}, count: {n})")
-        elif f.type == FDP.TYPE_ENUM:
-            w(f"{dst} = _protobufCEnums({src}, count: {n})")
-        elif f.type == FDP.TYPE_MESSAGE:
-            w(f"{dst} = try _protobufCMessages({src}, count: {n})")
-        return
+            return f"_protobufCScalars({src}, count: {n})"
+        if f.type == FDP.TYPE_BOOL:
+            return f"_protobufCBools({src}, count: {n})"
+        if f.type == FDP.TYPE_STRING:
+            return f"try _protobufCStrings({src}, count: {n}, {_field_ref(f)})"
+        if f.type == FDP.TYPE_BYTES:
+            return f"_protobufCBytesArray({src}, count: {n})"
+        if f.type == FDP.TYPE_ENUM:
+            return f"_protobufCEnums({src}, count: {n})"
+        return f"try _protobufCMessages({src}, count: {n})"
     if f.type in SCALARS:
-        w(f"{dst} = {src}")
-    elif f.type == FDP.TYPE_BOOL:
-        w(f"{dst} = {src} != 0")
-    elif f.type == FDP.TYPE_STRING:
-        w(f"{dst} = try _protobufCString({src}, {_field_ref(f)})")
-    elif f.type == FDP.TYPE_BYTES:
-        w(f"{dst} = _protobufCBytes({src})")
-    elif f.type == FDP.TYPE_ENUM:
-        w(f"{dst} = {types.element(f)}(rawValue: Int32(truncatingIfNeeded: {src}.rawValue))")
-    elif f.type == FDP.TYPE_MESSAGE:
-        w(f"if let message = {src} {{")
-        w.indent()
-        w(f"{dst} = try {types.element(f)}(_cMessage: message)")
-        w.dedent()
-        w("}")
+        return src
+    if f.type == FDP.TYPE_BOOL:
+        return f"{src} != 0"
+    if f.type == FDP.TYPE_STRING:
+        return f"try _protobufCString({src}, {_field_ref(f)})"
+    if f.type == FDP.TYPE_BYTES:
+        return f"_protobufCBytes({src})"
+    if f.type == FDP.TYPE_ENUM:
+        return f"{types.element(f)}(rawValue: Int32(truncatingIfNeeded: {src}.rawValue))"
+    return f"try _protobufCOptionalMessage({src}, as: {types.element(f)}.self)"
 
 
 def emit_field_encode(w: Writer, f: Field, types: SwiftTypes) -> None:
@@ -937,6 +951,8 @@ def emit_field_encode(w: Writer, f: Field, types: SwiftTypes) -> None:
 
 
 def emit_oneof_decode(w: Writer, o: Oneof, types: SwiftTypes) -> None:
+    """Declares a local named after the oneof's property holding the decoded member."""
+    w(f"var {o.swift_property}: {o.swift_type}? = nil")
     w(f"switch c.pointee.{o.c_case_member}.rawValue {{")
     for f in o.fields:
         src = f"c.pointee.{f.c_member}"
@@ -952,8 +968,8 @@ def emit_oneof_decode(w: Writer, o: Oneof, types: SwiftTypes) -> None:
             value = f"{types.element(f)}(rawValue: Int32(truncatingIfNeeded: {src}.rawValue))"
         else:
             value = f"try _protobufCMessage({src}, as: {types.element(f)}.self)"
-        w(f"case {f.number}: self.{o.swift_property} = .{f.swift_name}({value})")
-    w(f"default: self.{o.swift_property} = nil")
+        w(f"case {f.number}: {o.swift_property} = .{f.swift_name}({value})")
+    w("default: break")
     w("}")
 
 

@@ -61,9 +61,7 @@ public struct Auth_Health_V1_HealthCheckRequest: ProtobufCMessage {
 
     public init() {}
 
-    public init(
-        service: String = ""
-    ) {
+    public init(service: String = "") {
         self.service = service
     }
 
@@ -71,8 +69,16 @@ public struct Auth_Health_V1_HealthCheckRequest: ProtobufCMessage {
         self = try Self._decode(bytes)
     }
 
+    @inlinable
     public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try self._encode(body)
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
     }
 }
 
@@ -100,8 +106,7 @@ extension Auth_Health_V1_HealthCheckRequest: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init()
-        self.service = try _protobufCString(c.pointee.service, Self.self, "service")
+        self.init(service: try _protobufCString(c.pointee.service, Self.self, "service"))
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
@@ -120,9 +125,7 @@ public struct Auth_Health_V1_HealthCheckResponse: ProtobufCMessage {
 
     public init() {}
 
-    public init(
-        status: Auth_Health_V1_ServingStatus = .unknown
-    ) {
+    public init(status: Auth_Health_V1_ServingStatus = .unknown) {
         self.status = status
     }
 
@@ -130,8 +133,16 @@ public struct Auth_Health_V1_HealthCheckResponse: ProtobufCMessage {
         self = try Self._decode(bytes)
     }
 
+    @inlinable
     public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try self._encode(body)
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
     }
 }
 
@@ -159,8 +170,7 @@ extension Auth_Health_V1_HealthCheckResponse: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init()
-        self.status = Auth_Health_V1_ServingStatus(rawValue: Int32(truncatingIfNeeded: c.pointee.status.rawValue))
+        self.init(status: Auth_Health_V1_ServingStatus(rawValue: Int32(truncatingIfNeeded: c.pointee.status.rawValue)))
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {

@@ -132,9 +132,7 @@ public struct Auth_Rpc_V1_Frame: ProtobufCMessage {
 
     public init() {}
 
-    public init(
-        kind: Kind? = nil
-    ) {
+    public init(kind: Kind? = nil) {
         self.kind = kind
     }
 
@@ -142,8 +140,16 @@ public struct Auth_Rpc_V1_Frame: ProtobufCMessage {
         self = try Self._decode(bytes)
     }
 
+    @inlinable
     public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try self._encode(body)
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
     }
 }
 
@@ -171,18 +177,19 @@ extension Auth_Rpc_V1_Frame: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init()
+        var kind: Kind? = nil
         switch c.pointee.kind_case.rawValue {
-        case 1: self.kind = .hello(try _protobufCMessage(c.pointee.hello, as: Auth_Rpc_V1_Hello.self))
-        case 2: self.kind = .helloAck(try _protobufCMessage(c.pointee.hello_ack, as: Auth_Rpc_V1_HelloAck.self))
-        case 3: self.kind = .request(try _protobufCMessage(c.pointee.request, as: Auth_Rpc_V1_Request.self))
-        case 4: self.kind = .response(try _protobufCMessage(c.pointee.response, as: Auth_Rpc_V1_Response.self))
-        case 5: self.kind = .cancel(try _protobufCMessage(c.pointee.cancel, as: Auth_Rpc_V1_Cancel.self))
-        case 6: self.kind = .ping(try _protobufCMessage(c.pointee.ping, as: Auth_Rpc_V1_Ping.self))
-        case 7: self.kind = .pong(try _protobufCMessage(c.pointee.pong, as: Auth_Rpc_V1_Pong.self))
-        case 8: self.kind = .goAway(try _protobufCMessage(c.pointee.go_away, as: Auth_Rpc_V1_GoAway.self))
-        default: self.kind = nil
+        case 1: kind = .hello(try _protobufCMessage(c.pointee.hello, as: Auth_Rpc_V1_Hello.self))
+        case 2: kind = .helloAck(try _protobufCMessage(c.pointee.hello_ack, as: Auth_Rpc_V1_HelloAck.self))
+        case 3: kind = .request(try _protobufCMessage(c.pointee.request, as: Auth_Rpc_V1_Request.self))
+        case 4: kind = .response(try _protobufCMessage(c.pointee.response, as: Auth_Rpc_V1_Response.self))
+        case 5: kind = .cancel(try _protobufCMessage(c.pointee.cancel, as: Auth_Rpc_V1_Cancel.self))
+        case 6: kind = .ping(try _protobufCMessage(c.pointee.ping, as: Auth_Rpc_V1_Ping.self))
+        case 7: kind = .pong(try _protobufCMessage(c.pointee.pong, as: Auth_Rpc_V1_Pong.self))
+        case 8: kind = .goAway(try _protobufCMessage(c.pointee.go_away, as: Auth_Rpc_V1_GoAway.self))
+        default: break
         }
+        self.init(kind: kind)
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
@@ -254,8 +261,16 @@ public struct Auth_Rpc_V1_Hello: ProtobufCMessage {
         self = try Self._decode(bytes)
     }
 
+    @inlinable
     public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try self._encode(body)
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
     }
 }
 
@@ -283,12 +298,13 @@ extension Auth_Rpc_V1_Hello: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init()
-        self.protocolVersion = c.pointee.protocol_version
-        self.service = try _protobufCString(c.pointee.service, Self.self, "service")
-        self.timestampUnixMS = c.pointee.timestamp_unix_ms
-        self.nonce = _protobufCBytes(c.pointee.nonce)
-        self.mac = _protobufCBytes(c.pointee.mac)
+        self.init(
+            protocolVersion: c.pointee.protocol_version,
+            service: try _protobufCString(c.pointee.service, Self.self, "service"),
+            timestampUnixMS: c.pointee.timestamp_unix_ms,
+            nonce: _protobufCBytes(c.pointee.nonce),
+            mac: _protobufCBytes(c.pointee.mac)
+        )
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
@@ -341,8 +357,16 @@ public struct Auth_Rpc_V1_HelloAck: ProtobufCMessage {
         self = try Self._decode(bytes)
     }
 
+    @inlinable
     public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try self._encode(body)
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
     }
 }
 
@@ -370,12 +394,13 @@ extension Auth_Rpc_V1_HelloAck: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init()
-        self.protocolVersion = c.pointee.protocol_version
-        self.service = try _protobufCString(c.pointee.service, Self.self, "service")
-        self.maxFrameSize = c.pointee.max_frame_size
-        self.maxConcurrentCalls = c.pointee.max_concurrent_calls
-        self.idleTimeoutMS = c.pointee.idle_timeout_ms
+        self.init(
+            protocolVersion: c.pointee.protocol_version,
+            service: try _protobufCString(c.pointee.service, Self.self, "service"),
+            maxFrameSize: c.pointee.max_frame_size,
+            maxConcurrentCalls: c.pointee.max_concurrent_calls,
+            idleTimeoutMS: c.pointee.idle_timeout_ms
+        )
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
@@ -429,8 +454,16 @@ public struct Auth_Rpc_V1_Metadata: ProtobufCMessage {
         self = try Self._decode(bytes)
     }
 
+    @inlinable
     public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try self._encode(body)
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
     }
 }
 
@@ -458,13 +491,14 @@ extension Auth_Rpc_V1_Metadata: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init()
-        self.requestID = try _protobufCString(c.pointee.request_id, Self.self, "request_id")
-        self.traceparent = try _protobufCString(c.pointee.traceparent, Self.self, "traceparent")
-        self.tracestate = try _protobufCString(c.pointee.tracestate, Self.self, "tracestate")
-        self.callerService = try _protobufCString(c.pointee.caller_service, Self.self, "caller_service")
-        self.endUserIP = try _protobufCString(c.pointee.end_user_ip, Self.self, "end_user_ip")
-        self.extra = try _protobufCMessages(c.pointee.extra, count: c.pointee.n_extra)
+        self.init(
+            requestID: try _protobufCString(c.pointee.request_id, Self.self, "request_id"),
+            traceparent: try _protobufCString(c.pointee.traceparent, Self.self, "traceparent"),
+            tracestate: try _protobufCString(c.pointee.tracestate, Self.self, "tracestate"),
+            callerService: try _protobufCString(c.pointee.caller_service, Self.self, "caller_service"),
+            endUserIP: try _protobufCString(c.pointee.end_user_ip, Self.self, "end_user_ip"),
+            extra: try _protobufCMessages(c.pointee.extra, count: c.pointee.n_extra)
+        )
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
@@ -500,10 +534,7 @@ public struct Auth_Rpc_V1_MetadataEntry: ProtobufCMessage {
 
     public init() {}
 
-    public init(
-        key: String = "",
-        value: String = ""
-    ) {
+    public init(key: String = "", value: String = "") {
         self.key = key
         self.value = value
     }
@@ -512,8 +543,16 @@ public struct Auth_Rpc_V1_MetadataEntry: ProtobufCMessage {
         self = try Self._decode(bytes)
     }
 
+    @inlinable
     public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try self._encode(body)
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
     }
 }
 
@@ -541,9 +580,10 @@ extension Auth_Rpc_V1_MetadataEntry: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init()
-        self.key = try _protobufCString(c.pointee.key, Self.self, "key")
-        self.value = try _protobufCString(c.pointee.value, Self.self, "value")
+        self.init(
+            key: try _protobufCString(c.pointee.key, Self.self, "key"),
+            value: try _protobufCString(c.pointee.value, Self.self, "value")
+        )
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
@@ -591,8 +631,16 @@ public struct Auth_Rpc_V1_Request: ProtobufCMessage {
         self = try Self._decode(bytes)
     }
 
+    @inlinable
     public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try self._encode(body)
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
     }
 }
 
@@ -620,14 +668,13 @@ extension Auth_Rpc_V1_Request: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init()
-        self.callID = c.pointee.call_id
-        self.method = try _protobufCString(c.pointee.method, Self.self, "method")
-        self.timeoutUS = c.pointee.timeout_us
-        if let message = c.pointee.metadata {
-            self.metadata = try Auth_Rpc_V1_Metadata(_cMessage: message)
-        }
-        self.payload = _protobufCBytes(c.pointee.payload)
+        self.init(
+            callID: c.pointee.call_id,
+            method: try _protobufCString(c.pointee.method, Self.self, "method"),
+            timeoutUS: c.pointee.timeout_us,
+            metadata: try _protobufCOptionalMessage(c.pointee.metadata, as: Auth_Rpc_V1_Metadata.self),
+            payload: _protobufCBytes(c.pointee.payload)
+        )
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
@@ -658,11 +705,7 @@ public struct Auth_Rpc_V1_Response: ProtobufCMessage {
 
     public init() {}
 
-    public init(
-        callID: UInt64 = 0,
-        status: Auth_Rpc_V1_Status? = nil,
-        payload: [UInt8] = []
-    ) {
+    public init(callID: UInt64 = 0, status: Auth_Rpc_V1_Status? = nil, payload: [UInt8] = []) {
         self.callID = callID
         self.status = status
         self.payload = payload
@@ -672,8 +715,16 @@ public struct Auth_Rpc_V1_Response: ProtobufCMessage {
         self = try Self._decode(bytes)
     }
 
+    @inlinable
     public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try self._encode(body)
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
     }
 }
 
@@ -701,12 +752,11 @@ extension Auth_Rpc_V1_Response: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init()
-        self.callID = c.pointee.call_id
-        if let message = c.pointee.status {
-            self.status = try Auth_Rpc_V1_Status(_cMessage: message)
-        }
-        self.payload = _protobufCBytes(c.pointee.payload)
+        self.init(
+            callID: c.pointee.call_id,
+            status: try _protobufCOptionalMessage(c.pointee.status, as: Auth_Rpc_V1_Status.self),
+            payload: _protobufCBytes(c.pointee.payload)
+        )
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
@@ -750,8 +800,16 @@ public struct Auth_Rpc_V1_Status: ProtobufCMessage {
         self = try Self._decode(bytes)
     }
 
+    @inlinable
     public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try self._encode(body)
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
     }
 }
 
@@ -779,13 +837,12 @@ extension Auth_Rpc_V1_Status: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init()
-        self.code = Auth_Rpc_V1_StatusCode(rawValue: Int32(truncatingIfNeeded: c.pointee.code.rawValue))
-        self.message = try _protobufCString(c.pointee.message, Self.self, "message")
-        self.reason = try _protobufCString(c.pointee.reason, Self.self, "reason")
-        if let message = c.pointee.details {
-            self.details = try Auth_Rpc_V1_StatusDetails(_cMessage: message)
-        }
+        self.init(
+            code: Auth_Rpc_V1_StatusCode(rawValue: Int32(truncatingIfNeeded: c.pointee.code.rawValue)),
+            message: try _protobufCString(c.pointee.message, Self.self, "message"),
+            reason: try _protobufCString(c.pointee.reason, Self.self, "reason"),
+            details: try _protobufCOptionalMessage(c.pointee.details, as: Auth_Rpc_V1_StatusDetails.self)
+        )
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
@@ -828,8 +885,16 @@ public struct Auth_Rpc_V1_StatusDetails: ProtobufCMessage {
         self = try Self._decode(bytes)
     }
 
+    @inlinable
     public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try self._encode(body)
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
     }
 }
 
@@ -857,14 +922,11 @@ extension Auth_Rpc_V1_StatusDetails: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init()
-        if let message = c.pointee.retry {
-            self.retry = try Auth_Rpc_V1_RetryInfo(_cMessage: message)
-        }
-        if let message = c.pointee.attempts {
-            self.attempts = try Auth_Rpc_V1_AttemptsInfo(_cMessage: message)
-        }
-        self.fieldViolations = try _protobufCMessages(c.pointee.field_violations, count: c.pointee.n_field_violations)
+        self.init(
+            retry: try _protobufCOptionalMessage(c.pointee.retry, as: Auth_Rpc_V1_RetryInfo.self),
+            attempts: try _protobufCOptionalMessage(c.pointee.attempts, as: Auth_Rpc_V1_AttemptsInfo.self),
+            fieldViolations: try _protobufCMessages(c.pointee.field_violations, count: c.pointee.n_field_violations)
+        )
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
@@ -890,9 +952,7 @@ public struct Auth_Rpc_V1_RetryInfo: ProtobufCMessage {
 
     public init() {}
 
-    public init(
-        retryAfterSeconds: UInt32 = 0
-    ) {
+    public init(retryAfterSeconds: UInt32 = 0) {
         self.retryAfterSeconds = retryAfterSeconds
     }
 
@@ -900,8 +960,16 @@ public struct Auth_Rpc_V1_RetryInfo: ProtobufCMessage {
         self = try Self._decode(bytes)
     }
 
+    @inlinable
     public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try self._encode(body)
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
     }
 }
 
@@ -929,8 +997,7 @@ extension Auth_Rpc_V1_RetryInfo: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init()
-        self.retryAfterSeconds = c.pointee.retry_after_seconds
+        self.init(retryAfterSeconds: c.pointee.retry_after_seconds)
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
@@ -947,9 +1014,7 @@ public struct Auth_Rpc_V1_AttemptsInfo: ProtobufCMessage {
 
     public init() {}
 
-    public init(
-        attemptsRemaining: UInt32 = 0
-    ) {
+    public init(attemptsRemaining: UInt32 = 0) {
         self.attemptsRemaining = attemptsRemaining
     }
 
@@ -957,8 +1022,16 @@ public struct Auth_Rpc_V1_AttemptsInfo: ProtobufCMessage {
         self = try Self._decode(bytes)
     }
 
+    @inlinable
     public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try self._encode(body)
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
     }
 }
 
@@ -986,8 +1059,7 @@ extension Auth_Rpc_V1_AttemptsInfo: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init()
-        self.attemptsRemaining = c.pointee.attempts_remaining
+        self.init(attemptsRemaining: c.pointee.attempts_remaining)
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
@@ -1006,11 +1078,7 @@ public struct Auth_Rpc_V1_FieldViolation: ProtobufCMessage {
 
     public init() {}
 
-    public init(
-        field: String = "",
-        reason: String = "",
-        description: String = ""
-    ) {
+    public init(field: String = "", reason: String = "", description: String = "") {
         self.field = field
         self.reason = reason
         self.description = description
@@ -1020,8 +1088,16 @@ public struct Auth_Rpc_V1_FieldViolation: ProtobufCMessage {
         self = try Self._decode(bytes)
     }
 
+    @inlinable
     public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try self._encode(body)
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
     }
 }
 
@@ -1049,10 +1125,11 @@ extension Auth_Rpc_V1_FieldViolation: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init()
-        self.field = try _protobufCString(c.pointee.field, Self.self, "field")
-        self.reason = try _protobufCString(c.pointee.reason, Self.self, "reason")
-        self.description = try _protobufCString(c.pointee.description, Self.self, "description")
+        self.init(
+            field: try _protobufCString(c.pointee.field, Self.self, "field"),
+            reason: try _protobufCString(c.pointee.reason, Self.self, "reason"),
+            description: try _protobufCString(c.pointee.description, Self.self, "description")
+        )
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
@@ -1077,9 +1154,7 @@ public struct Auth_Rpc_V1_Cancel: ProtobufCMessage {
 
     public init() {}
 
-    public init(
-        callID: UInt64 = 0
-    ) {
+    public init(callID: UInt64 = 0) {
         self.callID = callID
     }
 
@@ -1087,8 +1162,16 @@ public struct Auth_Rpc_V1_Cancel: ProtobufCMessage {
         self = try Self._decode(bytes)
     }
 
+    @inlinable
     public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try self._encode(body)
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
     }
 }
 
@@ -1116,8 +1199,7 @@ extension Auth_Rpc_V1_Cancel: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init()
-        self.callID = c.pointee.call_id
+        self.init(callID: c.pointee.call_id)
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
@@ -1134,9 +1216,7 @@ public struct Auth_Rpc_V1_Ping: ProtobufCMessage {
 
     public init() {}
 
-    public init(
-        payload: UInt64 = 0
-    ) {
+    public init(payload: UInt64 = 0) {
         self.payload = payload
     }
 
@@ -1144,8 +1224,16 @@ public struct Auth_Rpc_V1_Ping: ProtobufCMessage {
         self = try Self._decode(bytes)
     }
 
+    @inlinable
     public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try self._encode(body)
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
     }
 }
 
@@ -1173,8 +1261,7 @@ extension Auth_Rpc_V1_Ping: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init()
-        self.payload = c.pointee.payload
+        self.init(payload: c.pointee.payload)
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
@@ -1191,9 +1278,7 @@ public struct Auth_Rpc_V1_Pong: ProtobufCMessage {
 
     public init() {}
 
-    public init(
-        payload: UInt64 = 0
-    ) {
+    public init(payload: UInt64 = 0) {
         self.payload = payload
     }
 
@@ -1201,8 +1286,16 @@ public struct Auth_Rpc_V1_Pong: ProtobufCMessage {
         self = try Self._decode(bytes)
     }
 
+    @inlinable
     public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try self._encode(body)
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
     }
 }
 
@@ -1230,8 +1323,7 @@ extension Auth_Rpc_V1_Pong: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init()
-        self.payload = c.pointee.payload
+        self.init(payload: c.pointee.payload)
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
@@ -1254,12 +1346,7 @@ public struct Auth_Rpc_V1_GoAway: ProtobufCMessage {
 
     public init() {}
 
-    public init(
-        lastCallID: UInt64 = 0,
-        code: Auth_Rpc_V1_StatusCode = .ok,
-        message: String = "",
-        reason: String = ""
-    ) {
+    public init(lastCallID: UInt64 = 0, code: Auth_Rpc_V1_StatusCode = .ok, message: String = "", reason: String = "") {
         self.lastCallID = lastCallID
         self.code = code
         self.message = message
@@ -1270,8 +1357,16 @@ public struct Auth_Rpc_V1_GoAway: ProtobufCMessage {
         self = try Self._decode(bytes)
     }
 
+    @inlinable
     public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try self._encode(body)
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
     }
 }
 
@@ -1299,11 +1394,12 @@ extension Auth_Rpc_V1_GoAway: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init()
-        self.lastCallID = c.pointee.last_call_id
-        self.code = Auth_Rpc_V1_StatusCode(rawValue: Int32(truncatingIfNeeded: c.pointee.code.rawValue))
-        self.message = try _protobufCString(c.pointee.message, Self.self, "message")
-        self.reason = try _protobufCString(c.pointee.reason, Self.self, "reason")
+        self.init(
+            lastCallID: c.pointee.last_call_id,
+            code: Auth_Rpc_V1_StatusCode(rawValue: Int32(truncatingIfNeeded: c.pointee.code.rawValue)),
+            message: try _protobufCString(c.pointee.message, Self.self, "message"),
+            reason: try _protobufCString(c.pointee.reason, Self.self, "reason")
+        )
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {

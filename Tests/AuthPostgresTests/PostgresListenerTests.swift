@@ -1,0 +1,91 @@
+import AuthPostgres
+import AuthTestSupport
+import Foundation
+import Testing
+
+@Suite("LISTEN/NOTIFY")
+struct PostgresListenerTests {
+    @Test func deliversNotifications() async throws {
+        try await PostgresTestDatabase.withTestSchema { pool, _ in
+            let channel = "test_channel_\(uniqueSuffix())"
+            let other = "Other_\(uniqueSuffix())"
+            let (received, task) = collect(try await pool.listen(channel: channel))
+            let (second, secondTask) = collect(try await pool.listen(channel: channel))
+            let (otherReceived, otherTask) = collect(try await pool.listen(channel: other))
+            defer {
+                task.cancel()
+                secondTask.cancel()
+                otherTask.cancel()
+            }
+
+            try await pool.notify(channel: channel, payload: "hello 'world' ✓")
+            try await pool.notify(channel: channel)
+            try await pool.notify(channel: other, payload: "mixed case channel")
+            #expect(await received.wait { $0.count == 2 })
+            #expect(received.elements.map(\.payload) == ["hello 'world' ✓", ""])
+            #expect(received.elements.allSatisfy { $0.channel == channel })
+            #expect(await second.wait { $0.count == 2 })
+            #expect(await otherReceived.wait { $0.count == 1 })
+            #expect(otherReceived.elements.first?.payload == "mixed case channel")
+            #expect(otherReceived.elements.first?.channel == other)
+
+            // A NOTIFY inside a transaction arrives at commit.
+            try await pool.transaction { connection in
+                try connection.execute("SELECT pg_notify($1, 'in transaction')", [.text(channel)])
+            }
+            #expect(await received.wait { $0.count == 3 })
+        }
+    }
+
+    @Test func channelNamesMustBeIdentifiers() async throws {
+        try await PostgresTestDatabase.withTestSchema { pool, _ in
+            for bad in ["", "bad-name", "x; DROP TABLE users", "9lives", "quote\"d", String(repeating: "a", count: 64)] {
+                let listenError = await #expect(throws: PostgresError.self) { try await pool.listen(channel: bad) }
+                #expect(listenError?.code == .invalidArgument)
+                let notifyError = await #expect(throws: PostgresError.self) { try await pool.notify(channel: bad) }
+                #expect(notifyError?.code == .invalidArgument)
+            }
+        }
+    }
+
+    @Test func resubscribesAfterTheConnectionIsKilled() async throws {
+        let applicationName = "listen_test_\(uniqueSuffix())"
+        try await PostgresTestDatabase.withTestSchema(configure: {
+            $0.applicationName = applicationName
+            $0.reconnectBackoff = .milliseconds(50)
+        }) { pool, _ in
+            let channel = "reconnect_\(uniqueSuffix())"
+            let (received, task) = collect(try await pool.listen(channel: channel))
+            defer { task.cancel() }
+            try await pool.notify(channel: channel, payload: "before")
+            #expect(await received.wait { $0.count == 1 })
+
+            let killed = try await pool.query(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+                [.text(applicationName + " listener")])[0][0].int
+            #expect(killed == 1)
+
+            // Notifications sent while it reconnects are lost; keep sending until one arrives.
+            var delivered = false
+            let start = ContinuousClock.now
+            while !delivered && seconds(since: start) < 5 {
+                try await pool.notify(channel: channel, payload: "after")
+                delivered = await received.wait(timeout: 0.1) { $0.contains { $0.payload == "after" } }
+            }
+            #expect(delivered)
+        }
+    }
+
+    @Test func streamsFinishWhenThePoolCloses() async throws {
+        let url = try await PostgresTestDatabase.connectionString()
+        let pool = PostgresPool(
+            configuration: PostgresConfiguration(connectionString: url, maxConnections: 1),
+            logger: PostgresTestDatabase.makeLogger())
+        let (received, task) = collect(try await pool.listen(channel: "closing_\(uniqueSuffix())"))
+        await pool.close()
+        #expect(await received.wait { _ in received.finished })
+        await task.value
+        let error = await #expect(throws: PostgresError.self) { try await pool.listen(channel: "after_close") }
+        #expect(error?.code == .closed)
+    }
+}

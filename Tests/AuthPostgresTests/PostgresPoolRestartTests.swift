@@ -1,0 +1,102 @@
+import AuthPostgres
+import AuthTestSupport
+import Foundation
+import Testing
+
+/// The database restarts under a live pool (a private cluster, so the shared one stays up).
+@Suite("PostgresPool across a database restart")
+struct PostgresPoolRestartTests {
+    @Test func poolRecoversAfterRestart() async throws {
+        try await PostgresTestCluster.withCluster { cluster in
+            var configuration = PostgresConfiguration(
+                connectionString: cluster.connectionString, maxConnections: 3, connectTimeout: .seconds(2),
+                statementTimeout: .seconds(30), acquireTimeout: .seconds(2), applicationName: "restart-test")
+            configuration.reconnectBackoff = .milliseconds(50)
+            configuration.reconnectBackoffLimit = .milliseconds(200)
+            let pool = PostgresPool(configuration: configuration, logger: PostgresTestDatabase.makeLogger())
+            do {
+                // Open all three connections.
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for _ in 0..<3 { group.addTask { try await pool.query("SELECT pg_sleep(0.05)") } }
+                    try await group.waitForAll()
+                }
+                #expect(pool.statistics.idleConnections == 3)
+
+                // `immediate` kills the server (like a crash); `fast` sends admin_shutdown (57P01).
+                for immediate in [true, false] {
+                    try await self.restart(cluster: cluster, pool: pool, immediate: immediate)
+                }
+            } catch {
+                await pool.close()
+                throw error
+            }
+            await pool.close()
+        }
+    }
+
+    private func restart(cluster: PostgresTestCluster, pool: PostgresPool, immediate: Bool) async throws {
+        let inFlight = Task { try await pool.query("SELECT pg_sleep(20)") }
+        // Wait until the sleep really runs on the server.
+        var running = false
+        for _ in 0..<100 where !running {
+            let count = try await pool.query(
+                """
+                SELECT count(*) FROM pg_stat_activity
+                WHERE application_name = 'restart-test' AND state = 'active' AND query LIKE 'SELECT pg_sleep(20)%'
+                """)[0][0].int
+            running = count == 1
+            if !running { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(running)
+
+        try await cluster.stop(immediate: immediate)
+        let stopped = ContinuousClock.now
+        let result = await inFlight.result
+        #expect(seconds(since: stopped) < 5, "the in-flight call must fail promptly, not hang")
+        switch result {
+        case .success:
+            Issue.record("the in-flight query succeeded although the server went down")
+        case .failure(let error as PostgresError):
+            #expect(error.isUnavailable, "got \(error)")
+            #expect(error.code == .connectionLost, "got \(error)")
+        case .failure(let error):
+            Issue.record("unexpected error \(error)")
+        }
+
+        // While the server is down, calls fail fast with an unavailability error.
+        for _ in 0..<3 {
+            let start = ContinuousClock.now
+            let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
+            #expect(error?.isUnavailable == true, "got \(String(describing: error))")
+            #expect(seconds(since: start) < 1)
+        }
+
+        try await cluster.start()
+
+        // Later calls succeed on the same pool (after at most one backoff period).
+        var recovered = false
+        let start = ContinuousClock.now
+        while !recovered && seconds(since: start) < 10 {
+            if let rows = try? await pool.query("SELECT 42"), try rows[0][0].int == 42 {
+                recovered = true
+            } else {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        #expect(recovered)
+        // Every pooled connection works again: stale ones were dropped, not handed out.
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for value in 0..<3 {
+                group.addTask {
+                    try await pool.withConnection { connection in
+                        try connection.execute("SELECT pg_sleep(0.05)")
+                        return try connection.execute("SELECT $1::int4", [.int32(Int32(value))])[0][0].int
+                    }
+                }
+            }
+            var values: [Int] = []
+            for try await value in group { values.append(value) }
+            #expect(values.sorted() == [0, 1, 2])
+        }
+    }
+}

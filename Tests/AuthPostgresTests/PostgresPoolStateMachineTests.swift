@@ -1,0 +1,86 @@
+@testable import AuthPostgres
+import Testing
+
+/// The pool's bookkeeping without any database: connections and waiters are plain values.
+@Suite("PostgresPool.StateMachine")
+struct PostgresPoolStateMachineTests {
+    typealias Machine = PostgresPool.StateMachine<String, String>
+
+    @Test func leasesUpToTheBoundThenQueues() {
+        var machine = Machine(maxConnections: 2)
+        guard case .lease(.new) = machine.acquire(id: 1, waiter: "a") else { Issue.record("expected a new slot"); return }
+        guard case .lease(.new) = machine.acquire(id: 2, waiter: "b") else { Issue.record("expected a new slot"); return }
+        guard case .wait = machine.acquire(id: 3, waiter: "c") else { Issue.record("expected to wait"); return }
+        guard case .wait = machine.acquire(id: 4, waiter: "d") else { Issue.record("expected to wait"); return }
+        #expect(machine.leased == 2)
+        #expect(machine.waiting == 2)
+
+        // A released connection goes straight to the first waiter.
+        let first = machine.release("conn1")
+        #expect(first.resume?.waiter == "c")
+        if case .existing(let connection)? = first.resume?.lease { #expect(connection == "conn1") } else { Issue.record() }
+        // A broken one is replaced by the duty to open a new one.
+        let second = machine.release(nil)
+        #expect(second.resume?.waiter == "d")
+        if case .new? = second.resume?.lease {} else { Issue.record("expected a new slot") }
+        #expect(machine.leased == 2)
+        #expect(machine.waiting == 0)
+
+        // With nobody waiting, connections become idle and are reused, most recent first.
+        _ = machine.release("conn1")
+        _ = machine.release("conn2")
+        #expect(machine.idle == ["conn1", "conn2"])
+        guard case .lease(.existing("conn2")) = machine.acquire(id: 5, waiter: "e") else { Issue.record(); return }
+        #expect(machine.leased == 1)
+        #expect(machine.idle.count + machine.leased <= machine.maxConnections)
+    }
+
+    @Test func waiterCanLeave() {
+        var machine = Machine(maxConnections: 1)
+        _ = machine.acquire(id: 1, waiter: "a")
+        _ = machine.acquire(id: 2, waiter: "b")
+        _ = machine.acquire(id: 3, waiter: "c")
+        #expect(machine.removeWaiter(id: 2) == "b")
+        #expect(machine.removeWaiter(id: 2) == nil)
+        #expect(machine.release("conn").resume?.waiter == "c")
+    }
+
+    @Test func closeFailsWaitersAndDrainsLeases() {
+        var machine = Machine(maxConnections: 2)
+        _ = machine.acquire(id: 1, waiter: "a")
+        _ = machine.release("idle")
+        _ = machine.acquire(id: 2, waiter: "b")  // takes "idle"
+        _ = machine.acquire(id: 3, waiter: "c")  // new
+        _ = machine.acquire(id: 4, waiter: "d")  // waits
+        let close = machine.close()
+        #expect(close.waiters == ["d"])
+        #expect(close.connections.isEmpty)
+        #expect(!close.drained)
+        if case .fail(let error) = machine.acquire(id: 5, waiter: "e") {
+            #expect(error.code == .closed)
+        } else {
+            Issue.record("a closed pool must refuse")
+        }
+        let first = machine.release("idle")
+        #expect(first.close == "idle")
+        #expect(!first.drained)
+        let last = machine.release(nil)
+        #expect(last.drained)
+    }
+
+    @Test func backoffGrowsAndResets() {
+        var backoff = PostgresPool.ReconnectBackoff()
+        let now = ContinuousClock.now
+        #expect(backoff.remaining(now: now) == nil)
+        backoff.recordFailure(now: now, initial: .milliseconds(100), limit: .seconds(1), jitter: 1)
+        #expect(backoff.remaining(now: now) == .milliseconds(100))
+        backoff.recordFailure(now: now, initial: .milliseconds(100), limit: .seconds(1), jitter: 1)
+        #expect(backoff.remaining(now: now) == .milliseconds(200))
+        for _ in 0..<10 { backoff.recordFailure(now: now, initial: .milliseconds(100), limit: .seconds(1), jitter: 1) }
+        #expect(backoff.remaining(now: now) == .seconds(1))
+        #expect(backoff.remaining(now: now + .seconds(2)) == nil)
+        backoff.recordSuccess()
+        #expect(backoff.remaining(now: now) == nil)
+        #expect(backoff.failures == 0)
+    }
+}

@@ -1,0 +1,180 @@
+import AuthPostgres
+import AuthTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+@Suite("PostgresPool")
+struct PostgresPoolTests {
+    @Test func boundIsRespected() async throws {
+        try await PostgresTestDatabase.withTestSchema(maxConnections: 3) { pool, _ in
+            let concurrent = Counter()
+            let pids = Locked(Set<Int32>())
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        try await pool.withConnection { connection in
+                            concurrent.increment()
+                            defer { concurrent.decrement() }
+                            pids.withLock { _ = $0.insert(connection.backendPID) }
+                            try connection.execute("SELECT pg_sleep(0.2)")
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(concurrent.total == 4)
+            #expect(concurrent.maximum == 3)
+            #expect(pids.withLock { $0.count } == 3)
+            let statistics = pool.statistics
+            #expect(statistics.idleConnections == 3)
+            #expect(statistics.leasedConnections == 0)
+            #expect(statistics.waitingCallers == 0)
+        }
+    }
+
+    @Test func waitingCallerTimesOut() async throws {
+        try await PostgresTestDatabase.withTestSchema(
+            maxConnections: 1, configure: { $0.acquireTimeout = .milliseconds(150) }
+        ) { pool, _ in
+            let holder = Task { try await pool.query("SELECT pg_sleep(0.8)") }
+            try await Task.sleep(for: .milliseconds(100))
+            let start = ContinuousClock.now
+            let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
+            #expect(error?.code == .poolTimeout)
+            #expect(seconds(since: start) < 0.6)
+            _ = try await holder.value
+            // The pool works again once the connection is back.
+            #expect(try await pool.query("SELECT 2")[0][0].int == 2)
+        }
+    }
+
+    @Test func waitingCallerRespectsCancellation() async throws {
+        try await PostgresTestDatabase.withTestSchema(
+            maxConnections: 1, configure: { $0.acquireTimeout = .seconds(10) }
+        ) { pool, _ in
+            let holder = Task { try await pool.query("SELECT pg_sleep(0.6)") }
+            try await Task.sleep(for: .milliseconds(100))
+            let start = ContinuousClock.now
+            let waiter = Task { try await pool.query("SELECT 1") }
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(pool.statistics.waitingCallers == 1)
+            waiter.cancel()
+            let result = await waiter.result
+            #expect(throws: CancellationError.self) { try result.get() }
+            #expect(seconds(since: start) < 0.4)
+            _ = try await holder.value
+            #expect(pool.statistics.waitingCallers == 0)
+        }
+    }
+
+    @Test func runningStatementIsCancelledWithItsTask() async throws {
+        try await PostgresTestDatabase.withTestSchema(maxConnections: 1) { pool, _ in
+            let start = ContinuousClock.now
+            let sleeper = Task { try await pool.query("SELECT pg_sleep(10)") }
+            try await Task.sleep(for: .milliseconds(300))
+            sleeper.cancel()
+            let result = await sleeper.result
+            #expect(throws: PostgresError.self) { try result.get() }
+            if case .failure(let error as PostgresError) = result {
+                #expect(error.code == .cancelled)
+            }
+            #expect(seconds(since: start) < 3)
+            // The same connection serves the next caller, in a clean state.
+            #expect(try await pool.query("SELECT 3")[0][0].int == 3)
+            #expect(pool.statistics.idleConnections == 1)
+        }
+    }
+
+    @Test func statementTimeout() async throws {
+        try await PostgresTestDatabase.withTestSchema(
+            maxConnections: 1, configure: { $0.statementTimeout = .milliseconds(200) }
+        ) { pool, _ in
+            let start = ContinuousClock.now
+            let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT pg_sleep(5)") }
+            #expect(error?.code == .timeout)
+            #expect(error?.sqlState == "57014")
+            #expect(error?.isUnavailable == false)
+            #expect(seconds(since: start) < 2)
+            let next = try await pool.query("SELECT 4")[0][0].int
+            #expect(next == 4)
+        }
+    }
+
+    @Test func transactionLeftOpenIsRolledBack() async throws {
+        try await PostgresTestDatabase.withTestSchema(maxConnections: 1) { pool, _ in
+            try await pool.query("CREATE TABLE t (x int)")
+            try await pool.withConnection { connection in
+                try connection.executeScript("BEGIN; INSERT INTO t VALUES (1)")
+            }
+            let (status, count) = try await pool.withConnection { connection in
+                (connection.transactionStatus, try connection.execute("SELECT count(*) FROM t")[0][0].int)
+            }
+            #expect(status == .idle)
+            #expect(count == 0)
+        }
+    }
+
+    @Test func errorsCarryCodesButNoValues() async throws {
+        try await PostgresTestDatabase.withTestSchema { pool, schema in
+            try await pool.query("CREATE TABLE users (email text CONSTRAINT users_email_key UNIQUE)")
+            try await pool.query("INSERT INTO users VALUES ($1)", [.text("alice@example.com")])
+            let duplicate = await #expect(throws: PostgresError.self) {
+                try await pool.query("INSERT INTO users VALUES ($1)", [.text("alice@example.com")])
+            }
+            #expect(duplicate?.code == .uniqueViolation)
+            #expect(duplicate?.sqlState == "23505")
+            #expect(duplicate?.constraint == "users_email_key")
+            #expect(duplicate?.table == "users")
+            #expect(duplicate?.schema == schema)
+            #expect(duplicate?.description.contains("alice") == false)
+
+            let badInput = await #expect(throws: PostgresError.self) {
+                try await pool.query("SELECT $1::int4", [.text("secret-token-123")])
+            }
+            #expect(badInput?.code == .invalidData)
+            #expect(badInput?.sqlState == "22P02")
+            #expect(badInput?.description.contains("secret-token-123") == false)
+            #expect(badInput?.message.contains("secret-token-123") == false)
+
+            let syntax = await #expect(throws: PostgresError.self) { try await pool.query("SELEC 1") }
+            #expect(syntax?.code == .queryFailed)
+            #expect(syntax?.sqlState == "42601")
+
+            let notNull = await #expect(throws: PostgresError.self) {
+                try await pool.query("CREATE TABLE n (x int NOT NULL); INSERT INTO n VALUES (NULL)")
+            }
+            // Two statements cannot be prepared together.
+            #expect(notNull?.code == .queryFailed)
+        }
+    }
+
+    @Test func closedPoolRefusesWork() async throws {
+        let url = try await PostgresTestDatabase.connectionString()
+        let pool = PostgresPool(
+            configuration: PostgresConfiguration(connectionString: url, maxConnections: 2),
+            logger: PostgresTestDatabase.makeLogger())
+        #expect(try await pool.query("SELECT 1")[0][0].int == 1)
+        await pool.close()
+        let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
+        #expect(error?.code == .closed)
+        await pool.close()
+    }
+
+    @Test func unreachableDatabaseFailsFastWithBackoff() async throws {
+        // A port where nothing listens: take a free one from a cluster-less address.
+        var configuration = PostgresConfiguration(
+            connectionString: "host=127.0.0.1 port=1 dbname=auth user=postgres", maxConnections: 2)
+        configuration.reconnectBackoff = .seconds(30)
+        let pool = PostgresPool(configuration: configuration, logger: PostgresTestDatabase.makeLogger())
+        let start = ContinuousClock.now
+        let first = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
+        #expect(first?.code == .unavailable)
+        #expect(first?.isUnavailable == true)
+        let second = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
+        #expect(second?.code == .unavailable)
+        #expect(second?.message.contains("next connection attempt") == true)
+        #expect(seconds(since: start) < 2)
+        await pool.close()
+    }
+}

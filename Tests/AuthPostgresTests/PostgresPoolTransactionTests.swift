@@ -1,0 +1,140 @@
+import AuthPostgres
+import AuthTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+@Suite("PostgresPool.transaction")
+struct PostgresPoolTransactionTests {
+    struct Abort: Error {}
+
+    @Test func commits() async throws {
+        try await PostgresTestDatabase.withTestSchema { pool, _ in
+            try await pool.query("CREATE TABLE t (x int)")
+            let inserted = try await pool.transaction { connection in
+                try connection.execute("INSERT INTO t VALUES (1), (2)").affectedRows
+            }
+            #expect(inserted == 2)
+            #expect(try await pool.query("SELECT count(*) FROM t")[0][0].int == 2)
+        }
+    }
+
+    @Test func rollsBackOnError() async throws {
+        try await PostgresTestDatabase.withTestSchema { pool, _ in
+            try await pool.query("CREATE TABLE t (x int)")
+            let attempts = Counter()
+            await #expect(throws: Abort.self) {
+                try await pool.transaction(isolation: .serializable) { connection in
+                    attempts.increment()
+                    try connection.execute("INSERT INTO t VALUES (1)")
+                    throw Abort()
+                }
+            }
+            #expect(attempts.total == 1)
+            #expect(try await pool.query("SELECT count(*) FROM t")[0][0].int == 0)
+        }
+    }
+
+    @Test func nonRetryableDatabaseErrorIsNotRetried() async throws {
+        try await PostgresTestDatabase.withTestSchema { pool, _ in
+            try await pool.query("CREATE TABLE t (x int PRIMARY KEY)")
+            try await pool.query("INSERT INTO t VALUES (1)")
+            let attempts = Counter()
+            let error = await #expect(throws: PostgresError.self) {
+                try await pool.transaction { connection in
+                    attempts.increment()
+                    try connection.execute("INSERT INTO t VALUES (1)")
+                }
+            }
+            #expect(error?.code == .uniqueViolation)
+            #expect(attempts.total == 1)
+        }
+    }
+
+    @Test func conflictingSerializableTransactionsBothCommitWithRetries() async throws {
+        try await PostgresTestDatabase.withTestSchema(maxConnections: 2) { pool, _ in
+            try await pool.query("CREATE TABLE counter (id int PRIMARY KEY, n int NOT NULL)")
+            try await pool.query("INSERT INTO counter VALUES (1, 0)")
+            let barrier = ThreadBarrier(count: 2)
+            let attempts = Counter()
+
+            @Sendable func increment() async throws {
+                let mine = Counter()
+                try await pool.transaction(isolation: .serializable) { connection in
+                    attempts.increment()
+                    let attempt = mine.increment()
+                    let n = try connection.execute("SELECT n FROM counter WHERE id = 1")[0][0].int64
+                    // Both first attempts read the same snapshot before either writes.
+                    if attempt == 1 { barrier.arriveAndWait() }
+                    try connection.execute("UPDATE counter SET n = $1 WHERE id = 1", [.int64(n + 1)])
+                }
+            }
+            async let first: Void = increment()
+            async let second: Void = increment()
+            _ = try await (first, second)
+
+            #expect(try await pool.query("SELECT n FROM counter")[0][0].int == 2)
+            #expect(attempts.total == 3, "one of the two must have been retried once")
+        }
+    }
+
+    @Test func deadlockIsRetried() async throws {
+        try await PostgresTestDatabase.withTestSchema(maxConnections: 2) { pool, _ in
+            try await pool.query("CREATE TABLE locks (id int PRIMARY KEY, n int NOT NULL)")
+            try await pool.query("INSERT INTO locks VALUES (1, 0), (2, 0)")
+            let barrier = ThreadBarrier(count: 2)
+            let attempts = Counter()
+
+            @Sendable func update(first: Int32, then second: Int32) async throws {
+                let mine = Counter()
+                try await pool.transaction { connection in
+                    attempts.increment()
+                    let attempt = mine.increment()
+                    try connection.execute("SET LOCAL deadlock_timeout = '50ms'")
+                    try connection.execute("UPDATE locks SET n = n + 1 WHERE id = $1", [.int32(first)])
+                    if attempt == 1 { barrier.arriveAndWait() }
+                    try connection.execute("UPDATE locks SET n = n + 1 WHERE id = $1", [.int32(second)])
+                }
+            }
+            async let a: Void = update(first: 1, then: 2)
+            async let b: Void = update(first: 2, then: 1)
+            _ = try await (a, b)
+
+            let totals = try await pool.query("SELECT n FROM locks ORDER BY id").map { try $0[0].int }
+            #expect(totals == [2, 2])
+            #expect(attempts.total == 3, "the deadlock victim must have been retried once")
+        }
+    }
+
+    @Test func givesUpAfterMaxAttempts() async throws {
+        try await PostgresTestDatabase.withTestSchema(configure: { $0.transactionRetryBackoff = .milliseconds(1) }) {
+            pool, _ in
+            let attempts = Counter()
+            let error = await #expect(throws: PostgresError.self) {
+                try await pool.transaction(isolation: .repeatableRead, maxAttempts: 3) { connection in
+                    attempts.increment()
+                    try connection.executeScript(
+                        "DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = 'serialization_failure'; END $$")
+                }
+            }
+            #expect(error?.code == .serializationFailure)
+            #expect(error?.isRetryable == true)
+            #expect(attempts.total == 3)
+        }
+    }
+
+    @Test func retriesUntilTheConflictGoesAway() async throws {
+        try await PostgresTestDatabase.withTestSchema { pool, _ in
+            let attempts = Counter()
+            let result = try await pool.transaction(maxAttempts: 5) { connection in
+                let attempt = attempts.increment()
+                if attempt < 3 {
+                    try connection.executeScript(
+                        "DO $$ BEGIN RAISE EXCEPTION 'deadlock' USING ERRCODE = 'deadlock_detected'; END $$")
+                }
+                return attempt
+            }
+            #expect(result == 3)
+        }
+    }
+}

@@ -1,0 +1,199 @@
+import AuthAPI
+import AuthCrypto
+import AuthProtobuf
+import AuthRPC
+import AuthRPCNIO
+import AuthTestSupport
+import Foundation
+import Logging
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The built executables as separate processes, talking over real TCP: `session` and
+/// `identity` serve, `gateway` and `authctl` call them, and the test itself is a third client
+/// (well-behaved through our client library, misbehaving through raw sockets).
+@Suite(.serialized) struct ServiceProcessesTests {
+    let secret = SecureRandom.bytes(count: 32)
+    var secretBase64: String { Data(secret).base64EncodedString() }
+
+    func environment(_ extra: [String: String]) throws -> [String: String] {
+        var environment = [
+            "AUTH_RPC_SECRET": secretBase64,
+            "AUTH_DATABASE_URL": try TestDatabaseURL.value(),
+            "AUTH_LOG_LEVEL": "info",
+            "AUTH_RPC_READ_TIMEOUT_SECONDS": "2",
+        ]
+        environment.merge(extra) { $1 }
+        return environment
+    }
+
+    func startService(_ name: String, portVariable: String, port: Int = 0) async throws -> (ServiceProcess, Int) {
+        let process = try ServiceProcess(executable: name, environment: try environment([portVariable: String(port)]))
+        return (process, try await process.listeningPort())
+    }
+
+    func client(port: Int, secret: [UInt8]? = nil) -> (Auth_Health_V1_Health.Client, TCPClientTransport) {
+        var logger = Logger(label: "e2e")
+        logger.logLevel = .critical
+        let transport = TCPClientTransport(
+            configuration: RPCClientConfiguration(
+                addresses: [RPCAddress(host: "127.0.0.1", port: port)],
+                connectionsPerAddress: 1,
+                serviceName: "e2e-test",
+                secret: secret ?? self.secret,
+                initialBackoff: .milliseconds(20),
+                maxBackoff: .milliseconds(200)
+            ),
+            logger: logger
+        )
+        return (Auth_Health_V1_Health.Client(wrapping: RPCClient(transport: transport, callerService: "e2e-test")), transport)
+    }
+
+    @Test func servicesCallEachOtherOverTCP() async throws {
+        let (session, sessionPort) = try await startService("session", portVariable: "AUTH_SESSION_PORT")
+        let (identity, identityPort) = try await startService("identity", portVariable: "AUTH_IDENTITY_PORT")
+        defer {
+            _ = session
+            _ = identity
+        }
+
+        // authctl (one executable) calls session (another) over TCP.
+        let authctl = try ServiceProcess(
+            executable: "authctl",
+            arguments: ["health", "--target", "127.0.0.1:\(sessionPort)"],
+            environment: ["AUTH_RPC_SECRET": secretBase64]
+        )
+        _ = try await authctl.waitForLog("SERVING")
+        #expect(await authctl.terminate() == 0)
+
+        // ... and is refused with the wrong secret.
+        let intruder = try ServiceProcess(
+            executable: "authctl",
+            arguments: ["health", "--target", "127.0.0.1:\(sessionPort)"],
+            environment: ["AUTH_RPC_SECRET": Data(SecureRandom.bytes(count: 32)).base64EncodedString()]
+        )
+        _ = try await intruder.waitForLog("UNAUTHENTICATED")
+        #expect(await intruder.terminate() != 0)
+
+        // gateway calls both over TCP for its readiness; otp-dispatch is not running.
+        let gateway = try ServiceProcess(executable: "gateway", environment: try environment([
+            "AUTH_GATEWAY_PORT": "0",
+            "AUTH_SESSION_ADDRESSES": "127.0.0.1:\(sessionPort)",
+            "AUTH_IDENTITY_ADDRESSES": "127.0.0.1:\(identityPort)",
+            "AUTH_OTP_ADDRESSES": "127.0.0.1:1",
+        ]))
+        let gatewayPort = try await gateway.waitForLog(#"listening on [^\n]*:(\d+)"#)
+        let ready = try await httpGet("http://127.0.0.1:\(gatewayPort)/health/ready")
+        #expect(ready.status == 503)
+        #expect(ready.body.contains(#""session":"SERVING""#))
+        #expect(ready.body.contains(#""identity":"SERVING""#))
+        #expect(ready.body.contains(#""otp-dispatch":"UNREACHABLE""#))
+
+        // Restart session: gateway's client reconnects by itself.
+        #expect(await session.terminate() == 0)
+        let (restarted, _) = try await startService("session", portVariable: "AUTH_SESSION_PORT", port: sessionPort)
+        var sessionBack = false
+        for _ in 0..<100 {
+            let again = try await httpGet("http://127.0.0.1:\(gatewayPort)/health/ready")
+            if again.body.contains(#""session":"SERVING""#) {
+                sessionBack = true
+                break
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(sessionBack)
+        #expect(await gateway.terminate() == 0)
+        #expect(await restarted.terminate() == 0)
+        #expect(await identity.terminate() == 0)
+    }
+
+    @Test func sessionProcessServesManyAndCutsOffMisbehavingPeers() async throws {
+        var (session, port) = try await startService("session", portVariable: "AUTH_SESSION_PORT")
+        let (health, transport) = client(port: port)
+
+        // 64 concurrent calls on one connection.
+        try await withThrowingTaskGroup(of: Auth_Health_V1_ServingStatus.self) { group in
+            for _ in 0..<64 {
+                group.addTask { try await health.check(Auth_Health_V1_HealthCheckRequest()).status }
+            }
+            for try await status in group { #expect(status == .serving) }
+        }
+
+        // An expired deadline, as the server sees it: answered DEADLINE_EXCEEDED, not run.
+        let raw = try RawFrameConnection(port: port)
+        try raw.sendHello(service: "raw", secret: secret)
+        guard case .helloAck = try raw.receiveFrame()?.kind else {
+            Issue.record("expected HelloAck")
+            return
+        }
+        try raw.send(Auth_Rpc_V1_Frame(kind: .request(Auth_Rpc_V1_Request(
+            callID: 1,
+            method: Auth_Health_V1_Health.Method.check.path,
+            timeoutUS: 1
+        ))))
+        guard case .response(let late) = try raw.receiveFrame()?.kind else {
+            Issue.record("expected a response")
+            return
+        }
+        #expect(late.status?.code == .deadlineExceeded)
+
+        // A wrong service credential is refused.
+        let (wrong, wrongTransport) = client(port: port, secret: SecureRandom.bytes(count: 32))
+        do {
+            _ = try await wrong.check(Auth_Health_V1_HealthCheckRequest())
+            Issue.record("a wrong credential must be refused")
+        } catch let error as RPCError {
+            #expect(error.code == .unauthenticated)
+        }
+        await wrongTransport.shutdown()
+
+        // An oversized frame: cut off; the good client is still served.
+        let big = try RawFrameConnection(port: port)
+        try big.sendHello(service: "raw", secret: secret)
+        _ = try big.receiveFrame()
+        big.send([0x7F, 0xFF, 0xFF, 0xFF])
+        #expect(big.isClosedByPeer())
+        #expect(try await health.check(Auth_Health_V1_HealthCheckRequest()).status == .serving)
+
+        // Garbage: cut off; the good client is still served.
+        let garbage = try RawFrameConnection(port: port)
+        garbage.send(Array(repeating: 0xEE, count: 64))
+        #expect(garbage.isClosedByPeer())
+        #expect(try await health.check(Auth_Health_V1_HealthCheckRequest()).status == .serving)
+
+        // Restart the server process on the same port: the same client reconnects.
+        #expect(await session.terminate() == 0)
+        (session, _) = try await startService("session", portVariable: "AUTH_SESSION_PORT", port: port)
+        var served = false
+        for _ in 0..<100 {
+            if (try? await health.check(Auth_Health_V1_HealthCheckRequest(), options: CallOptions(timeout: .seconds(1))).status) == .serving {
+                served = true
+                break
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(served)
+        await transport.shutdown()
+        #expect(await session.terminate() == 0)
+    }
+}
+
+/// The database the test command started (`AUTH_TEST_DATABASE_URL`).
+enum TestDatabaseURL {
+    static func value() throws -> String {
+        guard let url = ProcessInfo.processInfo.environment["AUTH_TEST_DATABASE_URL"], !url.isEmpty else {
+            throw ServiceProcessError(message: "AUTH_TEST_DATABASE_URL is not set: run the tests with scripts/test.sh")
+        }
+        return url
+    }
+}
+
+func httpGet(_ url: String) async throws -> (status: Int, body: String) {
+    var request = URLRequest(url: URL(string: url)!)
+    request.timeoutInterval = 10
+    let (data, response) = try await URLSession.shared.data(for: request)
+    return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+}
