@@ -17,6 +17,7 @@ public struct RPCClient: Sendable {
         self.defaultTimeout = defaultTimeout
     }
 
+    @inlinable
     public func unary<Request: ProtobufCMessage, Response: ProtobufCMessage>(
         _ method: MethodDescriptor,
         request: Request,
@@ -36,6 +37,8 @@ public struct RPCClient: Sendable {
     }
 
     /// Resolves metadata and timeout against the call being served, if any.
+    @inlinable
+    @usableFromInline
     func prepare<Request: ProtobufCMessage>(
         _ method: MethodDescriptor,
         request: Request,

@@ -10,13 +10,22 @@ public struct RPCRouter: Sendable {
     public struct Route: Sendable {
         public let method: MethodDescriptor
         public let handler: ErasedHandler
+
+        @usableFromInline
+        init(method: MethodDescriptor, handler: @escaping ErasedHandler) {
+            self.method = method
+            self.handler = handler
+        }
     }
 
-    private var routes: [String: Route] = [:]
+    @usableFromInline
+    var routes: [String: Route] = [:]
 
     public init() {}
 
     /// Registers a typed handler. Registering the same method twice replaces the first.
+    /// (Inlinable so the decode and encode are specialized for the message types.)
+    @inlinable
     public mutating func register<Request: ProtobufCMessage, Response: ProtobufCMessage>(
         _ method: MethodDescriptor,
         handler: @escaping @Sendable (Request, ServerContext) async throws -> Response
