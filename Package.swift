@@ -123,6 +123,21 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
+        // MARK: Services' domain logic
+        .target(
+            name: "SessionService",
+            dependencies: [
+                "AuthAPI",
+                "AuthRPC",
+                "AuthProtobuf",
+                "AuthPostgres",
+                "AuthCrypto",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            resources: [.copy("Migrations")],
+            swiftSettings: strictSwift
+        ),
+
         // The HTTP/JSON API the apps call, on Hummingbird.
         .target(
             name: "AuthGateway",
@@ -148,7 +163,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "session",
-            dependencies: ["AuthServiceRuntime"],
+            dependencies: ["AuthServiceRuntime", "SessionService"],
             swiftSettings: strictSwift
         ),
         .executableTarget(
@@ -220,6 +235,13 @@ let package = Package(
                 "AuthRPCNIO", "AuthAPI", "AuthTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "SessionServiceTests",
+            dependencies: [
+                "SessionService", "AuthTestSupport", "AuthAPI", "AuthRPC", "AuthCrypto", "AuthPostgres",
             ],
             swiftSettings: strictSwift
         ),

@@ -143,14 +143,31 @@ log_line_prefix = '%m [%p] %q%a '
 EOF
 }
 
+# Closes every inherited descriptor above stderr, in the current (sub)shell. The server
+# daemonizes and would otherwise keep them open for its whole life: a caller waiting for EOF on
+# a pipe, or Foundation's Process (which watches a socketpair end inherited by the child to see
+# it exit), would then wait forever. This includes our lock on DIR/.lock.
+close_inherited_fds() {
+    local fd
+    for fd in /proc/$BASHPID/fd/*; do
+        fd=${fd##*/}
+        if [[ "$fd" =~ ^[0-9]+$ ]] && ((fd > 2)); then
+            eval "exec $fd>&-" 2>/dev/null || true
+        fi
+    done
+}
+
 start_cluster() {
     local port attempt
     for attempt in 1 2 3 4 5; do
         port=$(pick_port)
         echo "$port" >"$PORT_FILE"
         if [[ $(id -u) == 0 ]]; then chown postgres:postgres "$PORT_FILE"; fi
-        if as_owner "$PG_BIN/pg_ctl" -D "$DATA" -l "$LOG_FILE" -w -t 60 \
-            -o "-p $port -k '$RUN' -c listen_addresses=127.0.0.1" start >&2 9>&-; then
+        if (
+            close_inherited_fds
+            as_owner "$PG_BIN/pg_ctl" -D "$DATA" -l "$LOG_FILE" -w -t 60 \
+                -o "-p $port -k '$RUN' -c listen_addresses=127.0.0.1" start >&2 </dev/null
+        ); then
             return 0
         fi
         if is_running; then

@@ -224,9 +224,13 @@ public final class PostgresConnection {
     /// server may have sent meanwhile (a shutdown notice, end of stream) without waiting.
     func isHealthyWhenIdle() -> Bool {
         guard let handle, !self.isBroken else { return false }
-        if PQconsumeInput(handle) == 0 {
-            self.broken = true
-            return false
+        // Twice: a server that shuts down first sends a FATAL message, then closes the socket;
+        // the first call may read only the message, the second then sees the end of stream.
+        for _ in 0..<2 {
+            if PQconsumeInput(handle) == 0 || self.broken {
+                self.broken = true
+                return false
+            }
         }
         // Notifications of a LISTEN someone issued on a pooled connection: drop them.
         while let notification = PQnotifies(handle) {
@@ -385,6 +389,12 @@ public final class PostgresConnection {
         // Only severity and SQLSTATE: a notice's text can quote data.
         func field(_ code: Character) -> String {
             PQresultErrorField(result, Int32(code.asciiValue!)).map { String(cString: $0) } ?? "?"
+        }
+        // A FATAL message outside a query (e.g. 57P01 when the server shuts down) arrives here:
+        // the server is about to close the connection.
+        let severity = field("V")
+        if severity == "FATAL" || severity == "PANIC" {
+            self.broken = true
         }
         self.logger.debug(
             "PostgreSQL notice",

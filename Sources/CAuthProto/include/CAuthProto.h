@@ -5,5 +5,6 @@
 
 #include "auth/health/v1/health.pb-c.h"
 #include "auth/rpc/v1/envelope.pb-c.h"
+#include "auth/session/v1/session.pb-c.h"
 
 #endif /* CAUTHPROTO_H */

@@ -1,0 +1,2 @@
+-- Replaced by the session schema migrations.
+SELECT 1;

@@ -1,0 +1,1 @@
+// The session service: see docs/session.md.
