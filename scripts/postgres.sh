@@ -9,7 +9,9 @@
 #   scripts/postgres.sh destroy DIR           stop (immediate) and delete DIR
 #
 # Layout of DIR (git-ignored, e.g. .data/pg-test): data/ (PGDATA), run/ (unix socket),
-# port (the TCP port, reused on the next start when it is still free), postgres.log.
+# port (the TCP port, reused on the next start when it is still free), postgres.log. When run as
+# root and the postgres user cannot reach DIR (a checkout under /root), these live in
+# /var/tmp/auth-postgres/<hash of DIR> instead, linked from DIR/cluster.
 #
 # The cluster is for tests only: trust authentication on its unix socket and 127.0.0.1, and
 # fsync/synchronous_commit/full_page_writes off (a crash of the machine may lose or corrupt it,
@@ -36,8 +38,9 @@ ensure_packages() {
     [[ -x "$PG_BIN/initdb" && -x "$PG_BIN/pg_ctl" ]] || missing+=(postgresql)
     local package
     for package in libpq-dev libssl-dev libprotobuf-c-dev protobuf-c-compiler; do
-        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
-            || missing+=("$package")
+        local status
+        status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
+        [[ "$status" == "install ok installed" ]] || missing+=("$package")
     done
     ((${#missing[@]} == 0)) && return 0
     [[ $(id -u) == 0 ]] || die "missing packages (${missing[*]}); run as root or: sudo apt-get install -y ${missing[*]}"
@@ -58,14 +61,23 @@ as_owner() {
     fi
 }
 
+# Sets DIR (the folder given) and BASE (where the cluster lives: DIR itself, unless we are root
+# and the postgres user cannot reach DIR, e.g. a checkout under /root; then a folder under
+# /var/tmp named after DIR's path, linked from DIR/cluster).
 resolve_dir() {
     [[ -n "${1:-}" ]] || usage
     mkdir -p "$1"
     DIR=$(cd "$1" && pwd -P)
-    DATA="$DIR/data"
-    RUN="$DIR/run"
-    PORT_FILE="$DIR/port"
-    LOG_FILE="$DIR/postgres.log"
+    BASE="$DIR"
+    if [[ $(id -u) == 0 ]] && id postgres >/dev/null 2>&1 && ! as_owner test -x "$DIR"; then
+        BASE="/var/tmp/auth-postgres/$(printf '%s' "$DIR" | sha256sum | cut -c1-16)"
+        mkdir -p "$BASE"
+        ln -sfn "$BASE" "$DIR/cluster"
+    fi
+    DATA="$BASE/data"
+    RUN="$BASE/run"
+    PORT_FILE="$BASE/port"
+    LOG_FILE="$BASE/postgres.log"
 }
 
 # Serializes concurrent invocations on the same DIR (e.g. two test processes starting at once).
@@ -125,8 +137,8 @@ init_cluster() {
     log "initializing a new cluster in $DATA"
     rm -rf "$DATA"
     mkdir -p "$DATA" "$RUN"
-    if [[ $(id -u) == 0 ]]; then chown -R postgres:postgres "$DIR"; fi
-    as_owner test -w "$DATA" || die "the postgres user cannot write $DATA (is a parent folder closed to it?)"
+    if [[ $(id -u) == 0 ]]; then chown -R postgres:postgres "$BASE"; fi
+    as_owner test -w "$DATA" || die "the postgres user cannot write $DATA"
     as_owner "$PG_BIN/initdb" -D "$DATA" -U "$SUPERUSER" --auth=trust --encoding=UTF8 --locale=C.UTF-8 \
         --no-sync >&2
     # listen_addresses, port and the socket folder come from pg_ctl -o at each start.
@@ -253,7 +265,7 @@ cmd_destroy() {
     if is_running; then
         as_owner "$PG_BIN/pg_ctl" -D "$DATA" -m immediate -w -t 60 stop >&2 || true
     fi
-    rm -rf "$DIR"
+    rm -rf "$BASE" "$DIR"
 }
 
 case "${1:-}" in

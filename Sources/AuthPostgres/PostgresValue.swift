@@ -92,8 +92,8 @@ public enum PostgresValue: Sendable, Hashable {
     case text(String)
     /// `bytea`: any bytes, zero bytes included.
     case bytea([UInt8])
-    /// `uuid`. Build one from a string with `UUID(uuidString:)` or from 16 bytes with
-    /// ``PostgresValue/uuid(bytes:)``.
+    /// `uuid`. Build one from a string with ``PostgresValue/uuid(string:)`` or from 16 bytes
+    /// with ``PostgresValue/uuid(bytes:)``.
     case uuid(UUID)
     /// `timestamptz`, from a `Date` (rounded to whole microseconds).
     case timestamptz(Date)
@@ -109,6 +109,11 @@ public enum PostgresValue: Sendable, Hashable {
                 bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
             ))
         return .uuid(uuid)
+    }
+
+    /// A `uuid` parameter from its text form (`UUID(uuidString:)` syntax); `nil` when malformed.
+    public static func uuid(string: String) -> PostgresValue? {
+        UUID(uuidString: string).map(PostgresValue.uuid)
     }
 
     /// The parameter's type as declared to the server when preparing a statement.

@@ -3,8 +3,18 @@ import NIOCore
 import NIOPosix
 
 /// The ceiling: a length-prefixed TCP echo with no RPC layer. The server sends every frame
-/// back as it is; the client matches replies to callers in order. Both use the same frame
-/// splitting and write coalescing as the RPC transport, so the difference is the RPC layer.
+/// back as it is; the client matches replies to callers in order.
+///
+/// Two flavours: `plain` is the textbook NIO echo (the server writes each frame and flushes
+/// once per read, as NIO's own EchoServer example does; the client writes and flushes each
+/// request); `batched` also coalesces the client's writes exactly as the RPC transport does
+/// (one flush per burst of submissions), so the difference to the RPC columns is the RPC
+/// layer alone.
+enum EchoMode: String, CaseIterable, Sendable {
+    case plain
+    case batched
+}
+
 struct EchoServer {
     let channel: any Channel
     var port: Int { channel.localAddress!.port! }
@@ -53,6 +63,8 @@ final class EchoServerHandler: ChannelInboundHandler {
 final class EchoClientHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
+    private let mode: EchoMode
+    init(mode: EchoMode) { self.mode = mode }
     private var decoder = FrameDecoder(maxFrameSize: 1 << 20)
     private var waiting = CircularBuffer<CheckedContinuation<Void, any Error>>()
     private var context: ChannelHandlerContext?
@@ -73,6 +85,10 @@ final class EchoClientHandler: ChannelInboundHandler {
             return
         }
         waiting.append(continuation)
+        if mode == .plain {
+            context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
+            return
+        }
         context.write(wrapOutboundOut(frame), promise: nil)
         if !flushScheduled {
             flushScheduled = true
@@ -96,12 +112,12 @@ struct EchoClient {
     let channel: any Channel
     let handler: NIOLoopBound<EchoClientHandler>
 
-    static func connect(port: Int) async throws -> EchoClient {
+    static func connect(port: Int, mode: EchoMode) async throws -> EchoClient {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(EchoClientHandler())
+                    try channel.pipeline.syncOperations.addHandler(EchoClientHandler(mode: mode))
                 }
             }
             .connect(host: "127.0.0.1", port: port)

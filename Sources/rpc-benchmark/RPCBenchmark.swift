@@ -66,9 +66,12 @@ struct RPCBenchmark: AsyncParsableCommand {
         let health = Auth_Health_V1_Health.Client(wrapping: RPCClient(transport: transport, callerService: "benchmark-client"))
         let request = Auth_Health_V1_HealthCheckRequest()
 
-        // The echo server and client, carrying the bytes of the same request frame.
-        let echoServer = try await EchoServer.start()
-        let echoClient = try await EchoClient.connect(port: echoServer.port)
+        // The echo servers and clients, carrying the bytes of the same request frame.
+        var echoes: [(EchoMode, EchoServer, EchoClient)] = []
+        for mode in EchoMode.allCases {
+            let server = try await EchoServer.start()
+            echoes.append((mode, server, try await EchoClient.connect(port: server.port, mode: mode)))
+        }
         var frameBuffer = ByteBuffer()
         try frameBuffer.writeFrame(Auth_Rpc_V1_Frame(kind: .request(Auth_Rpc_V1_Request(
             callID: 1,
@@ -79,32 +82,42 @@ struct RPCBenchmark: AsyncParsableCommand {
         ))))
         let frame = frameBuffer
 
-        print("Health/Check over the RPC layer vs a plain length-prefixed TCP echo of the same \(frame.readableBytes)-byte frame")
-        print("loopback, one connection, \(seconds) s per row after \(warmup) s warm-up, \(ProcessInfo.processInfo.activeProcessorCount) cores")
+        print("Health/Check over the RPC layer vs a length-prefixed TCP echo of the same \(frame.readableBytes)-byte request frame")
+        print("loopback, one connection each, \(seconds) s per row after \(warmup) s warm-up, \(ProcessInfo.processInfo.activeProcessorCount) cores")
+        print("plain echo: NIO's example echo server, client flushing each request; batched echo: client coalescing as the RPC transport does")
         print("")
-        print("| in flight | RPC calls/s | RPC p50 | RPC p99 | echo calls/s | echo p50 | echo p99 | RPC / echo |")
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        if rpcOnly {
+            print("| in flight | RPC calls/s | RPC p50 | RPC p99 |")
+            print("|---:|---:|---:|---:|")
+        } else {
+            print("| in flight | RPC calls/s | RPC p50 | RPC p99 | plain echo calls/s | p50 | p99 | RPC / plain | batched echo calls/s | p50 | p99 | RPC / batched |")
+            print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        }
         for level in levels {
             let rpc = try await measure(concurrency: level) {
                 let response = try await health.check(request)
                 precondition(response.status == .serving)
             }
-            guard !rpcOnly else {
-                print("| \(level) | \(Int(rpc.callsPerSecond)) | \(rpc.p50) | \(rpc.p99) | | | | |")
-                continue
+            var row = "| \(level) | \(Int(rpc.callsPerSecond)) | \(rpc.p50) | \(rpc.p99) |"
+            if !rpcOnly {
+                for (_, _, client) in echoes {
+                    let echo = try await measure(concurrency: level) {
+                        try await client.roundTrip(frame)
+                    }
+                    let ratio = rpc.callsPerSecond / echo.callsPerSecond * 100
+                    row += " \(Int(echo.callsPerSecond)) | \(echo.p50) | \(echo.p99) | \(String(format: "%.0f", ratio)) % |"
+                }
             }
-            let echo = try await measure(concurrency: level) {
-                try await echoClient.roundTrip(frame)
-            }
-            let ratio = rpc.callsPerSecond / echo.callsPerSecond * 100
-            print("| \(level) | \(Int(rpc.callsPerSecond)) | \(rpc.p50) | \(rpc.p99) | \(Int(echo.callsPerSecond)) | \(echo.p50) | \(echo.p99) | \(String(format: "%.0f", ratio)) % |")
+            print(row)
         }
 
         await transport.shutdown()
         server.beginShutdown()
         try await serverTask.value
-        try await echoClient.close()
-        try await echoServer.close()
+        for (_, server, client) in echoes {
+            try await client.close()
+            try await server.close()
+        }
     }
 
     struct Result {

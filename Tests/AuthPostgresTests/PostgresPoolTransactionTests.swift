@@ -1,7 +1,6 @@
 import AuthPostgres
 import AuthTestSupport
 import Foundation
-import Synchronization
 import Testing
 
 @Suite("PostgresPool.transaction")

@@ -90,6 +90,8 @@ struct PostgresValueTests {
             let value = try #require(PostgresValue.uuid(bytes: bytes))
             #expect(try await self.echo(value, in: pool).string == "12345678-9abc-def0-0123-456789abcdef")
             #expect(PostgresValue.uuid(bytes: [1, 2, 3]) == nil)
+            #expect(PostgresValue.uuid(string: uuid.uuidString.lowercased()) == .uuid(uuid))
+            #expect(PostgresValue.uuid(string: "not-a-uuid") == nil)
         }
     }
 
