@@ -38,7 +38,6 @@ public struct RPCClient: Sendable {
 
     /// Resolves metadata and timeout against the call being served, if any.
     @inlinable
-    @usableFromInline
     func prepare<Request: ProtobufCMessage>(
         _ method: MethodDescriptor,
         request: Request,

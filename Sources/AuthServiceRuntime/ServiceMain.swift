@@ -34,11 +34,14 @@ public struct ServiceDependencies: Sendable {
 /// The whole life of a backend service process: read `AUTH_*` configuration, open the
 /// database pool, register Health and the service's methods, serve RPC until SIGTERM/SIGINT,
 /// then shut down gracefully. Each executable's `main` is one call to ``run(_:serviceNames:register:)``.
+///
+/// `register` may be `async`: it runs before the server listens, so a service can apply its
+/// migrations or load state from the database there; if it throws, the process exits unserved.
 public enum ServiceMain {
     public static func run(
         _ service: AuthServiceName,
         serviceNames: Set<String> = [],
-        register: @Sendable (inout RPCRouter, ServiceDependencies) throws -> Void = { _, _ in }
+        register: @Sendable (inout RPCRouter, ServiceDependencies) async throws -> Void = { _, _ in }
     ) async {
         let configuration: ServiceConfiguration
         do {
@@ -60,7 +63,7 @@ public enum ServiceMain {
         configuration: ServiceConfiguration,
         serviceNames: Set<String>,
         logger: Logger,
-        register: (inout RPCRouter, ServiceDependencies) throws -> Void
+        register: (inout RPCRouter, ServiceDependencies) async throws -> Void
     ) async throws {
         guard let databaseURL = configuration.databaseURL else {
             throw ConfigurationError(variable: "AUTH_DATABASE_URL", problem: "is required (a libpq connection string)")
@@ -79,7 +82,7 @@ public enum ServiceMain {
         }
         var router = RPCRouter()
         router.register(health)
-        try register(&router, ServiceDependencies(configuration: configuration, database: database, logger: logger))
+        try await register(&router, ServiceDependencies(configuration: configuration, database: database, logger: logger))
 
         let server = RPCServer(
             configuration: RPCServerConfiguration(

@@ -36,12 +36,13 @@ struct PostgresPoolTests {
         try await PostgresTestDatabase.withTestSchema(
             maxConnections: 1, configure: { $0.acquireTimeout = .milliseconds(150) }
         ) { pool, _ in
-            let holder = Task { try await pool.query("SELECT pg_sleep(0.8)") }
-            try await Task.sleep(for: .milliseconds(100))
+            let holder = Task { try await pool.query("SELECT pg_sleep(2)") }
+            try await self.waitUntil { pool.statistics.leasedConnections == 1 }
             let start = ContinuousClock.now
             let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
             #expect(error?.code == .poolTimeout)
-            #expect(seconds(since: start) < 0.6)
+            // It gave up after its own timeout, well before the holder let go.
+            #expect(seconds(since: start) < 1.5)
             _ = try await holder.value
             // The pool works again once the connection is back.
             #expect(try await pool.query("SELECT 2")[0][0].int == 2)
@@ -52,26 +53,37 @@ struct PostgresPoolTests {
         try await PostgresTestDatabase.withTestSchema(
             maxConnections: 1, configure: { $0.acquireTimeout = .seconds(10) }
         ) { pool, _ in
-            let holder = Task { try await pool.query("SELECT pg_sleep(0.6)") }
-            try await Task.sleep(for: .milliseconds(100))
-            let start = ContinuousClock.now
+            let holder = Task { try await pool.query("SELECT pg_sleep(2)") }
+            try await self.waitUntil { pool.statistics.leasedConnections == 1 }
             let waiter = Task { try await pool.query("SELECT 1") }
-            try await Task.sleep(for: .milliseconds(50))
-            #expect(pool.statistics.waitingCallers == 1)
+            try await self.waitUntil { pool.statistics.waitingCallers == 1 }
+            let start = ContinuousClock.now
             waiter.cancel()
             let result = await waiter.result
             #expect(throws: CancellationError.self) { try result.get() }
-            #expect(seconds(since: start) < 0.4)
-            _ = try await holder.value
+            // It left at once, not when the holder let go.
+            #expect(seconds(since: start) < 1.5)
             #expect(pool.statistics.waitingCallers == 0)
+            _ = try await holder.value
         }
     }
 
     @Test func runningStatementIsCancelledWithItsTask() async throws {
-        try await PostgresTestDatabase.withTestSchema(maxConnections: 1) { pool, _ in
-            let start = ContinuousClock.now
+        let applicationName = "cancel_test_\(uniqueSuffix())"
+        try await PostgresTestDatabase.withTestSchema(
+            maxConnections: 2, configure: { $0.applicationName = applicationName }
+        ) { pool, _ in
             let sleeper = Task { try await pool.query("SELECT pg_sleep(10)") }
-            try await Task.sleep(for: .milliseconds(300))
+            // Cancel only once the statement really runs on the server.
+            try await self.waitUntil {
+                let rows = try await pool.query(
+                    """
+                    SELECT count(*) FROM pg_stat_activity
+                    WHERE application_name = $1 AND state = 'active' AND query = 'SELECT pg_sleep(10)'
+                    """, [.text(applicationName)])
+                return try rows[0][0].int == 1
+            }
+            let start = ContinuousClock.now
             sleeper.cancel()
             let result = await sleeper.result
             #expect(throws: PostgresError.self) { try result.get() }
@@ -79,10 +91,20 @@ struct PostgresPoolTests {
                 #expect(error.code == .cancelled)
             }
             #expect(seconds(since: start) < 3)
-            // The same connection serves the next caller, in a clean state.
+            // The connection is kept and serves the next callers, in a clean state.
             #expect(try await pool.query("SELECT 3")[0][0].int == 3)
-            #expect(pool.statistics.idleConnections == 1)
+            #expect(pool.statistics.idleConnections == 2)
         }
+    }
+
+    /// Polls `condition` every 10 ms for up to 5 s.
+    private func waitUntil(_ condition: () async throws -> Bool) async throws {
+        let start = ContinuousClock.now
+        while seconds(since: start) < 5 {
+            if try await condition() { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("condition not met within 5 s")
     }
 
     @Test func statementTimeout() async throws {

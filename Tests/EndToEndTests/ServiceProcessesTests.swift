@@ -19,10 +19,10 @@ import FoundationNetworking
     let secret = SecureRandom.bytes(count: 32)
     var secretBase64: String { Data(secret).base64EncodedString() }
 
-    func environment(_ extra: [String: String]) throws -> [String: String] {
+    func environment(_ extra: [String: String]) async throws -> [String: String] {
         var environment = [
             "AUTH_RPC_SECRET": secretBase64,
-            "AUTH_DATABASE_URL": try TestDatabaseURL.value(),
+            "AUTH_DATABASE_URL": try await PostgresTestDatabase.connectionString(),
             "AUTH_LOG_LEVEL": "info",
             "AUTH_RPC_READ_TIMEOUT_SECONDS": "2",
         ]
@@ -31,7 +31,7 @@ import FoundationNetworking
     }
 
     func startService(_ name: String, portVariable: String, port: Int = 0) async throws -> (ServiceProcess, Int) {
-        let process = try ServiceProcess(executable: name, environment: try environment([portVariable: String(port)]))
+        let process = try ServiceProcess(executable: name, environment: try await environment([portVariable: String(port)]))
         return (process, try await process.listeningPort())
     }
 
@@ -79,7 +79,7 @@ import FoundationNetworking
         #expect(await intruder.terminate() != 0)
 
         // gateway calls both over TCP for its readiness; otp-dispatch is not running.
-        let gateway = try ServiceProcess(executable: "gateway", environment: try environment([
+        let gateway = try ServiceProcess(executable: "gateway", environment: try await environment([
             "AUTH_GATEWAY_PORT": "0",
             "AUTH_SESSION_ADDRESSES": "127.0.0.1:\(sessionPort)",
             "AUTH_IDENTITY_ADDRESSES": "127.0.0.1:\(identityPort)",
@@ -178,16 +178,6 @@ import FoundationNetworking
         #expect(served)
         await transport.shutdown()
         #expect(await session.terminate() == 0)
-    }
-}
-
-/// The database the test command started (`AUTH_TEST_DATABASE_URL`).
-enum TestDatabaseURL {
-    static func value() throws -> String {
-        guard let url = ProcessInfo.processInfo.environment["AUTH_TEST_DATABASE_URL"], !url.isEmpty else {
-            throw ServiceProcessError(message: "AUTH_TEST_DATABASE_URL is not set: run the tests with scripts/test.sh")
-        }
-        return url
     }
 }
 

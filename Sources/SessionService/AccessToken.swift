@@ -1,0 +1,245 @@
+import AuthCrypto
+import Foundation
+
+/// The claims of an access token (a JWT, RFC 9068 profile): header
+/// `{"alg":"ES256","kid":…,"typ":"at+jwt"}`, payload with these members.
+public struct AccessTokenClaims: Sendable, Equatable {
+    /// `iss`
+    public var issuer: String
+    /// `aud`
+    public var audience: String
+    /// `sub`: the user id.
+    public var subject: String
+    /// `sid`: the session id (lowercase UUID).
+    public var sessionID: String
+    /// `iat`, Unix seconds.
+    public var issuedAt: Int64
+    /// `exp`, Unix seconds.
+    public var expiresAt: Int64
+    /// `jti`: unique token id.
+    public var tokenID: String
+    /// `amr`: how the user authenticated.
+    public var amr: [String]
+
+    public init(
+        issuer: String, audience: String, subject: String, sessionID: String,
+        issuedAt: Int64, expiresAt: Int64, tokenID: String, amr: [String]
+    ) {
+        self.issuer = issuer
+        self.audience = audience
+        self.subject = subject
+        self.sessionID = sessionID
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+        self.tokenID = tokenID
+        self.amr = amr
+    }
+}
+
+/// Writes and reads access tokens.
+enum AccessTokenCodec {
+    /// The JOSE `typ` of our access tokens (RFC 9068 §2.1), so that no other JWT (an ID token
+    /// from a provider, say) can pass as one (RFC 8725 §3.11).
+    static let type = "at+jwt"
+    /// Longest access token the service accepts for validation.
+    static let maximumLength = 8 * 1024
+
+    /// Signs `claims` with `key` under `kid`.
+    static func sign(_ claims: AccessTokenClaims, key: ES256PrivateKey, kid: String) throws(CryptoError) -> String {
+        try JWS.signES256(payload: payload(claims), key: key, kid: kid, typ: type)
+    }
+
+    /// The JSON payload, members sorted, written by hand (no JSONEncoder on the hot path).
+    static func payload(_ claims: AccessTokenClaims) -> [UInt8] {
+        var json = #"{"amr":["#
+        for (index, method) in claims.amr.enumerated() {
+            if index > 0 { json += "," }
+            appendJSONString(method, to: &json)
+        }
+        json += #"],"aud":"#
+        appendJSONString(claims.audience, to: &json)
+        json += #","exp":\#(claims.expiresAt),"iat":\#(claims.issuedAt),"iss":"#
+        appendJSONString(claims.issuer, to: &json)
+        json += #","jti":"#
+        appendJSONString(claims.tokenID, to: &json)
+        json += #","sid":"#
+        appendJSONString(claims.sessionID, to: &json)
+        json += #","sub":"#
+        appendJSONString(claims.subject, to: &json)
+        json += "}"
+        return Array(json.utf8)
+    }
+
+    static func appendJSONString(_ string: String, to json: inout String) {
+        json.unicodeScalars.append("\"")
+        for scalar in string.unicodeScalars {
+            switch scalar {
+            case "\"": json += #"\""#
+            case "\\": json += #"\\"#
+            case _ where scalar.value < 0x20:
+                let hex = Array("0123456789abcdef".unicodeScalars)
+                json += #"\u00"#
+                json.unicodeScalars.append(hex[Int(scalar.value >> 4)])
+                json.unicodeScalars.append(hex[Int(scalar.value & 0xF)])
+            default: json.unicodeScalars.append(scalar)
+            }
+        }
+        json.unicodeScalars.append("\"")
+    }
+
+    /// The payload as read back: `aud` may be a string or an array (RFC 7519 §4.1.3).
+    struct DecodedPayload: Decodable {
+        var iss: String
+        var aud: Audience
+        var sub: String
+        var sid: String
+        var iat: Int64
+        var exp: Int64
+        var nbf: Int64?
+        var jti: String
+        var amr: [String]?
+
+        enum Audience: Decodable {
+            case one(String)
+            case many([String])
+
+            init(from decoder: any Decoder) throws {
+                let container = try decoder.singleValueContainer()
+                if let one = try? container.decode(String.self) {
+                    self = .one(one)
+                } else {
+                    self = .many(try container.decode([String].self))
+                }
+            }
+
+            func contains(_ audience: String) -> Bool {
+                switch self {
+                case .one(let one): one == audience
+                case .many(let many): many.contains(audience)
+                }
+            }
+
+            var first: String {
+                switch self {
+                case .one(let one): one
+                case .many(let many): many.first ?? ""
+                }
+            }
+        }
+    }
+}
+
+/// Verifies our access tokens: signature (ES256 only, by `kid`), `typ`, `iss`, `aud`, `exp`,
+/// `iat`/`nbf`. Checks run in this order and the first failure is thrown:
+///
+/// 1. malformed (not a compact JWS, bad base64url, duplicate or `crit` header members,
+///    longer than 8 KiB) → ``SessionError/Code/invalidAccessToken``
+/// 2. `alg` other than `ES256` (`none`, `HS256`, …) → ``SessionError/Code/invalidAccessToken``
+/// 3. `typ` other than `at+jwt` → ``SessionError/Code/invalidAccessToken``
+/// 4. missing or unpublished `kid` → ``SessionError/Code/unknownSigningKey``
+/// 5. signature → ``SessionError/Code/invalidAccessToken``
+/// 6. claims missing or of the wrong type, wrong `iss` or `aud`, `iat`/`nbf` in the future →
+///    ``SessionError/Code/invalidAccessToken``
+/// 7. `exp` passed → ``SessionError/Code/accessTokenExpired``
+public struct AccessTokenVerifier: Sendable {
+    public var issuer: String
+    public var audience: String
+    /// Allowed difference between the issuer's clock and ours for `exp`, `iat`, `nbf`.
+    public var clockSkewTolerance: Duration
+
+    public init(issuer: String, audience: String, clockSkewTolerance: Duration = .seconds(30)) {
+        self.issuer = issuer
+        self.audience = audience
+        self.clockSkewTolerance = clockSkewTolerance
+    }
+
+    /// Verifies `token` at time `now`, finding the key with `key(kid)`.
+    public func verify(
+        _ token: String,
+        now: Date,
+        key: (String) -> ES256PublicKey?
+    ) throws(SessionError) -> AccessTokenClaims {
+        func invalid(_ why: String) -> SessionError {
+            SessionError(.invalidAccessToken, "The access token is not valid: \(why).")
+        }
+        guard token.utf8.count <= AccessTokenCodec.maximumLength else { throw invalid("too long") }
+        let parts: JWS.Parts
+        do {
+            parts = try JWS.parse(token)
+        } catch {
+            throw invalid("malformed")
+        }
+        guard parts.header.alg == JWSAlgorithm.es256.rawValue else {
+            throw invalid("algorithm \(parts.header.alg.prefix(16)) is not accepted")
+        }
+        guard let typ = parts.header.typ, Self.isAccessTokenType(typ) else {
+            throw invalid("typ is not at+jwt")
+        }
+        guard let kid = parts.header.kid, let publicKey = key(kid) else {
+            throw SessionError(.unknownSigningKey, "The access token's signing key is not known (or retired).")
+        }
+        let payload: [UInt8]
+        do {
+            payload = try JWS.verify(parts, expectedAlgorithm: .es256, key: publicKey)
+        } catch {
+            throw invalid("bad signature")
+        }
+        let decoded: AccessTokenCodec.DecodedPayload
+        do {
+            decoded = try JSONDecoder().decode(AccessTokenCodec.DecodedPayload.self, from: Data(payload))
+        } catch {
+            throw invalid("claims missing or malformed")
+        }
+        guard decoded.iss == issuer else { throw invalid("wrong issuer") }
+        guard decoded.aud.contains(audience) else { throw invalid("wrong audience") }
+        let skew = Int64(clockSkewTolerance.timeInterval.rounded(.up))
+        let nowSeconds = now.unixSeconds
+        guard decoded.iat <= nowSeconds + skew else { throw invalid("issued in the future") }
+        if let nbf = decoded.nbf, nbf > nowSeconds + skew { throw invalid("not yet valid") }
+        guard nowSeconds < decoded.exp + skew else {
+            throw SessionError(.accessTokenExpired, "The access token has expired.")
+        }
+        return AccessTokenClaims(
+            issuer: decoded.iss,
+            audience: audience,
+            subject: decoded.sub,
+            sessionID: decoded.sid,
+            issuedAt: decoded.iat,
+            expiresAt: decoded.exp,
+            tokenID: decoded.jti,
+            amr: decoded.amr ?? []
+        )
+    }
+
+    /// `at+jwt`, also as the full media type; media types compare case-insensitively (RFC 9068 §4).
+    static func isAccessTokenType(_ typ: String) -> Bool {
+        let lowered = typ.lowercased()
+        return lowered == "at+jwt" || lowered == "application/at+jwt"
+    }
+}
+
+/// Verifies access tokens locally against a published JWK Set (GetJWKS), without calling the
+/// session service: what an API server does on every request. Revocation is not seen this
+/// way; call Validate with `check_session` where it matters.
+public struct LocalAccessTokenVerifier: Sendable {
+    public let verifier: AccessTokenVerifier
+    private let keys: [String: ES256PublicKey]
+
+    /// - Parameter jwksJSON: the JWK Set JSON from GetJWKS. Keys other than EC P-256 for
+    ///   ES256 are skipped.
+    public init(jwksJSON: String, issuer: String, audience: String, clockSkewTolerance: Duration = .seconds(30)) throws {
+        let set = try JSONDecoder().decode(JWKSet.self, from: Data(jwksJSON.utf8))
+        var keys: [String: ES256PublicKey] = [:]
+        for jwk in set.keys {
+            guard let kid = jwk.kid, let key = try? ES256PublicKey(jwk: jwk) else { continue }
+            keys[kid] = key
+        }
+        self.keys = keys
+        self.verifier = AccessTokenVerifier(issuer: issuer, audience: audience, clockSkewTolerance: clockSkewTolerance)
+    }
+
+    /// Verifies `token`; see ``AccessTokenVerifier`` for the checks and errors.
+    public func verify(_ token: String, now: Date = Date()) throws(SessionError) -> AccessTokenClaims {
+        try verifier.verify(token, now: now) { keys[$0] }
+    }
+}

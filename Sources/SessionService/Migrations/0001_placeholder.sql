@@ -1,2 +1,0 @@
--- Replaced by the session schema migrations.
-SELECT 1;

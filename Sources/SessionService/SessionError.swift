@@ -1,0 +1,117 @@
+import AuthCrypto
+import AuthPostgres
+import AuthRPC
+
+/// The one error type of the session service. Each ``Code`` has a stable `reason` and the RPC
+/// status it travels as; handlers throw this and the RPC layer converts it through
+/// ``RPCErrorConvertible``.
+public struct SessionError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong: a stable reason (snake_case) with its RPC status code.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The reason sent on the wire, e.g. `refresh_token_reused`.
+        public let reason: String
+        /// The RPC status code it is sent with.
+        public let status: RPCError.Code
+
+        init(_ reason: String, _ status: RPCError.Code) {
+            self.reason = reason
+            self.status = status
+        }
+
+        /// A request field is missing or malformed; see ``SessionError/fieldViolations``.
+        public static let invalidArgument = Code("invalid_argument", .invalidArgument)
+        /// The refresh token is not one this service issued (or is malformed).
+        public static let invalidRefreshToken = Code("invalid_refresh_token", .unauthenticated)
+        /// An already used refresh token was presented after the grace window: the session is
+        /// revoked as stolen.
+        public static let refreshTokenReused = Code("refresh_token_reused", .unauthenticated)
+        /// The refresh token or the whole session has expired.
+        public static let sessionExpired = Code("session_expired", .unauthenticated)
+        /// The session was revoked (logout, revoke-all, detected reuse, an operator).
+        public static let sessionRevoked = Code("session_revoked", .unauthenticated)
+        /// The access token is malformed, has a wrong signature, algorithm, type, issuer or audience.
+        public static let invalidAccessToken = Code("invalid_access_token", .unauthenticated)
+        /// The access token's `exp` has passed.
+        public static let accessTokenExpired = Code("access_token_expired", .unauthenticated)
+        /// The access token names a key (`kid`) that is not (or no longer) published.
+        public static let unknownSigningKey = Code("unknown_signing_key", .unauthenticated)
+        /// No such session (or not the given user's).
+        public static let sessionNotFound = Code("session_not_found", .notFound)
+        /// The caller may not call this method (RotateSigningKey is for `authctl` only).
+        public static let callerNotAllowed = Code("caller_not_allowed", .permissionDenied)
+        /// The database cannot be reached; safe to retry.
+        public static let unavailable = Code("unavailable", .unavailable)
+        /// A database statement ran out of time.
+        public static let deadlineExceeded = Code("deadline_exceeded", .deadlineExceeded)
+        /// The caller cancelled.
+        public static let cancelled = Code("cancelled", .cancelled)
+        /// A bug or a broken invariant; the message sent to callers says nothing more.
+        public static let `internal` = Code("internal", .internal)
+
+        public var description: String { reason }
+    }
+
+    public var code: Code
+    /// For logs and people; never parsed by programs. Holds no token or secret.
+    public var message: String
+    /// The fields that failed validation (with ``Code/invalidArgument``).
+    public var fieldViolations: [RPCError.FieldViolation]
+    /// The underlying error, for logs.
+    public var cause: (any Error & Sendable)?
+
+    public init(
+        _ code: Code,
+        _ message: String,
+        fieldViolations: [RPCError.FieldViolation] = [],
+        cause: (any Error & Sendable)? = nil
+    ) {
+        self.code = code
+        self.message = message
+        self.fieldViolations = fieldViolations
+        self.cause = cause
+    }
+
+    public var description: String {
+        var text = "\(code.reason): \(message)"
+        if let cause { text += " (cause: \(cause))" }
+        return text
+    }
+
+    /// Maps any error thrown while serving a call to a `SessionError`: database unavailability
+    /// becomes UNAVAILABLE, statement timeouts DEADLINE_EXCEEDED, anything unexpected INTERNAL.
+    static func converting(_ error: any Error) -> any Error {
+        switch error {
+        case is SessionError, is RPCError:
+            return error
+        case is CancellationError:
+            return SessionError(.cancelled, "The call was cancelled.")
+        case let error as PostgresError:
+            if error.isUnavailable || error.code == .poolTimeout || error.code == .closed {
+                return SessionError(.unavailable, "The session database is unavailable.", cause: error)
+            }
+            switch error.code {
+            case .timeout: return SessionError(.deadlineExceeded, "A database statement timed out.", cause: error)
+            case .cancelled: return SessionError(.cancelled, "The call was cancelled.", cause: error)
+            default: return SessionError(.internal, "A database statement failed.", cause: error)
+            }
+        case let error as CryptoError:
+            return SessionError(.internal, "A cryptographic operation failed.", cause: error)
+        default:
+            return SessionError(.internal, "Unexpected error.", cause: DescribedError(description: "\(error)"))
+        }
+    }
+}
+
+/// A non-Sendable error, kept as its description.
+struct DescribedError: Error, Sendable, CustomStringConvertible {
+    var description: String
+}
+
+extension SessionError: RPCErrorConvertible {
+    public var rpcError: RPCError {
+        if code == .internal {
+            return RPCError(code: .internal, message: "Internal error.", reason: code.reason)
+        }
+        return RPCError(code: code.status, message: message, reason: code.reason, fieldViolations: fieldViolations)
+    }
+}

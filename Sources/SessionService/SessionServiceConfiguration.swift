@@ -1,0 +1,102 @@
+import Foundation
+
+/// A configuration value of the session service that is missing or malformed; start-up stops
+/// with this message.
+public struct SessionConfigurationError: Error, Sendable, CustomStringConvertible {
+    /// The environment variable.
+    public var variable: String
+    /// What is wrong with it.
+    public var problem: String
+
+    public var description: String { "\(variable): \(problem)" }
+}
+
+/// Everything the session service needs besides its database: keys, token lifetimes and windows.
+/// docs/session.md lists the environment variables.
+public struct SessionServiceConfiguration: Sendable {
+    /// Wraps the signing keys and derives the successor-vault keys.
+    public var masterKey: MasterKey
+    /// The schema holding the service's tables (`session`; tests use their own).
+    public var schema: String = "session"
+    /// The access tokens' `iss`.
+    public var issuer: String = "auth.session"
+    /// The access tokens' `aud`: the API that accepts them.
+    public var audience: String = "auth.api"
+    /// Lifetime of an access token (`exp - iat`). Default 15 minutes.
+    public var accessTokenLifetime: Duration = .seconds(15 * 60)
+    /// Lifetime of a refresh token from its issue, never past the session's expiry. Default 7 days.
+    public var refreshTokenLifetime: Duration = .seconds(7 * 86_400)
+    /// Absolute lifetime of a session from its start. Default 30 days.
+    public var sessionLifetime: Duration = .seconds(30 * 86_400)
+    /// How long after a refresh token was used presenting it again returns the same successor
+    /// pair instead of counting as reuse. Default 10 s.
+    public var refreshGraceWindow: Duration = .seconds(10)
+    /// How long a new signing key is published in the JWKS before it signs. Default 10 minutes.
+    public var signingKeyPublishDelay: Duration = .seconds(10 * 60)
+    /// How long a replica keeps the signing keys read from the database before reading again.
+    /// Default 5 s.
+    public var signingKeyCacheLifetime: Duration = .seconds(5)
+    /// Clock difference tolerated between replicas and their verifiers: allowed on `exp`/`iat`,
+    /// and added to the time an old key stays published. Default 30 s.
+    public var clockSkewTolerance: Duration = .seconds(30)
+    /// The most sessions ListSessions returns (the most recently used first). Default 100.
+    public var maxListedSessions: Int = 100
+    /// The only caller (service credential name) allowed to call RotateSigningKey.
+    public var keyRotationCaller: String = "authctl"
+
+    /// A configuration with the defaults documented on each property.
+    public init(masterKey: MasterKey) {
+        self.masterKey = masterKey
+    }
+
+    /// Reads the configuration from `AUTH_*` environment variables (docs/session.md).
+    ///
+    /// - Parameter production: whether `AUTH_ENVIRONMENT` is `production`; only changes the
+    ///   message when `AUTH_MASTER_KEY` is missing (it is required either way: without the
+    ///   same key every replica and every restart would lose its signing keys).
+    /// - Throws: ``SessionConfigurationError`` naming the variable.
+    public init(environment variables: [String: String], production: Bool) throws {
+        func string(_ name: String) -> String? {
+            guard let value = variables[name]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+            return value
+        }
+        func seconds(_ name: String, _ range: ClosedRange<Int>, default fallback: Duration) throws -> Duration {
+            guard let text = string(name) else { return fallback }
+            guard let value = Int(text), range.contains(value) else {
+                throw SessionConfigurationError(variable: name, problem: "must be a whole number of seconds in \(range.lowerBound)...\(range.upperBound)")
+            }
+            return .seconds(value)
+        }
+
+        guard let keyText = string("AUTH_MASTER_KEY") else {
+            let problem = production
+                ? "is required in production: base64 of 32 random bytes (`openssl rand -base64 32`), the same for every replica, kept secret; refusing to start without it"
+                : "is required: base64 of 32 random bytes (`openssl rand -base64 32`); scripts/run-local.sh keeps one in .data/master-key"
+            throw SessionConfigurationError(variable: "AUTH_MASTER_KEY", problem: problem)
+        }
+        guard let masterKey = MasterKey(base64: keyText) else {
+            throw SessionConfigurationError(variable: "AUTH_MASTER_KEY", problem: "must be base64 of exactly 32 bytes")
+        }
+        self.init(masterKey: masterKey)
+        if let issuer = string("AUTH_SESSION_ISSUER") {
+            guard issuer.utf8.count <= 256, issuer.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
+                throw SessionConfigurationError(variable: "AUTH_SESSION_ISSUER", problem: "must be 1-256 printable ASCII characters")
+            }
+            self.issuer = issuer
+        }
+        if let audience = string("AUTH_SESSION_AUDIENCE") {
+            guard audience.utf8.count <= 256, audience.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
+                throw SessionConfigurationError(variable: "AUTH_SESSION_AUDIENCE", problem: "must be 1-256 printable ASCII characters")
+            }
+            self.audience = audience
+        }
+        self.accessTokenLifetime = try seconds("AUTH_SESSION_ACCESS_TOKEN_SECONDS", 60...86_400, default: accessTokenLifetime)
+        self.refreshTokenLifetime = try seconds("AUTH_SESSION_REFRESH_TOKEN_SECONDS", 300...(365 * 86_400), default: refreshTokenLifetime)
+        self.sessionLifetime = try seconds("AUTH_SESSION_LIFETIME_SECONDS", 300...(365 * 86_400), default: sessionLifetime)
+        self.refreshGraceWindow = try seconds("AUTH_SESSION_REFRESH_GRACE_SECONDS", 0...300, default: refreshGraceWindow)
+        self.signingKeyPublishDelay = try seconds("AUTH_SESSION_KEY_PUBLISH_DELAY_SECONDS", 0...(7 * 86_400), default: signingKeyPublishDelay)
+        guard accessTokenLifetime < refreshTokenLifetime else {
+            throw SessionConfigurationError(variable: "AUTH_SESSION_ACCESS_TOKEN_SECONDS", problem: "must be shorter than the refresh token lifetime")
+        }
+    }
+}

@@ -1,0 +1,303 @@
+import AuthCrypto
+import AuthPostgres
+import Foundation
+import Logging
+import Synchronization
+
+/// One signing key as the database holds it, with its private key unwrapped.
+struct SigningKey: Sendable {
+    let kid: String
+    let privateKey: ES256PrivateKey
+    var publicKey: ES256PublicKey { privateKey.publicKey }
+    /// Published (in the JWKS) from here.
+    let createdAt: Date
+    /// Signs from here.
+    let signsFrom: Date
+    /// A newer key signs from here.
+    let signsUntil: Date?
+    /// Out of the JWKS from here: every token it signed has expired.
+    let retireAfter: Date?
+
+    func isPublished(at now: Date) -> Bool {
+        createdAt <= now && (retireAfter.map { now < $0 } ?? true)
+    }
+}
+
+/// The signing keys read at one moment. Which key signs and which keys verify is a function
+/// of these rows and the time, so replicas that read the same rows agree.
+struct SigningKeySet: Sendable {
+    /// Sorted by `signsFrom`.
+    let keys: [SigningKey]
+    /// When they were read (by the service's clock).
+    let fetchedAt: Date
+
+    /// The key that signs at `now`: the published key that started signing last.
+    func signingKey(at now: Date) -> SigningKey? {
+        keys.last { $0.signsFrom <= now && $0.isPublished(at: now) }
+    }
+
+    /// The public key for `kid`, if it is published at `now`.
+    func verificationKey(kid: String, at now: Date) -> ES256PublicKey? {
+        keys.first { $0.kid == kid && $0.isPublished(at: now) }?.publicKey
+    }
+
+    /// The JWK Set of the keys published at `now`, newest first.
+    func jwks(at now: Date) -> JWKSet {
+        JWKSet(keys: keys.reversed().filter { $0.isPublished(at: now) }.map { $0.publicKey.jwk(kid: $0.kid) })
+    }
+}
+
+/// What a rotation did.
+struct SigningKeyRotation: Sendable {
+    var newKeyID: String
+    var signsFrom: Date
+    var retiringKeyIDs: [String]
+}
+
+/// The access-token signing keys: created at first start, rotated on request, read from the
+/// database and cached for ``SessionServiceConfiguration/signingKeyCacheLifetime`` so every
+/// replica signs with the key the database says.
+///
+/// Private keys are stored wrapped: AES-256-GCM under the master key's wrapping key, with
+/// `"auth.session.v1 signing-key" ‖ 0 ‖ kid` as additional data, so a wrapped key cannot be
+/// moved to another kid.
+final class SigningKeyStore: Sendable {
+    private let pool: PostgresPool
+    private let schema: String
+    private let wrapKey: [UInt8]
+    private let configuration: SessionServiceConfiguration
+    private let clock: any WallClock
+    private let logger: Logger
+    private let state = Mutex(CacheState())
+
+    private struct CacheState {
+        var snapshot: SigningKeySet?
+        var loading: Task<SigningKeySet, any Error>?
+        /// Unwrapped keys by kid: unwrapping is done once per key and process.
+        var unwrapped: [String: ES256PrivateKey] = [:]
+        /// Bumped by invalidate(), so a load started before it does not overwrite a newer one.
+        var epoch = 0
+    }
+
+    init(pool: PostgresPool, configuration: SessionServiceConfiguration, clock: any WallClock, logger: Logger) {
+        self.pool = pool
+        self.schema = configuration.schema
+        self.wrapKey = configuration.masterKey.signingKeyWrapKey
+        self.configuration = configuration
+        self.clock = clock
+        self.logger = logger
+    }
+
+    private var table: String { "\(quoted(schema)).signing_keys" }
+
+    /// The transaction-scoped advisory lock that serializes key creation and rotation across
+    /// replicas.
+    private var lockKey: PostgresValue { .text("auth.session.signing_keys." + schema) }
+
+    // MARK: Start-up
+
+    /// Creates the first signing key when the database has none that is open-ended, then
+    /// reads the keys (which fails when the master key cannot unwrap them).
+    ///
+    /// Replicas starting together are serialized by an advisory lock, and a unique index
+    /// allows only one key without `signs_until`, so only one first key is ever created.
+    func bootstrap() async throws {
+        let now = clock.now()
+        let table = self.table
+        let lockKey = self.lockKey
+        let created: String? = try await pool.transaction { connection in
+            try connection.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [lockKey])
+            let open = try connection.execute("SELECT kid FROM \(table) WHERE signs_until IS NULL")
+            guard open.isEmpty else { return nil }
+            let key = try self.newKeyRow(now: now, signsFrom: now)
+            try self.insert(key, connection: connection)
+            return key.kid
+        }
+        if let created {
+            logger.notice("Created the first access-token signing key", metadata: ["session.kid": "\(created)"])
+        }
+        do {
+            _ = try await load()
+        } catch let error as CryptoError where error.code == .authenticationFailure {
+            throw SessionConfigurationError(
+                variable: "AUTH_MASTER_KEY",
+                problem: "does not open the signing keys stored in the database: it differs from the key they were created with")
+        }
+    }
+
+    // MARK: Reading
+
+    /// The current keys, from the cache while it is fresh. When reading fails and an older
+    /// snapshot exists, that one is used (and the read is tried again on the next call).
+    func current() async throws -> SigningKeySet {
+        let now = clock.now()
+        let lifetime = configuration.signingKeyCacheLifetime.timeInterval
+        enum Next {
+            case use(SigningKeySet)
+            case wait(Task<SigningKeySet, any Error>, stale: SigningKeySet?)
+        }
+        let next: Next = state.withLock { state in
+            if let snapshot = state.snapshot, abs(now.timeIntervalSince(snapshot.fetchedAt)) < lifetime {
+                return .use(snapshot)
+            }
+            if let loading = state.loading {
+                return .wait(loading, stale: state.snapshot)
+            }
+            let epoch = state.epoch
+            let task = Task { try await self.load(epoch: epoch) }
+            state.loading = task
+            return .wait(task, stale: state.snapshot)
+        }
+        switch next {
+        case .use(let snapshot):
+            return snapshot
+        case .wait(let task, let stale):
+            do {
+                return try await task.value
+            } catch {
+                guard let stale else { throw error }
+                logger.warning("Could not re-read the signing keys; using the ones read before", metadata: ["error": "\(error)"])
+                return stale
+            }
+        }
+    }
+
+    /// Forgets the cached keys (after a rotation by this replica).
+    func invalidate() {
+        state.withLock {
+            $0.snapshot = nil
+            $0.loading = nil
+            $0.epoch += 1
+        }
+    }
+
+    private func load(epoch: Int? = nil) async throws -> SigningKeySet {
+        do {
+            let set = try await read()
+            state.withLock { state in
+                if epoch == nil || epoch == state.epoch {
+                    state.snapshot = set
+                    state.loading = nil
+                }
+            }
+            return set
+        } catch {
+            state.withLock { state in
+                if epoch == state.epoch { state.loading = nil }
+            }
+            throw error
+        }
+    }
+
+    private func read() async throws -> SigningKeySet {
+        let now = clock.now()
+        let rows = try await pool.query(
+            """
+            SELECT kid, private_key_sealed, created_at, signs_from, signs_until, retire_after
+            FROM \(table) WHERE retire_after IS NULL OR retire_after > $1 ORDER BY signs_from, created_at
+            """, [.timestamptz(now)])
+        var keys: [SigningKey] = []
+        for row in rows {
+            let kid = try row[0].string
+            let known = state.withLock { $0.unwrapped[kid] }
+            let privateKey: ES256PrivateKey
+            if let known {
+                privateKey = known
+            } else {
+                privateKey = try unwrap(try row[1].bytes, kid: kid)
+                state.withLock { $0.unwrapped[kid] = privateKey }
+            }
+            keys.append(SigningKey(
+                kid: kid,
+                privateKey: privateKey,
+                createdAt: try row[2].date,
+                signsFrom: try row[3].date,
+                signsUntil: try row[4].decode(Date?.self),
+                retireAfter: try row[5].decode(Date?.self)
+            ))
+        }
+        return SigningKeySet(keys: keys, fetchedAt: now)
+    }
+
+    // MARK: Rotation
+
+    /// Adds a key that is published now and signs after the publish delay; the key that was
+    /// open-ended gets `signs_until` = the new key's start and `retire_after` = that plus the
+    /// access-token lifetime and the clock-skew tolerance. Keys already retired are deleted.
+    func rotate() async throws -> SigningKeyRotation {
+        let now = clock.now()
+        let table = self.table
+        let lockKey = self.lockKey
+        let delay = configuration.signingKeyPublishDelay.timeInterval
+        let tail = configuration.accessTokenLifetime.timeInterval + configuration.clockSkewTolerance.timeInterval
+        let rotation = try await pool.transaction { connection -> SigningKeyRotation in
+            try connection.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [lockKey])
+            // Never before a key that already signs later (publish delay lowered meanwhile):
+            // which key signs is "the latest signs_from", so starts must only move forward.
+            let latest = try connection.execute("SELECT max(signs_from) FROM \(table)")
+            let latestStart = try latest.first.flatMap { try $0[0].decode(Date?.self) }
+            let signsFrom = max(now.addingTimeInterval(delay), latestStart ?? now)
+            let retiring = try connection.execute(
+                "UPDATE \(table) SET signs_until = $1, retire_after = $2 WHERE signs_until IS NULL RETURNING kid",
+                [.timestamptz(signsFrom), .timestamptz(signsFrom.addingTimeInterval(tail))]
+            ).map { try $0[0].string }
+            try connection.execute("DELETE FROM \(table) WHERE retire_after <= $1", [.timestamptz(now)])
+            let key = try self.newKeyRow(now: now, signsFrom: signsFrom)
+            try self.insert(key, connection: connection)
+            return SigningKeyRotation(newKeyID: key.kid, signsFrom: signsFrom, retiringKeyIDs: retiring)
+        }
+        invalidate()
+        logger.notice(
+            "Rotated the access-token signing key",
+            metadata: [
+                "session.kid": "\(rotation.newKeyID)", "session.signs_from": "\(rotation.signsFrom)",
+                "session.retiring_kids": "\(rotation.retiringKeyIDs.joined(separator: ","))",
+            ])
+        return rotation
+    }
+
+    // MARK: Rows
+
+    private struct KeyRow: Sendable {
+        var kid: String
+        var sealed: [UInt8]
+        var publicJWK: String
+        var createdAt: Date
+        var signsFrom: Date
+    }
+
+    private func newKeyRow(now: Date, signsFrom: Date) throws -> KeyRow {
+        let key = try ES256PrivateKey()
+        let kid = Base64URL.encode(SecureRandom.bytes(count: 12))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let jwk = String(decoding: try encoder.encode(key.publicKey.jwk(kid: kid)), as: UTF8.self)
+        return KeyRow(kid: kid, sealed: try wrap(key, kid: kid), publicJWK: jwk, createdAt: now, signsFrom: signsFrom)
+    }
+
+    private func insert(_ key: KeyRow, connection: PostgresConnection) throws {
+        try connection.execute(
+            """
+            INSERT INTO \(table) (kid, algorithm, private_key_sealed, public_jwk, created_at, signs_from)
+            VALUES ($1, 'ES256', $2, $3, $4, $5)
+            """,
+            [.text(key.kid), .bytea(key.sealed), .text(key.publicJWK), .timestamptz(key.createdAt), .timestamptz(key.signsFrom)])
+    }
+
+    private func wrap(_ key: ES256PrivateKey, kid: String) throws(CryptoError) -> [UInt8] {
+        try AESGCM.seal(key.rawRepresentation, key: wrapKey, aad: Self.additionalData(kid: kid))
+    }
+
+    private func unwrap(_ sealed: [UInt8], kid: String) throws(CryptoError) -> ES256PrivateKey {
+        try ES256PrivateKey(rawRepresentation: try AESGCM.open(sealed, key: wrapKey, aad: Self.additionalData(kid: kid)))
+    }
+
+    private static func additionalData(kid: String) -> [UInt8] {
+        Array("auth.session.v1 signing-key".utf8) + [0] + Array(kid.utf8)
+    }
+}
+
+/// A schema name as a quoted SQL identifier.
+func quoted(_ identifier: String) -> String {
+    "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+}
