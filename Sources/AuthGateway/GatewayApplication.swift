@@ -20,20 +20,7 @@ public struct GatewayApplication: Sendable {
         self.configuration = configuration
         self.logger = logger
         func client(_ service: AuthServiceName) -> RPCClient {
-            RPCClient(
-                transport: TCPClientTransport(
-                    configuration: RPCClientConfiguration(
-                        addresses: configuration.addresses(of: service),
-                        connectionsPerAddress: 2,
-                        serviceName: AuthServiceName.gateway.rawValue,
-                        secret: configuration.rpcSecret,
-                        maxFrameSize: configuration.rpcLimits.maxFrameSize
-                    ),
-                    logger: logger
-                ),
-                callerService: AuthServiceName.gateway.rawValue,
-                defaultTimeout: .seconds(5)
-            )
+            configuration.rpcClient(for: service, logger: logger, defaultTimeout: .seconds(5))
         }
         self.identity = client(.identity)
         self.otpDispatch = client(.otpDispatch)

@@ -15,18 +15,27 @@ public struct ServiceDependencies: Sendable {
 
     /// A client for another service of the system, with this service as the caller.
     public func client(for service: AuthServiceName) -> RPCClient {
+        configuration.rpcClient(for: service, logger: logger)
+    }
+}
+
+extension ServiceConfiguration {
+    /// A client for `service` at its configured addresses, calling as this service: two
+    /// connections per address, the shared secret, this configuration's frame limit.
+    public func rpcClient(for service: AuthServiceName, logger: Logger, defaultTimeout: Duration = .seconds(10)) -> RPCClient {
         RPCClient(
             transport: TCPClientTransport(
                 configuration: RPCClientConfiguration(
-                    addresses: configuration.addresses(of: service),
+                    addresses: addresses(of: service),
                     connectionsPerAddress: 2,
-                    serviceName: configuration.service.rawValue,
-                    secret: configuration.rpcSecret,
-                    maxFrameSize: configuration.rpcLimits.maxFrameSize
+                    serviceName: self.service.rawValue,
+                    secret: rpcSecret,
+                    maxFrameSize: rpcLimits.maxFrameSize
                 ),
                 logger: logger
             ),
-            callerService: configuration.service.rawValue
+            callerService: self.service.rawValue,
+            defaultTimeout: defaultTimeout
         )
     }
 }
