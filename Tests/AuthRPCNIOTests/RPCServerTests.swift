@@ -412,3 +412,47 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
         }
     }
 }
+
+@Suite struct ClientLoadBalancingTests {
+    @Test func callsAreSpreadOverAddressesAndSkipADeadOne() async throws {
+        let first = TestHandlers()
+        let second = TestHandlers()
+        let serverA = makeServer(handlers: first)
+        let serverB = makeServer(handlers: second)
+        let portA = try await serverA.bind()
+        let portB = try await serverB.bind()
+        let runA = Task { try await serverA.run() }
+        let runB = Task { try await serverB.run() }
+
+        let transport = TCPClientTransport(
+            configuration: RPCClientConfiguration(
+                addresses: [RPCAddress(host: "127.0.0.1", port: portA), RPCAddress(host: "127.0.0.1", port: portB)],
+                serviceName: "test-client",
+                secret: testSecret,
+                initialBackoff: .milliseconds(20),
+                maxBackoff: .milliseconds(200)
+            ),
+            logger: quietLogger()
+        )
+        let client = RPCClient(transport: transport, callerService: "test-client")
+        // Warm up both connections, then count where 40 calls land.
+        for _ in 0..<10 { _ = try? await client.slow(milliseconds: 0) }
+        let beforeA = first.finishedCalls.load(ordering: .relaxed)
+        let beforeB = second.finishedCalls.load(ordering: .relaxed)
+        for _ in 0..<40 { _ = try await client.slow(milliseconds: 0) }
+        let onA = first.finishedCalls.load(ordering: .relaxed) - beforeA
+        let onB = second.finishedCalls.load(ordering: .relaxed) - beforeB
+        #expect(onA + onB == 40)
+        #expect(onA >= 10 && onB >= 10)
+
+        // One server goes away: every call still succeeds, on the other.
+        serverA.beginShutdown()
+        try await runA.value
+        for _ in 0..<20 {
+            #expect(try await client.slow(milliseconds: 0).status == .serving)
+        }
+        await transport.shutdown()
+        serverB.beginShutdown()
+        try await runB.value
+    }
+}
