@@ -15,6 +15,9 @@ python3 scripts/codegen/test_generate_swift.py
 
 mkdir -p .data
 pg_dir="$root/.data/pg-test"
+echo "== deployment files (docker-compose config, kubernetes-validate)"
+scripts/check-deploy.sh
+
 echo "== starting a throwaway PostgreSQL in $pg_dir"
 url=$(scripts/postgres.sh start "$pg_dir" | tail -n 1)
 trap 'scripts/postgres.sh stop "$pg_dir" >/dev/null 2>&1 || true' EXIT

@@ -279,7 +279,7 @@ final class Subchannel: Sendable {
         let handlerPromise = group.any().makePromise(of: (NIOLoopBound<ClientConnectionHandler>, CallSubmissionQueue).self)
         let connectFuture = ClientBootstrap(group: group)
             .connectTimeout(TimeAmount(configuration.connectTimeout))
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let handler = ClientConnectionHandler(

@@ -20,16 +20,23 @@ public final class ServiceProcess: Sendable {
     }
 
     /// Starts `executable` (a product name, e.g. "session") with `environment` added to this
-    /// process's environment minus any inherited `AUTH_*` variables.
-    public init(executable: String, arguments: [String] = [], environment: [String: String]) throws {
+    /// process's environment minus any inherited `AUTH_*` variables. With `unprivileged`, a
+    /// test running as root starts it as the user `nobody` (via setpriv), as containers do, so
+    /// nothing that needs root's privileges goes unnoticed.
+    public init(executable: String, arguments: [String] = [], environment: [String: String], unprivileged: Bool = false) throws {
         self.name = executable
         let url = Self.binaryDirectory.appendingPathComponent(executable)
         guard FileManager.default.isExecutableFile(atPath: url.path) else {
             throw ServiceProcessError(message: "\(url.path) is not built; run `swift build --build-tests` first")
         }
         let process = Process()
-        process.executableURL = url
-        process.arguments = arguments
+        if unprivileged && getuid() == 0 {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all", "--", url.path] + arguments
+        } else {
+            process.executableURL = url
+            process.arguments = arguments
+        }
         var merged = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("AUTH_") }
         merged.merge(environment) { $1 }
         process.environment = merged

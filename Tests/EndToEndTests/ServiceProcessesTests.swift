@@ -23,6 +23,9 @@ import FoundationNetworking
         var environment = [
             "AUTH_RPC_SECRET": secretBase64,
             "AUTH_DATABASE_URL": try await PostgresTestDatabase.connectionString(),
+            // Fixed, not random: session keeps its signing keys in the shared test database
+            // across runs, wrapped with this key (a different key refuses to start).
+            "AUTH_MASTER_KEY": "ZTJlLXRlc3QtbWFzdGVyLWtleS0zMi1ieXRlcy0hISE=",
             "AUTH_LOG_LEVEL": "info",
             "AUTH_RPC_READ_TIMEOUT_SECONDS": "2",
         ]
@@ -30,8 +33,12 @@ import FoundationNetworking
         return environment
     }
 
-    func startService(_ name: String, portVariable: String, port: Int = 0) async throws -> (ServiceProcess, Int) {
-        let process = try ServiceProcess(executable: name, environment: try await environment([portVariable: String(port)]))
+    func startService(_ name: String, portVariable: String, port: Int = 0, unprivileged: Bool = false) async throws -> (ServiceProcess, Int) {
+        let process = try ServiceProcess(
+            executable: name,
+            environment: try await environment([portVariable: String(port)]),
+            unprivileged: unprivileged
+        )
         return (process, try await process.listeningPort())
     }
 
@@ -54,17 +61,19 @@ import FoundationNetworking
 
     @Test func servicesCallEachOtherOverTCP() async throws {
         let (session, sessionPort) = try await startService("session", portVariable: "AUTH_SESSION_PORT")
-        let (identity, identityPort) = try await startService("identity", portVariable: "AUTH_IDENTITY_PORT")
+        let (identity, identityPort) = try await startService("identity", portVariable: "AUTH_IDENTITY_PORT", unprivileged: true)
         defer {
             _ = session
             _ = identity
         }
 
-        // authctl (one executable) calls session (another) over TCP.
+        // authctl (one executable) calls session (another) over TCP, without root's
+        // privileges (as in a container).
         let authctl = try ServiceProcess(
             executable: "authctl",
             arguments: ["health", "--target", "127.0.0.1:\(sessionPort)"],
-            environment: ["AUTH_RPC_SECRET": secretBase64]
+            environment: ["AUTH_RPC_SECRET": secretBase64],
+            unprivileged: true
         )
         _ = try await authctl.waitForLog("SERVING")
         #expect(await authctl.terminate() == 0)

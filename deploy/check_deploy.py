@@ -1,0 +1,343 @@
+#!/usr/bin/env python3
+"""Consistency checks of the deployment files that schema validation cannot see.
+
+Run by scripts/check-deploy.sh (which validates the schemas with docker-compose and
+kubernetes-validate first) with the Python of its virtual environment (PyYAML). Prints one
+line per problem to stderr; the last line of stdout is a short summary of what was checked.
+Exit status: 0 when there is no problem, 1 otherwise.
+
+    check_deploy.py --compose-config RENDERED.yml --kubernetes DIR --dockerfile FILE
+"""
+import argparse
+import glob
+import os
+import re
+import sys
+
+import yaml
+
+RPC_SERVICES = {  # name -> (port variable, addresses variable, default port)
+    "identity": ("AUTH_IDENTITY_PORT", "AUTH_IDENTITY_ADDRESSES", 7101),
+    "otp-dispatch": ("AUTH_OTP_PORT", "AUTH_OTP_ADDRESSES", 7102),
+    "session": ("AUTH_SESSION_PORT", "AUTH_SESSION_ADDRESSES", 7103),
+}
+GATEWAY_PORT = 8080
+OUR_SERVICES = set(RPC_SERVICES) | {"gateway"}
+# Secrets each service needs (the rest of the configuration is not secret).
+SECRETS = {
+    "identity": {"AUTH_RPC_SECRET", "AUTH_DATABASE_URL"},
+    "otp-dispatch": {"AUTH_RPC_SECRET", "AUTH_DATABASE_URL"},
+    "session": {"AUTH_RPC_SECRET", "AUTH_DATABASE_URL", "AUTH_MASTER_KEY"},
+    "gateway": {"AUTH_RPC_SECRET"},
+}
+
+problems = []
+
+
+def problem(where, text):
+    problems.append(f"{where}: {text}")
+
+
+def target_port(command):
+    """The port of `authctl health --target 127.0.0.1:PORT` in a probe/healthcheck command."""
+    text = " ".join(str(part) for part in command)
+    match = re.search(r"authctl health --target 127\.0\.0\.1:(\d+)", text)
+    return int(match.group(1)) if match else None
+
+
+def subset(selector, labels):
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+# --- docker-compose ---------------------------------------------------------------------------
+def check_compose(path):
+    where = "docker-compose.yml"
+    with open(path) as f:
+        config = yaml.safe_load(f)
+    services = config.get("services") or {}
+    expected = OUR_SERVICES | {"postgres"}
+    if set(services) != expected:
+        problem(where, f"services are {sorted(services)}, expected {sorted(expected)}")
+    for name, service in services.items():
+        if service.get("restart") not in ("always", "unless-stopped", "on-failure"):
+            problem(where, f"{name}: no restart policy")
+        if not (service.get("deploy", {}).get("resources", {}).get("limits", {}).get("memory")):
+            problem(where, f"{name}: no memory limit (deploy.resources.limits.memory)")
+        if not service.get("healthcheck", {}).get("test"):
+            problem(where, f"{name}: no healthcheck")
+        if name != "gateway" and service.get("ports"):
+            problem(where, f"{name}: publishes ports; only the gateway may")
+    postgres = services.get("postgres", {})
+    if not any(str(v).split(":")[0] in (config.get("volumes") or {}) for v in postgres.get("volumes", [])
+               if not isinstance(v, dict)) and not any(
+               isinstance(v, dict) and v.get("type") == "volume" for v in postgres.get("volumes", [])):
+        problem(where, "postgres: data is not on a named volume")
+    if "pg_isready" not in " ".join(map(str, postgres.get("healthcheck", {}).get("test", []))):
+        problem(where, "postgres: healthcheck is not pg_isready")
+
+    for name in OUR_SERVICES & set(services):
+        service = services[name]
+        env = service.get("environment") or {}
+        if isinstance(env, list):
+            env = dict(item.split("=", 1) for item in env)
+        if env.get("AUTH_ENVIRONMENT") != "production":
+            problem(where, f"{name}: AUTH_ENVIRONMENT is not production")
+        if env.get("AUTH_BIND_HOST") != "0.0.0.0":
+            problem(where, f"{name}: AUTH_BIND_HOST is not 0.0.0.0")
+        for secret in SECRETS[name]:
+            if secret == "AUTH_DATABASE_URL":
+                if "host=postgres" not in str(env.get(secret, "")):
+                    problem(where, f"{name}: AUTH_DATABASE_URL does not point at the postgres service")
+            elif not env.get(secret):
+                problem(where, f"{name}: {secret} is not set")
+        for other, (_, addresses_variable, port) in RPC_SERVICES.items():
+            if env.get(addresses_variable) != f"{other}:{port}":
+                problem(where, f"{name}: {addresses_variable} is {env.get(addresses_variable)!r}, expected {other}:{port}")
+        if service.get("stop_signal", "SIGTERM") != "SIGTERM":
+            problem(where, f"{name}: stop_signal is not SIGTERM")
+        if name in RPC_SERVICES:
+            port_variable, _, port = RPC_SERVICES[name]
+            if str(env.get(port_variable, port)) != str(port):
+                problem(where, f"{name}: {port_variable} is not {port}")
+            if target_port(service.get("healthcheck", {}).get("test", [])) != port:
+                problem(where, f"{name}: healthcheck does not run authctl health against port {port}")
+            if service.get("depends_on", {}).get("postgres", {}).get("condition") != "service_healthy":
+                problem(where, f"{name}: does not wait for a healthy postgres")
+    gateway = services.get("gateway", {})
+    for name in RPC_SERVICES:
+        if gateway.get("depends_on", {}).get(name, {}).get("condition") != "service_healthy":
+            problem(where, f"gateway: does not wait for a healthy {name}")
+    if "/health/live" not in " ".join(map(str, gateway.get("healthcheck", {}).get("test", []))):
+        problem(where, "gateway: healthcheck does not call /health/live")
+    if not any(str(p.get("target") if isinstance(p, dict) else p).endswith(str(GATEWAY_PORT))
+               for p in gateway.get("ports", [])):
+        problem(where, f"gateway: port {GATEWAY_PORT} is not published")
+    return len(services)
+
+
+# --- Kubernetes ---------------------------------------------------------------------------------
+def load_documents(files):
+    documents = []
+    for path in files:
+        with open(path) as f:
+            for document in yaml.safe_load_all(f):
+                if document:
+                    documents.append((os.path.basename(path), document))
+    return documents
+
+
+def check_kubernetes(directory):
+    manifests = sorted(glob.glob(os.path.join(directory, "[0-9]*.yaml")))
+    templates = sorted(glob.glob(os.path.join(directory, "templates", "*.yaml")))
+
+    kustomization_path = os.path.join(directory, "kustomization.yaml")
+    with open(kustomization_path) as f:
+        kustomization = yaml.safe_load(f)
+    listed = kustomization.get("resources", [])
+    if sorted(listed) != [os.path.basename(p) for p in manifests]:
+        problem("kustomization.yaml", f"resources {listed} are not exactly the numbered manifests")
+    if any("secret" in r.lower() or r.startswith("templates") for r in listed):
+        problem("kustomization.yaml", "lists the Secret template")
+
+    documents = load_documents(manifests)
+    template_documents = load_documents(templates)
+    by_kind = {}
+    for file, document in documents + template_documents:
+        by_kind.setdefault(document.get("kind"), []).append((file, document))
+        namespace = document.get("metadata", {}).get("namespace")
+        if document.get("kind") != "Namespace" and namespace != "auth-backend":
+            problem(file, f"{document.get('kind')}/{document['metadata'].get('name')} is not in namespace auth-backend")
+
+    # The Secret template: placeholders only, and every key the Deployments read.
+    secret_keys = set()
+    for file, secret in by_kind.get("Secret", []):
+        for key, value in (secret.get("stringData") or {}).items():
+            secret_keys.add(key)
+            if "REPLACE" not in str(value):
+                problem(f"templates/{file}", f"{key} holds a value that is not a REPLACE placeholder")
+        if secret.get("data"):
+            problem(f"templates/{file}", "uses data: (base64 values); use stringData placeholders")
+    for file, document in documents:
+        if document.get("kind") == "Secret":
+            problem(file, "a Secret among the applied manifests (keep it in templates/)")
+
+    config_maps = {d["metadata"]["name"]: d.get("data", {}) for _, d in by_kind.get("ConfigMap", [])}
+    config = config_maps.get("auth-config", {})
+    if not config:
+        problem("configmap", "no ConfigMap auth-config")
+    if config.get("AUTH_ENVIRONMENT") != "production":
+        problem("configmap", "AUTH_ENVIRONMENT is not production")
+    if config.get("AUTH_BIND_HOST") != "0.0.0.0":
+        problem("configmap", "AUTH_BIND_HOST is not 0.0.0.0")
+    for variable in ("AUTH_RPC_SECRET", "AUTH_DATABASE_URL", "AUTH_MASTER_KEY"):
+        if variable in config:
+            problem("configmap", f"{variable} is a secret and belongs in the Secret")
+
+    services = {d["metadata"]["name"]: (f, d) for f, d in by_kind.get("Service", [])}
+    deployments = {d["metadata"]["name"]: (f, d) for f, d in by_kind.get("Deployment", [])}
+    budgets = [d for _, d in by_kind.get("PodDisruptionBudget", [])]
+
+    if set(deployments) != OUR_SERVICES:
+        problem("kubernetes", f"Deployments are {sorted(deployments)}, expected {sorted(OUR_SERVICES)}")
+
+    for name, (file, deployment) in deployments.items():
+        spec = deployment["spec"]
+        pod = spec["template"]["spec"]
+        labels = spec["template"]["metadata"].get("labels", {})
+        selector = spec["selector"].get("matchLabels", {})
+        if not subset(selector, labels):
+            problem(file, f"Deployment {name}: selector does not match the pod labels")
+        if labels.get("app.kubernetes.io/part-of") != "auth-backend":
+            problem(file, f"Deployment {name}: pods lack app.kubernetes.io/part-of=auth-backend (NetworkPolicies)")
+        if spec.get("replicas", 1) < 2:
+            problem(file, f"Deployment {name}: fewer than 2 replicas")
+        if pod.get("terminationGracePeriodSeconds", 30) < 15:
+            problem(file, f"Deployment {name}: terminationGracePeriodSeconds < 15")
+        pod_security = pod.get("securityContext", {})
+        if pod_security.get("runAsNonRoot") is not True:
+            problem(file, f"Deployment {name}: pod securityContext.runAsNonRoot is not true")
+        if pod_security.get("seccompProfile", {}).get("type") != "RuntimeDefault":
+            problem(file, f"Deployment {name}: no RuntimeDefault seccomp profile")
+        if pod.get("automountServiceAccountToken") is not False:
+            problem(file, f"Deployment {name}: mounts a service account token")
+        if not any(subset(b["spec"]["selector"].get("matchLabels", {}), labels) for b in budgets):
+            problem(file, f"Deployment {name}: no PodDisruptionBudget selects its pods")
+        service = services.get(name)
+        if not service or not subset(service[1]["spec"].get("selector", {}), labels):
+            problem(file, f"Deployment {name}: no Service of the same name selects its pods")
+
+        for container in pod["containers"]:
+            where = f"{file}: {name}/{container['name']}"
+            security = container.get("securityContext", {})
+            if security.get("readOnlyRootFilesystem") is not True:
+                problem(where, "readOnlyRootFilesystem is not true")
+            if security.get("allowPrivilegeEscalation") is not False:
+                problem(where, "allowPrivilegeEscalation is not false")
+            if "ALL" not in security.get("capabilities", {}).get("drop", []):
+                problem(where, "capabilities do not drop ALL")
+            resources = container.get("resources", {})
+            for part in ("requests", "limits"):
+                for resource in ("cpu", "memory"):
+                    if resource not in resources.get(part, {}):
+                        problem(where, f"no {part}.{resource}")
+            for probe in ("readinessProbe", "livenessProbe"):
+                if probe not in container:
+                    problem(where, f"no {probe}")
+            command = container.get("command", [])
+            if not command or os.path.basename(command[0]) != name:
+                problem(where, f"command {command} does not run {name}")
+            for ref in container.get("envFrom", []):
+                if "configMapRef" in ref and ref["configMapRef"]["name"] not in config_maps:
+                    problem(where, f"envFrom names a missing ConfigMap {ref['configMapRef']['name']}")
+            read_secrets = set()
+            for variable in container.get("env", []):
+                ref = variable.get("valueFrom", {}).get("secretKeyRef")
+                if ref:
+                    read_secrets.add(variable["name"])
+                    if ref["name"] != "auth-secrets" or ref["key"] not in secret_keys:
+                        problem(where, f"{variable['name']} reads {ref['name']}/{ref['key']}, not in templates/secret.yaml")
+            if read_secrets != SECRETS.get(name, set()):
+                problem(where, f"reads secrets {sorted(read_secrets)}, expected {sorted(SECRETS.get(name, set()))}")
+            ports = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
+            if name in RPC_SERVICES:
+                port_variable, addresses_variable, port = RPC_SERVICES[name]
+                if ports.get("rpc") != port or str(config.get(port_variable)) != str(port):
+                    problem(where, f"RPC port is not {port} in both the container and {port_variable}")
+                for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+                    if probe in container and target_port(container[probe].get("exec", {}).get("command", [])) != port:
+                        problem(where, f"{probe} does not run authctl health against port {port}")
+                if service:
+                    service_spec = service[1]["spec"]
+                    if service_spec.get("clusterIP") != "None":
+                        problem(service[0], f"Service {name} is not headless (clusterIP: None)")
+                    if [p["port"] for p in service_spec.get("ports", [])] != [port]:
+                        problem(service[0], f"Service {name} does not expose port {port}")
+                address = config.get(addresses_variable, "")
+                for item in filter(None, address.split(",")):
+                    host, _, item_port = item.strip().rpartition(":")
+                    if host.split(".")[0] != name or item_port != str(port):
+                        problem("configmap", f"{addresses_variable}={address} does not name Service {name} port {port}")
+            else:
+                if ports.get("http") != GATEWAY_PORT or str(config.get("AUTH_GATEWAY_PORT")) != str(GATEWAY_PORT):
+                    problem(where, f"HTTP port is not {GATEWAY_PORT} in both the container and AUTH_GATEWAY_PORT")
+                if container.get("readinessProbe", {}).get("httpGet", {}).get("path") != "/health/ready":
+                    problem(where, "readinessProbe is not GET /health/ready")
+                if container.get("livenessProbe", {}).get("httpGet", {}).get("path") != "/health/live":
+                    problem(where, "livenessProbe is not GET /health/live")
+
+    policies = [d for _, d in by_kind.get("NetworkPolicy", [])]
+    if not any(p["spec"].get("podSelector") == {} and not p["spec"].get("ingress")
+               and "Ingress" in p["spec"].get("policyTypes", []) for p in policies):
+        problem("network policies", "no default-deny ingress policy")
+    for name in RPC_SERVICES:
+        port = RPC_SERVICES[name][2]
+        rules = [p for p in policies if p["spec"]["podSelector"].get("matchLabels", {}).get("app.kubernetes.io/name") == name
+                 and p["spec"].get("ingress")]
+        if not rules:
+            problem("network policies", f"no ingress policy admits RPC to {name}")
+        for rule in (r for p in rules for r in p["spec"]["ingress"]):
+            if not rule.get("from"):
+                problem("network policies", f"{name} accepts connections from anywhere")
+            if [p.get("port") for p in rule.get("ports", [])] != [port]:
+                problem("network policies", f"{name}'s ingress is not exactly port {port}")
+    ingress_kinds = by_kind.get("Ingress", [])
+    for file, ingress in ingress_kinds:
+        for rule in ingress["spec"].get("rules", []):
+            for path in rule.get("http", {}).get("paths", []):
+                if path["backend"].get("service", {}).get("name") != "gateway":
+                    problem(file, "an Ingress routes to something other than the gateway")
+    return len(documents) + len(template_documents), len(manifests) + len(templates)
+
+
+# --- Dockerfile ---------------------------------------------------------------------------------
+def check_dockerfile(path):
+    where = os.path.relpath(path)
+    with open(path) as f:
+        text = f.read()
+    instructions = [line.strip() for line in re.sub(r"\\\n", " ", text).splitlines()
+                    if line.strip() and not line.strip().startswith("#")]
+    froms = [line for line in instructions if line.upper().startswith("FROM ")]
+    if not any("${SWIFT_IMAGE}" in line for line in froms) or not any("${RUNTIME_IMAGE}" in line for line in froms):
+        problem(where, "builder and runtime base images are not build arguments")
+    if "STOPSIGNAL SIGTERM" not in instructions:
+        problem(where, "no STOPSIGNAL SIGTERM")
+    users = [line.split()[1] for line in instructions if line.upper().startswith("USER ")]
+    if not users or users[-1].split(":")[0] in ("0", "root"):
+        problem(where, "the image does not end as a non-root user")
+    for line in instructions:
+        if line.upper().startswith(("ENV ", "ARG ")) and re.search(r"SECRET|PASSWORD|MASTER_KEY|DATABASE_URL", line):
+            problem(where, f"sets a secret: {line}")
+    if "--static-swift-stdlib" not in text:
+        problem(where, "does not build with --static-swift-stdlib")
+    if ".resources" not in text:
+        problem(where, "does not copy SwiftPM resource bundles")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--compose-config", required=True)
+    parser.add_argument("--kubernetes", required=True)
+    parser.add_argument("--dockerfile", required=True)
+    args = parser.parse_args()
+    compose_services, resources, files = "?", "?", "?"
+    # A malformed file (already reported by the schema checks) must not hide the other checks.
+    try:
+        compose_services = check_compose(args.compose_config)
+    except Exception as error:  # noqa: BLE001
+        problem("docker-compose.yml", f"could not be checked ({type(error).__name__}: {error})")
+    try:
+        resources, files = check_kubernetes(args.kubernetes)
+    except Exception as error:  # noqa: BLE001
+        problem("deploy/kubernetes", f"could not be checked ({type(error).__name__}: {error})")
+    try:
+        check_dockerfile(args.dockerfile)
+    except Exception as error:  # noqa: BLE001
+        problem("deploy/Dockerfile", f"could not be checked ({type(error).__name__}: {error})")
+    for line in problems:
+        print(f"check-deploy: {line}", file=sys.stderr)
+    print(f"{compose_services} compose services, {resources} Kubernetes resources in {files} files")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
