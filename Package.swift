@@ -18,6 +18,7 @@ let package = Package(
         .executable(name: "gateway", targets: ["gateway"]),
         .executable(name: "authctl", targets: ["authctl"]),
         .executable(name: "rpc-benchmark", targets: ["rpc-benchmark"]),
+        .executable(name: "session-benchmark", targets: ["session-benchmark"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -193,6 +194,22 @@ let package = Package(
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        // Issue/Refresh/Validate through the RPC with PostgreSQL, and local JWT verification.
+        .executableTarget(
+            name: "session-benchmark",
+            dependencies: [
+                "SessionService",
+                "AuthRPCNIO",
+                "AuthRPC",
+                "AuthAPI",
+                "AuthProtobuf",
+                "AuthPostgres",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift
         ),

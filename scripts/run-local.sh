@@ -40,6 +40,15 @@ if [[ -z "${AUTH_RPC_SECRET:-}" ]]; then
     AUTH_RPC_SECRET=$(cat .data/rpc-secret)
 fi
 export AUTH_RPC_SECRET
+# The master key that wraps session's signing keys at rest. It goes with the database in
+# .data/pg-run: delete both or neither (session refuses a key that cannot unwrap its keys).
+if [[ -z "${AUTH_MASTER_KEY:-}" ]]; then
+    if [[ ! -s .data/master-key ]]; then
+        (umask 077 && head -c 32 /dev/urandom | base64 > .data/master-key)
+    fi
+    AUTH_MASTER_KEY=$(cat .data/master-key)
+fi
+export AUTH_MASTER_KEY
 export AUTH_ENVIRONMENT="${AUTH_ENVIRONMENT:-development}"
 export AUTH_GATEWAY_PORT="${AUTH_GATEWAY_PORT:-8080}"
 export AUTH_IDENTITY_PORT="${AUTH_IDENTITY_PORT:-7101}"

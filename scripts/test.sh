@@ -35,5 +35,8 @@ echo "== codec tests under AddressSanitizer/LeakSanitizer"
 # (XCTest's own harness leaks a few bytes at exit; our tests are Swift Testing only.)
 swift test --sanitize=address --scratch-path .build-asan --disable-xctest --filter AuthProtobufTests
 
+echo "== independent JOSE library for the session tests (joserfc in .data/jose-venv)"
+scripts/jose-check/install.sh >/dev/null
+
 echo "== all tests"
 swift test --disable-xctest

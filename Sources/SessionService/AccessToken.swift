@@ -22,8 +22,14 @@ public struct AccessTokenClaims: Sendable, Equatable {
     public var amr: [String]
 
     public init(
-        issuer: String, audience: String, subject: String, sessionID: String,
-        issuedAt: Int64, expiresAt: Int64, tokenID: String, amr: [String]
+        issuer: String,
+        audience: String,
+        subject: String,
+        sessionID: String,
+        issuedAt: Int64,
+        expiresAt: Int64,
+        tokenID: String,
+        amr: [String]
     ) {
         self.issuer = issuer
         self.audience = audience
@@ -227,7 +233,8 @@ public struct LocalAccessTokenVerifier: Sendable {
 
     /// - Parameter jwksJSON: the JWK Set JSON from GetJWKS. Keys other than EC P-256 for
     ///   ES256 are skipped.
-    public init(jwksJSON: String, issuer: String, audience: String, clockSkewTolerance: Duration = .seconds(30)) throws {
+    public init(jwksJSON: String, issuer: String, audience: String, clockSkewTolerance: Duration = .seconds(30)) throws
+    {
         let set = try JSONDecoder().decode(JWKSet.self, from: Data(jwksJSON.utf8))
         var keys: [String: ES256PublicKey] = [:]
         for jwk in set.keys {

@@ -20,8 +20,14 @@ public struct MasterKey: Sendable, CustomStringConvertible {
     /// A master key from its 32 bytes.
     public init?(bytes: [UInt8]) {
         guard bytes.count == Self.byteCount else { return nil }
-        self.signingKeyWrapKey = HMACSHA256.authenticationCode(for: Array("auth.session.v1 signing-key-wrap".utf8), key: bytes)
-        self.successorVaultKey = HMACSHA256.authenticationCode(for: Array("auth.session.v1 successor-vault".utf8), key: bytes)
+        self.signingKeyWrapKey = HMACSHA256.authenticationCode(
+            for: Array("auth.session.v1 signing-key-wrap".utf8),
+            key: bytes
+        )
+        self.successorVaultKey = HMACSHA256.authenticationCode(
+            for: Array("auth.session.v1 successor-vault".utf8),
+            key: bytes
+        )
     }
 
     /// A master key from standard base64 (padded) of exactly 32 bytes, as `AUTH_MASTER_KEY` holds it.

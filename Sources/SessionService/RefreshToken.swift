@@ -20,7 +20,9 @@ struct RefreshToken: Sendable, Equatable {
     /// Reads a token as a client sends it; `nil` unless it is exactly the canonical base64url
     /// of 32 bytes (strict decoding: one spelling per token).
     init?(string: String) {
-        guard string.utf8.count == Self.encodedLength, let bytes = Base64URL.decode(string), bytes.count == Self.byteCount else {
+        guard string.utf8.count == Self.encodedLength, let bytes = Base64URL.decode(string),
+            bytes.count == Self.byteCount
+        else {
             return nil
         }
         self.bytes = bytes
@@ -63,12 +65,20 @@ struct SuccessorVault: Sendable {
         self.keyDerivation = HMACSHA256(key: masterKey.successorVaultKey)
     }
 
-    func seal(_ tokens: IssuedTokens, presented: RefreshToken, sessionID: UUID, generation: Int64) throws(CryptoError) -> [UInt8] {
+    func seal(
+        _ tokens: IssuedTokens,
+        presented: RefreshToken,
+        sessionID: UUID,
+        generation: Int64
+    ) throws(CryptoError) -> [UInt8] {
         var plaintext: [UInt8] = [Self.formatVersion]
         plaintext.reserveCapacity(1 + 32 + 16 + tokens.accessToken.utf8.count)
         plaintext += tokens.refreshToken.bytes
         appendBigEndian(tokens.accessTokenExpiresAt, to: &plaintext)
-        appendBigEndian(Int64((tokens.refreshTokenExpiresAt.timeIntervalSince1970 * 1_000_000).rounded()), to: &plaintext)
+        appendBigEndian(
+            Int64((tokens.refreshTokenExpiresAt.timeIntervalSince1970 * 1_000_000).rounded()),
+            to: &plaintext
+        )
         plaintext += Array(tokens.accessToken.utf8)
         return try AESGCM.seal(
             plaintext,
@@ -77,7 +87,12 @@ struct SuccessorVault: Sendable {
         )
     }
 
-    func open(_ sealed: [UInt8], presented: RefreshToken, sessionID: UUID, generation: Int64) throws(CryptoError) -> IssuedTokens {
+    func open(
+        _ sealed: [UInt8],
+        presented: RefreshToken,
+        sessionID: UUID,
+        generation: Int64
+    ) throws(CryptoError) -> IssuedTokens {
         let plaintext = try AESGCM.open(
             sealed,
             key: keyDerivation.authenticationCode(for: presented.bytes),

@@ -1,1 +1,480 @@
-// The session service: see docs/session.md.
+import AuthAPI
+import AuthCrypto
+import AuthPostgres
+import AuthProtobuf
+import AuthRPC
+import Foundation
+import Logging
+
+/// `auth.session.v1.Session`: turns a proven identity into a session with a short-lived access
+/// token (JWT, ES256, `typ: at+jwt`) and a rotating refresh token; validates access tokens,
+/// revokes and lists sessions, publishes the JWKS and rotates the signing key.
+/// docs/session.md describes the rules, the schema and the error reasons.
+///
+/// Create it with ``start(database:configuration:clock:logger:)``, which applies the schema's
+/// migrations and creates the first signing key when there is none, then register it with an
+/// `RPCRouter`.
+public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
+    public let configuration: SessionServiceConfiguration
+    let store: SessionStore
+    let keys: SigningKeyStore
+    let vault: SuccessorVault
+    let verifier: AccessTokenVerifier
+    let clock: any WallClock
+    let logger: Logger
+
+    /// The schema's migrations, shipped as resources of this module.
+    public static func migrations() throws -> [PostgresMigration] {
+        guard let directory = Bundle.module.url(forResource: "Migrations", withExtension: nil) else {
+            throw SessionError(.internal, "The session migrations are missing from the module's resources.")
+        }
+        return try PostgresMigration.load(directory: directory)
+    }
+
+    /// Applies the migrations to ``SessionServiceConfiguration/schema``, creates the first
+    /// signing key if the database has none, reads the keys and returns the service.
+    ///
+    /// - Throws: ``SessionConfigurationError`` when `AUTH_MASTER_KEY` cannot unwrap the stored
+    ///   keys; database errors as they come.
+    public static func start(
+        database: PostgresPool,
+        configuration: SessionServiceConfiguration,
+        clock: any WallClock = SystemWallClock(),
+        logger: Logger
+    ) async throws -> SessionService {
+        try await PostgresMigrator(pool: database, logger: logger)
+            .migrate(schema: configuration.schema, migrations: migrations())
+        let service = SessionService(database: database, configuration: configuration, clock: clock, logger: logger)
+        try await service.keys.bootstrap()
+        return service
+    }
+
+    init(database: PostgresPool, configuration: SessionServiceConfiguration, clock: any WallClock, logger: Logger) {
+        self.configuration = configuration
+        self.store = SessionStore(pool: database, schema: configuration.schema)
+        self.keys = SigningKeyStore(pool: database, configuration: configuration, clock: clock, logger: logger)
+        self.vault = SuccessorVault(masterKey: configuration.masterKey)
+        self.verifier = AccessTokenVerifier(
+            issuer: configuration.issuer,
+            audience: configuration.audience,
+            clockSkewTolerance: configuration.clockSkewTolerance
+        )
+        self.clock = clock
+        self.logger = logger
+    }
+
+    // MARK: Issue
+
+    public func issue(
+        request: Auth_Session_V1_IssueRequest,
+        context: ServerContext
+    ) async throws -> Auth_Session_V1_IssueResponse {
+        try await serving {
+            let input = try IssueInput(validating: request)
+            let now = clock.microsecondNow()
+            let key = try await signingKey(at: now)
+            let sessionID = UUID()
+            let expiresAt = now.addingTimeInterval(configuration.sessionLifetime.timeInterval)
+            let refresh = RefreshToken.generate()
+            let refreshExpiresAt = min(
+                now.addingTimeInterval(configuration.refreshTokenLifetime.timeInterval),
+                expiresAt
+            )
+            let tokens = try issueTokens(
+                userID: input.userID,
+                amr: input.amr,
+                sessionID: sessionID,
+                refresh: refresh,
+                refreshExpiresAt: refreshExpiresAt,
+                now: now,
+                key: key
+            )
+            try await store.insert(
+                NewSession(
+                    id: sessionID,
+                    userID: input.userID,
+                    amr: input.amr,
+                    devicePlatform: input.devicePlatform,
+                    deviceName: input.deviceName,
+                    deviceUserAgent: input.deviceUserAgent,
+                    clientIP: clientIP(request.clientIP, context),
+                    createdAt: now,
+                    expiresAt: expiresAt,
+                    refreshTokenHash: refresh.hash,
+                    refreshTokenExpiresAt: refreshExpiresAt
+                )
+            )
+            return Auth_Session_V1_IssueResponse(tokens: tokenPair(tokens, sessionID: sessionID, now: now))
+        }
+    }
+
+    // MARK: Refresh
+
+    /// Rotation: one read of the token and its session, then one compare-and-set statement
+    /// that advances the session's generation and stores the successor with the pair sealed
+    /// for the presented token (the successor's row is what marks the token used). Both run
+    /// on one pooled connection, with the signing in between, so a refresh costs one lease.
+    /// A lost compare-and-set (a concurrent refresh or revoke won) reads again and decides
+    /// again, which then finds the winner's successor (grace window) or the revocation. See
+    /// ``RefreshDecision``.
+    public func refresh(
+        request: Auth_Session_V1_RefreshRequest,
+        context: ServerContext
+    ) async throws -> Auth_Session_V1_RefreshResponse {
+        try await serving {
+            var validator = RequestValidator()
+            if request.refreshToken.isEmpty {
+                validator.fail("refresh_token", "required", "A refresh token is required.")
+            }
+            validator.clientIP(request.clientIP)
+            try validator.check()
+            guard let presented = RefreshToken(string: request.refreshToken) else {
+                throw SessionError(.invalidRefreshToken, "The refresh token is not valid.")
+            }
+            let ip = clientIP(request.clientIP, context)
+            let now = clock.microsecondNow()
+            let key = try await signingKey(at: now)
+            let caller = context.authenticatedCaller
+            let (tokens, sessionID) = try await store.withConnection { queries in
+                try self.refresh(presented, clientIP: ip, now: now, key: key, queries: queries, caller: caller)
+            }
+            return Auth_Session_V1_RefreshResponse(tokens: tokenPair(tokens, sessionID: sessionID, now: now))
+        }
+    }
+
+    /// The refresh itself, on one connection (see ``refresh(request:context:)``).
+    private func refresh(
+        _ presented: RefreshToken,
+        clientIP ip: String,
+        now: Date,
+        key: SigningKey,
+        queries: SessionStore.Queries,
+        caller: String
+    ) throws -> (IssuedTokens, UUID) {
+        let presentedHash = presented.hash
+        // Each lost compare-and-set means the session moved on; the next decision is then a
+        // grace-window answer, a reuse or a rejection, so two rounds settle it.
+        for _ in 0..<3 {
+            guard let state = try queries.refreshState(tokenHash: presentedHash) else {
+                throw SessionError(.invalidRefreshToken, "The refresh token is not valid.")
+            }
+            switch RefreshDecision.decide(state, now: now, graceWindow: configuration.refreshGraceWindow) {
+            case .reject(let code):
+                throw SessionError(code, Self.message(for: code))
+
+            case .rotate:
+                let successor = RefreshToken.generate()
+                let successorExpiresAt = min(
+                    now.addingTimeInterval(configuration.refreshTokenLifetime.timeInterval),
+                    state.sessionExpiresAt
+                )
+                let tokens = try issueTokens(
+                    userID: state.userID,
+                    amr: state.amr,
+                    sessionID: state.sessionID,
+                    refresh: successor,
+                    refreshExpiresAt: successorExpiresAt,
+                    now: now,
+                    key: key
+                )
+                let sealed = try vault.seal(
+                    tokens,
+                    presented: presented,
+                    sessionID: state.sessionID,
+                    generation: state.tokenGeneration + 1
+                )
+                let advanced = try queries.rotate(
+                    RotationWrite(
+                        sessionID: state.sessionID,
+                        fromGeneration: state.tokenGeneration,
+                        successorHash: successor.hash,
+                        successorSealed: sealed,
+                        successorExpiresAt: successorExpiresAt,
+                        now: now,
+                        clientIP: ip
+                    )
+                )
+                if advanced { return (tokens, state.sessionID) }
+
+            case .returnSuccessor:
+                let tokens = try vault.open(
+                    state.successorSealed ?? [],
+                    presented: presented,
+                    sessionID: state.sessionID,
+                    generation: state.tokenGeneration + 1
+                )
+                return (tokens, state.sessionID)
+
+            case .reuseDetected:
+                let sinceUse = state.usedAt.map { String(format: "%.3f", now.timeIntervalSince($0)) } ?? "null"
+                let details =
+                    #"{"token_generation":\#(state.tokenGeneration),"#
+                    + #""session_generation":\#(state.sessionGeneration),"seconds_since_used":\#(sinceUse)}"#
+                try queries.revokeForReuse(sessionID: state.sessionID, now: now, clientIP: ip, details: details)
+                logger.warning(
+                    "A used refresh token was presented again after the grace window; the session is revoked",
+                    metadata: [
+                        "session.id": "\(state.sessionID)", "session.token_generation": "\(state.tokenGeneration)",
+                        "session.generation": "\(state.sessionGeneration)", "rpc.caller": "\(caller)",
+                    ]
+                )
+                throw SessionError(.refreshTokenReused, Self.message(for: .refreshTokenReused))
+            }
+        }
+        throw SessionError(.internal, "The refresh did not settle after repeated conflicts.")
+    }
+
+    // MARK: Validate
+
+    public func validate(
+        request: Auth_Session_V1_ValidateRequest,
+        context: ServerContext
+    ) async throws -> Auth_Session_V1_ValidateResponse {
+        try await serving {
+            var validator = RequestValidator()
+            if request.accessToken.isEmpty {
+                validator.fail("access_token", "required", "An access token is required.")
+            }
+            try validator.check()
+            let now = clock.microsecondNow()
+            let keySet = try await keys.current()
+            let claims = try verifier.verify(request.accessToken, now: now) { keySet.verificationKey(kid: $0, at: now) }
+            var live = false
+            if request.checkSession, let sessionID = UUID(uuidString: claims.sessionID) {
+                live = try await store.isLive(sessionID: sessionID, userID: claims.subject, now: now)
+            }
+            return Auth_Session_V1_ValidateResponse(
+                claims: Auth_Session_V1_AccessTokenClaims(
+                    issuer: claims.issuer,
+                    audience: claims.audience,
+                    subject: claims.subject,
+                    sessionID: claims.sessionID,
+                    issuedAt: claims.issuedAt,
+                    expiresAt: claims.expiresAt,
+                    tokenID: claims.tokenID,
+                    amr: claims.amr
+                ),
+                sessionLive: live
+            )
+        }
+    }
+
+    // MARK: Revocation and listing
+
+    public func revoke(
+        request: Auth_Session_V1_RevokeRequest,
+        context: ServerContext
+    ) async throws -> Auth_Session_V1_RevokeResponse {
+        try await serving {
+            var validator = RequestValidator()
+            let sessionID = validator.sessionID(request.sessionID)
+            if !request.userID.isEmpty { validator.userID(request.userID) }
+            let reason = validator.reason(request.reason)
+            try validator.check()
+            guard let sessionID else { throw SessionError(.internal, "validated session id missing") }
+            let (found, revoked) = try await store.revoke(
+                sessionID: sessionID,
+                userID: request.userID.isEmpty ? nil : request.userID,
+                reason: reason,
+                now: clock.microsecondNow()
+            )
+            guard found else { throw SessionError(.sessionNotFound, "No such session.") }
+            if revoked {
+                logger.info("Session revoked", metadata: ["session.id": "\(sessionID)", "session.reason": "\(reason)"])
+            }
+            return Auth_Session_V1_RevokeResponse(revoked: revoked)
+        }
+    }
+
+    public func revokeAll(
+        request: Auth_Session_V1_RevokeAllRequest,
+        context: ServerContext
+    ) async throws -> Auth_Session_V1_RevokeAllResponse {
+        try await serving {
+            var validator = RequestValidator()
+            validator.userID(request.userID)
+            let except = validator.sessionID(request.exceptSessionID, field: "except_session_id", required: false)
+            let reason = validator.reason(request.reason)
+            try validator.check()
+            let count = try await store.revokeAll(
+                userID: request.userID,
+                except: except,
+                reason: reason,
+                now: clock.microsecondNow()
+            )
+            logger.info(
+                "Sessions of a user revoked",
+                metadata: ["session.count": "\(count)", "session.reason": "\(reason)"]
+            )
+            return Auth_Session_V1_RevokeAllResponse(revokedCount: UInt32(clamping: count))
+        }
+    }
+
+    public func listSessions(
+        request: Auth_Session_V1_ListSessionsRequest,
+        context: ServerContext
+    ) async throws -> Auth_Session_V1_ListSessionsResponse {
+        try await serving {
+            var validator = RequestValidator()
+            validator.userID(request.userID)
+            try validator.check()
+            let sessions = try await store.liveSessions(
+                userID: request.userID,
+                now: clock.microsecondNow(),
+                limit: configuration.maxListedSessions
+            )
+            return Auth_Session_V1_ListSessionsResponse(
+                sessions: sessions.map { session in
+                    Auth_Session_V1_SessionInfo(
+                        sessionID: session.id.uuidString.lowercased(),
+                        amr: session.amr,
+                        device: Auth_Session_V1_Device(
+                            platform: session.devicePlatform,
+                            name: session.deviceName,
+                            userAgent: session.deviceUserAgent
+                        ),
+                        clientIP: session.clientIP,
+                        createdAt: session.createdAt.unixSeconds,
+                        lastRefreshedAt: session.lastRefreshedAt?.unixSeconds ?? 0,
+                        expiresAt: session.expiresAt.unixSeconds
+                    )
+                }
+            )
+        }
+    }
+
+    // MARK: Keys
+
+    public func getJWKS(
+        request: Auth_Session_V1_GetJWKSRequest,
+        context: ServerContext
+    ) async throws -> Auth_Session_V1_GetJWKSResponse {
+        try await serving {
+            Auth_Session_V1_GetJWKSResponse(jwksJson: try await jwksJSON())
+        }
+    }
+
+    public func rotateSigningKey(
+        request: Auth_Session_V1_RotateSigningKeyRequest,
+        context: ServerContext
+    ) async throws -> Auth_Session_V1_RotateSigningKeyResponse {
+        try await serving {
+            guard context.authenticatedCaller == configuration.keyRotationCaller else {
+                throw SessionError(
+                    .callerNotAllowed,
+                    "Only \(configuration.keyRotationCaller) may rotate the signing key."
+                )
+            }
+            let rotation = try await keys.rotate()
+            return Auth_Session_V1_RotateSigningKeyResponse(
+                newKeyID: rotation.newKeyID,
+                signsFrom: rotation.signsFrom.unixSeconds,
+                retiringKeyIds: rotation.retiringKeyIDs
+            )
+        }
+    }
+
+    /// The JWK Set of the keys published now (what GetJWKS returns).
+    public func jwksJSON() async throws -> String {
+        let now = clock.microsecondNow()
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(try await keys.current().jwks(at: now)), as: UTF8.self)
+    }
+
+    // MARK: Maintenance
+
+    /// Deletes sessions (with their refresh tokens) that were revoked, or reached their
+    /// absolute expiry, more than `retention` ago; returns how many. Their security events stay.
+    /// Run it now and then (e.g. daily); it works in batches of 1,000.
+    @discardableResult
+    public func deleteDeadSessions(retention: Duration = .seconds(7 * 86_400)) async throws -> Int {
+        let cutoff = clock.microsecondNow().addingTimeInterval(-retention.timeInterval)
+        var total = 0
+        while true {
+            let deleted = try await store.deleteDeadSessions(before: cutoff, batch: 1_000)
+            total += deleted
+            if deleted < 1_000 { return total }
+        }
+    }
+
+    // MARK: Helpers
+
+    private func serving<R>(_ body: () async throws -> R) async throws -> R {
+        do {
+            return try await body()
+        } catch {
+            let converted = SessionError.converting(error)
+            if let error = converted as? SessionError, error.code == .internal || error.code == .unavailable {
+                logger.error("Session call failed", metadata: ["error": "\(error)"])
+            }
+            throw converted
+        }
+    }
+
+    private func signingKey(at now: Date) async throws -> SigningKey {
+        guard let key = try await keys.current().signingKey(at: now) else {
+            throw SessionError(.internal, "No signing key is active.")
+        }
+        return key
+    }
+
+    private func issueTokens(
+        userID: String,
+        amr: [String],
+        sessionID: UUID,
+        refresh: RefreshToken,
+        refreshExpiresAt: Date,
+        now: Date,
+        key: SigningKey
+    ) throws -> IssuedTokens {
+        let issuedAt = now.unixSeconds
+        let expiresAt = issuedAt + Int64(configuration.accessTokenLifetime.timeInterval)
+        let claims = AccessTokenClaims(
+            issuer: configuration.issuer,
+            audience: configuration.audience,
+            subject: userID,
+            sessionID: sessionID.uuidString.lowercased(),
+            issuedAt: issuedAt,
+            expiresAt: expiresAt,
+            tokenID: Base64URL.encode(SecureRandom.bytes(count: 16)),
+            amr: amr
+        )
+        return IssuedTokens(
+            refreshToken: refresh,
+            accessToken: try AccessTokenCodec.sign(claims, key: key.privateKey, kid: key.kid),
+            accessTokenExpiresAt: expiresAt,
+            refreshTokenExpiresAt: refreshExpiresAt
+        )
+    }
+
+    private func tokenPair(_ tokens: IssuedTokens, sessionID: UUID, now: Date) -> Auth_Session_V1_TokenPair {
+        Auth_Session_V1_TokenPair(
+            accessToken: tokens.accessToken,
+            accessTokenExpiresIn: UInt32(clamping: max(0, tokens.accessTokenExpiresAt - now.unixSeconds)),
+            refreshToken: tokens.refreshToken.string,
+            refreshTokenExpiresIn: UInt32(
+                clamping: max(0, Int64(tokens.refreshTokenExpiresAt.timeIntervalSince(now).rounded(.down)))
+            ),
+            sessionID: sessionID.uuidString.lowercased(),
+            tokenType: "Bearer"
+        )
+    }
+
+    /// The request's client IP, else the end user's IP the gateway put in the metadata.
+    private func clientIP(_ fromRequest: String, _ context: ServerContext) -> String {
+        if !fromRequest.isEmpty { return fromRequest }
+        let fromMetadata = context.metadata.endUserIP
+        return fromMetadata.utf8.count <= 45 && RequestValidator.isIPAddress(fromMetadata) ? fromMetadata : ""
+    }
+
+    static func message(for code: SessionError.Code) -> String {
+        switch code {
+        case .sessionRevoked: "The session has been revoked."
+        case .sessionExpired: "The session has expired; sign in again."
+        case .invalidRefreshToken: "The refresh token is not valid."
+        case .refreshTokenReused: "The refresh token was already used; the session has been revoked."
+        default: "The request was refused."
+        }
+    }
+}

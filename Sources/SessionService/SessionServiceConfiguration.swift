@@ -63,15 +63,21 @@ public struct SessionServiceConfiguration: Sendable {
         func seconds(_ name: String, _ range: ClosedRange<Int>, default fallback: Duration) throws -> Duration {
             guard let text = string(name) else { return fallback }
             guard let value = Int(text), range.contains(value) else {
-                throw SessionConfigurationError(variable: name, problem: "must be a whole number of seconds in \(range.lowerBound)...\(range.upperBound)")
+                throw SessionConfigurationError(
+                    variable: name,
+                    problem: "must be a whole number of seconds in \(range.lowerBound)...\(range.upperBound)"
+                )
             }
             return .seconds(value)
         }
 
         guard let keyText = string("AUTH_MASTER_KEY") else {
-            let problem = production
-                ? "is required in production: base64 of 32 random bytes (`openssl rand -base64 32`), the same for every replica, kept secret; refusing to start without it"
-                : "is required: base64 of 32 random bytes (`openssl rand -base64 32`); scripts/run-local.sh keeps one in .data/master-key"
+            let problem =
+                production
+                ? "is required in production: base64 of 32 random bytes (`openssl rand -base64 32`), the same for "
+                    + "every replica, kept secret; refusing to start without it"
+                : "is required: base64 of 32 random bytes (`openssl rand -base64 32`); "
+                    + "scripts/run-local.sh keeps one in .data/master-key"
             throw SessionConfigurationError(variable: "AUTH_MASTER_KEY", problem: problem)
         }
         guard let masterKey = MasterKey(base64: keyText) else {
@@ -79,24 +85,55 @@ public struct SessionServiceConfiguration: Sendable {
         }
         self.init(masterKey: masterKey)
         if let issuer = string("AUTH_SESSION_ISSUER") {
-            guard issuer.utf8.count <= 256, issuer.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
-                throw SessionConfigurationError(variable: "AUTH_SESSION_ISSUER", problem: "must be 1-256 printable ASCII characters")
+            guard issuer.utf8.count <= 256, issuer.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
+            else {
+                throw SessionConfigurationError(
+                    variable: "AUTH_SESSION_ISSUER",
+                    problem: "must be 1-256 printable ASCII characters"
+                )
             }
             self.issuer = issuer
         }
         if let audience = string("AUTH_SESSION_AUDIENCE") {
-            guard audience.utf8.count <= 256, audience.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
-                throw SessionConfigurationError(variable: "AUTH_SESSION_AUDIENCE", problem: "must be 1-256 printable ASCII characters")
+            guard audience.utf8.count <= 256, audience.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
+            else {
+                throw SessionConfigurationError(
+                    variable: "AUTH_SESSION_AUDIENCE",
+                    problem: "must be 1-256 printable ASCII characters"
+                )
             }
             self.audience = audience
         }
-        self.accessTokenLifetime = try seconds("AUTH_SESSION_ACCESS_TOKEN_SECONDS", 60...86_400, default: accessTokenLifetime)
-        self.refreshTokenLifetime = try seconds("AUTH_SESSION_REFRESH_TOKEN_SECONDS", 300...(365 * 86_400), default: refreshTokenLifetime)
-        self.sessionLifetime = try seconds("AUTH_SESSION_LIFETIME_SECONDS", 300...(365 * 86_400), default: sessionLifetime)
-        self.refreshGraceWindow = try seconds("AUTH_SESSION_REFRESH_GRACE_SECONDS", 0...300, default: refreshGraceWindow)
-        self.signingKeyPublishDelay = try seconds("AUTH_SESSION_KEY_PUBLISH_DELAY_SECONDS", 0...(7 * 86_400), default: signingKeyPublishDelay)
+        self.accessTokenLifetime = try seconds(
+            "AUTH_SESSION_ACCESS_TOKEN_SECONDS",
+            60...86_400,
+            default: accessTokenLifetime
+        )
+        self.refreshTokenLifetime = try seconds(
+            "AUTH_SESSION_REFRESH_TOKEN_SECONDS",
+            300...(365 * 86_400),
+            default: refreshTokenLifetime
+        )
+        self.sessionLifetime = try seconds(
+            "AUTH_SESSION_LIFETIME_SECONDS",
+            300...(365 * 86_400),
+            default: sessionLifetime
+        )
+        self.refreshGraceWindow = try seconds(
+            "AUTH_SESSION_REFRESH_GRACE_SECONDS",
+            0...300,
+            default: refreshGraceWindow
+        )
+        self.signingKeyPublishDelay = try seconds(
+            "AUTH_SESSION_KEY_PUBLISH_DELAY_SECONDS",
+            0...(7 * 86_400),
+            default: signingKeyPublishDelay
+        )
         guard accessTokenLifetime < refreshTokenLifetime else {
-            throw SessionConfigurationError(variable: "AUTH_SESSION_ACCESS_TOKEN_SECONDS", problem: "must be shorter than the refresh token lifetime")
+            throw SessionConfigurationError(
+                variable: "AUTH_SESSION_ACCESS_TOKEN_SECONDS",
+                problem: "must be shorter than the refresh token lifetime"
+            )
         }
     }
 }

@@ -102,7 +102,7 @@ final class SigningKeyStore: Sendable {
     /// Replicas starting together are serialized by an advisory lock, and a unique index
     /// allows only one key without `signs_until`, so only one first key is ever created.
     func bootstrap() async throws {
-        let now = clock.now()
+        let now = clock.microsecondNow()
         let table = self.table
         let lockKey = self.lockKey
         let created: String? = try await pool.transaction { connection in
@@ -121,7 +121,10 @@ final class SigningKeyStore: Sendable {
         } catch let error as CryptoError where error.code == .authenticationFailure {
             throw SessionConfigurationError(
                 variable: "AUTH_MASTER_KEY",
-                problem: "does not open the signing keys stored in the database: it differs from the key they were created with")
+                problem:
+                    "does not open the signing keys stored in the database: "
+                    + "it differs from the key they were created with"
+            )
         }
     }
 
@@ -130,7 +133,7 @@ final class SigningKeyStore: Sendable {
     /// The current keys, from the cache while it is fresh. When reading fails and an older
     /// snapshot exists, that one is used (and the read is tried again on the next call).
     func current() async throws -> SigningKeySet {
-        let now = clock.now()
+        let now = clock.microsecondNow()
         let lifetime = configuration.signingKeyCacheLifetime.timeInterval
         enum Next {
             case use(SigningKeySet)
@@ -156,7 +159,10 @@ final class SigningKeyStore: Sendable {
                 return try await task.value
             } catch {
                 guard let stale else { throw error }
-                logger.warning("Could not re-read the signing keys; using the ones read before", metadata: ["error": "\(error)"])
+                logger.warning(
+                    "Could not re-read the signing keys; using the ones read before",
+                    metadata: ["error": "\(error)"]
+                )
                 return stale
             }
         }
@@ -190,12 +196,14 @@ final class SigningKeyStore: Sendable {
     }
 
     private func read() async throws -> SigningKeySet {
-        let now = clock.now()
+        let now = clock.microsecondNow()
         let rows = try await pool.query(
             """
             SELECT kid, private_key_sealed, created_at, signs_from, signs_until, retire_after
-            FROM \(table) WHERE retire_after IS NULL OR retire_after > $1 ORDER BY signs_from, created_at
-            """, [.timestamptz(now)])
+            FROM \(table) WHERE retire_after IS NULL OR retire_after > $1 ORDER BY signs_from, created_at, kid
+            """,
+            [.timestamptz(now)]
+        )
         var keys: [SigningKey] = []
         for row in rows {
             let kid = try row[0].string
@@ -207,14 +215,16 @@ final class SigningKeyStore: Sendable {
                 privateKey = try unwrap(try row[1].bytes, kid: kid)
                 state.withLock { $0.unwrapped[kid] = privateKey }
             }
-            keys.append(SigningKey(
-                kid: kid,
-                privateKey: privateKey,
-                createdAt: try row[2].date,
-                signsFrom: try row[3].date,
-                signsUntil: try row[4].decode(Date?.self),
-                retireAfter: try row[5].decode(Date?.self)
-            ))
+            keys.append(
+                SigningKey(
+                    kid: kid,
+                    privateKey: privateKey,
+                    createdAt: try row[2].date,
+                    signsFrom: try row[3].date,
+                    signsUntil: try row[4].decode(Date?.self),
+                    retireAfter: try row[5].decode(Date?.self)
+                )
+            )
         }
         return SigningKeySet(keys: keys, fetchedAt: now)
     }
@@ -225,18 +235,19 @@ final class SigningKeyStore: Sendable {
     /// open-ended gets `signs_until` = the new key's start and `retire_after` = that plus the
     /// access-token lifetime and the clock-skew tolerance. Keys already retired are deleted.
     func rotate() async throws -> SigningKeyRotation {
-        let now = clock.now()
+        let now = clock.microsecondNow()
         let table = self.table
         let lockKey = self.lockKey
         let delay = configuration.signingKeyPublishDelay.timeInterval
         let tail = configuration.accessTokenLifetime.timeInterval + configuration.clockSkewTolerance.timeInterval
         let rotation = try await pool.transaction { connection -> SigningKeyRotation in
             try connection.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [lockKey])
-            // Never before a key that already signs later (publish delay lowered meanwhile):
-            // which key signs is "the latest signs_from", so starts must only move forward.
+            // Strictly after every existing key's start, even if the publish delay was lowered
+            // since a pending key was added: "the key with the latest signs_from signs" must
+            // pick one key on every replica.
             let latest = try connection.execute("SELECT max(signs_from) FROM \(table)")
             let latestStart = try latest.first.flatMap { try $0[0].decode(Date?.self) }
-            let signsFrom = max(now.addingTimeInterval(delay), latestStart ?? now)
+            let signsFrom = max(now.addingTimeInterval(delay), latestStart.map { $0.addingTimeInterval(1) } ?? now)
             let retiring = try connection.execute(
                 "UPDATE \(table) SET signs_until = $1, retire_after = $2 WHERE signs_until IS NULL RETURNING kid",
                 [.timestamptz(signsFrom), .timestamptz(signsFrom.addingTimeInterval(tail))]
@@ -252,7 +263,8 @@ final class SigningKeyStore: Sendable {
             metadata: [
                 "session.kid": "\(rotation.newKeyID)", "session.signs_from": "\(rotation.signsFrom)",
                 "session.retiring_kids": "\(rotation.retiringKeyIDs.joined(separator: ","))",
-            ])
+            ]
+        )
         return rotation
     }
 
@@ -281,15 +293,21 @@ final class SigningKeyStore: Sendable {
             INSERT INTO \(table) (kid, algorithm, private_key_sealed, public_jwk, created_at, signs_from)
             VALUES ($1, 'ES256', $2, $3, $4, $5)
             """,
-            [.text(key.kid), .bytea(key.sealed), .text(key.publicJWK), .timestamptz(key.createdAt), .timestamptz(key.signsFrom)])
+            [
+                .text(key.kid), .bytea(key.sealed), .text(key.publicJWK), .timestamptz(key.createdAt),
+                .timestamptz(key.signsFrom),
+            ]
+        )
     }
 
     private func wrap(_ key: ES256PrivateKey, kid: String) throws(CryptoError) -> [UInt8] {
-        try AESGCM.seal(key.rawRepresentation, key: wrapKey, aad: Self.additionalData(kid: kid))
+        try AESGCM.seal(try key.rawRepresentation, key: wrapKey, aad: Self.additionalData(kid: kid))
     }
 
     private func unwrap(_ sealed: [UInt8], kid: String) throws(CryptoError) -> ES256PrivateKey {
-        try ES256PrivateKey(rawRepresentation: try AESGCM.open(sealed, key: wrapKey, aad: Self.additionalData(kid: kid)))
+        try ES256PrivateKey(
+            rawRepresentation: try AESGCM.open(sealed, key: wrapKey, aad: Self.additionalData(kid: kid))
+        )
     }
 
     private static func additionalData(kid: String) -> [UInt8] {

@@ -17,6 +17,16 @@ public struct SystemWallClock: WallClock {
     public func now() -> Date { Date() }
 }
 
+extension WallClock {
+    /// `now()` truncated to whole microseconds, the precision of `timestamptz`: a time the
+    /// service stores and reads back (a key's `created_at`, say) compares equal to the instant
+    /// it was taken at, never a rounding step after it.
+    func microsecondNow() -> Date {
+        let micros = (now().timeIntervalSince1970 * 1_000_000).rounded(.down)
+        return Date(timeIntervalSince1970: micros / 1_000_000)
+    }
+}
+
 extension Duration {
     /// The duration in (fractional) seconds, for `Date` arithmetic.
     var timeInterval: TimeInterval {

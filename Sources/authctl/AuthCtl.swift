@@ -12,7 +12,7 @@ struct AuthCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "authctl",
         abstract: "Administers the authentication backend.",
-        subcommands: [Health.self]
+        subcommands: [Health.self, Keys.self]
     )
 }
 
@@ -73,6 +73,47 @@ extension AuthCtl {
             case .failure(let error):
                 FileHandle.standardError.write(Data("authctl: \(error)\n".utf8))
                 throw ExitCode(2)
+            }
+        }
+    }
+}
+
+extension AuthCtl {
+    struct Keys: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Manages the session service's access-token signing keys.",
+            subcommands: [Rotate.self]
+        )
+
+        struct Rotate: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Adds a signing key: published in the JWKS now, signing after the publish delay.",
+                discussion: "The key it replaces stops signing then and leaves the JWKS once every token it signed has expired."
+            )
+
+            @OptionGroup var target: ServiceTargetOptions
+
+            func run() async throws {
+                let (client, transport) = try target.makeClient()
+                let result: Result<Auth_Session_V1_RotateSigningKeyResponse, any Error>
+                do {
+                    result = .success(try await Auth_Session_V1_Session.Client(wrapping: client)
+                        .rotateSigningKey(Auth_Session_V1_RotateSigningKeyRequest()))
+                } catch {
+                    result = .failure(error)
+                }
+                await transport.shutdown()
+                switch result {
+                case .success(let response):
+                    let signsFrom = Date(timeIntervalSince1970: TimeInterval(response.signsFrom))
+                    print("new key \(response.newKeyID): published now, signs from \(signsFrom.ISO8601Format())")
+                    for kid in response.retiringKeyIds {
+                        print("retiring key \(kid): stops signing then, leaves the JWKS once its tokens have expired")
+                    }
+                case .failure(let error):
+                    FileHandle.standardError.write(Data("authctl: \(error)\n".utf8))
+                    throw ExitCode(2)
+                }
             }
         }
     }

@@ -1,0 +1,147 @@
+import AuthProtobuf
+import AuthRPC
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Limits on everything a caller controls, and the checks that enforce them. A request that
+/// breaks any of them fails with INVALID_ARGUMENT (`invalid_argument`) listing every bad field.
+public enum SessionLimits {
+    /// User ids: 1-128 bytes of printable ASCII without spaces (what identity issues).
+    public static let maxUserIDBytes = 128
+    /// At most this many `amr` values per session.
+    public static let maxAMRValues = 8
+    public static let maxDevicePlatformBytes = 32
+    public static let maxDeviceNameBytes = 128
+    public static let maxUserAgentBytes = 512
+    /// Revocation reasons: 1-64 of `a-z 0-9 _`.
+    public static let maxReasonBytes = 64
+
+    /// The `amr` values a session may record: ours (how this backend signs people in) and the
+    /// RFC 8176 values a client or a later step-up might add.
+    public static let authenticationMethods: Set<String> = [
+        "otp_sms", "otp_email", "pwd", "oidc_apple", "oidc_google", "oidc_facebook",
+        "otp", "sms", "mfa", "face", "fpt", "pin", "hwk", "swk", "user",
+    ]
+}
+
+/// Collects field violations.
+struct RequestValidator {
+    private(set) var violations: [RPCError.FieldViolation] = []
+
+    mutating func fail(_ field: String, _ reason: String, _ description: String) {
+        violations.append(RPCError.FieldViolation(field: field, reason: reason, description: description))
+    }
+
+    func check() throws(SessionError) {
+        guard violations.isEmpty else {
+            throw SessionError(
+                .invalidArgument,
+                "The request has invalid fields: \(violations.map(\.field).joined(separator: ", ")).",
+                fieldViolations: violations
+            )
+        }
+    }
+
+    mutating func userID(_ value: String, field: String = "user_id") {
+        if value.isEmpty {
+            fail(field, "required", "A user id is required.")
+        } else if value.utf8.count > SessionLimits.maxUserIDBytes {
+            fail(field, "too_long", "At most \(SessionLimits.maxUserIDBytes) bytes.")
+        } else if !value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
+            fail(field, "invalid_value", "Printable ASCII without spaces only.")
+        }
+    }
+
+    mutating func amr(_ values: [String]) {
+        if values.isEmpty {
+            fail("amr", "required", "At least one authentication method is required.")
+        } else if values.count > SessionLimits.maxAMRValues {
+            fail("amr", "too_many", "At most \(SessionLimits.maxAMRValues) values.")
+        } else if let unknown = values.first(where: { !SessionLimits.authenticationMethods.contains($0) }) {
+            fail("amr", "unknown_value", "Unknown authentication method \"\(unknown.prefix(32))\".")
+        } else if Set(values).count != values.count {
+            fail("amr", "duplicate", "A method is listed twice.")
+        }
+    }
+
+    /// Free text: bounded, valid UTF-8 (guaranteed by Swift strings) without control characters.
+    mutating func text(_ value: String, field: String, maxBytes: Int) {
+        if value.utf8.count > maxBytes {
+            fail(field, "too_long", "At most \(maxBytes) bytes.")
+        } else if value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            fail(field, "invalid_value", "Control characters are not allowed.")
+        }
+    }
+
+    /// An IPv4 or IPv6 address in text form, or empty.
+    mutating func clientIP(_ value: String, field: String = "client_ip") {
+        guard !value.isEmpty else { return }
+        guard value.utf8.count <= 45, Self.isIPAddress(value) else {
+            fail(field, "invalid_value", "An IPv4 or IPv6 address is expected.")
+            return
+        }
+    }
+
+    mutating func sessionID(_ value: String, field: String = "session_id", required: Bool = true) -> UUID? {
+        if value.isEmpty {
+            if required { fail(field, "required", "A session id is required.") }
+            return nil
+        }
+        guard value.utf8.count == 36, let id = UUID(uuidString: value) else {
+            fail(field, "invalid_value", "A session id is a UUID.")
+            return nil
+        }
+        return id
+    }
+
+    /// A revocation reason; empty means `unspecified`.
+    mutating func reason(_ value: String) -> String {
+        guard !value.isEmpty else { return "unspecified" }
+        guard value.utf8.count <= SessionLimits.maxReasonBytes,
+            value.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F })
+        else {
+            fail("reason", "invalid_value", "1-\(SessionLimits.maxReasonBytes) characters of a-z, 0-9, _.")
+            return ""
+        }
+        return value
+    }
+
+    static func isIPAddress(_ text: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
+    }
+}
+
+/// A validated Issue request.
+struct IssueInput: Sendable {
+    var userID: String
+    var amr: [String]
+    var devicePlatform: String
+    var deviceName: String
+    var deviceUserAgent: String
+    var clientIP: String
+
+    init(validating request: Auth_Session_V1_IssueRequest) throws(SessionError) {
+        var validator = RequestValidator()
+        validator.userID(request.userID)
+        validator.amr(request.amr)
+        let device = request.device ?? Auth_Session_V1_Device()
+        validator.text(device.platform, field: "device.platform", maxBytes: SessionLimits.maxDevicePlatformBytes)
+        validator.text(device.name, field: "device.name", maxBytes: SessionLimits.maxDeviceNameBytes)
+        validator.text(device.userAgent, field: "device.user_agent", maxBytes: SessionLimits.maxUserAgentBytes)
+        validator.clientIP(request.clientIP)
+        try validator.check()
+        self.userID = request.userID
+        self.amr = request.amr
+        self.devicePlatform = device.platform
+        self.deviceName = device.name
+        self.deviceUserAgent = device.userAgent
+        self.clientIP = request.clientIP
+    }
+}

@@ -1,0 +1,282 @@
+import AuthPostgres
+import Foundation
+
+/// A session as ListSessions shows it.
+struct SessionRecord: Sendable, Equatable {
+    var id: UUID
+    var amr: [String]
+    var devicePlatform: String
+    var deviceName: String
+    var deviceUserAgent: String
+    /// Where the session was last used from (start or last refresh).
+    var clientIP: String
+    var createdAt: Date
+    var lastRefreshedAt: Date?
+    var expiresAt: Date
+}
+
+/// A session to create, with its first refresh token (generation 0).
+struct NewSession: Sendable {
+    var id: UUID
+    var userID: String
+    var amr: [String]
+    var devicePlatform: String
+    var deviceName: String
+    var deviceUserAgent: String
+    var clientIP: String
+    var createdAt: Date
+    var expiresAt: Date
+    var refreshTokenHash: [UInt8]
+    var refreshTokenExpiresAt: Date
+}
+
+/// The compare-and-set that moves a session from `fromGeneration` to the next.
+struct RotationWrite: Sendable {
+    var sessionID: UUID
+    var fromGeneration: Int64
+    var successorHash: [UInt8]
+    var successorSealed: [UInt8]
+    var successorExpiresAt: Date
+    var now: Date
+    var clientIP: String
+}
+
+/// The session service's SQL. Every statement names its tables with the configured schema
+/// (the pool's `search_path` does not matter) and is one round trip: writes that belong
+/// together are one statement with data-modifying CTEs, which PostgreSQL runs atomically.
+/// Statements are prepared once per connection by AuthPostgres.
+struct SessionStore: Sendable {
+    let pool: PostgresPool
+    private let sql: Statements
+
+    init(pool: PostgresPool, schema: String) {
+        self.pool = pool
+        self.sql = Statements(schema: quoted(schema))
+    }
+
+    func insert(_ session: NewSession) async throws {
+        try await pool.query(
+            sql.insertSession,
+            [
+                .uuid(session.id), .text(session.userID), .text(session.amr.joined(separator: " ")),
+                .text(session.devicePlatform), .text(session.deviceName), .text(session.deviceUserAgent),
+                .text(session.clientIP), .timestamptz(session.createdAt), .timestamptz(session.expiresAt),
+                .timestamptz(session.refreshTokenExpiresAt), .bytea(session.refreshTokenHash),
+            ]
+        )
+    }
+
+    /// Runs `body` with one pooled connection, on the pool's thread: the refresh hot path does
+    /// its read, its decision, its signing and its write there, with one lease and one thread
+    /// hop instead of one per statement.
+    func withConnection<R: Sendable>(_ body: @Sendable (Queries) throws -> R) async throws -> R {
+        let sql = self.sql
+        return try await pool.withConnection { try body(Queries(connection: $0, sql: sql)) }
+    }
+
+    /// The statements of the refresh path on one connection (each its own implicit
+    /// transaction: the compare-and-set needs no explicit one).
+    struct Queries {
+        let connection: PostgresConnection
+        fileprivate let sql: Statements
+
+        /// The presented token and its session, in one snapshot; nil for an unknown token.
+        func refreshState(tokenHash: [UInt8]) throws -> RefreshTokenState? {
+            let rows = try connection.execute(sql.refreshState, [.bytea(tokenHash)])
+            guard let row = rows.first else { return nil }
+            return RefreshTokenState(
+                sessionID: try row[0].uuid,
+                userID: try row[5].string,
+                amr: try row[6].string.split(separator: " ").map(String.init),
+                tokenGeneration: try row[1].int64,
+                tokenExpiresAt: try row[2].date,
+                usedAt: try row[3].decode(Date?.self),
+                successorSealed: try row[4].decode([UInt8]?.self),
+                sessionGeneration: try row[7].int64,
+                sessionExpiresAt: try row[8].date,
+                revokedAt: try row[9].decode(Date?.self)
+            )
+        }
+
+        /// Moves the session to the next generation and stores the successor (with the pair
+        /// sealed for the presented token), in one statement, only if the session is still at
+        /// `fromGeneration` and not revoked. Returns whether it did.
+        func rotate(_ write: RotationWrite) throws -> Bool {
+            let rows = try connection.execute(
+                sql.rotate,
+                [
+                    .uuid(write.sessionID), .int64(write.fromGeneration), .timestamptz(write.now),
+                    .bytea(write.successorHash), .timestamptz(write.successorExpiresAt), .bytea(write.successorSealed),
+                    .text(write.clientIP),
+                ]
+            )
+            return rows.affectedRows == 1
+        }
+
+        /// Revokes a session whose used refresh token came back, and records a security event
+        /// (once: only if this call revoked it).
+        func revokeForReuse(sessionID: UUID, now: Date, clientIP: String, details: String) throws {
+            try connection.execute(
+                sql.revokeForReuse,
+                [.uuid(sessionID), .timestamptz(now), .text(clientIP), .text(details)]
+            )
+        }
+    }
+
+    func refreshState(tokenHash: [UInt8]) async throws -> RefreshTokenState? {
+        try await withConnection { try $0.refreshState(tokenHash: tokenHash) }
+    }
+
+    func rotate(_ write: RotationWrite) async throws -> Bool {
+        try await withConnection { try $0.rotate(write) }
+    }
+
+    /// Revokes one session. `found` is false when there is no such session (or it is not
+    /// `userID`'s, when given); `revoked` is false when it was already revoked.
+    func revoke(
+        sessionID: UUID,
+        userID: String?,
+        reason: String,
+        now: Date
+    ) async throws -> (found: Bool, revoked: Bool) {
+        let rows = try await pool.query(
+            sql.revoke,
+            [.uuid(sessionID), .text(userID ?? ""), .timestamptz(now), .text(reason)]
+        )
+        guard let row = rows.first else { return (false, false) }
+        return (try row[0].int > 0, try row[1].int > 0)
+    }
+
+    /// Revokes every live session of `userID` except `except`; returns how many.
+    func revokeAll(userID: String, except: UUID?, reason: String, now: Date) async throws -> Int {
+        let rows = try await pool.query(
+            sql.revokeAll,
+            [
+                .text(userID), .timestamptz(now), .text(reason), except.map(PostgresValue.uuid) ?? .null,
+            ]
+        )
+        return rows.affectedRows ?? 0
+    }
+
+    /// The live sessions of `userID`, most recently used first.
+    func liveSessions(userID: String, now: Date, limit: Int) async throws -> [SessionRecord] {
+        try await pool.query(sql.liveSessions, [.text(userID), .timestamptz(now), .int64(Int64(limit))]).map { row in
+            SessionRecord(
+                id: try row[0].uuid,
+                amr: try row[1].string.split(separator: " ").map(String.init),
+                devicePlatform: try row[2].string,
+                deviceName: try row[3].string,
+                deviceUserAgent: try row[4].string,
+                clientIP: try row[5].string,
+                createdAt: try row[6].date,
+                lastRefreshedAt: try row[7].decode(Date?.self),
+                expiresAt: try row[8].date
+            )
+        }
+    }
+
+    /// Whether `sessionID` is `userID`'s and live (not revoked, its refresh token not expired).
+    func isLive(sessionID: UUID, userID: String, now: Date) async throws -> Bool {
+        !(try await pool.query(sql.isLive, [.uuid(sessionID), .text(userID), .timestamptz(now)])).isEmpty
+    }
+
+    /// Deletes (with their refresh tokens) up to `batch` sessions revoked, or past their
+    /// absolute expiry, before `cutoff`.
+    func deleteDeadSessions(before cutoff: Date, batch: Int) async throws -> Int {
+        try await pool.query(sql.deleteDead, [.timestamptz(cutoff), .int64(Int64(batch))]).affectedRows ?? 0
+    }
+
+    fileprivate struct Statements: Sendable {
+        let insertSession: String
+        let refreshState: String
+        let rotate: String
+        let revokeForReuse: String
+        let revoke: String
+        let revokeAll: String
+        let liveSessions: String
+        let isLive: String
+        let deleteDead: String
+
+        init(schema s: String) {
+            insertSession = """
+                WITH created AS (
+                    INSERT INTO \(s).sessions (id, user_id, amr, device_platform, device_name, device_user_agent,
+                        client_ip, last_client_ip, created_at, expires_at, refresh_expires_at)
+                    VALUES ($1, $2, string_to_array($3::text, ' '), $4, $5, $6, $7::text, $7::text, $8, $9, $10)
+                    RETURNING id
+                )
+                INSERT INTO \(s).refresh_tokens (token_hash, session_id, generation, issued_at, expires_at)
+                SELECT $11, id, 0, $8, $10 FROM created
+                """
+            // The successor's row (next generation) says whether and when the token was used,
+            // and holds the pair sealed for it.
+            refreshState = """
+                SELECT t.session_id, t.generation, t.expires_at, n.issued_at, n.sealed_for_predecessor,
+                    s.user_id, array_to_string(s.amr, ' '), s.generation, s.expires_at, s.revoked_at
+                FROM \(s).refresh_tokens t
+                JOIN \(s).sessions s ON s.id = t.session_id
+                LEFT JOIN \(s).refresh_tokens n ON n.session_id = t.session_id AND n.generation = t.generation + 1
+                WHERE t.token_hash = $1
+                """
+            // The UPDATE of the session is the compare-and-set: under READ COMMITTED a
+            // concurrent rotation makes it re-check `generation = $2` on the new row version,
+            // which fails, so no successor is inserted either. The successor's row is what
+            // marks the presented token used.
+            rotate = """
+                WITH advanced AS (
+                    UPDATE \(s).sessions
+                    SET generation = generation + 1, last_refreshed_at = $3, refresh_expires_at = $5,
+                        last_client_ip = CASE WHEN $7::text = '' THEN last_client_ip ELSE $7::text END
+                    WHERE id = $1 AND generation = $2 AND revoked_at IS NULL
+                    RETURNING id, generation
+                )
+                INSERT INTO \(s).refresh_tokens
+                    (token_hash, session_id, generation, issued_at, expires_at, sealed_for_predecessor)
+                SELECT $4, advanced.id, advanced.generation, $3, $5, $6 FROM advanced
+                """
+            revokeForReuse = """
+                WITH revoked AS (
+                    UPDATE \(s).sessions SET revoked_at = $2, revoke_reason = 'refresh_token_reused'
+                    WHERE id = $1 AND revoked_at IS NULL
+                    RETURNING id, user_id
+                )
+                INSERT INTO \(s).security_events (session_id, user_id, kind, occurred_at, client_ip, details)
+                SELECT id, user_id, 'refresh_token_reused', $2, $3::text, $4::jsonb FROM revoked
+                """
+            revoke = """
+                WITH target AS (
+                    SELECT id FROM \(s).sessions WHERE id = $1 AND ($2::text = '' OR user_id = $2::text)
+                ), revoked AS (
+                    UPDATE \(s).sessions s SET revoked_at = $3, revoke_reason = $4::text
+                    FROM target WHERE s.id = target.id AND s.revoked_at IS NULL
+                    RETURNING s.id
+                )
+                SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM revoked)
+                """
+            revokeAll = """
+                UPDATE \(s).sessions SET revoked_at = $2, revoke_reason = $3::text
+                WHERE user_id = $1 AND revoked_at IS NULL AND refresh_expires_at > $2
+                    AND ($4::uuid IS NULL OR id <> $4::uuid)
+                """
+            liveSessions = """
+                SELECT id, array_to_string(amr, ' '), device_platform, device_name, device_user_agent,
+                    last_client_ip, created_at, last_refreshed_at, expires_at
+                FROM \(s).sessions
+                WHERE user_id = $1 AND revoked_at IS NULL AND refresh_expires_at > $2
+                ORDER BY coalesce(last_refreshed_at, created_at) DESC, id
+                LIMIT $3
+                """
+            isLive = """
+                SELECT 1 FROM \(s).sessions
+                WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL AND refresh_expires_at > $3
+                """
+            deleteDead = """
+                DELETE FROM \(s).sessions WHERE id IN (
+                    SELECT id FROM \(s).sessions
+                    WHERE expires_at < $1 OR revoked_at < $1
+                    LIMIT $2
+                )
+                """
+        }
+    }
+}

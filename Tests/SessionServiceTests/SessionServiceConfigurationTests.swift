@@ -1,0 +1,74 @@
+import Foundation
+import Testing
+
+@testable import SessionService
+
+@Suite struct SessionServiceConfigurationTests {
+    let key = Data((0..<32).map { UInt8($0) }).base64EncodedString()
+
+    @Test func productionWithoutMasterKeyRefusesToStart() {
+        #expect {
+            try SessionServiceConfiguration(environment: [:], production: true)
+        } throws: { error in
+            let error = error as? SessionConfigurationError
+            return error?.variable == "AUTH_MASTER_KEY" && error?.problem.contains("production") == true
+        }
+    }
+
+    @Test func developmentWithoutMasterKeyNamesTheRunScript() {
+        #expect {
+            try SessionServiceConfiguration(environment: [:], production: false)
+        } throws: { error in
+            (error as? SessionConfigurationError)?.problem.contains("run-local.sh") == true
+        }
+    }
+
+    @Test(arguments: [
+        "", "not base64!", Data(repeating: 1, count: 16).base64EncodedString(),
+        Data(repeating: 1, count: 33).base64EncodedString(),
+    ])
+    func malformedMasterKeysAreRefused(value: String) {
+        #expect(throws: SessionConfigurationError.self) {
+            try SessionServiceConfiguration(environment: ["AUTH_MASTER_KEY": value], production: false)
+        }
+    }
+
+    @Test func defaultsAndOverrides() throws {
+        let defaults = try SessionServiceConfiguration(environment: ["AUTH_MASTER_KEY": key], production: true)
+        #expect(defaults.accessTokenLifetime == .seconds(900))
+        #expect(defaults.refreshTokenLifetime == .seconds(7 * 86_400))
+        #expect(defaults.sessionLifetime == .seconds(30 * 86_400))
+        #expect(defaults.refreshGraceWindow == .seconds(10))
+        #expect(defaults.signingKeyPublishDelay == .seconds(600))
+        #expect(defaults.schema == "session")
+        #expect("\(defaults.masterKey)" == "MasterKey(redacted)")
+
+        let custom = try SessionServiceConfiguration(
+            environment: [
+                "AUTH_MASTER_KEY": key,
+                "AUTH_SESSION_ISSUER": "https://auth.example.com",
+                "AUTH_SESSION_AUDIENCE": "https://api.example.com",
+                "AUTH_SESSION_ACCESS_TOKEN_SECONDS": "300",
+                "AUTH_SESSION_REFRESH_GRACE_SECONDS": "0",
+                "AUTH_SESSION_KEY_PUBLISH_DELAY_SECONDS": "3600",
+            ],
+            production: false
+        )
+        #expect(custom.issuer == "https://auth.example.com")
+        #expect(custom.audience == "https://api.example.com")
+        #expect(custom.accessTokenLifetime == .seconds(300))
+        #expect(custom.refreshGraceWindow == .zero)
+        #expect(custom.signingKeyPublishDelay == .seconds(3600))
+    }
+
+    @Test func outOfRangeValuesNameTheirVariable() {
+        #expect {
+            try SessionServiceConfiguration(
+                environment: ["AUTH_MASTER_KEY": key, "AUTH_SESSION_REFRESH_GRACE_SECONDS": "3600"],
+                production: false
+            )
+        } throws: { error in
+            (error as? SessionConfigurationError)?.variable == "AUTH_SESSION_REFRESH_GRACE_SECONDS"
+        }
+    }
+}
