@@ -70,7 +70,7 @@ struct PostgresPoolRestartTests {
             // `.unavailable`, not `.connectionLost`: stale idle connections are noticed and
             // dropped before use, so the failure is the refused new connection.
             #expect(error?.code == .unavailable, "got \(String(describing: error))")
-            #expect(seconds(since: start) < 1)
+            #expect(seconds(since: start) < 4)  // refused at once; the connect timeout is 5 s
         }
 
         try await cluster.start()
