@@ -35,6 +35,32 @@ echo "== codec tests under AddressSanitizer/LeakSanitizer"
 # (XCTest's own harness leaks a few bytes at exit; our tests are Swift Testing only.)
 swift test --sanitize=address --scratch-path .build-asan --disable-xctest --filter AuthProtobufTests
 
+echo "== a client written from docs/protocol.md alone (Python) against a real identity process"
+protocol_secret=$(head -c 32 /dev/urandom | base64)
+AUTH_RPC_SECRET="$protocol_secret" AUTH_DATABASE_URL="$url" AUTH_IDENTITY_PORT=0 \
+    "$(swift build --show-bin-path)/identity" 2> .data/protocol-identity.log &
+identity_pid=$!
+port=""
+for _ in $(seq 1 100); do
+    port=$(sed -n 's/.*port=\([0-9][0-9]*\).*RPC server listening.*/\1/p' .data/protocol-identity.log | head -n 1)
+    [[ -n "$port" ]] && break
+    sleep 0.1
+done
+if [[ -z "$port" ]]; then
+    cat .data/protocol-identity.log >&2
+    kill "$identity_pid" 2>/dev/null || true
+    echo "error: identity did not start" >&2
+    exit 1
+fi
+protocol_status=0
+AUTH_RPC_SECRET="$protocol_secret" scripts/protocol-check/check.sh "127.0.0.1:$port" || protocol_status=$?
+kill -TERM "$identity_pid" 2>/dev/null || true
+wait "$identity_pid" 2>/dev/null || true
+if ((protocol_status != 0)); then
+    echo "error: the protocol check failed" >&2
+    exit 1
+fi
+
 echo "== independent JOSE library for the session tests (joserfc in .data/jose-venv)"
 scripts/jose-check/install.sh >/dev/null
 

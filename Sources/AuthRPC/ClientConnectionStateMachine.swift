@@ -31,6 +31,9 @@ public struct ClientConnectionStateMachine<Pending> {
 
     public var openCallCount: Int { pending.count }
 
+    /// The highest call id handed out so far (0 before the first call).
+    public var highestCallID: UInt64 { nextCallID - 1 }
+
     /// The open calls by call id.
     public var openCalls: [UInt64: Pending] { pending }
 

@@ -288,7 +288,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     /// Sends GOAWAY and closes once open calls are answered (client shutdown).
     func close() {
         guard let context else { return }
-        send(.init(kind: .goAway(Auth_Rpc_V1_GoAway(lastCallID: 0, code: .ok, message: "Client closing."))), flush: true)
+        send(.init(kind: .goAway(Auth_Rpc_V1_GoAway(lastCallID: machine.highestCallID, code: .ok, message: "Client closing.", reason: "client_closing"))), flush: true)
         context.close(promise: nil)
     }
 

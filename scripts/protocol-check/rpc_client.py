@@ -764,11 +764,20 @@ class Connection:
                 dropped = [c for cid, c in self._calls.items() if cid > g.last_call_id]
                 for c in dropped:
                     del self._calls[c.call_id]
+            # A graceful GoAway (shutdown: UNAVAILABLE/going_away) means "retry elsewhere"; any
+            # other code is the server refusing this connection (protocol error, limit), and the
+            # calls end with that code and reason.
+            graceful = g.code in (OK, UNAVAILABLE)
             for c in dropped:
                 if not c.future.done():
-                    c.future.set_exception(self._local_error(
-                        UNAVAILABLE, f"not started by the server (GoAway last_call_id={g.last_call_id}); safe to retry",
-                        "going_away", go_away=g))
+                    if graceful:
+                        err = self._local_error(
+                            UNAVAILABLE, f"not started by the server (GoAway last_call_id={g.last_call_id}); safe to retry",
+                            "going_away", go_away=g)
+                    else:
+                        err = self._local_error(
+                            g.code, f"connection closed by the server: {g.message}", g.reason, go_away=g)
+                    c.future.set_exception(err)
         elif kind is None:
             # An unknown frame kind is treated like a malformed frame (protocol.md §9).
             self._send_protocol_error(INVALID_ARGUMENT, "malformed_frame", "frame with no known kind")

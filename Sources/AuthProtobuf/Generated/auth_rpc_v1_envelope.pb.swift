@@ -236,7 +236,8 @@ public struct Auth_Rpc_V1_Hello: ProtobufCMessage {
     public var service: String = ""
     /// Milliseconds since the Unix epoch when the credential was made.
     public var timestampUnixMS: Int64 = 0
-    /// 16 random bytes, never reused: the server refuses a (service, nonce) it has seen.
+    /// 16 fresh random bytes per connection: the server refuses a (service, nonce) it accepted
+    /// while that hello's timestamp is still inside the allowed window.
     public var nonce: [UInt8] = []
     /// HMAC-SHA256(secret, "auth-rpc-hello-v1" 0x00 service 0x00 decimal(timestamp_unix_ms) 0x00 nonce)
     public var mac: [UInt8] = []
@@ -334,7 +335,7 @@ public struct Auth_Rpc_V1_HelloAck: ProtobufCMessage {
     public var maxFrameSize: UInt32 = 0
     /// How many calls the client may have open at once on this connection.
     public var maxConcurrentCalls: UInt32 = 0
-    /// The server closes a connection with no frames for this long (0 = never).
+    /// The server closes a connection with no frame and no open call for this long (0 = never).
     public var idleTimeoutMS: UInt32 = 0
 
     public init() {}
@@ -601,7 +602,7 @@ extension Auth_Rpc_V1_MetadataEntry: ProtobufCBridged {
 public struct Auth_Rpc_V1_Request: ProtobufCMessage {
     public static let protoMessageName = "auth.rpc.v1.Request"
 
-    /// Chosen by the client, unique among the connection's open calls, never 0.
+    /// Chosen by the client: never 0, strictly increasing on the connection.
     public var callID: UInt64 = 0
     /// "/auth.<area>.v1.<Service>/<Method>", e.g. "/auth.health.v1.Health/Check".
     public var method: String = ""
@@ -1336,8 +1337,10 @@ extension Auth_Rpc_V1_Pong: ProtobufCBridged {
 public struct Auth_Rpc_V1_GoAway: ProtobufCMessage {
     public static let protoMessageName = "auth.rpc.v1.GoAway"
 
-    /// The highest call id the sender has accepted (server) or will answer; later calls were
-    /// not started and may be retried on another connection.
+    /// From a server shutting down (code UNAVAILABLE, reason "going_away"): calls up to this id
+    /// will be answered; later ones were not started and may be retried elsewhere. From a server
+    /// refusing or closing on an error: the highest call id it saw (open calls are abandoned).
+    /// From a client: the highest call id it sent.
     public var lastCallID: UInt64 = 0
     public var code: Auth_Rpc_V1_StatusCode = .ok
     public var message: String = ""

@@ -141,7 +141,8 @@ struct  Auth__Rpc__V1__Hello
    */
   int64_t timestamp_unix_ms;
   /*
-   * 16 random bytes, never reused: the server refuses a (service, nonce) it has seen.
+   * 16 fresh random bytes per connection: the server refuses a (service, nonce) it accepted
+   * while that hello's timestamp is still inside the allowed window.
    */
   ProtobufCBinaryData nonce;
   /*
@@ -171,7 +172,7 @@ struct  Auth__Rpc__V1__HelloAck
    */
   uint32_t max_concurrent_calls;
   /*
-   * The server closes a connection with no frames for this long (0 = never).
+   * The server closes a connection with no frame and no open call for this long (0 = never).
    */
   uint32_t idle_timeout_ms;
 };
@@ -227,7 +228,7 @@ struct  Auth__Rpc__V1__Request
 {
   ProtobufCMessage base;
   /*
-   * Chosen by the client, unique among the connection's open calls, never 0.
+   * Chosen by the client: never 0, strictly increasing on the connection.
    */
   uint64_t call_id;
   /*
@@ -368,8 +369,10 @@ struct  Auth__Rpc__V1__GoAway
 {
   ProtobufCMessage base;
   /*
-   * The highest call id the sender has accepted (server) or will answer; later calls were
-   * not started and may be retried on another connection.
+   * From a server shutting down (code UNAVAILABLE, reason "going_away"): calls up to this id
+   * will be answered; later ones were not started and may be retried elsewhere. From a server
+   * refusing or closing on an error: the highest call id it saw (open calls are abandoned).
+   * From a client: the highest call id it sent.
    */
   uint64_t last_call_id;
   Auth__Rpc__V1__StatusCode code;
