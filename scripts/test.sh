@@ -37,12 +37,13 @@ swift test --sanitize=address --scratch-path .build-asan --disable-xctest --filt
 
 echo "== a client written from docs/protocol.md alone (Python) against a real identity process"
 protocol_secret=$(head -c 32 /dev/urandom | base64)
+: > .data/protocol-identity.log
 AUTH_RPC_SECRET="$protocol_secret" AUTH_DATABASE_URL="$url" AUTH_IDENTITY_PORT=0 \
     "$(swift build --show-bin-path)/identity" 2> .data/protocol-identity.log &
 identity_pid=$!
 port=""
 for _ in $(seq 1 100); do
-    port=$(sed -n 's/.*port=\([0-9][0-9]*\).*RPC server listening.*/\1/p' .data/protocol-identity.log | head -n 1)
+    port=$(sed -n 's/.*port=\([0-9][0-9]*\).*RPC server listening.*/\1/p' .data/protocol-identity.log | head -n 1 || true)
     [[ -n "$port" ]] && break
     sleep 0.1
 done
