@@ -189,6 +189,7 @@ struct PostgresPoolTests {
         var configuration = PostgresConfiguration(
             connectionString: "host=127.0.0.1 port=1 dbname=auth user=postgres", maxConnections: 2)
         configuration.reconnectBackoff = .seconds(30)
+        configuration.reconnectBackoffLimit = .seconds(60)  // else the 2 s default caps the 30 s
         let pool = PostgresPool(configuration: configuration, logger: PostgresTestDatabase.makeLogger())
         let start = ContinuousClock.now
         let first = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
