@@ -78,6 +78,8 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     private var flushScheduled = false
     private var lastInboundAt = NIODeadline.now()
     private var keepaliveTask: RepeatedTask?
+    /// The error of a refusing or error GoAway: open calls fail with it when the server closes.
+    private var goAwayError: RPCError?
     private var pingOutstanding = false
 
     init(
@@ -114,10 +116,11 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     func channelInactive(context: ChannelHandlerContext) {
         keepaliveTask?.cancel()
         deadlineTimer.cancel()
-        let unavailable = RPCError(code: .unavailable, message: "The connection to the server was lost.", reason: "connection_lost")
-        readyPromise.fail(unavailable)
+        let failure = goAwayError
+            ?? RPCError(code: .unavailable, message: "The connection to the server was lost.", reason: "connection_lost")
+        readyPromise.fail(failure)
         for call in machine.closed() {
-            call.complete(.failure(unavailable))
+            call.complete(.failure(failure))
         }
         onEvent(.closed)
         self.context = nil
@@ -169,6 +172,9 @@ final class ClientConnectionHandler: ChannelInboundHandler {
                 reason: goAway.reason.isEmpty ? "going_away" : goAway.reason
             )
             readyPromise.fail(refusal)
+            // A shutdown GoAway (UNAVAILABLE) lets started calls finish; any other code means the
+            // server closes now and abandons them (docs/protocol.md §5).
+            if refusal.code != .unavailable, refusal.code != .ok { goAwayError = refusal }
             for call in machine.goAwayReceived(lastCallID: goAway.lastCallID) {
                 call.complete(.failure(RetryOnAnotherConnection()))
             }
