@@ -32,6 +32,11 @@ final class PostgresListener: @unchecked Sendable {
 
     private var connection: PostgresConnection?
     private var source: (any DispatchSourceRead)?
+    /// Polls the connection as well, every `pollInterval`: libdispatch on Linux can miss
+    /// readability of a new socket that reuses the number of one whose source was just
+    /// cancelled (seen after a reconnect under load), and then notifications would wait forever.
+    private var pollTimer: (any DispatchSourceTimer)?
+    static let pollInterval: DispatchTimeInterval = .milliseconds(100)
     private var listening: Set<String> = []
     private var subscribers: [String: [Int: AsyncStream<PostgresNotification>.Continuation]] = [:]
     private var nextSubscriberID = 0
@@ -63,6 +68,8 @@ final class PostgresListener: @unchecked Sendable {
     func shutdown() {
         self.queue.async {
             self.isShutdown = true
+            self.pollTimer?.cancel()
+            self.pollTimer = nil
             let continuations = self.subscribers.values.flatMap(\.values)
             self.subscribers.removeAll()
             continuations.forEach { $0.finish() }
@@ -135,6 +142,15 @@ final class PostgresListener: @unchecked Sendable {
         }
         source.resume()
         self.source = source
+        if self.pollTimer == nil {
+            let timer = DispatchSource.makeTimerSource(queue: self.queue)
+            timer.schedule(deadline: .now() + Self.pollInterval, repeating: Self.pollInterval)
+            timer.setEventHandler { @Sendable [weak self] in
+                self?.readAvailable()
+            }
+            timer.resume()
+            self.pollTimer = timer
+        }
         return connection
     }
 
