@@ -68,10 +68,16 @@ let package = Package(
             dependencies: ["COpenSSL", "CAuthCryptoShims"],
             swiftSettings: strictSwift
         ),
+        // The one exponential backoff rule (reconnects and retries). No dependencies.
+        .target(
+            name: "AuthBackoff",
+            swiftSettings: strictSwift
+        ),
         .target(
             name: "AuthPostgres",
             dependencies: [
                 "CLibPQ",
+                "AuthBackoff",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -237,8 +243,13 @@ let package = Package(
             swiftSettings: strictSwift
         ),
         .testTarget(
+            name: "AuthBackoffTests",
+            dependencies: ["AuthBackoff"],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
             name: "AuthPostgresTests",
-            dependencies: ["AuthPostgres", "AuthTestSupport"],
+            dependencies: ["AuthPostgres", "AuthBackoff", "AuthTestSupport"],
             swiftSettings: strictSwift
         ),
         .testTarget(

@@ -13,6 +13,9 @@ echo "== generated code is up to date; the generator's own tests"
 scripts/generate-protos.sh --check
 python3 scripts/codegen/test_generate_swift.py
 
+echo "== test code the compiler is known to miscompile (docs/testing.md)"
+scripts/check-test-patterns.sh
+
 mkdir -p .data
 pg_dir="$root/.data/pg-test"
 echo "== deployment files (docker-compose config, kubernetes-validate)"

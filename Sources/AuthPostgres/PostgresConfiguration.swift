@@ -1,3 +1,4 @@
+import AuthBackoff
 /// How to reach PostgreSQL and how to run the pool.
 public struct PostgresConfiguration: Sendable {
     /// A libpq connection string, key/value (`host=127.0.0.1 port=5432 dbname=auth user=identity`)
@@ -53,6 +54,14 @@ public struct PostgresConfiguration: Sendable {
         self.reconnectBackoffLimit = .seconds(2)
         self.transactionRetryBackoff = .milliseconds(10)
         self.maxPreparedStatements = 256
+    }
+}
+
+extension PostgresConfiguration {
+    /// The reconnect rule of the pool and the LISTEN connection: from ``reconnectBackoff``,
+    /// doubling up to ``reconnectBackoffLimit``, each wait jittered by ±25 %.
+    var reconnectBackoffRule: ExponentialBackoff {
+        ExponentialBackoff(initial: self.reconnectBackoff, limit: self.reconnectBackoffLimit, jitter: 0.75...1.25)
     }
 }
 

@@ -1,5 +1,13 @@
-import Dispatch
+import AuthBackoff
+import Foundation
 import Logging
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A notification delivered to a `LISTEN`er (sent with `NOTIFY` or `pg_notify`).
 public struct PostgresNotification: Sendable, Hashable {
@@ -18,98 +26,227 @@ public struct PostgresNotification: Sendable, Hashable {
     }
 }
 
-/// The pool's dedicated LISTEN connection: a `DispatchSource` watching its socket feeds the
-/// subscribers' `AsyncStream`s; after the connection breaks it reconnects with backoff and
-/// LISTENs again on every channel that still has subscribers.
+/// The pool's dedicated LISTEN connection, served by one thread of its own: the thread owns the
+/// libpq connection, waits on its socket with `poll(2)`, feeds the subscribers' `AsyncStream`s,
+/// runs `LISTEN`/`UNLISTEN` for new and departing subscribers, and after the connection breaks
+/// reconnects with backoff and `LISTEN`s again on every channel that still has subscribers.
+///
+/// Why a thread and not a `DispatchSource`: libdispatch's epoll back end on Linux keeps per-
+/// descriptor records that other code in the process can corrupt (registering and tearing down
+/// read sources concurrently, as Foundation's `FileHandle.readabilityHandler` and `Process` do:
+/// swift-corelibs-libdispatch issue 949), and libpq closes its socket by itself when it meets
+/// EOF, under a still-registered source. Either way a source for the reconnected socket could
+/// stay silent forever (notifications stranded) or libdispatch's event loop could crash; both
+/// were seen in this project's test runs. Here the descriptor is polled only by the thread that
+/// also calls libpq on it, and never after libpq reported the connection broken, so a number
+/// that libpq freed and another socket took is never watched by mistake.
 final class PostgresListener: @unchecked Sendable {
-    // @unchecked Sendable: every mutable property below is read and written only on `queue`
-    // (a serial queue): public entry points hop onto it with `queue.async`, and the dispatch
-    // source's handlers are installed on it. The connection is therefore used by one thread at
-    // a time, as libpq requires.
-    private let queue = DispatchQueue(label: "AuthPostgres.PostgresListener")
+    // @unchecked Sendable: the properties under "Thread-confined" are read and written only by
+    // the listener thread (`run()` and what it calls). Other threads talk to it only through
+    // `shared` (a Mutex) and the wake-up pipe, which is written and closed only while
+    // holding that lock.
     private let configuration: PostgresConfiguration
     private let logger: Logger
+    private let shared: Mutex<Shared>
+    /// A pipe: the thread polls its read end; `wake` writes a byte to its write end.
+    private let wakeReader: Int32
+    private let wakeWriter: Int32
 
+    private struct Shared {
+        var commands: [Command] = []
+        var isShutdown = false
+        var wakeDescriptorOpen = true
+        var threadStarted = false
+    }
+
+    private enum Command {
+        case subscribe(
+            channel: String, id: Int, stream: AsyncStream<PostgresNotification>.Continuation,
+            reply: CheckedContinuation<Void, any Error>)
+        case unsubscribe(channel: String, id: Int)
+    }
+
+    // MARK: Thread-confined
     private var connection: PostgresConnection?
-    private var source: (any DispatchSourceRead)?
-    /// Polls the connection as well, every `pollInterval`: libdispatch on Linux can miss
-    /// readability of a new socket that reuses the number of one whose source was just
-    /// cancelled (seen after a reconnect under load), and then notifications would wait forever.
-    private var pollTimer: (any DispatchSourceTimer)?
-    static let pollInterval: DispatchTimeInterval = .milliseconds(100)
     private var listening: Set<String> = []
     private var subscribers: [String: [Int: AsyncStream<PostgresNotification>.Continuation]] = [:]
-    private var nextSubscriberID = 0
     private var failures = 0
-    private var reconnectScheduled = false
-    private var isShutdown = false
+    private var reconnectAt: ContinuousClock.Instant?
+
+    private let nextSubscriberID = Atomic<Int>(0)
 
     /// Notifications buffered per subscriber before the oldest are dropped.
     static let bufferSize = 10_000
 
-    init(configuration: PostgresConfiguration, logger: Logger) {
+    init(configuration: PostgresConfiguration, logger: Logger) throws(PostgresError) {
         var configuration = configuration
         configuration.applicationName = (configuration.applicationName ?? "auth") + " listener"
         self.configuration = configuration
         self.logger = logger
+        var descriptors: [Int32] = [-1, -1]
+        guard pipe(&descriptors) == 0 else {
+            throw PostgresError(code: .unavailable, message: "could not create the listener's pipe (errno \(errno))")
+        }
+        for descriptor in descriptors {
+            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+        }
+        self.wakeReader = descriptors[0]
+        self.wakeWriter = descriptors[1]
+        self.shared = Mutex(Shared())
     }
 
     /// Subscribes to `channel` (already validated as an identifier), returning once the
     /// connection LISTENs on it.
     func subscribe(channel: String) async throws -> AsyncStream<PostgresNotification> {
-        try await withCheckedThrowingContinuation { continuation in
-            self.queue.async {
-                continuation.resume(with: Result { () throws(PostgresError) in try self.subscribeOnQueue(channel) })
-            }
-        }
-    }
-
-    /// Finishes every stream and closes the connection.
-    func shutdown() {
-        self.queue.async {
-            self.isShutdown = true
-            self.pollTimer?.cancel()
-            self.pollTimer = nil
-            let continuations = self.subscribers.values.flatMap(\.values)
-            self.subscribers.removeAll()
-            continuations.forEach { $0.finish() }
-            self.dropConnection()
-        }
-    }
-
-    // MARK: On the queue
-
-    private func subscribeOnQueue(_ channel: String) throws(PostgresError) -> AsyncStream<PostgresNotification> {
-        dispatchPrecondition(condition: .onQueue(self.queue))
-        if self.isShutdown { throw PostgresError.poolClosed }
-        let connection = try self.connectIfNeeded()
-        if !self.listening.contains(channel) {
-            do {
-                try connection.executeScript("LISTEN \(quoteIdentifier(channel))")
-            } catch {
-                if connection.isBroken { self.connectionFailed() }
-                throw error
-            }
-            self.listening.insert(channel)
-        }
-        let id = self.nextSubscriberID
-        self.nextSubscriberID += 1
+        let id = self.nextSubscriberID.add(1, ordering: .relaxed).newValue
         let (stream, continuation) = AsyncStream.makeStream(
             of: PostgresNotification.self, bufferingPolicy: .bufferingNewest(Self.bufferSize))
         continuation.onTermination = { [weak self] _ in
-            guard let self else { return }
-            self.queue.async { self.unsubscribe(channel: channel, id: id) }
+            self?.send(.unsubscribe(channel: channel, id: id))
         }
-        self.subscribers[channel, default: [:]][id] = continuation
-        // LISTEN may have read notifications along with its reply.
-        self.deliver(connection.takeNotifications())
+        try await withCheckedThrowingContinuation { (reply: CheckedContinuation<Void, any Error>) in
+            let command = Command.subscribe(channel: channel, id: id, stream: continuation, reply: reply)
+            if !self.send(command) {
+                reply.resume(throwing: PostgresError.poolClosed)
+            }
+        }
         return stream
+    }
+
+    /// Finishes every stream and closes the connection (on the listener thread, soon after).
+    func shutdown() {
+        let wasStarted = self.shared.withLock { shared in
+            shared.isShutdown = true
+            self.wake(&shared)
+            return shared.threadStarted
+        }
+        if !wasStarted {
+            self.shared.withLock { self.closeWakeDescriptor(&$0) }
+        }
+    }
+
+    // MARK: Talking to the thread
+
+    /// Queues a command for the thread (starting it on first use); false once shut down.
+    @discardableResult
+    private func send(_ command: Command) -> Bool {
+        let startThread: Bool? = self.shared.withLock { shared in
+            guard !shared.isShutdown else { return nil }
+            shared.commands.append(command)
+            self.wake(&shared)
+            defer { shared.threadStarted = true }
+            return !shared.threadStarted
+        }
+        guard let startThread else { return false }
+        if startThread {
+            let thread = Thread { [self] in self.run() }
+            thread.name = "AuthPostgres listener"
+            thread.start()
+        }
+        return true
+    }
+
+    private func wake(_ shared: inout Shared) {
+        guard shared.wakeDescriptorOpen else { return }
+        // A full pipe (EAGAIN) already wakes the thread.
+        var byte: UInt8 = 1
+        _ = write(self.wakeWriter, &byte, 1)
+    }
+
+    private func closeWakeDescriptor(_ shared: inout Shared) {
+        guard shared.wakeDescriptorOpen else { return }
+        shared.wakeDescriptorOpen = false
+        close(self.wakeReader)
+        close(self.wakeWriter)
+    }
+
+    // MARK: On the listener thread
+
+    private func run() {
+        while true {
+            let (commands, isShutdown) = self.shared.withLock { shared in
+                defer { shared.commands.removeAll() }
+                return (shared.commands, shared.isShutdown)
+            }
+            if isShutdown {
+                self.finish(pending: commands)
+                return
+            }
+            commands.forEach(self.perform)
+            if self.connection == nil, let reconnectAt, ContinuousClock.now >= reconnectAt {
+                self.reconnect()
+            }
+            self.waitForEvents()
+        }
+    }
+
+    /// Blocks until the socket is readable, a command arrives, or a reconnect is due.
+    private func waitForEvents() {
+        var descriptors = [pollfd(fd: self.wakeReader, events: Int16(POLLIN), revents: 0)]
+        if let connection = self.connection {
+            descriptors.append(pollfd(fd: connection.socket, events: Int16(POLLIN), revents: 0))
+        }
+        var timeout: Int32 = -1
+        if self.connection == nil, let reconnectAt {
+            let (seconds, attoseconds) = (reconnectAt - .now).components
+            let milliseconds = max(0, seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
+            timeout = Int32(min(milliseconds, 60_000))
+        }
+        let ready = poll(&descriptors, nfds_t(descriptors.count), timeout)
+        guard ready > 0 else { return }  // timeout, or EINTR: the loop looks again
+        if descriptors[0].revents != 0 {
+            var buffer = [UInt8](repeating: 0, count: 64)
+            while read(self.wakeReader, &buffer, buffer.count) > 0 {}
+        }
+        if descriptors.count > 1, descriptors[1].revents != 0 {
+            self.readAvailable()
+        }
+    }
+
+    private func perform(_ command: Command) {
+        switch command {
+        case .subscribe(let channel, let id, let stream, let reply):
+            do {
+                let connection = try self.connectIfNeeded()
+                if !self.listening.contains(channel) {
+                    do {
+                        try connection.executeScript("LISTEN \(quoteIdentifier(channel))")
+                    } catch {
+                        if connection.isBroken { self.connectionFailed() }
+                        throw error
+                    }
+                    self.listening.insert(channel)
+                }
+                self.subscribers[channel, default: [:]][id] = stream
+                // LISTEN may have read notifications along with its reply.
+                self.deliver(connection.takeNotifications())
+                reply.resume()
+            } catch {
+                reply.resume(throwing: error)
+            }
+        case .unsubscribe(let channel, let id):
+            self.unsubscribe(channel: channel, id: id)
+        }
+    }
+
+    private func finish(pending commands: [Command]) {
+        for case .subscribe(_, _, let stream, let reply) in commands {
+            stream.finish()
+            reply.resume(throwing: PostgresError.poolClosed)
+        }
+        let continuations = self.subscribers.values.flatMap(\.values)
+        self.subscribers.removeAll()
+        continuations.forEach { $0.finish() }
+        self.dropConnection()
+        self.shared.withLock { self.closeWakeDescriptor(&$0) }
     }
 
     private func unsubscribe(channel: String, id: Int) {
         guard self.subscribers[channel]?.removeValue(forKey: id) != nil else { return }
         guard self.subscribers[channel]?.isEmpty == true else { return }
         self.subscribers[channel] = nil
+        if self.subscribers.isEmpty { self.reconnectAt = nil }
         guard let connection = self.connection, self.listening.contains(channel) else { return }
         self.listening.remove(channel)
         do {
@@ -134,23 +271,7 @@ final class PostgresListener: @unchecked Sendable {
         self.listening = Set(self.subscribers.keys)
         self.connection = connection
         self.failures = 0
-
-        let source = DispatchSource.makeReadSource(fileDescriptor: connection.socket, queue: self.queue)
-        // `@Sendable` explicitly: an inferred main-actor closure would trap when fired here.
-        source.setEventHandler { @Sendable [weak self] in
-            self?.readAvailable()
-        }
-        source.resume()
-        self.source = source
-        if self.pollTimer == nil {
-            let timer = DispatchSource.makeTimerSource(queue: self.queue)
-            timer.schedule(deadline: .now() + Self.pollInterval, repeating: Self.pollInterval)
-            timer.setEventHandler { @Sendable [weak self] in
-                self?.readAvailable()
-            }
-            timer.resume()
-            self.pollTimer = timer
-        }
+        self.reconnectAt = nil
         return connection
     }
 
@@ -177,36 +298,22 @@ final class PostgresListener: @unchecked Sendable {
         self.scheduleReconnect()
     }
 
-    /// Stops watching the socket, then closes the connection once the source is cancelled
-    /// (closing the socket under a live dispatch source is not allowed).
     private func dropConnection() {
-        let retired = self.connection.map(RetiredConnection.init)
+        self.connection?.close()
         self.connection = nil
         self.listening.removeAll()
-        if let source = self.source {
-            self.source = nil
-            source.setCancelHandler { @Sendable in retired?.connection.close() }
-            source.cancel()
-        } else {
-            retired?.connection.close()
-        }
     }
 
     private func scheduleReconnect() {
-        guard !self.isShutdown, !self.reconnectScheduled, !self.subscribers.isEmpty else { return }
-        self.reconnectScheduled = true
-        let exponent = min(self.failures, 10)
-        var delay = self.configuration.reconnectBackoff * (1 << exponent)
-        if delay > self.configuration.reconnectBackoffLimit { delay = self.configuration.reconnectBackoffLimit }
-        let nanoseconds = Int(delay.seconds * 1e9 * Double.random(in: 0.75...1.25))
-        self.queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in
-            self?.reconnect()
+        guard !self.subscribers.isEmpty else {
+            self.reconnectAt = nil
+            return
         }
+        // `failures` counts failed reconnects; the loss itself is the first failure.
+        self.reconnectAt = .now + self.configuration.reconnectBackoffRule.delay(afterFailures: self.failures + 1)
     }
 
     private func reconnect() {
-        self.reconnectScheduled = false
-        guard !self.isShutdown, self.connection == nil, !self.subscribers.isEmpty else { return }
         do {
             let connection = try self.connectIfNeeded()
             self.logger.info("PostgreSQL LISTEN connection re-established")
@@ -217,14 +324,4 @@ final class PostgresListener: @unchecked Sendable {
             self.scheduleReconnect()
         }
     }
-}
-
-/// A listener connection on its way to being closed in a dispatch source's cancel handler.
-private final class RetiredConnection: @unchecked Sendable {
-    // @unchecked Sendable: created on the listener queue when the listener lets go of the
-    // connection, then touched only once, by the source's cancel handler, which runs on that
-    // same serial queue.
-    let connection: PostgresConnection
-
-    init(_ connection: PostgresConnection) { self.connection = connection }
 }

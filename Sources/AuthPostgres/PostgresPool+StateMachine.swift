@@ -1,3 +1,5 @@
+import AuthBackoff
+
 extension PostgresPool {
     /// The pool's bookkeeping, free of I/O: who holds a slot, which connections are idle, who
     /// waits. `PostgresPool` calls it under its lock and performs the returned actions after
@@ -108,14 +110,9 @@ extension PostgresPool {
             return notBefore - now
         }
 
-        mutating func recordFailure(
-            now: ContinuousClock.Instant, initial: Duration, limit: Duration, jitter: Double
-        ) {
+        mutating func recordFailure(now: ContinuousClock.Instant, backoff: ExponentialBackoff) {
             self.failures += 1
-            let exponent = min(self.failures - 1, 20)
-            var delay = initial * (1 << exponent)
-            if delay > limit { delay = limit }
-            self.notBefore = now + delay * jitter
+            self.notBefore = now + backoff.delay(afterFailures: self.failures)
         }
 
         mutating func recordSuccess() {

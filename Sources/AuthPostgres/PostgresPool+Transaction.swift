@@ -1,3 +1,4 @@
+import AuthBackoff
 import Logging
 
 extension PostgresPool {
@@ -42,7 +43,8 @@ extension PostgresPool {
     }
 
     private func retryDelay(afterAttempt attempt: Int) -> Duration {
-        let base = self.configuration.transactionRetryBackoff * (1 << min(attempt - 1, 10))
-        return min(base, .seconds(1)) * Double.random(in: 0.5...1.5)
+        ExponentialBackoff(
+            initial: self.configuration.transactionRetryBackoff, limit: .seconds(1), jitter: 0.5...1.5
+        ).delay(afterFailures: attempt)
     }
 }

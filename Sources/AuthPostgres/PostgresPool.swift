@@ -178,7 +178,7 @@ public final class PostgresPool: Service, Sendable {
         let listener = try self.listener.withLock { listener throws(PostgresError) -> PostgresListener in
             if let listener { return listener }
             if self.state.withLock({ $0.machine.isClosed }) { throw PostgresError.poolClosed }
-            let created = PostgresListener(configuration: self.configuration, logger: self.logger)
+            let created = try PostgresListener(configuration: self.configuration, logger: self.logger)
             listener = created
             return created
         }
@@ -311,9 +311,7 @@ public final class PostgresPool: Service, Sendable {
             return PooledConnection(connection)
         } catch {
             let failures = self.state.withLock { state in
-                state.backoff.recordFailure(
-                    now: .now, initial: self.configuration.reconnectBackoff,
-                    limit: self.configuration.reconnectBackoffLimit, jitter: Double.random(in: 0.75...1.25))
+                state.backoff.recordFailure(now: .now, backoff: self.configuration.reconnectBackoffRule)
                 return state.backoff.failures
             }
             self.logger.warning(

@@ -44,16 +44,25 @@ public final class ServiceProcess: Sendable {
         process.standardError = pipe
         process.standardOutput = pipe
         self.process = process
+        // Read on a thread of its own with blocking reads, not with `readabilityHandler`:
+        // libdispatch's epoll bookkeeping on Linux can be corrupted by read sources being set up
+        // and torn down concurrently (swift-corelibs-libdispatch issue 949), which crashes or
+        // silences other sources in the test process.
         let output = self.output
-        pipe.fileHandleForReading.readabilityHandler = { @Sendable handle in
-            let data = handle.availableData
-            guard !data.isEmpty else {
-                handle.readabilityHandler = nil
-                return
+        let reader = pipe.fileHandleForReading
+        let thread = Thread {
+            while true {
+                let data = reader.availableData
+                if data.isEmpty { break }
+                output.append(data)
             }
-            output.append(data)
+            try? reader.close()
         }
+        thread.name = "ServiceProcess output"
         try process.run()
+        // The child has its copy of the write end; ours must go, or the reader never sees EOF.
+        try? pipe.fileHandleForWriting.close()
+        thread.start()
     }
 
     /// Everything the process wrote so far.

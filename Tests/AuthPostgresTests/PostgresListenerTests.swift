@@ -21,11 +21,14 @@ struct PostgresListenerTests {
             try await pool.notify(channel: channel, payload: "hello 'world' ✓")
             try await pool.notify(channel: channel)
             try await pool.notify(channel: other, payload: "mixed case channel")
-            #expect(await received.wait { $0.count == 2 })
+            let twoOnChannel = await received.wait { $0.count == 2 }
+            #expect(twoOnChannel)
             #expect(received.elements.map(\.payload) == ["hello 'world' ✓", ""])
             #expect(received.elements.allSatisfy { $0.channel == channel })
-            #expect(await second.wait { $0.count == 2 })
-            #expect(await otherReceived.wait { $0.count == 1 })
+            let twoForSecondSubscriber = await second.wait { $0.count == 2 }
+            #expect(twoForSecondSubscriber)
+            let oneOnOther = await otherReceived.wait { $0.count == 1 }
+            #expect(oneOnOther)
             #expect(otherReceived.elements.first?.payload == "mixed case channel")
             #expect(otherReceived.elements.first?.channel == other)
 
@@ -33,7 +36,8 @@ struct PostgresListenerTests {
             try await pool.transaction { connection in
                 try connection.execute("SELECT pg_notify($1, 'in transaction')", [.text(channel)])
             }
-            #expect(await received.wait { $0.count == 3 })
+            let committedArrived = await received.wait { $0.count == 3 }
+            #expect(committedArrived)
         }
     }
 
@@ -58,10 +62,16 @@ struct PostgresListenerTests {
             let (received, task) = collect(try await pool.listen(channel: channel))
             defer { task.cancel() }
             try await pool.notify(channel: channel, payload: "before")
-            #expect(await received.wait { $0.count == 1 })
+            let beforeArrived = await received.wait { $0.count == 1 }
+            #expect(beforeArrived)
 
             let killed = try await pool.query(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+                // With a timeout, pg_terminate_backend returns once the backend has exited, so no
+                // notification sent afterwards can come through the old connection.
+                """
+                SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000))
+                FROM pg_stat_activity WHERE application_name = $1
+                """,
                 [.text(applicationName + " listener")])[0][0].int
             #expect(killed == 1)
 
@@ -77,6 +87,48 @@ struct PostgresListenerTests {
         }
     }
 
+    /// libpq closes its socket itself when it meets EOF, and a socket opened elsewhere in the
+    /// process can take the number at once. This kills the listener's backend again and again
+    /// while another thread opens and closes sockets, and requires every reconnect to deliver.
+    @Test func resubscribesAfterKillsWhileOtherSocketsComeAndGo() async throws {
+        let applicationName = "listen_churn_\(uniqueSuffix())"
+        try await PostgresTestDatabase.withTestSchema(configure: {
+            $0.applicationName = applicationName
+            $0.reconnectBackoff = .milliseconds(5)
+        }) { pool, _ in
+            let channel = "churn_\(uniqueSuffix())"
+            let (received, task) = collect(try await pool.listen(channel: channel))
+            defer { task.cancel() }
+            let churn = SocketChurn()
+            churn.start()
+            defer { churn.stop() }
+
+            for round in 1...20 {
+                let killed = try await pool.query(
+                    // With a timeout, pg_terminate_backend returns once the backend has exited, so
+                    // no notification sent afterwards can come through the old connection.
+                    """
+                    SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000))
+                    FROM pg_stat_activity WHERE application_name = $1
+                    """,
+                    [.text(applicationName + " listener")])[0][0].int
+                #expect(killed == 1, "round \(round)")
+                // Notifications sent while it reconnects are lost; keep sending until one
+                // arrives. A reconnect takes milliseconds; the bound only tells slow from never.
+                let payload = "round \(round)"
+                var delivered = false
+                let start = ContinuousClock.now
+                while !delivered && seconds(since: start) < 30 {
+                    try await pool.notify(channel: channel, payload: payload)
+                    delivered = await received.wait(timeout: 0.05) { $0.contains { $0.payload == payload } }
+                }
+                #expect(delivered, "nothing delivered after kill \(round)")
+                if !delivered { break }
+            }
+            #expect(churn.stop() > 0, "the churn thread opened sockets")
+        }
+    }
+
     @Test func streamsFinishWhenThePoolCloses() async throws {
         let url = try await PostgresTestDatabase.connectionString()
         let pool = PostgresPool(
@@ -84,7 +136,7 @@ struct PostgresListenerTests {
             logger: PostgresTestDatabase.makeLogger())
         let (received, task) = collect(try await pool.listen(channel: "closing_\(uniqueSuffix())"))
         await pool.close()
-        #expect(await received.wait { _ in received.finished })
+        #expect(await received.waitUntilFinished())
         await task.value
         let error = await #expect(throws: PostgresError.self) { try await pool.listen(channel: "after_close") }
         #expect(error?.code == .closed)

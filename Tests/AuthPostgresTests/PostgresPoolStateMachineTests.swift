@@ -1,3 +1,4 @@
+import AuthBackoff
 @testable import AuthPostgres
 import Testing
 
@@ -70,13 +71,14 @@ struct PostgresPoolStateMachineTests {
 
     @Test func backoffGrowsAndResets() {
         var backoff = PostgresPool.ReconnectBackoff()
+        let rule = ExponentialBackoff(initial: .milliseconds(100), limit: .seconds(1))
         let now = ContinuousClock.now
         #expect(backoff.remaining(now: now) == nil)
-        backoff.recordFailure(now: now, initial: .milliseconds(100), limit: .seconds(1), jitter: 1)
+        backoff.recordFailure(now: now, backoff: rule)
         #expect(backoff.remaining(now: now) == .milliseconds(100))
-        backoff.recordFailure(now: now, initial: .milliseconds(100), limit: .seconds(1), jitter: 1)
+        backoff.recordFailure(now: now, backoff: rule)
         #expect(backoff.remaining(now: now) == .milliseconds(200))
-        for _ in 0..<10 { backoff.recordFailure(now: now, initial: .milliseconds(100), limit: .seconds(1), jitter: 1) }
+        for _ in 0..<10 { backoff.recordFailure(now: now, backoff: rule) }
         #expect(backoff.remaining(now: now) == .seconds(1))
         #expect(backoff.remaining(now: now + .seconds(2)) == nil)
         backoff.recordSuccess()

@@ -77,31 +77,45 @@ struct PostgresPoolTransactionTests {
         }
     }
 
+    /// Two transactions lock two rows in opposite orders; PostgreSQL aborts one (the victim)
+    /// with 40P01 and the pool retries it. The retry must not race the survivor for the rows
+    /// again: if it took the first row before the survivor's second UPDATE got it, the two
+    /// would deadlock a second time and the count would be 4 (seen once in ten runs). So the
+    /// retry waits until the survivor holds both rows; then it can only queue behind it.
     @Test func deadlockIsRetried() async throws {
         try await PostgresTestDatabase.withTestSchema(maxConnections: 2) { pool, _ in
             try await pool.query("CREATE TABLE locks (id int PRIMARY KEY, n int NOT NULL)")
             try await pool.query("INSERT INTO locks VALUES (1, 0), (2, 0)")
             let barrier = ThreadBarrier(count: 2)
+            let survivorHoldsBoth = DispatchSemaphore(value: 0)
             let attempts = Counter()
 
-            @Sendable func update(first: Int32, then second: Int32) async throws {
+            @Sendable func update(first: Int32, then second: Int32) async throws -> Int {
                 let mine = Counter()
                 try await pool.transaction { connection in
                     attempts.increment()
                     let attempt = mine.increment()
+                    if attempt > 1 {
+                        #expect(survivorHoldsBoth.wait(timeout: .now() + 30) == .success)
+                    }
                     try connection.execute("SET LOCAL deadlock_timeout = '50ms'")
                     try connection.execute("UPDATE locks SET n = n + 1 WHERE id = $1", [.int32(first)])
                     if attempt == 1 { barrier.arriveAndWait() }
                     try connection.execute("UPDATE locks SET n = n + 1 WHERE id = $1", [.int32(second)])
+                    if attempt == 1 { survivorHoldsBoth.signal() }
                 }
+                return mine.total
             }
-            async let a: Void = update(first: 1, then: 2)
-            async let b: Void = update(first: 2, then: 1)
-            _ = try await (a, b)
+            async let a = update(first: 1, then: 2)
+            async let b = update(first: 2, then: 1)
+            let countA = try await a
+            let countB = try await b
+            let perTransaction = [countA, countB].sorted()
 
             let totals = try await pool.query("SELECT n FROM locks ORDER BY id").map { try $0[0].int }
             #expect(totals == [2, 2])
-            #expect(attempts.total == 3, "the deadlock victim must have been retried once")
+            #expect(perTransaction == [1, 2], "one survivor ran once, the deadlock victim was retried once")
+            #expect(attempts.total == 3)
         }
     }
 

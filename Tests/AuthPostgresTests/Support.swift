@@ -46,26 +46,81 @@ final class Counter: Sendable {
     var total: Int { self.state.withLock { $0.total } }
 }
 
-/// Collects what an async sequence produces, for polling from a test.
+/// Collects what an async sequence produces; a test waits for a condition on it. Waiting is
+/// driven by the appends themselves (each append re-checks the waiting conditions under the
+/// lock), not by polling with sleeps.
 final class Collected<Element: Sendable>: Sendable {
-    private let items = Mutex<[Element]>([])
-    private let finishedFlag = Mutex(false)
+    private struct Waiter {
+        let condition: @Sendable ([Element], Bool) -> Bool
+        let continuation: CheckedContinuation<Bool, Never>
+    }
 
-    func append(_ element: Element) { self.items.withLock { $0.append(element) } }
-    func finish() { self.finishedFlag.withLock { $0 = true } }
+    private struct State {
+        var items: [Element] = []
+        var finished = false
+        var waiters: [Int: Waiter] = [:]
+        var nextWaiterID = 0
 
-    var elements: [Element] { self.items.withLock { $0 } }
-    var finished: Bool { self.finishedFlag.withLock { $0 } }
-
-    /// Waits (polling) until `condition` holds on the elements, up to `timeout` seconds.
-    @discardableResult
-    func wait(timeout: Double = 5, until condition: ([Element]) -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
-        while ContinuousClock.now < deadline {
-            if condition(self.elements) { return true }
-            try? await Task.sleep(for: .milliseconds(20))
+        /// Removes and returns the waiters whose condition now holds.
+        mutating func takeSatisfied() -> [CheckedContinuation<Bool, Never>] {
+            let satisfied = self.waiters.filter { $0.value.condition(self.items, self.finished) }
+            for id in satisfied.keys { self.waiters[id] = nil }
+            return satisfied.values.map(\.continuation)
         }
-        return condition(self.elements)
+    }
+
+    private let state = Mutex(State())
+
+    func append(_ element: Element) {
+        let ready = self.state.withLock { state in
+            state.items.append(element)
+            return state.takeSatisfied()
+        }
+        ready.forEach { $0.resume(returning: true) }
+    }
+
+    func finish() {
+        let ready = self.state.withLock { state in
+            state.finished = true
+            return state.takeSatisfied()
+        }
+        ready.forEach { $0.resume(returning: true) }
+    }
+
+    var elements: [Element] { self.state.withLock { $0.items } }
+    var finished: Bool { self.state.withLock { $0.finished } }
+
+    /// Waits until `condition` holds on the elements, up to `timeout` seconds; returns whether
+    /// it holds.
+    @discardableResult
+    func wait(timeout: Double = 5, until condition: @escaping @Sendable ([Element]) -> Bool) async -> Bool {
+        await self.wait(timeout: timeout) { elements, _ in condition(elements) }
+    }
+
+    /// Waits until the sequence has ended, up to `timeout` seconds.
+    func waitUntilFinished(timeout: Double = 5) async -> Bool {
+        await self.wait(timeout: timeout) { _, finished in finished }
+    }
+
+    private func wait(timeout: Double, condition: @escaping @Sendable ([Element], Bool) -> Bool) async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let id: Int? = self.state.withLock { state in
+                if condition(state.items, state.finished) { return nil }
+                let id = state.nextWaiterID
+                state.nextWaiterID += 1
+                state.waiters[id] = Waiter(condition: condition, continuation: continuation)
+                return id
+            }
+            guard let id else {
+                continuation.resume(returning: true)
+                return
+            }
+            Task {
+                try? await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
+                let expired = self.state.withLock { $0.waiters.removeValue(forKey: id) }
+                expired?.continuation.resume(returning: false)
+            }
+        }
     }
 }
 
@@ -104,4 +159,37 @@ final class Locked<Value: Sendable>: Sendable {
     init(_ value: Value) { self.mutex = Mutex(value) }
 
     func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { self.mutex.withLock { body(&$0) } }
+}
+
+/// A thread that opens TCP sockets and closes them again, over and over, so that descriptor
+/// numbers are taken and freed all the time, as the RPC server and clients of a service do.
+final class SocketChurn: @unchecked Sendable {
+    // @unchecked Sendable: `thread` is touched only by `start` and `stop`, called from one test
+    // task; the flags and counters are atomics.
+    private let running = Atomic<Bool>(false)
+    private let opened = Atomic<Int>(0)
+
+    func start() {
+        self.running.store(true, ordering: .sequentiallyConsistent)
+        let thread = Thread { [self] in
+            while self.running.load(ordering: .sequentiallyConsistent) {
+                var descriptors: [Int32] = []
+                for _ in 0..<Int.random(in: 1...4) {
+                    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                    if descriptor >= 0 { descriptors.append(descriptor) }
+                }
+                self.opened.add(descriptors.count, ordering: .relaxed)
+                usleep(50)
+                descriptors.forEach { close($0) }
+            }
+        }
+        thread.start()
+    }
+
+    /// Stops the thread (idempotent) and returns how many sockets it opened.
+    @discardableResult
+    func stop() -> Int {
+        self.running.store(false, ordering: .sequentiallyConsistent)
+        return self.opened.load(ordering: .relaxed)
+    }
 }
