@@ -109,6 +109,12 @@ public final class PostgresConnection {
         return self.broken || PQstatus(handle) != CONNECTION_OK
     }
 
+    /// Marks the connection unusable so that the pool closes it instead of reusing it (the
+    /// server then drops whatever session state it held: advisory locks, settings).
+    func discard() {
+        self.broken = true
+    }
+
     /// The server process id serving this connection (`pg_backend_pid()`), 0 when closed.
     public var backendPID: Int32 {
         self.handle.map(PQbackendPID) ?? 0

@@ -63,10 +63,22 @@ public struct PostgresMigrator: Sendable {
         return try await self.pool.withConnection { connection in
             let quoted = quoteIdentifier(schema)
             let lockKey = PostgresValue.text("auth.schema_migrations." + schema)
+            // The lock is a session lock on a pooled connection: it must not go back to the pool
+            // still held. On any failure while it may be held (including a cancelled statement,
+            // or an unlock that did not run), and when the session still holds any advisory lock
+            // after the unlock (a migration took one of its own), the connection is discarded:
+            // closing it makes the server release every lock it held.
+            var releasedCleanly = false
+            defer {
+                if !releasedCleanly {
+                    logger.warning(
+                        "discarding the migration connection so that the server releases its advisory locks",
+                        metadata: ["postgres.schema": "\(schema)"])
+                    connection.discard()
+                }
+            }
             try connection.executeScript("SET statement_timeout = \(lockTimeout)")
-            defer { _ = try? connection.executeScript(restoreTimeout) }
             try connection.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", [lockKey])
-            defer { _ = try? connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [lockKey]) }
 
             try connection.executeScript(
                 """
@@ -142,6 +154,12 @@ public struct PostgresMigrator: Sendable {
                     ])
                 applied.append(migration.version)
             }
+            let unlocked = try connection.execute(
+                "SELECT pg_advisory_unlock(hashtextextended($1, 0))", [lockKey])[0][0].bool
+            let stillHeld = try connection.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()")[0][0].int
+            try connection.executeScript(restoreTimeout)
+            releasedCleanly = unlocked && stillHeld == 0
             return applied
         }
     }

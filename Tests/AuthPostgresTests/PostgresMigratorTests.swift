@@ -91,6 +91,42 @@ struct PostgresMigratorTests {
         }
     }
 
+    /// The migration lock is a session lock on a pooled connection. A migration that takes a
+    /// session advisory lock of its own (or an unlock that fails) must not hand a connection
+    /// holding locks back to the pool, where it would block every later migrator forever.
+    @Test func noAdvisoryLockGoesBackToThePool() async throws {
+        let applicationName = "migrator_locks_\(uniqueSuffix())"
+        try await PostgresTestDatabase.withTestSchema(maxConnections: 1, configure: {
+            $0.applicationName = applicationName
+        }) { pool, schema in
+            let migrator = PostgresMigrator(pool: pool, logger: PostgresTestDatabase.makeLogger())
+            let leaky = [PostgresMigration(version: 1, name: "leaky", sql: "SELECT pg_advisory_lock(4242);")]
+            #expect(try await migrator.migrate(schema: schema, migrations: leaky) == [1])
+
+            // The server releases a closed session's locks as its backend exits: wait for that
+            // (milliseconds), bounded to tell slow from never.
+            let admin = PostgresPool(
+                configuration: PostgresConfiguration(
+                    connectionString: try await PostgresTestDatabase.connectionString(), maxConnections: 1),
+                logger: PostgresTestDatabase.makeLogger())
+            var held = -1
+            let start = ContinuousClock.now
+            while held != 0 && seconds(since: start) < 10 {
+                held = try await admin.query(
+                    """
+                    SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                    WHERE l.locktype = 'advisory' AND a.application_name = $1
+                    """, [.text(applicationName)])[0][0].int
+                if held != 0 { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            await admin.close()
+            #expect(held == 0, "the pool's connections still hold advisory locks")
+
+            // And the pool still works, on a fresh connection.
+            #expect(try await pool.query("SELECT 1")[0][0].int == 1)
+        }
+    }
+
     @Test func concurrentMigratorsApplyEachMigrationOnce() async throws {
         try await PostgresTestDatabase.withTestSchema { pool, schema in
             let url = try await PostgresTestDatabase.connectionString()

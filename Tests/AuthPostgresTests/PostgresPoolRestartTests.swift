@@ -34,6 +34,61 @@ struct PostgresPoolRestartTests {
         }
     }
 
+    /// The server restarts while the pool only has idle connections. Each of them is stale
+    /// (a shutdown notice or end of stream is waiting on its socket); none may be handed out, so
+    /// the first call on each slot after the restart succeeds, with no retry.
+    @Test func firstCallsAfterARestartDoNotMeetStaleConnections() async throws {
+        try await PostgresTestCluster.withCluster { cluster in
+            var configuration = PostgresConfiguration(
+                connectionString: cluster.connectionString, maxConnections: 3, connectTimeout: .seconds(2),
+                acquireTimeout: .seconds(5), applicationName: "idle-restart-test")
+            configuration.reconnectBackoff = .milliseconds(50)
+            let pool = PostgresPool(configuration: configuration, logger: PostgresTestDatabase.makeLogger())
+            do {
+                for immediate in [false, true] {
+                    // Three connections, then all idle.
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        for _ in 0..<3 { group.addTask { try await pool.query("SELECT pg_sleep(0.05)") } }
+                        try await group.waitForAll()
+                    }
+                    #expect(pool.statistics.idleConnections == 3)
+                    let before = try await pool.query(
+                        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'idle-restart-test'")[0][0].int
+                    #expect(before == 3)
+
+                    try await cluster.stop(immediate: immediate)
+                    try await cluster.start()
+
+                    // Three calls at once, each on one of the three stale slots: all succeed.
+                    let results = await withTaskGroup(of: Result<Int, any Error>.self) { group in
+                        for value in 0..<3 {
+                            group.addTask {
+                                do {
+                                    return .success(
+                                        try await pool.withConnection { connection in
+                                            try connection.execute("SELECT pg_sleep(0.05)")
+                                            return try connection.execute("SELECT $1::int4", [.int32(Int32(value))])[0][0].int
+                                        })
+                                } catch {
+                                    return .failure(error)
+                                }
+                            }
+                        }
+                        var results: [Result<Int, any Error>] = []
+                        for await result in group { results.append(result) }
+                        return results
+                    }
+                    let values = results.compactMap { try? $0.get() }.sorted()
+                    #expect(values == [0, 1, 2], "immediate: \(immediate), results: \(results)")
+                }
+            } catch {
+                await pool.close()
+                throw error
+            }
+            await pool.close()
+        }
+    }
+
     private func restart(cluster: PostgresTestCluster, pool: PostgresPool, immediate: Bool) async throws {
         let inFlight = Task { try await pool.query("SELECT pg_sleep(20)") }
         // Wait until the sleep really runs on the server.
