@@ -65,14 +65,7 @@ struct PostgresListenerTests {
             let beforeArrived = await received.wait { $0.count == 1 }
             #expect(beforeArrived)
 
-            let killed = try await pool.query(
-                // With a timeout, pg_terminate_backend returns once the backend has exited, so no
-                // notification sent afterwards can come through the old connection.
-                """
-                SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000))
-                FROM pg_stat_activity WHERE application_name = $1
-                """,
-                [.text(applicationName + " listener")])[0][0].int
+            let killed = try await killListenerBackend(of: pool, applicationName: applicationName)
             #expect(killed == 1)
 
             // Notifications sent while it reconnects are lost; keep sending until one arrives.
@@ -104,14 +97,7 @@ struct PostgresListenerTests {
             defer { churn.stop() }
 
             for round in 1...20 {
-                let killed = try await pool.query(
-                    // With a timeout, pg_terminate_backend returns once the backend has exited, so
-                    // no notification sent afterwards can come through the old connection.
-                    """
-                    SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000))
-                    FROM pg_stat_activity WHERE application_name = $1
-                    """,
-                    [.text(applicationName + " listener")])[0][0].int
+                let killed = try await killListenerBackend(of: pool, applicationName: applicationName)
                 #expect(killed == 1, "round \(round)")
                 // Notifications sent while it reconnects are lost; keep sending until one
                 // arrives. A reconnect takes milliseconds; the bound only tells slow from never.
@@ -141,4 +127,16 @@ struct PostgresListenerTests {
         let error = await #expect(throws: PostgresError.self) { try await pool.listen(channel: "after_close") }
         #expect(error?.code == .closed)
     }
+}
+
+/// Terminates the LISTEN connection of a pool configured with `applicationName`, returning how
+/// many backends were terminated. With a timeout, `pg_terminate_backend` returns once the backend
+/// has exited, so no notification sent afterwards can come through the old connection.
+private func killListenerBackend(of pool: PostgresPool, applicationName: String) async throws -> Int {
+    try await pool.query(
+        """
+        SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000))
+        FROM pg_stat_activity WHERE application_name = $1
+        """,
+        [.text(applicationName + " listener")])[0][0].int
 }
