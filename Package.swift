@@ -134,6 +134,7 @@ let package = Package(
                 "AuthPostgres",
                 "AuthCrypto",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             resources: [.copy("Migrations")],
             swiftSettings: strictSwift

@@ -8,11 +8,12 @@ await ServiceMain.run(.session, serviceNames: ["auth.session.v1.Session"]) { rou
         environment: ProcessInfo.processInfo.environment,
         production: dependencies.configuration.environment == .production
     )
-    router.register(
-        try await SessionService.start(
-            database: dependencies.database,
-            configuration: configuration,
-            logger: dependencies.logger
-        )
+    let service = try await SessionService.start(
+        database: dependencies.database,
+        configuration: configuration,
+        logger: dependencies.logger
     )
+    router.register(service)
+    // Deletes dead sessions every AUTH_SESSION_CLEANUP_INTERVAL_SECONDS, one replica at a time.
+    dependencies.addService(SessionMaintenance(service: service, logger: dependencies.logger))
 }
