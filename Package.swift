@@ -264,6 +264,11 @@ let package = Package(
             swiftSettings: strictSwift
         ),
         .testTarget(
+            name: "AuthServiceRuntimeTests",
+            dependencies: ["AuthServiceRuntime", "AuthPostgres", "AuthTestSupport"],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
             name: "EndToEndTests",
             dependencies: [
                 "AuthRPCNIO", "AuthAPI", "AuthTestSupport", "AuthServiceRuntime",
