@@ -161,7 +161,8 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
             switch RefreshDecision.decide(state, now: now, graceWindow: configuration.refreshGraceWindow) {
             case .reject(let code):
                 if let kind = Self.eventKind(forRejection: code) {
-                    try queries.record(
+                    // Best effort: the caller gets the refusal's own reason either way.
+                    recordBestEffort(queries: queries) {
                         SecurityEvent(
                             kind: kind,
                             sessionID: state.sessionID,
@@ -174,7 +175,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
                                 "caller": .string(caller),
                             ]
                         )
-                    )
+                    }
                 }
                 throw SessionError(code, Self.message(for: code))
 
@@ -543,6 +544,14 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         if !fromRequest.isEmpty { return fromRequest }
         let fromMetadata = context.metadata.endUserIP
         return fromMetadata.utf8.count <= 45 && RequestValidator.isIPAddress(fromMetadata) ? fromMetadata : ""
+    }
+
+    private func recordBestEffort(queries: SessionStore.Queries, _ event: () -> SecurityEvent) {
+        do {
+            try queries.record(event())
+        } catch {
+            logger.warning("Could not record a security event", metadata: ["error": "\(error)"])
+        }
     }
 
     /// A caller-supplied name for a log line: printable ASCII only (others become `?`), at

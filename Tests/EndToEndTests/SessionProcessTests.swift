@@ -32,6 +32,29 @@ import Testing
         #expect(!session.log.contains("RPC server listening"))
     }
 
+    /// A bad setting of session's own is refused at once, before the database is tried.
+    @Test func aBadSettingStopsTheStartAtOnce() async throws {
+        let session = try ServiceProcess(
+            executable: "session",
+            environment: [
+                "AUTH_RPC_SECRET": secret,
+                "AUTH_DATABASE_URL": "host=127.0.0.1 port=1 dbname=auth connect_timeout=2",
+                "AUTH_MASTER_KEY": "ZTJlLXRlc3QtbWFzdGVyLWtleS0zMi1ieXRlcy0hISE=",
+                "AUTH_SESSION_REFRESH_GRACE_SECONDS": "301",
+                "AUTH_DB_START_TIMEOUT_SECONDS": "60",
+            ]
+        )
+        let status = await session.waitForExit(timeout: .seconds(20))
+        if status == nil { await session.terminate() }
+        #expect(status == 2)
+        #expect(
+            session.log.contains(
+                "session: configuration error: AUTH_SESSION_REFRESH_GRACE_SECONDS: must be a whole number of seconds in 0...300"
+            )
+        )
+        #expect(!session.log.contains("The database is not reachable"))
+    }
+
     @Test func schedulesTheCleanUpAndRewrapsForAuthctl() async throws {
         let session = try ServiceProcess(
             executable: "session",
