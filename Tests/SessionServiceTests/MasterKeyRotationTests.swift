@@ -114,4 +114,34 @@ import Testing
             }
         }
     }
+
+    /// A stored key that opens with neither master key stops the rewrap; nothing is changed.
+    @Test func rewrapRefusesAKeyItCannotOpen() async throws {
+        try await withSessionService { fixture in
+            _ = try await fixture.operatorClient.rotateSigningKey(.init())
+            let before = try await fixture.query("SELECT kid, private_key_sealed FROM @signing_keys ORDER BY kid")
+                .map { [try $0[0].string, Data(try $0[1].bytes).base64EncodedString()] }
+            var strangers = fixture.configuration
+            strangers.masterKey = .random()
+            strangers.previousMasterKey = .random()
+            let store = SigningKeyStore(
+                pool: fixture.pool,
+                configuration: strangers,
+                clock: fixture.clock,
+                logger: testLogger
+            )
+            await #expect {
+                try await store.rewrap(caller: "authctl")
+            } throws: { error in
+                (error as? SessionError)?.code == .internal
+            }
+            let after = try await fixture.query("SELECT kid, private_key_sealed FROM @signing_keys ORDER BY kid")
+                .map { [try $0[0].string, Data(try $0[1].bytes).base64EncodedString()] }
+            #expect(after == before)
+            let events = try await fixture.query(
+                "SELECT count(*) FROM @security_events WHERE kind = 'signing_keys_rewrapped'"
+            )
+            #expect(try events[0][0].int == 0)
+        }
+    }
 }
