@@ -140,6 +140,7 @@ let package = Package(
                 "AuthPostgres",
                 "AuthCrypto",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             resources: [.copy("Migrations")],
             swiftSettings: strictSwift
@@ -271,6 +272,11 @@ let package = Package(
             dependencies: [
                 "SessionService", "AuthTestSupport", "AuthAPI", "AuthRPC", "AuthCrypto", "AuthPostgres",
             ],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "AuthServiceRuntimeTests",
+            dependencies: ["AuthServiceRuntime", "AuthPostgres", "AuthTestSupport"],
             swiftSettings: strictSwift
         ),
         .testTarget(

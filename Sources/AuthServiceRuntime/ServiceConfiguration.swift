@@ -67,6 +67,9 @@ public struct ServiceConfiguration: Sendable {
     public var databaseURL: String?
     public var databasePoolSize: Int
     public var databaseStatementTimeout: Duration
+    /// How long start-up keeps trying to reach the database before it gives up
+    /// (`AUTH_DB_START_TIMEOUT_SECONDS`, 0 = one attempt).
+    public var databaseStartTimeout: Duration
     public var rpcSecret: [UInt8]
     public var rpcLimits: ConnectionLimits
     public var logLevel: Logger.Level
@@ -84,13 +87,14 @@ public struct ServiceConfiguration: Sendable {
     ) throws {
         let reader = EnvironmentReader(variables: variables)
         self.service = service
-        self.environment = try reader.value("AUTH_ENVIRONMENT", default: .development) { Environment(rawValue: $0) }
+        self.environment = try reader.value("AUTH_ENVIRONMENT", default: .development, expected: "`development` or `production`") { Environment(rawValue: $0) }
         self.bindHost = reader.string("AUTH_BIND_HOST") ?? "127.0.0.1"
-        self.port = try reader.value(service.portVariable, default: service.defaultPort) { Int($0).flatMap { (0...65535).contains($0) ? $0 : nil } }
+        self.port = try reader.integer(service.portVariable, default: service.defaultPort, in: 0...65535, note: " (0: any free port, logged at start)")
         self.databaseURL = reader.string("AUTH_DATABASE_URL")
-        self.databasePoolSize = try reader.value("AUTH_DB_POOL_SIZE", default: 10) { Int($0).flatMap { (1...200).contains($0) ? $0 : nil } }
-        self.databaseStatementTimeout = .milliseconds(try reader.value("AUTH_DB_STATEMENT_TIMEOUT_MS", default: 5000) { Int($0).flatMap { $0 > 0 ? $0 : nil } })
-        self.logLevel = try reader.value("AUTH_LOG_LEVEL", default: .info) { Logger.Level(rawValue: $0) }
+        self.databasePoolSize = try reader.integer("AUTH_DB_POOL_SIZE", default: 10, in: 1...200)
+        self.databaseStatementTimeout = .milliseconds(try reader.integer("AUTH_DB_STATEMENT_TIMEOUT_MS", default: 5000, in: 1...3_600_000, unit: " of milliseconds"))
+        self.databaseStartTimeout = .seconds(try reader.integer("AUTH_DB_START_TIMEOUT_SECONDS", default: 60, in: 0...3_600, unit: " of seconds"))
+        self.logLevel = try reader.value("AUTH_LOG_LEVEL", default: .info, expected: "one of trace, debug, info, notice, warning, error, critical") { Logger.Level(rawValue: $0) }
 
         guard let secretText = reader.string("AUTH_RPC_SECRET") else {
             throw ConfigurationError(variable: "AUTH_RPC_SECRET", problem: "is required: base64 of at least 32 random bytes, the same for every service (e.g. `openssl rand -base64 32`)")
@@ -101,10 +105,10 @@ public struct ServiceConfiguration: Sendable {
         self.rpcSecret = Array(secret)
 
         var limits = ConnectionLimits()
-        limits.maxFrameSize = try reader.value("AUTH_RPC_MAX_FRAME_BYTES", default: limits.maxFrameSize) { Int($0).flatMap { (1024...(64 << 20)).contains($0) ? $0 : nil } }
-        limits.maxConcurrentCalls = try reader.value("AUTH_RPC_MAX_CONCURRENT_CALLS", default: limits.maxConcurrentCalls) { Int($0).flatMap { (1...100_000).contains($0) ? $0 : nil } }
-        limits.idleTimeout = .seconds(try reader.value("AUTH_RPC_IDLE_TIMEOUT_SECONDS", default: 300) { Int($0).flatMap { $0 > 0 ? $0 : nil } })
-        limits.readTimeout = .seconds(try reader.value("AUTH_RPC_READ_TIMEOUT_SECONDS", default: 10) { Int($0).flatMap { $0 > 0 ? $0 : nil } })
+        limits.maxFrameSize = try reader.integer("AUTH_RPC_MAX_FRAME_BYTES", default: limits.maxFrameSize, in: 1024...(64 << 20), unit: " of bytes")
+        limits.maxConcurrentCalls = try reader.integer("AUTH_RPC_MAX_CONCURRENT_CALLS", default: limits.maxConcurrentCalls, in: 1...100_000)
+        limits.idleTimeout = .seconds(try reader.integer("AUTH_RPC_IDLE_TIMEOUT_SECONDS", default: 300, in: 1...86_400, unit: " of seconds"))
+        limits.readTimeout = .seconds(try reader.integer("AUTH_RPC_READ_TIMEOUT_SECONDS", default: 10, in: 1...3_600, unit: " of seconds"))
         self.rpcLimits = limits
 
         var addresses: [AuthServiceName: [RPCAddress]] = [:]
@@ -129,11 +133,20 @@ struct EnvironmentReader {
         return value
     }
 
-    func value<T>(_ name: String, default fallback: T, parse: (String) -> T?) throws -> T {
+    /// The parsed value of `name`, `fallback` when unset; a value `parse` refuses stops start-up
+    /// with "must be \(expected)".
+    func value<T>(_ name: String, default fallback: T, expected: String, parse: (String) -> T?) throws -> T {
         guard let text = string(name) else { return fallback }
         guard let value = parse(text) else {
-            throw ConfigurationError(variable: name, problem: "has an invalid value")
+            throw ConfigurationError(variable: name, problem: "must be \(expected)")
         }
         return value
+    }
+
+    /// A whole number in `range`; the refusal names the range.
+    func integer(_ name: String, default fallback: Int, in range: ClosedRange<Int>, unit: String = "", note: String = "") throws -> Int {
+        try value(name, default: fallback, expected: "a whole number\(unit) in \(range.lowerBound)...\(range.upperBound)\(note)") {
+            Int($0).flatMap { range.contains($0) ? $0 : nil }
+        }
     }
 }

@@ -6,12 +6,21 @@ import Foundation
 import Logging
 import NIOPosix
 import ServiceLifecycle
+import Synchronization
 
 /// What a backend service's start-up gives its domain code to register its methods with.
 public struct ServiceDependencies: Sendable {
     public let configuration: ServiceConfiguration
     public let database: PostgresPool
     public let logger: Logger
+    let backgroundServices: BackgroundServices
+
+    /// Runs `service` beside the RPC server in the process's `ServiceGroup` (e.g. a scheduled
+    /// clean-up): started after the database pool, stopped at graceful shutdown before the pool
+    /// closes.
+    public func addService(_ service: some Service) {
+        backgroundServices.add(service)
+    }
 
     /// A client for another service of the system, with this service as the caller.
     public func client(for service: AuthServiceName) -> RPCClient {
@@ -86,12 +95,26 @@ public enum ServiceMain {
             ),
             logger: logger
         )
+        // Wait for the database (bounded by AUTH_DB_START_TIMEOUT_SECONDS) rather than exit
+        // because it is not up yet.
+        try await DatabaseStartup(limit: configuration.databaseStartTimeout).wait(logger: logger) {
+            try await database.query("SELECT 1", [])
+        }
         let health = HealthService(serviceNames: serviceNames) {
             (try? await database.query("SELECT 1", [])) != nil
         }
         var router = RPCRouter()
         router.register(health)
-        try await register(&router, ServiceDependencies(configuration: configuration, database: database, logger: logger))
+        let backgroundServices = BackgroundServices()
+        try await register(
+            &router,
+            ServiceDependencies(
+                configuration: configuration,
+                database: database,
+                logger: logger,
+                backgroundServices: backgroundServices
+            )
+        )
 
         let server = RPCServer(
             configuration: RPCServerConfiguration(
@@ -107,8 +130,9 @@ public enum ServiceMain {
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 // Shut down in reverse order: health turns NOT_SERVING, the server drains, the pool closes.
-                services: [
-                    .init(service: database),
+                services: [.init(service: database)]
+                    + backgroundServices.all.map { .init(service: $0) }
+                    + [
                     .init(service: server),
                     .init(service: ShutdownAnnouncer { health.markShuttingDown() }),
                 ],
@@ -130,6 +154,17 @@ public enum ServiceMain {
         logger.logLevel = level
         return logger
     }
+}
+
+/// The services `register` added with ``ServiceDependencies/addService(_:)``.
+final class BackgroundServices: Sendable {
+    private let services = Mutex<[any Service]>([])
+
+    func add(_ service: some Service) {
+        services.withLock { $0.append(service) }
+    }
+
+    var all: [any Service] { services.withLock { $0 } }
 }
 
 /// Runs until graceful shutdown starts, then calls `announce` (e.g. health turns NOT_SERVING

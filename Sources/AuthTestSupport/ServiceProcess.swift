@@ -94,6 +94,16 @@ public final class ServiceProcess: Sendable {
         return port
     }
 
+    /// Waits for the process to exit by itself and returns its status; nil if it still runs
+    /// after `timeout`.
+    public func waitForExit(timeout: Duration = .seconds(30)) async -> Int32? {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return process.isRunning ? nil : process.terminationStatus
+    }
+
     /// SIGTERM, then waits for the exit; SIGKILL if it takes longer than `grace`.
     @discardableResult
     public func terminate(grace: Duration = .seconds(15)) async -> Int32 {

@@ -59,10 +59,14 @@ struct IssuedTokens: Sendable, Equatable {
 /// only `SHA-256(token)`. The additional data binds the box to its session and generation.
 struct SuccessorVault: Sendable {
     private let keyDerivation: HMACSHA256
+    /// The previous master key's derivation, during a master-key rotation: boxes sealed by a
+    /// replica that still ran with only the old key open with it. Nothing is sealed with it.
+    private let previousKeyDerivation: HMACSHA256?
     private static let formatVersion: UInt8 = 1
 
-    init(masterKey: MasterKey) {
+    init(masterKey: MasterKey, previousMasterKey: MasterKey? = nil) {
         self.keyDerivation = HMACSHA256(key: masterKey.successorVaultKey)
+        self.previousKeyDerivation = previousMasterKey.map { HMACSHA256(key: $0.successorVaultKey) }
     }
 
     func seal(
@@ -93,11 +97,17 @@ struct SuccessorVault: Sendable {
         sessionID: UUID,
         generation: Int64
     ) throws(CryptoError) -> IssuedTokens {
-        let plaintext = try AESGCM.open(
-            sealed,
-            key: keyDerivation.authenticationCode(for: presented.bytes),
-            aad: Self.additionalData(sessionID: sessionID, generation: generation)
-        )
+        let aad = Self.additionalData(sessionID: sessionID, generation: generation)
+        let plaintext: [UInt8]
+        do {
+            plaintext = try AESGCM.open(sealed, key: keyDerivation.authenticationCode(for: presented.bytes), aad: aad)
+        } catch where error.code == .authenticationFailure && previousKeyDerivation != nil {
+            plaintext = try AESGCM.open(
+                sealed,
+                key: previousKeyDerivation!.authenticationCode(for: presented.bytes),
+                aad: aad
+            )
+        }
         guard plaintext.count > 1 + 32 + 16, plaintext[0] == Self.formatVersion,
             let refresh = RefreshToken(rawBytes: Array(plaintext[1..<33]))
         else {

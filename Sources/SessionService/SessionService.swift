@@ -53,7 +53,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         self.configuration = configuration
         self.store = SessionStore(pool: database, schema: configuration.schema)
         self.keys = SigningKeyStore(pool: database, configuration: configuration, clock: clock, logger: logger)
-        self.vault = SuccessorVault(masterKey: configuration.masterKey)
+        self.vault = SuccessorVault(masterKey: configuration.masterKey, previousMasterKey: configuration.previousMasterKey)
         self.verifier = AccessTokenVerifier(
             issuer: configuration.issuer,
             audience: configuration.audience,
@@ -160,6 +160,23 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
             }
             switch RefreshDecision.decide(state, now: now, graceWindow: configuration.refreshGraceWindow) {
             case .reject(let code):
+                if let kind = Self.eventKind(forRejection: code) {
+                    // Best effort: the caller gets the refusal's own reason either way.
+                    recordBestEffort(queries: queries) {
+                        SecurityEvent(
+                            kind: kind,
+                            sessionID: state.sessionID,
+                            userID: state.userID,
+                            occurredAt: now,
+                            clientIP: ip,
+                            details: [
+                                "token_generation": .int(state.tokenGeneration),
+                                "session_generation": .int(state.sessionGeneration),
+                                "caller": .string(caller),
+                            ]
+                        )
+                    }
+                }
                 throw SessionError(code, Self.message(for: code))
 
             case .rotate:
@@ -359,19 +376,62 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         context: ServerContext
     ) async throws -> Auth_Session_V1_RotateSigningKeyResponse {
         try await serving {
-            guard context.authenticatedCaller == configuration.keyRotationCaller else {
-                throw SessionError(
-                    .callerNotAllowed,
-                    "Only \(configuration.keyRotationCaller) may rotate the signing key."
-                )
-            }
-            let rotation = try await keys.rotate()
+            try await requireOperator(context, method: "RotateSigningKey")
+            let rotation = try await keys.rotate(caller: context.authenticatedCaller)
             return Auth_Session_V1_RotateSigningKeyResponse(
                 newKeyID: rotation.newKeyID,
                 signsFrom: rotation.signsFrom.unixSeconds,
                 retiringKeyIds: rotation.retiringKeyIDs
             )
         }
+    }
+
+    /// Moves every stored signing key to the current master key (see
+    /// ``SigningKeyStore/rewrap(caller:)``); the step between the two rolling restarts of a
+    /// master-key rotation (docs/session.md).
+    public func rewrapSigningKeys(
+        request: Auth_Session_V1_RewrapSigningKeysRequest,
+        context: ServerContext
+    ) async throws -> Auth_Session_V1_RewrapSigningKeysResponse {
+        try await serving {
+            try await requireOperator(context, method: "RewrapSigningKeys")
+            let result = try await keys.rewrap(caller: context.authenticatedCaller)
+            logger.notice(
+                "Re-wrapped the stored signing keys under the current master key",
+                metadata: [
+                    "session.rewrapped_kids": "\(result.rewrapped.joined(separator: ","))",
+                    "session.already_current_kids": "\(result.alreadyCurrent.joined(separator: ","))",
+                ]
+            )
+            return Auth_Session_V1_RewrapSigningKeysResponse(
+                rewrapped: UInt32(clamping: result.rewrapped.count),
+                alreadyCurrent: UInt32(clamping: result.alreadyCurrent.count)
+            )
+        }
+    }
+
+    /// Refuses a caller other than ``SessionServiceConfiguration/keyRotationCaller`` with
+    /// PERMISSION_DENIED, after logging it and recording a `caller_not_allowed` security event
+    /// (best effort: a database outage does not change the answer).
+    private func requireOperator(_ context: ServerContext, method: String) async throws {
+        let caller = context.authenticatedCaller
+        guard caller != configuration.keyRotationCaller else { return }
+        logger.warning(
+            "Refused a caller that may not call this method",
+            metadata: ["rpc.caller": "\(Self.loggable(caller))", "rpc.method": "\(method)"]
+        )
+        do {
+            try await store.record(
+                SecurityEvent(
+                    kind: .callerNotAllowed,
+                    occurredAt: clock.microsecondNow(),
+                    details: ["caller": .string(caller), "method": .string(method)]
+                )
+            )
+        } catch {
+            logger.warning("Could not record a security event", metadata: ["error": "\(error)"])
+        }
+        throw SessionError(.callerNotAllowed, "Only \(configuration.keyRotationCaller) may call \(method).")
     }
 
     /// The JWK Set of the keys published now (what GetJWKS returns).
@@ -387,14 +447,32 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
     /// Deletes sessions (with their refresh tokens) that were revoked, or reached their
     /// absolute expiry, more than `retention` ago; returns how many. Their security events stay.
     /// Run it now and then (e.g. daily); it works in batches of 1,000.
+    ///
+    /// Each batch is a transaction that first takes the clean-up's advisory lock
+    /// (`pg_try_advisory_xact_lock`, per schema) without waiting: when another replica holds
+    /// it, that replica is cleaning up and this call stops, returning what it deleted so far.
+    /// ``SessionMaintenance`` runs it on a schedule.
     @discardableResult
     public func deleteDeadSessions(retention: Duration = .seconds(7 * 86_400)) async throws -> Int {
+        try await sweepDeadSessions(retention: retention).deleted
+    }
+
+    /// What one clean-up did: how many sessions it deleted, and whether it stopped because
+    /// another replica held the lock.
+    struct DeadSessionSweep: Sendable, Equatable {
+        var deleted: Int
+        var lockedOut: Bool
+    }
+
+    func sweepDeadSessions(retention: Duration, batch: Int = 1_000) async throws -> DeadSessionSweep {
         let cutoff = clock.microsecondNow().addingTimeInterval(-retention.timeInterval)
         var total = 0
         while true {
-            let deleted = try await store.deleteDeadSessions(before: cutoff, batch: 1_000)
+            guard let deleted = try await store.deleteDeadSessions(before: cutoff, batch: batch) else {
+                return DeadSessionSweep(deleted: total, lockedOut: true)
+            }
             total += deleted
-            if deleted < 1_000 { return total }
+            if deleted < batch { return DeadSessionSweep(deleted: total, lockedOut: false) }
         }
     }
 
@@ -466,6 +544,33 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         if !fromRequest.isEmpty { return fromRequest }
         let fromMetadata = context.metadata.endUserIP
         return fromMetadata.utf8.count <= 45 && RequestValidator.isIPAddress(fromMetadata) ? fromMetadata : ""
+    }
+
+    private func recordBestEffort(queries: SessionStore.Queries, _ event: () -> SecurityEvent) {
+        do {
+            try queries.record(event())
+        } catch {
+            logger.warning("Could not record a security event", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// A caller-supplied name for a log line: printable ASCII only (others become `?`), at
+    /// most 64 characters.
+    static func loggable(_ text: String) -> String {
+        String(
+            String.UnicodeScalarView(
+                text.unicodeScalars.prefix(64).map { $0.value >= 0x20 && $0.value < 0x7F ? $0 : "?" }
+            )
+        )
+    }
+
+    /// The security event a refused refresh records, if any.
+    static func eventKind(forRejection code: SessionError.Code) -> SecurityEvent.Kind? {
+        switch code {
+        case .sessionRevoked: .refreshOfRevokedSession
+        case .sessionExpired: .refreshOfExpiredSession
+        default: nil
+        }
     }
 
     static func message(for code: SessionError.Code) -> String {

@@ -16,6 +16,10 @@ public struct SessionConfigurationError: Error, Sendable, CustomStringConvertibl
 public struct SessionServiceConfiguration: Sendable {
     /// Wraps the signing keys and derives the successor-vault keys.
     public var masterKey: MasterKey
+    /// The master key being rotated away from (`AUTH_MASTER_KEY_PREVIOUS`): while it is set,
+    /// signing keys and successor boxes that ``masterKey`` cannot open are opened with it, and
+    /// RewrapSigningKeys moves the stored keys to ``masterKey``. Nothing is sealed with it.
+    public var previousMasterKey: MasterKey?
     /// The schema holding the service's tables (`session`; tests use their own).
     public var schema: String = "session"
     /// The access tokens' `iss`.
@@ -41,8 +45,14 @@ public struct SessionServiceConfiguration: Sendable {
     public var clockSkewTolerance: Duration = .seconds(30)
     /// The most sessions ListSessions returns (the most recently used first). Default 100.
     public var maxListedSessions: Int = 100
-    /// The only caller (service credential name) allowed to call RotateSigningKey.
+    /// The only caller (service credential name) allowed to call RotateSigningKey and
+    /// RewrapSigningKeys.
     public var keyRotationCaller: String = "authctl"
+    /// How often each replica tries to delete dead sessions (one replica at a time; see
+    /// ``SessionMaintenance``). Default 1 hour.
+    public var deadSessionSweepInterval: Duration = .seconds(3_600)
+    /// How long a revoked or expired session is kept before it is deleted. Default 7 days.
+    public var deadSessionRetention: Duration = .seconds(7 * 86_400)
 
     /// A configuration with the defaults documented on each property.
     public init(masterKey: MasterKey) {
@@ -84,12 +94,21 @@ public struct SessionServiceConfiguration: Sendable {
             throw SessionConfigurationError(variable: "AUTH_MASTER_KEY", problem: "must be base64 of exactly 32 bytes")
         }
         self.init(masterKey: masterKey)
+        if let previousText = string("AUTH_MASTER_KEY_PREVIOUS") {
+            guard let previous = MasterKey(base64: previousText) else {
+                throw SessionConfigurationError(
+                    variable: "AUTH_MASTER_KEY_PREVIOUS",
+                    problem: "must be base64 of exactly 32 bytes (the master key being replaced), or unset"
+                )
+            }
+            self.previousMasterKey = previous
+        }
         if let issuer = string("AUTH_SESSION_ISSUER") {
             guard issuer.utf8.count <= 256, issuer.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
             else {
                 throw SessionConfigurationError(
                     variable: "AUTH_SESSION_ISSUER",
-                    problem: "must be 1-256 printable ASCII characters"
+                    problem: "must be 1-256 printable ASCII characters without spaces"
                 )
             }
             self.issuer = issuer
@@ -99,7 +118,7 @@ public struct SessionServiceConfiguration: Sendable {
             else {
                 throw SessionConfigurationError(
                     variable: "AUTH_SESSION_AUDIENCE",
-                    problem: "must be 1-256 printable ASCII characters"
+                    problem: "must be 1-256 printable ASCII characters without spaces"
                 )
             }
             self.audience = audience
@@ -129,10 +148,22 @@ public struct SessionServiceConfiguration: Sendable {
             0...(7 * 86_400),
             default: signingKeyPublishDelay
         )
+        self.deadSessionSweepInterval = try seconds(
+            "AUTH_SESSION_CLEANUP_INTERVAL_SECONDS",
+            60...(7 * 86_400),
+            default: deadSessionSweepInterval
+        )
+        self.deadSessionRetention = try seconds(
+            "AUTH_SESSION_CLEANUP_RETENTION_SECONDS",
+            0...(365 * 86_400),
+            default: deadSessionRetention
+        )
         guard accessTokenLifetime < refreshTokenLifetime else {
             throw SessionConfigurationError(
                 variable: "AUTH_SESSION_ACCESS_TOKEN_SECONDS",
-                problem: "must be shorter than the refresh token lifetime"
+                problem:
+                    "must be shorter than the refresh-token lifetime (AUTH_SESSION_REFRESH_TOKEN_SECONDS, "
+                    + "\(Int(refreshTokenLifetime.timeInterval)) s)"
             )
         }
     }

@@ -113,6 +113,11 @@ struct SessionStore: Sendable {
             return rows.affectedRows == 1
         }
 
+        /// Inserts a security event.
+        func record(_ event: SecurityEvent) throws {
+            try connection.execute(sql.securityEvent, event.parameters)
+        }
+
         /// Revokes a session whose used refresh token came back, and records a security event
         /// (once: only if this call revoked it).
         func revokeForReuse(sessionID: UUID, now: Date, clientIP: String, details: String) throws {
@@ -180,10 +185,28 @@ struct SessionStore: Sendable {
         !(try await pool.query(sql.isLive, [.uuid(sessionID), .text(userID), .timestamptz(now)])).isEmpty
     }
 
+    static let cleanupLockPrefix = "auth.session.dead_sessions."
+
+    /// The name hashed into the clean-up's advisory lock key for `schema`.
+    static func cleanupLockName(schema: String) -> String { cleanupLockPrefix + quoted(schema) }
+
+    /// Inserts a security event.
+    func record(_ event: SecurityEvent) async throws {
+        try await pool.query(sql.securityEvent, event.parameters)
+    }
+
     /// Deletes (with their refresh tokens) up to `batch` sessions revoked, or past their
-    /// absolute expiry, before `cutoff`.
-    func deleteDeadSessions(before cutoff: Date, batch: Int) async throws -> Int {
-        try await pool.query(sql.deleteDead, [.timestamptz(cutoff), .int64(Int64(batch))]).affectedRows ?? 0
+    /// absolute expiry, before `cutoff`, in a transaction that first takes the clean-up's
+    /// transaction-scoped advisory lock without waiting. Returns nil, deleting nothing, when
+    /// another replica holds it (its clean-up is running).
+    func deleteDeadSessions(before cutoff: Date, batch: Int) async throws -> Int? {
+        let sql = self.sql
+        return try await pool.transaction { connection -> Int? in
+            let locked = try connection.execute(sql.tryCleanupLock, [sql.cleanupLockKey])
+            guard try locked.first?[0].bool == true else { return nil }
+            return try connection.execute(sql.deleteDead, [.timestamptz(cutoff), .int64(Int64(batch))]).affectedRows
+                ?? 0
+        }
     }
 
     fileprivate struct Statements: Sendable {
@@ -196,8 +219,14 @@ struct SessionStore: Sendable {
         let liveSessions: String
         let isLive: String
         let deleteDead: String
+        let securityEvent: String
+        let tryCleanupLock = "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))"
+        /// The dead-session clean-up's lock: one per schema.
+        let cleanupLockKey: PostgresValue
 
         init(schema s: String) {
+            securityEvent = SecurityEvent.insertStatement(schema: s)
+            cleanupLockKey = .text(SessionStore.cleanupLockPrefix + s)
             insertSession = """
                 WITH created AS (
                     INSERT INTO \(s).sessions (id, user_id, amr, device_platform, device_name, device_user_agent,

@@ -47,6 +47,14 @@ struct SigningKeySet: Sendable {
     }
 }
 
+/// What a rewrap did.
+struct SigningKeyRewrap: Sendable {
+    /// Keys that were wrapped under the previous master key and now are under the current one.
+    var rewrapped: [String]
+    /// Keys that already were under the current master key.
+    var alreadyCurrent: [String]
+}
+
 /// What a rotation did.
 struct SigningKeyRotation: Sendable {
     var newKeyID: String
@@ -65,6 +73,8 @@ final class SigningKeyStore: Sendable {
     private let pool: PostgresPool
     private let schema: String
     private let wrapKey: [UInt8]
+    /// The previous master key's wrapping key, while a master-key rotation is under way.
+    private let previousWrapKey: [UInt8]?
     private let configuration: SessionServiceConfiguration
     private let clock: any WallClock
     private let logger: Logger
@@ -83,6 +93,7 @@ final class SigningKeyStore: Sendable {
         self.pool = pool
         self.schema = configuration.schema
         self.wrapKey = configuration.masterKey.signingKeyWrapKey
+        self.previousWrapKey = configuration.previousMasterKey?.signingKeyWrapKey
         self.configuration = configuration
         self.clock = clock
         self.logger = logger
@@ -121,9 +132,11 @@ final class SigningKeyStore: Sendable {
         } catch let error as CryptoError where error.code == .authenticationFailure {
             throw SessionConfigurationError(
                 variable: "AUTH_MASTER_KEY",
-                problem:
-                    "does not open the signing keys stored in the database: "
-                    + "it differs from the key they were created with"
+                problem: previousWrapKey == nil
+                    ? "does not open the signing keys stored in the database: it differs from the key they were "
+                        + "wrapped with (while rotating the master key, set AUTH_MASTER_KEY_PREVIOUS to the old key "
+                        + "until `authctl keys rewrap` has run; docs/session.md)"
+                    : "neither it nor AUTH_MASTER_KEY_PREVIOUS opens the signing keys stored in the database"
             )
         }
     }
@@ -234,9 +247,11 @@ final class SigningKeyStore: Sendable {
     /// Adds a key that is published now and signs after the publish delay; the key that was
     /// open-ended gets `signs_until` = the new key's start and `retire_after` = that plus the
     /// access-token lifetime and the clock-skew tolerance. Keys already retired are deleted.
-    func rotate() async throws -> SigningKeyRotation {
+    /// Records a `signing_key_rotated` security event in the same transaction.
+    func rotate(caller: String) async throws -> SigningKeyRotation {
         let now = clock.microsecondNow()
         let table = self.table
+        let schema = quoted(self.schema)
         let lockKey = self.lockKey
         let delay = configuration.signingKeyPublishDelay.timeInterval
         let tail = configuration.accessTokenLifetime.timeInterval + configuration.clockSkewTolerance.timeInterval
@@ -255,6 +270,14 @@ final class SigningKeyStore: Sendable {
             try connection.execute("DELETE FROM \(table) WHERE retire_after <= $1", [.timestamptz(now)])
             let key = try self.newKeyRow(now: now, signsFrom: signsFrom)
             try self.insert(key, connection: connection)
+            try SecurityEvent(
+                kind: .signingKeyRotated,
+                occurredAt: now,
+                details: [
+                    "caller": .string(caller), "new_kid": .string(key.kid),
+                    "signs_from": .string(signsFrom.ISO8601Format()), "retiring_kids": .strings(retiring),
+                ]
+            ).insert(schema: schema, connection: connection)
             return SigningKeyRotation(newKeyID: key.kid, signsFrom: signsFrom, retiringKeyIDs: retiring)
         }
         invalidate()
@@ -266,6 +289,55 @@ final class SigningKeyStore: Sendable {
             ]
         )
         return rotation
+    }
+
+    // MARK: Master-key rotation
+
+    /// Wraps every stored key under the current master key: keys that only the previous master
+    /// key opens are re-wrapped, in one transaction under the key lock, so a rotation cannot
+    /// interleave. Fails (changing nothing) when a key opens with neither master key.
+    /// Records a `signing_keys_rewrapped` security event in the same transaction.
+    func rewrap(caller: String) async throws -> SigningKeyRewrap {
+        let now = clock.microsecondNow()
+        let table = self.table
+        let schema = quoted(self.schema)
+        let lockKey = self.lockKey
+        return try await pool.transaction { connection -> SigningKeyRewrap in
+            try connection.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [lockKey])
+            let rows = try connection.execute("SELECT kid, private_key_sealed FROM \(table) ORDER BY kid FOR UPDATE")
+            var result = SigningKeyRewrap(rewrapped: [], alreadyCurrent: [])
+            for row in rows {
+                let kid = try row[0].string
+                let sealed = try row[1].bytes
+                let aad = Self.additionalData(kid: kid)
+                if (try? AESGCM.open(sealed, key: self.wrapKey, aad: aad)) != nil {
+                    result.alreadyCurrent.append(kid)
+                    continue
+                }
+                guard let previousWrapKey = self.previousWrapKey,
+                    let raw = try? AESGCM.open(sealed, key: previousWrapKey, aad: aad)
+                else {
+                    throw SessionError(
+                        .internal,
+                        "Signing key \(kid) opens with neither AUTH_MASTER_KEY nor AUTH_MASTER_KEY_PREVIOUS."
+                    )
+                }
+                try connection.execute(
+                    "UPDATE \(table) SET private_key_sealed = $2 WHERE kid = $1",
+                    [.text(kid), .bytea(try AESGCM.seal(raw, key: self.wrapKey, aad: aad))]
+                )
+                result.rewrapped.append(kid)
+            }
+            try SecurityEvent(
+                kind: .signingKeysRewrapped,
+                occurredAt: now,
+                details: [
+                    "caller": .string(caller), "rewrapped_kids": .strings(result.rewrapped),
+                    "already_current_kids": .strings(result.alreadyCurrent),
+                ]
+            ).insert(schema: schema, connection: connection)
+            return result
+        }
     }
 
     // MARK: Rows
@@ -304,10 +376,17 @@ final class SigningKeyStore: Sendable {
         try AESGCM.seal(try key.rawRepresentation, key: wrapKey, aad: Self.additionalData(kid: kid))
     }
 
+    /// Opens a stored key with the current master key, else (during a master-key rotation) the
+    /// previous one.
     private func unwrap(_ sealed: [UInt8], kid: String) throws(CryptoError) -> ES256PrivateKey {
-        try ES256PrivateKey(
-            rawRepresentation: try AESGCM.open(sealed, key: wrapKey, aad: Self.additionalData(kid: kid))
-        )
+        let aad = Self.additionalData(kid: kid)
+        let raw: [UInt8]
+        do {
+            raw = try AESGCM.open(sealed, key: wrapKey, aad: aad)
+        } catch where error.code == .authenticationFailure && previousWrapKey != nil {
+            raw = try AESGCM.open(sealed, key: previousWrapKey!, aad: aad)
+        }
+        return try ES256PrivateKey(rawRepresentation: raw)
     }
 
     private static func additionalData(kid: String) -> [UInt8] {

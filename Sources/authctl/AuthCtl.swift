@@ -82,8 +82,40 @@ extension AuthCtl {
     struct Keys: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Manages the session service's access-token signing keys.",
-            subcommands: [Rotate.self]
+            subcommands: [Rotate.self, Rewrap.self]
         )
+
+        struct Rewrap: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Wraps every stored signing key under the session service's current master key.",
+                discussion: """
+                    The middle step of a master-key rotation (docs/session.md): run it once every session \
+                    replica runs with the new key in AUTH_MASTER_KEY and the old one in \
+                    AUTH_MASTER_KEY_PREVIOUS; afterwards AUTH_MASTER_KEY_PREVIOUS can be removed.
+                    """
+            )
+
+            @OptionGroup var target: ServiceTargetOptions
+
+            func run() async throws {
+                let (client, transport) = try target.makeClient()
+                let result: Result<Auth_Session_V1_RewrapSigningKeysResponse, any Error>
+                do {
+                    result = .success(try await Auth_Session_V1_Session.Client(wrapping: client)
+                        .rewrapSigningKeys(Auth_Session_V1_RewrapSigningKeysRequest()))
+                } catch {
+                    result = .failure(error)
+                }
+                await transport.shutdown()
+                switch result {
+                case .success(let response):
+                    print("re-wrapped \(response.rewrapped) signing keys; \(response.alreadyCurrent) already under the current master key")
+                case .failure(let error):
+                    FileHandle.standardError.write(Data("authctl: \(error)\n".utf8))
+                    throw ExitCode(2)
+                }
+            }
+        }
 
         struct Rotate: AsyncParsableCommand {
             static let configuration = CommandConfiguration(

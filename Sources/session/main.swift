@@ -3,16 +3,28 @@ import Foundation
 import SessionService
 
 // The session service: access tokens, rotating refresh tokens, JWKS, revocation (docs/session.md).
+
+// Session's own settings are checked before anything else, like the ones every service reads:
+// a bad value stops the start at once (status 2), without waiting for the database first.
+let environment = ProcessInfo.processInfo.environment
+let configuration: SessionServiceConfiguration
+do {
+    configuration = try SessionServiceConfiguration(
+        environment: environment,
+        production: environment["AUTH_ENVIRONMENT"]?.trimmingCharacters(in: .whitespaces) == "production"
+    )
+} catch {
+    FileHandle.standardError.write(Data("session: configuration error: \(error)\n".utf8))
+    exit(2)
+}
+
 await ServiceMain.run(.session, serviceNames: ["auth.session.v1.Session"]) { router, dependencies in
-    let configuration = try SessionServiceConfiguration(
-        environment: ProcessInfo.processInfo.environment,
-        production: dependencies.configuration.environment == .production
+    let service = try await SessionService.start(
+        database: dependencies.database,
+        configuration: configuration,
+        logger: dependencies.logger
     )
-    router.register(
-        try await SessionService.start(
-            database: dependencies.database,
-            configuration: configuration,
-            logger: dependencies.logger
-        )
-    )
+    router.register(service)
+    // Deletes dead sessions every AUTH_SESSION_CLEANUP_INTERVAL_SECONDS, one replica at a time.
+    dependencies.addService(SessionMaintenance(service: service, logger: dependencies.logger))
 }

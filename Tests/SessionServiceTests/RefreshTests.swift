@@ -172,7 +172,7 @@ import Testing
             let events = try await fixture.query(
                 """
                 SELECT kind, user_id, client_ip, session_id::text, (details->>'token_generation')::int
-                FROM @security_events
+                FROM @security_events WHERE kind = 'refresh_token_reused'
                 """
             )
             #expect(events.count == 1)

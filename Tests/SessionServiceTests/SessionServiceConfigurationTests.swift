@@ -71,4 +71,47 @@ import Testing
             (error as? SessionConfigurationError)?.variable == "AUTH_SESSION_REFRESH_GRACE_SECONDS"
         }
     }
+
+    @Test(arguments: [
+        ("AUTH_SESSION_ACCESS_TOKEN_SECONDS", "59", "60...86400"),
+        ("AUTH_SESSION_REFRESH_TOKEN_SECONDS", "299", "300...31536000"),
+        ("AUTH_SESSION_LIFETIME_SECONDS", "31536001", "300...31536000"),
+        ("AUTH_SESSION_REFRESH_GRACE_SECONDS", "301", "0...300"),
+        ("AUTH_SESSION_KEY_PUBLISH_DELAY_SECONDS", "604801", "0...604800"),
+        ("AUTH_SESSION_CLEANUP_INTERVAL_SECONDS", "59", "60...604800"),
+        ("AUTH_SESSION_CLEANUP_RETENTION_SECONDS", "-1", "0...31536000"),
+    ])
+    func refusalsNameTheRange(variable: String, value: String, range: String) {
+        #expect {
+            try SessionServiceConfiguration(environment: ["AUTH_MASTER_KEY": key, variable: value], production: false)
+        } throws: { error in
+            let error = error as? SessionConfigurationError
+            return error?.variable == variable && error?.problem.contains(range) == true
+        }
+    }
+
+    @Test func cleanupAndPreviousMasterKey() throws {
+        let defaults = try SessionServiceConfiguration(environment: ["AUTH_MASTER_KEY": key], production: false)
+        #expect(defaults.deadSessionSweepInterval == .seconds(3_600))
+        #expect(defaults.deadSessionRetention == .seconds(7 * 86_400))
+        #expect(defaults.previousMasterKey == nil)
+        let custom = try SessionServiceConfiguration(
+            environment: [
+                "AUTH_MASTER_KEY": key, "AUTH_MASTER_KEY_PREVIOUS": Data(repeating: 9, count: 32).base64EncodedString(),
+                "AUTH_SESSION_CLEANUP_INTERVAL_SECONDS": "600", "AUTH_SESSION_CLEANUP_RETENTION_SECONDS": "0",
+            ],
+            production: true
+        )
+        #expect(custom.previousMasterKey != nil)
+        #expect(custom.deadSessionSweepInterval == .seconds(600))
+        #expect(custom.deadSessionRetention == .zero)
+        #expect {
+            try SessionServiceConfiguration(
+                environment: ["AUTH_MASTER_KEY": key, "AUTH_MASTER_KEY_PREVIOUS": "short"],
+                production: false
+            )
+        } throws: { error in
+            (error as? SessionConfigurationError)?.variable == "AUTH_MASTER_KEY_PREVIOUS"
+        }
+    }
 }

@@ -18,7 +18,8 @@ public enum Auth_Session_V1_Session {
         public static let listSessions = MethodDescriptor(service: "auth.session.v1.Session", method: "ListSessions")
         public static let getJWKS = MethodDescriptor(service: "auth.session.v1.Session", method: "GetJWKS")
         public static let rotateSigningKey = MethodDescriptor(service: "auth.session.v1.Session", method: "RotateSigningKey")
-        public static let all: [MethodDescriptor] = [issue, refresh, validate, revoke, revokeAll, listSessions, getJWKS, rotateSigningKey]
+        public static let rewrapSigningKeys = MethodDescriptor(service: "auth.session.v1.Session", method: "RewrapSigningKeys")
+        public static let all: [MethodDescriptor] = [issue, refresh, validate, revoke, revokeAll, listSessions, getJWKS, rotateSigningKey, rewrapSigningKeys]
     }
 
     public protocol ServiceProtocol: RegistrableRPCService {
@@ -62,6 +63,14 @@ public enum Auth_Session_V1_Session {
             request: Auth_Session_V1_RotateSigningKeyRequest,
             context: ServerContext
         ) async throws -> Auth_Session_V1_RotateSigningKeyResponse
+
+        /// Operators only (caller "authctl"): wraps every stored signing key under the current master
+        /// key (AUTH_MASTER_KEY), opening those still wrapped under AUTH_MASTER_KEY_PREVIOUS; the
+        /// master-key rotation procedure is in docs/session.md.
+        func rewrapSigningKeys(
+            request: Auth_Session_V1_RewrapSigningKeysRequest,
+            context: ServerContext
+        ) async throws -> Auth_Session_V1_RewrapSigningKeysResponse
     }
 
     public struct Client: Sendable {
@@ -125,6 +134,16 @@ public enum Auth_Session_V1_Session {
         ) async throws -> Auth_Session_V1_RotateSigningKeyResponse {
             try await self.rpc.unary(Method.rotateSigningKey, request: request, options: options)
         }
+
+        /// Operators only (caller "authctl"): wraps every stored signing key under the current master
+        /// key (AUTH_MASTER_KEY), opening those still wrapped under AUTH_MASTER_KEY_PREVIOUS; the
+        /// master-key rotation procedure is in docs/session.md.
+        public func rewrapSigningKeys(
+            _ request: Auth_Session_V1_RewrapSigningKeysRequest,
+            options: CallOptions = CallOptions()
+        ) async throws -> Auth_Session_V1_RewrapSigningKeysResponse {
+            try await self.rpc.unary(Method.rewrapSigningKeys, request: request, options: options)
+        }
     }
 }
 
@@ -161,6 +180,10 @@ extension Auth_Session_V1_Session.ServiceProtocol {
         router.register(Auth_Session_V1_Session.Method.rotateSigningKey) {
             (request: Auth_Session_V1_RotateSigningKeyRequest, context: ServerContext) in
             try await self.rotateSigningKey(request: request, context: context)
+        }
+        router.register(Auth_Session_V1_Session.Method.rewrapSigningKeys) {
+            (request: Auth_Session_V1_RewrapSigningKeysRequest, context: ServerContext) in
+            try await self.rewrapSigningKeys(request: request, context: context)
         }
     }
 }

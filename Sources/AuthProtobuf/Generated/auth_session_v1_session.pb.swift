@@ -1513,3 +1513,127 @@ extension Auth_Session_V1_RotateSigningKeyResponse: ProtobufCBridged {
         }
     }
 }
+
+// MARK: - auth.session.v1.RewrapSigningKeysRequest
+
+public struct Auth_Session_V1_RewrapSigningKeysRequest: ProtobufCMessage {
+    public static let protoMessageName = "auth.session.v1.RewrapSigningKeysRequest"
+
+    public init() {}
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Session_V1_RewrapSigningKeysRequest: ProtobufCBridged {
+    typealias _CMessage = Auth__Session__V1__RewrapSigningKeysRequest
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__session__v1__rewrap_signing_keys_request__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__session__v1__rewrap_signing_keys_request__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__session__v1__rewrap_signing_keys_request__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__session__v1__rewrap_signing_keys_request__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__session__v1__rewrap_signing_keys_request__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        _ = c
+        self.init()
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        _ = c
+    }
+}
+
+// MARK: - auth.session.v1.RewrapSigningKeysResponse
+
+public struct Auth_Session_V1_RewrapSigningKeysResponse: ProtobufCMessage {
+    public static let protoMessageName = "auth.session.v1.RewrapSigningKeysResponse"
+
+    /// keys that were wrapped under the previous master key
+    public var rewrapped: UInt32 = 0
+    /// keys already wrapped under the current master key
+    public var alreadyCurrent: UInt32 = 0
+
+    public init() {}
+
+    public init(rewrapped: UInt32 = 0, alreadyCurrent: UInt32 = 0) {
+        self.rewrapped = rewrapped
+        self.alreadyCurrent = alreadyCurrent
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Session_V1_RewrapSigningKeysResponse: ProtobufCBridged {
+    typealias _CMessage = Auth__Session__V1__RewrapSigningKeysResponse
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__session__v1__rewrap_signing_keys_response__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__session__v1__rewrap_signing_keys_response__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__session__v1__rewrap_signing_keys_response__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__session__v1__rewrap_signing_keys_response__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__session__v1__rewrap_signing_keys_response__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(rewrapped: c.pointee.rewrapped, alreadyCurrent: c.pointee.already_current)
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        c.pointee.rewrapped = self.rewrapped
+        c.pointee.already_current = self.alreadyCurrent
+    }
+}

@@ -908,6 +908,96 @@ void   auth__session__v1__rotate_signing_key_response__free_unpacked
   assert(message->base.descriptor == &auth__session__v1__rotate_signing_key_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   auth__session__v1__rewrap_signing_keys_request__init
+                     (Auth__Session__V1__RewrapSigningKeysRequest         *message)
+{
+  static const Auth__Session__V1__RewrapSigningKeysRequest init_value = AUTH__SESSION__V1__REWRAP_SIGNING_KEYS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t auth__session__v1__rewrap_signing_keys_request__get_packed_size
+                     (const Auth__Session__V1__RewrapSigningKeysRequest *message)
+{
+  assert(message->base.descriptor == &auth__session__v1__rewrap_signing_keys_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__session__v1__rewrap_signing_keys_request__pack
+                     (const Auth__Session__V1__RewrapSigningKeysRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__session__v1__rewrap_signing_keys_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__session__v1__rewrap_signing_keys_request__pack_to_buffer
+                     (const Auth__Session__V1__RewrapSigningKeysRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__session__v1__rewrap_signing_keys_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Session__V1__RewrapSigningKeysRequest *
+       auth__session__v1__rewrap_signing_keys_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Session__V1__RewrapSigningKeysRequest *)
+     protobuf_c_message_unpack (&auth__session__v1__rewrap_signing_keys_request__descriptor,
+                                allocator, len, data);
+}
+void   auth__session__v1__rewrap_signing_keys_request__free_unpacked
+                     (Auth__Session__V1__RewrapSigningKeysRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__session__v1__rewrap_signing_keys_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__session__v1__rewrap_signing_keys_response__init
+                     (Auth__Session__V1__RewrapSigningKeysResponse         *message)
+{
+  static const Auth__Session__V1__RewrapSigningKeysResponse init_value = AUTH__SESSION__V1__REWRAP_SIGNING_KEYS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t auth__session__v1__rewrap_signing_keys_response__get_packed_size
+                     (const Auth__Session__V1__RewrapSigningKeysResponse *message)
+{
+  assert(message->base.descriptor == &auth__session__v1__rewrap_signing_keys_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__session__v1__rewrap_signing_keys_response__pack
+                     (const Auth__Session__V1__RewrapSigningKeysResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__session__v1__rewrap_signing_keys_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__session__v1__rewrap_signing_keys_response__pack_to_buffer
+                     (const Auth__Session__V1__RewrapSigningKeysResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__session__v1__rewrap_signing_keys_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Session__V1__RewrapSigningKeysResponse *
+       auth__session__v1__rewrap_signing_keys_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Session__V1__RewrapSigningKeysResponse *)
+     protobuf_c_message_unpack (&auth__session__v1__rewrap_signing_keys_response__descriptor,
+                                allocator, len, data);
+}
+void   auth__session__v1__rewrap_signing_keys_response__free_unpacked
+                     (Auth__Session__V1__RewrapSigningKeysResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__session__v1__rewrap_signing_keys_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor auth__session__v1__device__field_descriptors[3] =
 {
   {
@@ -2044,7 +2134,76 @@ const ProtobufCMessageDescriptor auth__session__v1__rotate_signing_key_response_
   (ProtobufCMessageInit) auth__session__v1__rotate_signing_key_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor auth__session__v1__session__method_descriptors[8] =
+#define auth__session__v1__rewrap_signing_keys_request__field_descriptors NULL
+#define auth__session__v1__rewrap_signing_keys_request__field_indices_by_name NULL
+#define auth__session__v1__rewrap_signing_keys_request__number_ranges NULL
+const ProtobufCMessageDescriptor auth__session__v1__rewrap_signing_keys_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.session.v1.RewrapSigningKeysRequest",
+  "RewrapSigningKeysRequest",
+  "Auth__Session__V1__RewrapSigningKeysRequest",
+  "auth.session.v1",
+  sizeof(Auth__Session__V1__RewrapSigningKeysRequest),
+  0,
+  auth__session__v1__rewrap_signing_keys_request__field_descriptors,
+  auth__session__v1__rewrap_signing_keys_request__field_indices_by_name,
+  0,  auth__session__v1__rewrap_signing_keys_request__number_ranges,
+  (ProtobufCMessageInit) auth__session__v1__rewrap_signing_keys_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__session__v1__rewrap_signing_keys_response__field_descriptors[2] =
+{
+  {
+    "rewrapped",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Session__V1__RewrapSigningKeysResponse, rewrapped),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "already_current",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Session__V1__RewrapSigningKeysResponse, already_current),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__session__v1__rewrap_signing_keys_response__field_indices_by_name[] = {
+  1,   /* field[1] = already_current */
+  0,   /* field[0] = rewrapped */
+};
+static const ProtobufCIntRange auth__session__v1__rewrap_signing_keys_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor auth__session__v1__rewrap_signing_keys_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.session.v1.RewrapSigningKeysResponse",
+  "RewrapSigningKeysResponse",
+  "Auth__Session__V1__RewrapSigningKeysResponse",
+  "auth.session.v1",
+  sizeof(Auth__Session__V1__RewrapSigningKeysResponse),
+  2,
+  auth__session__v1__rewrap_signing_keys_response__field_descriptors,
+  auth__session__v1__rewrap_signing_keys_response__field_indices_by_name,
+  1,  auth__session__v1__rewrap_signing_keys_response__number_ranges,
+  (ProtobufCMessageInit) auth__session__v1__rewrap_signing_keys_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCMethodDescriptor auth__session__v1__session__method_descriptors[9] =
 {
   { "Issue", &auth__session__v1__issue_request__descriptor, &auth__session__v1__issue_response__descriptor },
   { "Refresh", &auth__session__v1__refresh_request__descriptor, &auth__session__v1__refresh_response__descriptor },
@@ -2054,6 +2213,7 @@ static const ProtobufCMethodDescriptor auth__session__v1__session__method_descri
   { "ListSessions", &auth__session__v1__list_sessions_request__descriptor, &auth__session__v1__list_sessions_response__descriptor },
   { "GetJWKS", &auth__session__v1__get_jwksrequest__descriptor, &auth__session__v1__get_jwksresponse__descriptor },
   { "RotateSigningKey", &auth__session__v1__rotate_signing_key_request__descriptor, &auth__session__v1__rotate_signing_key_response__descriptor },
+  { "RewrapSigningKeys", &auth__session__v1__rewrap_signing_keys_request__descriptor, &auth__session__v1__rewrap_signing_keys_response__descriptor },
 };
 const unsigned auth__session__v1__session__method_indices_by_name[] = {
   6,        /* GetJWKS */
@@ -2062,6 +2222,7 @@ const unsigned auth__session__v1__session__method_indices_by_name[] = {
   1,        /* Refresh */
   3,        /* Revoke */
   4,        /* RevokeAll */
+  8,        /* RewrapSigningKeys */
   7,        /* RotateSigningKey */
   2         /* Validate */
 };
@@ -2072,7 +2233,7 @@ const ProtobufCServiceDescriptor auth__session__v1__session__descriptor =
   "Session",
   "Auth__Session__V1__Session",
   "auth.session.v1",
-  8,
+  9,
   auth__session__v1__session__method_descriptors,
   auth__session__v1__session__method_indices_by_name
 };
@@ -2139,6 +2300,14 @@ void auth__session__v1__session__rotate_signing_key(ProtobufCService *service,
 {
   assert(service->descriptor == &auth__session__v1__session__descriptor);
   service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void auth__session__v1__session__rewrap_signing_keys(ProtobufCService *service,
+                                                     const Auth__Session__V1__RewrapSigningKeysRequest *input,
+                                                     Auth__Session__V1__RewrapSigningKeysResponse_Closure closure,
+                                                     void *closure_data)
+{
+  assert(service->descriptor == &auth__session__v1__session__descriptor);
+  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__session__v1__session__init (Auth__Session__V1__Session_Service *service,
                                        Auth__Session__V1__Session_ServiceDestroy destroy)

@@ -36,6 +36,8 @@ typedef struct Auth__Session__V1__GetJWKSRequest Auth__Session__V1__GetJWKSReque
 typedef struct Auth__Session__V1__GetJWKSResponse Auth__Session__V1__GetJWKSResponse;
 typedef struct Auth__Session__V1__RotateSigningKeyRequest Auth__Session__V1__RotateSigningKeyRequest;
 typedef struct Auth__Session__V1__RotateSigningKeyResponse Auth__Session__V1__RotateSigningKeyResponse;
+typedef struct Auth__Session__V1__RewrapSigningKeysRequest Auth__Session__V1__RewrapSigningKeysRequest;
+typedef struct Auth__Session__V1__RewrapSigningKeysResponse Auth__Session__V1__RewrapSigningKeysResponse;
 
 
 /* --- enums --- */
@@ -352,6 +354,32 @@ struct  Auth__Session__V1__RotateSigningKeyResponse
 #define AUTH__SESSION__V1__ROTATE_SIGNING_KEY_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__session__v1__rotate_signing_key_response__descriptor) \
     , (char *)protobuf_c_empty_string, 0, 0,NULL }
+
+
+struct  Auth__Session__V1__RewrapSigningKeysRequest
+{
+  ProtobufCMessage base;
+};
+#define AUTH__SESSION__V1__REWRAP_SIGNING_KEYS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__session__v1__rewrap_signing_keys_request__descriptor) \
+     }
+
+
+struct  Auth__Session__V1__RewrapSigningKeysResponse
+{
+  ProtobufCMessage base;
+  /*
+   * keys that were wrapped under the previous master key
+   */
+  uint32_t rewrapped;
+  /*
+   * keys already wrapped under the current master key
+   */
+  uint32_t already_current;
+};
+#define AUTH__SESSION__V1__REWRAP_SIGNING_KEYS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__session__v1__rewrap_signing_keys_response__descriptor) \
+    , 0, 0 }
 
 
 /* Auth__Session__V1__Device methods */
@@ -734,6 +762,44 @@ Auth__Session__V1__RotateSigningKeyResponse *
 void   auth__session__v1__rotate_signing_key_response__free_unpacked
                      (Auth__Session__V1__RotateSigningKeyResponse *message,
                       ProtobufCAllocator *allocator);
+/* Auth__Session__V1__RewrapSigningKeysRequest methods */
+void   auth__session__v1__rewrap_signing_keys_request__init
+                     (Auth__Session__V1__RewrapSigningKeysRequest         *message);
+size_t auth__session__v1__rewrap_signing_keys_request__get_packed_size
+                     (const Auth__Session__V1__RewrapSigningKeysRequest   *message);
+size_t auth__session__v1__rewrap_signing_keys_request__pack
+                     (const Auth__Session__V1__RewrapSigningKeysRequest   *message,
+                      uint8_t             *out);
+size_t auth__session__v1__rewrap_signing_keys_request__pack_to_buffer
+                     (const Auth__Session__V1__RewrapSigningKeysRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Session__V1__RewrapSigningKeysRequest *
+       auth__session__v1__rewrap_signing_keys_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__session__v1__rewrap_signing_keys_request__free_unpacked
+                     (Auth__Session__V1__RewrapSigningKeysRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Session__V1__RewrapSigningKeysResponse methods */
+void   auth__session__v1__rewrap_signing_keys_response__init
+                     (Auth__Session__V1__RewrapSigningKeysResponse         *message);
+size_t auth__session__v1__rewrap_signing_keys_response__get_packed_size
+                     (const Auth__Session__V1__RewrapSigningKeysResponse   *message);
+size_t auth__session__v1__rewrap_signing_keys_response__pack
+                     (const Auth__Session__V1__RewrapSigningKeysResponse   *message,
+                      uint8_t             *out);
+size_t auth__session__v1__rewrap_signing_keys_response__pack_to_buffer
+                     (const Auth__Session__V1__RewrapSigningKeysResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Session__V1__RewrapSigningKeysResponse *
+       auth__session__v1__rewrap_signing_keys_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__session__v1__rewrap_signing_keys_response__free_unpacked
+                     (Auth__Session__V1__RewrapSigningKeysResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Auth__Session__V1__Device_Closure)
@@ -796,6 +862,12 @@ typedef void (*Auth__Session__V1__RotateSigningKeyRequest_Closure)
 typedef void (*Auth__Session__V1__RotateSigningKeyResponse_Closure)
                  (const Auth__Session__V1__RotateSigningKeyResponse *message,
                   void *closure_data);
+typedef void (*Auth__Session__V1__RewrapSigningKeysRequest_Closure)
+                 (const Auth__Session__V1__RewrapSigningKeysRequest *message,
+                  void *closure_data);
+typedef void (*Auth__Session__V1__RewrapSigningKeysResponse_Closure)
+                 (const Auth__Session__V1__RewrapSigningKeysResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -835,6 +907,10 @@ struct Auth__Session__V1__Session_Service
                              const Auth__Session__V1__RotateSigningKeyRequest *input,
                              Auth__Session__V1__RotateSigningKeyResponse_Closure closure,
                              void *closure_data);
+  void (*rewrap_signing_keys)(Auth__Session__V1__Session_Service *service,
+                              const Auth__Session__V1__RewrapSigningKeysRequest *input,
+                              Auth__Session__V1__RewrapSigningKeysResponse_Closure closure,
+                              void *closure_data);
 };
 typedef void (*Auth__Session__V1__Session_ServiceDestroy)(Auth__Session__V1__Session_Service *);
 void auth__session__v1__session__init (Auth__Session__V1__Session_Service *service,
@@ -850,7 +926,8 @@ void auth__session__v1__session__init (Auth__Session__V1__Session_Service *servi
       function_prefix__ ## revoke_all,\
       function_prefix__ ## list_sessions,\
       function_prefix__ ## get_jwks,\
-      function_prefix__ ## rotate_signing_key  }
+      function_prefix__ ## rotate_signing_key,\
+      function_prefix__ ## rewrap_signing_keys  }
 void auth__session__v1__session__issue(ProtobufCService *service,
                                        const Auth__Session__V1__IssueRequest *input,
                                        Auth__Session__V1__IssueResponse_Closure closure,
@@ -883,6 +960,10 @@ void auth__session__v1__session__rotate_signing_key(ProtobufCService *service,
                                                     const Auth__Session__V1__RotateSigningKeyRequest *input,
                                                     Auth__Session__V1__RotateSigningKeyResponse_Closure closure,
                                                     void *closure_data);
+void auth__session__v1__session__rewrap_signing_keys(ProtobufCService *service,
+                                                     const Auth__Session__V1__RewrapSigningKeysRequest *input,
+                                                     Auth__Session__V1__RewrapSigningKeysResponse_Closure closure,
+                                                     void *closure_data);
 
 /* --- descriptors --- */
 
@@ -906,6 +987,8 @@ extern const ProtobufCMessageDescriptor auth__session__v1__get_jwksrequest__desc
 extern const ProtobufCMessageDescriptor auth__session__v1__get_jwksresponse__descriptor;
 extern const ProtobufCMessageDescriptor auth__session__v1__rotate_signing_key_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__session__v1__rotate_signing_key_response__descriptor;
+extern const ProtobufCMessageDescriptor auth__session__v1__rewrap_signing_keys_request__descriptor;
+extern const ProtobufCMessageDescriptor auth__session__v1__rewrap_signing_keys_response__descriptor;
 extern const ProtobufCServiceDescriptor auth__session__v1__session__descriptor;
 
 PROTOBUF_C__END_DECLS

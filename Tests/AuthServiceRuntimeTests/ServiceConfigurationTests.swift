@@ -1,0 +1,65 @@
+import AuthServiceRuntime
+import Foundation
+import Testing
+
+/// Every numeric `AUTH_*` variable a service reads is range-checked at start, and the refusal
+/// names the variable and the allowed range (README, "Configuration").
+@Suite struct ServiceConfigurationTests {
+    let secret = Data(repeating: 7, count: 32).base64EncodedString()
+
+    func configuration(_ extra: [String: String]) throws -> ServiceConfiguration {
+        try ServiceConfiguration(service: .session, environment: ["AUTH_RPC_SECRET": secret].merging(extra) { $1 })
+    }
+
+    @Test(arguments: [
+        ("AUTH_SESSION_PORT", "65536", "0...65535"),
+        ("AUTH_SESSION_PORT", "-1", "0...65535"),
+        ("AUTH_DB_POOL_SIZE", "0", "1...200"),
+        ("AUTH_DB_STATEMENT_TIMEOUT_MS", "0", "1...3600000"),
+        ("AUTH_DB_START_TIMEOUT_SECONDS", "3601", "0...3600"),
+        ("AUTH_RPC_MAX_FRAME_BYTES", "1023", "1024...67108864"),
+        ("AUTH_RPC_MAX_CONCURRENT_CALLS", "0", "1...100000"),
+        ("AUTH_RPC_IDLE_TIMEOUT_SECONDS", "0", "1...86400"),
+        ("AUTH_RPC_IDLE_TIMEOUT_SECONDS", "9223372036854775807", "1...86400"),
+        ("AUTH_RPC_READ_TIMEOUT_SECONDS", "3601", "1...3600"),
+        ("AUTH_RPC_READ_TIMEOUT_SECONDS", "ten", "1...3600"),
+    ])
+    func outOfRangeValuesNameTheVariableAndTheRange(variable: String, value: String, range: String) {
+        #expect {
+            try configuration([variable: value])
+        } throws: { error in
+            let error = try #require(error as? ConfigurationError)
+            return error.variable == variable && error.description.contains(range)
+        }
+    }
+
+    @Test func enumeratedValuesNameTheChoices() {
+        #expect {
+            try configuration(["AUTH_ENVIRONMENT": "staging"])
+        } throws: { error in
+            "\(error)".contains("development") && "\(error)".contains("production")
+        }
+        #expect {
+            try configuration(["AUTH_LOG_LEVEL": "verbose"])
+        } throws: { error in
+            "\(error)".contains("AUTH_LOG_LEVEL") && "\(error)".contains("trace")
+        }
+    }
+
+    @Test func boundsAreAccepted() throws {
+        let low = try configuration([
+            "AUTH_SESSION_PORT": "0", "AUTH_DB_START_TIMEOUT_SECONDS": "0", "AUTH_RPC_IDLE_TIMEOUT_SECONDS": "1",
+            "AUTH_RPC_READ_TIMEOUT_SECONDS": "1", "AUTH_RPC_MAX_FRAME_BYTES": "1024",
+        ])
+        #expect(low.port == 0)
+        #expect(low.databaseStartTimeout == .zero)
+        #expect(low.rpcLimits.idleTimeout == .seconds(1))
+        let high = try configuration([
+            "AUTH_SESSION_PORT": "65535", "AUTH_DB_START_TIMEOUT_SECONDS": "3600",
+            "AUTH_RPC_IDLE_TIMEOUT_SECONDS": "86400", "AUTH_RPC_READ_TIMEOUT_SECONDS": "3600",
+        ])
+        #expect(high.rpcLimits.idleTimeout == .seconds(86_400))
+        #expect(high.databaseStartTimeout == .seconds(3_600))
+        #expect(try configuration([:]).databaseStartTimeout == .seconds(60))
+    }
+}
