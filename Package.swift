@@ -119,6 +119,7 @@ let package = Package(
         .target(
             name: "AuthServiceRuntime",
             dependencies: [
+                "AuthBackoff",
                 "AuthAPI",
                 "AuthRPC",
                 "AuthRPCNIO",

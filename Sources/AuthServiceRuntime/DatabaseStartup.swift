@@ -1,3 +1,4 @@
+import AuthBackoff
 import AuthPostgres
 import Logging
 
@@ -48,7 +49,8 @@ public struct DatabaseStartup: Sendable {
         probe: () async throws -> Void
     ) async throws -> Int {
         let start = clock.now
-        var backoff = initialBackoff
+        // No jitter: replicas that start together already differ, and tests see exact waits.
+        let backoff = ExponentialBackoff(initial: self.initialBackoff, limit: self.maximumBackoff)
         var attempt = 1
         while true {
             do {
@@ -63,7 +65,7 @@ public struct DatabaseStartup: Sendable {
                 guard remaining > .zero else {
                     throw Unreachable(attempts: attempt, waited: waited, lastError: error)
                 }
-                let next = min(backoff, remaining)
+                let next = min(backoff.delay(afterFailures: attempt), remaining)
                 logger.warning(
                     "The database is not reachable; trying again",
                     metadata: [
@@ -72,7 +74,6 @@ public struct DatabaseStartup: Sendable {
                     ]
                 )
                 try await clock.sleep(for: next)
-                backoff = min(backoff * 2, maximumBackoff)
                 attempt += 1
             }
         }
