@@ -256,6 +256,11 @@ let package = Package(
             swiftSettings: strictSwift
         ),
         .testTarget(
+            name: "AuthServiceRuntimeTests",
+            dependencies: ["AuthServiceRuntime", "AuthRPC"],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
             name: "SessionServiceTests",
             dependencies: [
                 "SessionService", "AuthTestSupport", "AuthAPI", "AuthRPC", "AuthCrypto", "AuthPostgres",

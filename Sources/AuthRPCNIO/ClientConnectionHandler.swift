@@ -223,7 +223,8 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             payload: call.call.payload
         )
         if let timeout = call.call.timeout {
-            let micros = max(timeout.components.seconds * 1_000_000 + timeout.components.attoseconds / 1_000_000_000_000, 1)
+            // Bounded so that neither the conversion nor the deadline below can overflow.
+            let micros = min(max(timeout.microseconds, 1), Int64.max / 1000)
             request.timeoutUS = UInt64(micros)
             let due = NIODeadline.now() + .microseconds(micros)
             call.deadline = due

@@ -18,6 +18,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     private let limits: ConnectionLimits
     private let serviceName: String
     private let wallClock: @Sendable () -> Int64
+    private let onAuthenticated: @Sendable () -> Void
     private var logger: Logger
 
     private var state: ServerConnectionStateMachine
@@ -44,7 +45,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         limits: ConnectionLimits,
         serviceName: String,
         wallClock: @escaping @Sendable () -> Int64,
-        logger: Logger
+        logger: Logger,
+        onAuthenticated: @escaping @Sendable () -> Void = {}
     ) {
         self.router = router
         self.verifier = verifier
@@ -52,8 +54,10 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         self.serviceName = serviceName
         self.wallClock = wallClock
         self.logger = logger
+        self.onAuthenticated = onAuthenticated
         self.state = ServerConnectionStateMachine(maxConcurrentCalls: limits.maxConcurrentCalls)
-        self.decoder = FrameDecoder(maxFrameSize: limits.maxFrameSize)
+        // Until Hello is accepted, only a frame of Hello's size is read (docs/protocol.md §6).
+        self.decoder = FrameDecoder(maxFrameSize: min(limits.maxHelloFrameSize, limits.maxFrameSize))
         self.watchdog = ConnectionWatchdog(limits: limits, now: .now)
     }
 
@@ -91,6 +95,9 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         inReadBurst = true
         let now = ContinuousClock.now
         while state.state != .closed {
+            if state.state != .awaitingHello, decoder.maxFrameSize != limits.maxFrameSize {
+                decoder.maxFrameSize = limits.maxFrameSize
+            }
             let body: ByteBuffer
             do {
                 guard let next = try decoder.nextFrame() else { break }
@@ -152,7 +159,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             let result = verifier.verify(hello, nowUnixMS: wallClock())
             switch state.helloVerified(result) {
             case .sendHelloAck:
-                logger[metadataKey: "caller"] = "\(state.authenticatedCaller)"
+                logger[metadataKey: "caller"] = "\(PeerText.loggable(state.authenticatedCaller))"
+                onAuthenticated()
                 send(.init(kind: .helloAck(Auth_Rpc_V1_HelloAck(
                     protocolVersion: rpcProtocolVersion,
                     service: serviceName,
@@ -161,7 +169,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
                     idleTimeoutMS: UInt32(clamping: limits.idleTimeout.milliseconds)
                 ))))
             case .refuse(let error):
-                logger.warning("Refused a caller", metadata: ["reason": "\(error.reason)", "service": "\(hello.service)"])
+                logger.warning("Refused a caller", metadata: ["reason": "\(error.reason)", "service": "\(PeerText.loggable(hello.service))"])
                 sendGoAwayAndClose(error)
             }
         case .startCall(let request):
@@ -187,7 +195,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         guard let route = router.route(forPath: request.method) else {
             finish(callID: callID, result: .failure(RPCError(
                 code: .unimplemented,
-                message: "Method \(request.method) is not served here.",
+                message: "Method \(PeerText.loggable(request.method)) is not served here.",
                 reason: "unknown_method"
             )))
             return
@@ -371,14 +379,18 @@ extension RPCError {
 }
 
 extension Duration {
-    var milliseconds: Int64 {
-        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
-    }
-}
+    /// Saturates at ±Int64.max instead of trapping.
+    var milliseconds: Int64 { saturating(unitsPerSecond: 1000) }
 
-extension TimeAmount {
-    init(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    /// Saturates at ±Int64.max instead of trapping.
+    var microseconds: Int64 { saturating(unitsPerSecond: 1_000_000) }
+
+    private func saturating(unitsPerSecond: Int64) -> Int64 {
+        let (seconds, attoseconds) = components
+        let limit: Int64 = seconds < 0 ? .min : .max
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: unitsPerSecond)
+        if overflow { return limit }
+        let (total, overflowAgain) = whole.addingReportingOverflow(attoseconds / (1_000_000_000_000_000_000 / unitsPerSecond))
+        return overflowAgain ? limit : total
     }
 }

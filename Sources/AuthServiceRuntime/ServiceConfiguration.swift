@@ -88,8 +88,8 @@ public struct ServiceConfiguration: Sendable {
         self.bindHost = reader.string("AUTH_BIND_HOST") ?? "127.0.0.1"
         self.port = try reader.value(service.portVariable, default: service.defaultPort) { Int($0).flatMap { (0...65535).contains($0) ? $0 : nil } }
         self.databaseURL = reader.string("AUTH_DATABASE_URL")
-        self.databasePoolSize = try reader.value("AUTH_DB_POOL_SIZE", default: 10) { Int($0).flatMap { (1...200).contains($0) ? $0 : nil } }
-        self.databaseStatementTimeout = .milliseconds(try reader.value("AUTH_DB_STATEMENT_TIMEOUT_MS", default: 5000) { Int($0).flatMap { $0 > 0 ? $0 : nil } })
+        self.databasePoolSize = try reader.integer("AUTH_DB_POOL_SIZE", default: 10, range: 1...200)
+        self.databaseStatementTimeout = .milliseconds(try reader.integer("AUTH_DB_STATEMENT_TIMEOUT_MS", default: 5000, range: 1...3_600_000))
         self.logLevel = try reader.value("AUTH_LOG_LEVEL", default: .info) { Logger.Level(rawValue: $0) }
 
         guard let secretText = reader.string("AUTH_RPC_SECRET") else {
@@ -101,10 +101,17 @@ public struct ServiceConfiguration: Sendable {
         self.rpcSecret = Array(secret)
 
         var limits = ConnectionLimits()
-        limits.maxFrameSize = try reader.value("AUTH_RPC_MAX_FRAME_BYTES", default: limits.maxFrameSize) { Int($0).flatMap { (1024...(64 << 20)).contains($0) ? $0 : nil } }
-        limits.maxConcurrentCalls = try reader.value("AUTH_RPC_MAX_CONCURRENT_CALLS", default: limits.maxConcurrentCalls) { Int($0).flatMap { (1...100_000).contains($0) ? $0 : nil } }
-        limits.idleTimeout = .seconds(try reader.value("AUTH_RPC_IDLE_TIMEOUT_SECONDS", default: 300) { Int($0).flatMap { $0 > 0 ? $0 : nil } })
-        limits.readTimeout = .seconds(try reader.value("AUTH_RPC_READ_TIMEOUT_SECONDS", default: 10) { Int($0).flatMap { $0 > 0 ? $0 : nil } })
+        // Every range keeps later arithmetic (nanoseconds, HelloAck's UInt32 fields) from trapping.
+        limits.maxFrameSize = try reader.integer("AUTH_RPC_MAX_FRAME_BYTES", default: limits.maxFrameSize, range: 1024...(64 << 20))
+        limits.maxConcurrentCalls = try reader.integer("AUTH_RPC_MAX_CONCURRENT_CALLS", default: limits.maxConcurrentCalls, range: 1...100_000)
+        limits.idleTimeout = .seconds(try reader.integer("AUTH_RPC_IDLE_TIMEOUT_SECONDS", default: 300, range: 1...86_400))
+        limits.readTimeout = .seconds(try reader.integer("AUTH_RPC_READ_TIMEOUT_SECONDS", default: 10, range: 1...3600))
+        limits.maxConnections = try reader.integer("AUTH_RPC_MAX_CONNECTIONS", default: limits.maxConnections, range: 1...65_536)
+        limits.maxUnauthenticatedConnectionsPerPeer = try reader.integer(
+            "AUTH_RPC_MAX_UNAUTHENTICATED_PER_PEER",
+            default: limits.maxUnauthenticatedConnectionsPerPeer,
+            range: 1...65_536
+        )
         self.rpcLimits = limits
 
         var addresses: [AuthServiceName: [RPCAddress]] = [:]
@@ -126,6 +133,15 @@ struct EnvironmentReader {
 
     func string(_ name: String) -> String? {
         guard let value = variables[name]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        return value
+    }
+
+    /// A decimal integer within `range`; the error names the variable and the range.
+    func integer(_ name: String, default fallback: Int, range: ClosedRange<Int>) throws -> Int {
+        guard let text = string(name) else { return fallback }
+        guard let value = Int(text), range.contains(value) else {
+            throw ConfigurationError(variable: name, problem: "must be an integer from \(range.lowerBound) to \(range.upperBound), got \"\(PeerText.loggable(text, limit: 32))\"")
+        }
         return value
     }
 
