@@ -19,6 +19,7 @@ let package = Package(
         .executable(name: "authctl", targets: ["authctl"]),
         .executable(name: "rpc-benchmark", targets: ["rpc-benchmark"]),
         .executable(name: "session-benchmark", targets: ["session-benchmark"]),
+        .executable(name: "rpc-fuzz", targets: ["rpc-fuzz"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -181,6 +182,18 @@ let package = Package(
             dependencies: [
                 "AuthServiceRuntime",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        // libFuzzer target for the frame decoder and the protobuf-c unpack (scripts/fuzz/run.sh);
+        // a normal build replays inputs given as files.
+        .executableTarget(
+            name: "rpc-fuzz",
+            dependencies: [
+                "AuthRPC",
+                "AuthRPCNIO",
+                "AuthProtobuf",
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strictSwift
         ),

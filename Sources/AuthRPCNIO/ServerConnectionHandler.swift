@@ -25,7 +25,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     private var decoder: FrameDecoder
     private var watchdog: ConnectionWatchdog
     private var context: ChannelHandlerContext?
-    private var calls: [UInt64: RunningCall] = [:]
+    /// The task of each call whose handler has not ended (the state machine has the call's state).
+    private var tasks: [UInt64: Task<Void, Never>] = [:]
     private var watchdogTask: RepeatedTask?
     private var inReadBurst = false
     /// Frames produced during a read burst, written as one buffer when the burst ends.
@@ -33,11 +34,6 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     private var peer = ""
 
     private var deadlineTimer = EarliestDeadlineTimer()
-
-    private struct RunningCall {
-        var task: Task<Void, Never>?
-        var deadline: NIODeadline?
-    }
 
     init(
         router: RPCRouter,
@@ -177,7 +173,11 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         case .rejectCall(let callID, let error):
             send(.init(kind: .response(Auth_Rpc_V1_Response(callID: callID, status: error.status))))
         case .cancelCall(let callID):
-            calls.removeValue(forKey: callID)?.task?.cancel()
+            // The task stays until its handler ends: until then the call holds its slot.
+            tasks[callID]?.cancel()
+        case .cancelCallThenClose(let callID):
+            tasks[callID]?.cancel()
+            close()
         case .sendPong(let payload):
             send(.init(kind: .pong(Auth_Rpc_V1_Pong(payload: payload))))
         case .closeWithError(let error):
@@ -200,11 +200,12 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             )))
             return
         }
-        let metadata = RPCMetadata(proto: request.metadata ?? Auth_Rpc_V1_Metadata())
-        if let violation = metadata.violation() {
+        let wireMetadata = request.metadata ?? Auth_Rpc_V1_Metadata()
+        if let violation = RPCMetadata.violation(in: wireMetadata) {
             finish(callID: callID, result: .failure(RPCError(code: .invalidArgument, message: violation, reason: "invalid_metadata")))
             return
         }
+        let metadata = RPCMetadata(proto: wireMetadata)
         var deadline: ContinuousClock.Instant?
         if request.timeoutUS > 0 {
             let asked = Duration.microseconds(Int64(clamping: request.timeoutUS))
@@ -217,17 +218,14 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             authenticatedCaller: state.authenticatedCaller,
             peer: peer
         )
-        calls[callID] = RunningCall()
         if let deadline {
             let remaining = deadline - .now
             guard remaining > .zero else {
                 finish(callID: callID, result: .failure(.deadlineExceededOnServer))
                 return
             }
-            let due = NIODeadline.now() + TimeAmount(remaining)
-            calls[callID]?.deadline = due
-            let loopBound = NIOLoopBound(self, eventLoop: context!.eventLoop)
-            deadlineTimer.schedule(due, on: context!.eventLoop) { loopBound.value.deadlineTimerFired() }
+            state.setDeadline(deadline, forCall: callID)
+            armDeadlineTimer()
         }
         let loopBound = NIOLoopBound(self, eventLoop: context!.eventLoop)
         let eventLoop = context!.eventLoop
@@ -240,40 +238,47 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
                 eventLoop.execute { loopBound.value.finish(callID: callID, result: result) }
             }
         }
-        // The task may already have finished (and removed the call) within Task.immediate.
-        if calls[callID] != nil { calls[callID]?.task = task }
+        // The task may already have finished (and ended the call) within Task.immediate.
+        if state.callState(callID) != nil { tasks[callID] = task }
     }
 
-    /// Abandons every call whose deadline has passed, then re-arms for the next one.
+    private func armDeadlineTimer() {
+        guard let next = state.nextDeadline, let context else { return }
+        let due = NIODeadline.now() + TimeAmount(next - .now)
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        deadlineTimer.schedule(due, on: context.eventLoop) { loopBound.value.deadlineTimerFired() }
+    }
+
+    /// Answers every call whose deadline has passed and cancels its handler (which keeps the
+    /// call's slot until it ends), then re-arms for the next deadline.
     private func deadlineTimerFired() {
         deadlineTimer.fired()
-        let now = NIODeadline.now()
-        var next: NIODeadline?
-        for (callID, call) in calls {
-            guard let due = call.deadline else { continue }
-            if due <= now {
-                call.task?.cancel()
-                finish(callID: callID, result: .failure(.deadlineExceededOnServer))
-            } else {
-                next = min(next ?? due, due)
-            }
+        let action = state.deadlinesPassed(now: .now)
+        for callID in action.expired {
+            tasks[callID]?.cancel()
+            send(response(callID: callID, result: .failure(.deadlineExceededOnServer)))
         }
-        if let next, let context {
-            let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
-            deadlineTimer.schedule(next, on: context.eventLoop) { loopBound.value.deadlineTimerFired() }
+        if action.close {
+            close()
+        } else {
+            armDeadlineTimer()
         }
     }
 
-    private func finish(callID: UInt64, result: Result<[UInt8], RPCError>) {
-        calls.removeValue(forKey: callID)
-        let action = state.callFinished(callID: callID)
-        guard action != .drop else { return }
+    private func response(callID: UInt64, result: Result<[UInt8], RPCError>) -> Auth_Rpc_V1_Frame {
         var response = Auth_Rpc_V1_Response(callID: callID)
         switch result {
         case .success(let bytes): response.payload = bytes
         case .failure(let error): response.status = error.status
         }
-        send(.init(kind: .response(response)))
+        return .init(kind: .response(response))
+    }
+
+    private func finish(callID: UInt64, result: Result<[UInt8], RPCError>) {
+        tasks.removeValue(forKey: callID)
+        let action = state.callFinished(callID: callID)
+        guard action != .drop else { return }
+        send(response(callID: callID, result: result))
         if action == .sendResponseThenClose { close() }
     }
 
@@ -291,7 +296,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     }
 
     private func watchdogTick() {
-        switch watchdog.check(now: .now, openCalls: calls.count) {
+        switch watchdog.check(now: .now, openCalls: state.callsHoldingSlots) {
         case .keep:
             return
         case .helloTimedOut:
@@ -333,10 +338,11 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     }
 
     private func abandonAllCalls() {
-        for call in calls.values {
-            call.task?.cancel()
+        _ = state.connectionClosed()
+        for task in tasks.values {
+            task.cancel()
         }
-        calls.removeAll()
+        tasks.removeAll()
         deadlineTimer.cancel()
     }
 
