@@ -134,7 +134,7 @@ public final class RPCServer: Service, Sendable {
                     }
                 }
                 return channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ServerConnectionHandler(
+                    try channel.pipeline.syncOperations.addServerConnectionHandlers(ServerConnectionHandler(
                         router: router,
                         verifier: verifier,
                         limits: configuration.limits,
@@ -206,4 +206,15 @@ extension RPCError {
         message: "Too many connections from this address have not completed Hello.",
         reason: "too_many_unauthenticated_connections"
     )
+}
+
+extension ChannelPipeline.SynchronousOperations {
+    /// The handlers of a served connection. `BackPressureHandler` holds back reads while the
+    /// channel is not writable (more than the high water mark of our writes waits), so a peer
+    /// that sends requests without reading the responses stops being read instead of making
+    /// the server queue unbounded work and output; the watchdog closes it if it stays so.
+    func addServerConnectionHandlers(_ handler: ServerConnectionHandler) throws {
+        try addHandler(BackPressureHandler())
+        try addHandler(handler)
+    }
 }

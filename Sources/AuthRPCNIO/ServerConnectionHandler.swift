@@ -7,8 +7,10 @@ import NIOCore
 /// task per call, enforces deadlines and limits, and writes responses.
 ///
 /// Everything here runs on the channel's event loop, except handler bodies, which run in
-/// tasks (started with `Task.immediate`, so a handler that does not suspend completes within
-/// the read that delivered its request and its answer leaves in the same flush).
+/// tasks: on Swift's global executor by default, or, for routes declared
+/// ``HandlerExecution/onEventLoopUntilFirstSuspension``, started with `Task.immediate` on
+/// this loop (a handler that does not suspend then completes within the read that delivered
+/// its request, and its answer leaves in the same flush).
 final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -184,6 +186,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             logger.warning("Closing connection: protocol violation", metadata: ["reason": "\(error.reason)"])
             sendGoAwayAndClose(error)
         case .closeWhenIdle(let closeNow):
+            logger.debug("The client is closing the connection", metadata: ["close_now": "\(closeNow)"])
             if closeNow { close() }
         case .none:
             break
@@ -230,12 +233,21 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         let loopBound = NIOLoopBound(self, eventLoop: context!.eventLoop)
         let eventLoop = context!.eventLoop
         let payload = request.payload
-        let task = Task.immediate {
-            let result = await route.run(payload: payload, context: serverContext)
-            if eventLoop.inEventLoop {
-                loopBound.value.finish(callID: callID, result: result)
-            } else {
+        let task: Task<Void, Never>
+        switch route.execution {
+        case .offEventLoop:
+            task = Task {
+                let result = await route.run(payload: payload, context: serverContext)
                 eventLoop.execute { loopBound.value.finish(callID: callID, result: result) }
+            }
+        case .onEventLoopUntilFirstSuspension:
+            task = Task.immediate {
+                let result = await route.run(payload: payload, context: serverContext)
+                if eventLoop.inEventLoop {
+                    loopBound.value.finish(callID: callID, result: result)
+                } else {
+                    eventLoop.execute { loopBound.value.finish(callID: callID, result: result) }
+                }
             }
         }
         // The task may already have finished (and ended the call) within Task.immediate.

@@ -1,6 +1,7 @@
 import AuthProtobuf
 import AuthRPC
 import AuthTestSupport
+import Logging
 import Synchronization
 import Testing
 
@@ -64,13 +65,14 @@ final class StubbornHandler: Sendable {
 func withStubbornServer(
     limits: ConnectionLimits = ConnectionLimits(),
     grace: Duration = .seconds(60),
+    logger: Logger = quietLogger(),
     _ body: (RPCServer, Int, StubbornHandler) async throws -> Void
 ) async throws {
     let handler = StubbornHandler()
     let server = RPCServer(
         configuration: RPCServerConfiguration(serviceName: "test-server", secret: testSecret, limits: limits, shutdownGracePeriod: grace),
         router: handler.router(),
-        logger: quietLogger()
+        logger: logger
     )
     let port = try await server.bind()
     let running = Task { try await server.run() }
@@ -159,7 +161,8 @@ func requestFrame(_ callID: UInt64, _ method: MethodDescriptor, _ value: String 
     /// docs/protocol.md §5: a closing client sends GoAway `client_closing`; open calls are
     /// still answered, then the connection closes.
     @Test func clientCloseLetsOpenCallsFinish() async throws {
-        try await withStubbornServer { _, port, handler in
+        let log = CapturedLog()
+        try await withStubbornServer(logger: log.logger(level: .debug)) { _, port, handler in
             let (client, transport) = makeClient(port: port)
             #expect(try await client.echo(1) == 1)
             let call = Task { () async throws -> HealthResponse in
@@ -167,6 +170,11 @@ func requestFrame(_ callID: UInt64, _ method: MethodDescriptor, _ value: String 
             }
             try await handler.waitUntilStarted(1)
             let shutdown = Task { await transport.shutdown() }
+            // Only once the server has the client's GoAway: a client that closes at once has
+            // closed its side by then, and the call could not be answered.
+            for _ in 0..<500 where !log.records.withLock({ $0.contains { $0.message == "The client is closing the connection" } }) {
+                try await Task.sleep(for: .milliseconds(10))
+            }
             handler.open()
             let response = try await call.value
             #expect(response.status == .serving)
