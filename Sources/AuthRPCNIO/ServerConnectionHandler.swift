@@ -31,6 +31,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     private var tasks: [UInt64: Task<Void, Never>] = [:]
     private var watchdogTask: RepeatedTask?
     private var inReadBurst = false
+    /// A flush is scheduled on the event loop for writes made outside a read burst.
+    private var flushScheduled = false
     /// Frames produced during a read burst, written as one buffer when the burst ends.
     private var pendingOutput: ByteBuffer?
     private var peer = ""
@@ -381,7 +383,17 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             logger.error("Could not encode a frame", metadata: ["error": "\(error)"])
             return
         }
-        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        // Responses of handlers that end off the loop arrive one task each; flushing once after
+        // the tasks already queued on the loop writes them in one system call.
+        context.write(wrapOutboundOut(buffer), promise: nil)
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            let handler = loopBound.value
+            handler.flushScheduled = false
+            handler.context?.flush()
+        }
     }
 }
 
