@@ -19,6 +19,7 @@ let package = Package(
         .executable(name: "authctl", targets: ["authctl"]),
         .executable(name: "rpc-benchmark", targets: ["rpc-benchmark"]),
         .executable(name: "session-benchmark", targets: ["session-benchmark"]),
+        .executable(name: "rpc-fuzz", targets: ["rpc-fuzz"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -192,6 +193,18 @@ let package = Package(
             ],
             swiftSettings: strictSwift
         ),
+        // libFuzzer target for the frame decoder and the protobuf-c unpack (scripts/fuzz/run.sh);
+        // a normal build replays inputs given as files.
+        .executableTarget(
+            name: "rpc-fuzz",
+            dependencies: [
+                "AuthRPC",
+                "AuthRPCNIO",
+                "AuthProtobuf",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strictSwift
+        ),
         .executableTarget(
             name: "rpc-benchmark",
             dependencies: [
@@ -277,7 +290,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AuthServiceRuntimeTests",
-            dependencies: ["AuthServiceRuntime", "AuthPostgres", "AuthTestSupport"],
+            dependencies: ["AuthServiceRuntime", "AuthRPC", "AuthPostgres", "AuthTestSupport"],
             swiftSettings: strictSwift
         ),
         .testTarget(

@@ -38,6 +38,16 @@ echo "== codec tests under AddressSanitizer/LeakSanitizer"
 # (XCTest's own harness leaks a few bytes at exit; our tests are Swift Testing only.)
 swift test --sanitize=address --scratch-path .build-asan --disable-xctest --filter AuthProtobufTests
 
+echo "== fuzzing the frame decoder and the envelope/message unpack (libFuzzer, 45 s)"
+fuzz_status=0
+scripts/fuzz/run.sh 45 > .data/fuzz.log 2>&1 || fuzz_status=$?
+grep -E "DONE|stat::|ERROR|SUMMARY" .data/fuzz.log || true
+if ((fuzz_status != 0)); then
+    tail -n 60 .data/fuzz.log >&2
+    echo "error: the fuzzer found a crash, leak, hang or memory blow-up (reproducer in .data/fuzz-artifacts)" >&2
+    exit 1
+fi
+
 echo "== a client written from docs/protocol.md alone (Python) against a real identity process"
 protocol_secret=$(head -c 32 /dev/urandom | base64)
 : > .data/protocol-identity.log

@@ -75,6 +75,13 @@ public struct ClientConnectionStateMachine<Pending> {
         return unstarted.compactMap { pending.removeValue(forKey: $0) }
     }
 
+    /// The client is closing the connection (it sends GOAWAY): no new call starts here; the
+    /// open ones are answered first. True when none is open, so it can close now.
+    public mutating func closeRequested() -> Bool {
+        if state != .closed { state = .goingAway }
+        return pending.isEmpty
+    }
+
     /// The connection is gone; returns every call still open.
     public mutating func closed() -> [Pending] {
         state = .closed

@@ -11,18 +11,31 @@ public struct ConnectionLimits: Sendable, Hashable {
     public var readTimeout: Duration
     /// The longest timeout a call may ask for; longer ones are cut to this.
     public var maxCallTimeout: Duration
+    /// The largest first frame (the `Hello`) accepted, checked before anything is decoded. A
+    /// Hello is ~130 bytes today; 1024 leaves room for fields added in version 1.
+    public var maxHelloFrameSize: Int
+    /// Connections a server holds open at once; more are refused.
+    public var maxConnections: Int
+    /// Connections from one peer address that have not completed Hello yet; more are refused.
+    public var maxUnauthenticatedConnectionsPerPeer: Int
 
     public init(
         maxFrameSize: Int = 1 << 20,
         maxConcurrentCalls: Int = 256,
         idleTimeout: Duration = .seconds(300),
         readTimeout: Duration = .seconds(10),
-        maxCallTimeout: Duration = .seconds(120)
+        maxCallTimeout: Duration = .seconds(120),
+        maxHelloFrameSize: Int = 1024,
+        maxConnections: Int = 1024,
+        maxUnauthenticatedConnectionsPerPeer: Int = 16
     ) {
         self.maxFrameSize = maxFrameSize
         self.maxConcurrentCalls = maxConcurrentCalls
         self.idleTimeout = idleTimeout
         self.readTimeout = readTimeout
         self.maxCallTimeout = maxCallTimeout
+        self.maxHelloFrameSize = maxHelloFrameSize
+        self.maxConnections = maxConnections
+        self.maxUnauthenticatedConnectionsPerPeer = maxUnauthenticatedConnectionsPerPeer
     }
 }

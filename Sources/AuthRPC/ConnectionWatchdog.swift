@@ -5,7 +5,7 @@ public struct ConnectionWatchdog: Sendable {
         case keep
         /// No Hello within the read timeout of connecting.
         case helloTimedOut
-        /// A frame was started and not finished within the read timeout.
+        /// A frame was started and no byte of it arrived for the read timeout.
         case readTimedOut
         /// Nothing received and no call open for the idle timeout.
         case idle
@@ -17,7 +17,8 @@ public struct ConnectionWatchdog: Sendable {
     private var connectedAt: ContinuousClock.Instant
     private var helloReceived = false
     private var lastFrameAt: ContinuousClock.Instant
-    private var partialFrameSince: ContinuousClock.Instant?
+    /// When the last bytes arrived while a frame is unfinished.
+    private var partialFrameProgressAt: ContinuousClock.Instant?
     private var unwritableSince: ContinuousClock.Instant?
 
     public init(limits: ConnectionLimits, now: ContinuousClock.Instant) {
@@ -31,13 +32,12 @@ public struct ConnectionWatchdog: Sendable {
         lastFrameAt = now
     }
 
-    /// After each read: whether bytes of an unfinished frame remain buffered.
+    /// After each read (new bytes arrived): whether bytes of an unfinished frame remain
+    /// buffered. The read timeout counts from the last read that left a frame unfinished, so
+    /// it measures a frame that makes no progress; a busy connection, whose buffer always ends
+    /// in the start of its next frame, is not cut off.
     public mutating func bytesBuffered(partialFrame: Bool, now: ContinuousClock.Instant) {
-        if partialFrame {
-            if partialFrameSince == nil { partialFrameSince = now }
-        } else {
-            partialFrameSince = nil
-        }
+        partialFrameProgressAt = partialFrame ? now : nil
     }
 
     public mutating func writabilityChanged(isWritable: Bool, now: ContinuousClock.Instant) {
@@ -46,7 +46,7 @@ public struct ConnectionWatchdog: Sendable {
 
     public func check(now: ContinuousClock.Instant, openCalls: Int) -> Verdict {
         if !helloReceived, now - connectedAt >= limits.readTimeout { return .helloTimedOut }
-        if let since = partialFrameSince, now - since >= limits.readTimeout { return .readTimedOut }
+        if let since = partialFrameProgressAt, now - since >= limits.readTimeout { return .readTimedOut }
         if let since = unwritableSince, now - since >= limits.readTimeout { return .writeStalled }
         if openCalls == 0, now - lastFrameAt >= limits.idleTimeout { return .idle }
         return .keep

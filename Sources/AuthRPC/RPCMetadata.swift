@@ -63,7 +63,28 @@ extension RPCMetadata {
         )
     }
 
+    /// Checks the limits a server applies to metadata as received on the wire, before
+    /// ``init(proto:)`` merges repeated keys (so 1,000 entries of one key are 1,000 entries,
+    /// and every one of them is checked); `nil` when acceptable.
+    public static func violation(in proto: Auth_Rpc_V1_Metadata) -> String? {
+        if proto.extra.count > maxExtraEntries { return "too many metadata entries" }
+        let limit = maxValueLength
+        if proto.requestID.utf8.count > limit || proto.traceparent.utf8.count > limit || proto.tracestate.utf8.count > limit
+            || proto.callerService.utf8.count > limit || proto.endUserIP.utf8.count > limit
+        {
+            return "metadata value too long"
+        }
+        for entry in proto.extra {
+            if entry.value.utf8.count > limit { return "metadata value too long" }
+            if entry.key.isEmpty || entry.key.utf8.count > 64 || !entry.key.utf8.allSatisfy(isKeyByte) {
+                return "metadata key must be lowercase ASCII"
+            }
+        }
+        return nil
+    }
+
     /// Checks the limits a server applies to metadata it receives; `nil` when acceptable.
+    /// (A server checks the wire form with ``violation(in:)``: this value has merged repeated keys.)
     public func violation() -> String? {
         if extra.count > Self.maxExtraEntries { return "too many metadata entries" }
         let limit = Self.maxValueLength

@@ -1,5 +1,19 @@
 import AuthProtobuf
 
+/// Where a server starts a handler. The choice is explicit per method because a handler's
+/// synchronous start (until its first `await` that suspends) otherwise runs on the event loop
+/// that read the request, holding up every other connection on that loop.
+public enum HandlerExecution: Sendable, Hashable {
+    /// In a task on Swift's global executor; the event loop only hands the call over. The
+    /// default, and the only choice for handlers that sign, verify, hash, encrypt or do any
+    /// other CPU work (or a blocking call) before they suspend. Costs a thread hop per call.
+    case offEventLoop
+    /// On the event loop that read the request (`Task.immediate`), until the handler's first
+    /// suspension; a handler that does not suspend answers within the same read. Only for
+    /// handlers that do next to nothing before they suspend (e.g. Health/Check).
+    case onEventLoopUntilFirstSuspension
+}
+
 /// The methods a server serves, by path. Typed handlers are registered once at start-up
 /// (generated `registerMethods(with:)` does it); the transport looks them up per call.
 public struct RPCRouter: Sendable {
@@ -10,6 +24,8 @@ public struct RPCRouter: Sendable {
     public struct Route: Sendable {
         public let method: MethodDescriptor
         public let handler: ErasedHandler
+        /// Where the server starts the handler; see ``HandlerExecution``.
+        public internal(set) var execution: HandlerExecution = .offEventLoop
 
         @usableFromInline
         init(method: MethodDescriptor, handler: @escaping ErasedHandler) {
@@ -48,6 +64,13 @@ public struct RPCRouter: Sendable {
                 throw RPCError(code: .internal, message: "The response could not be encoded.", reason: "internal")
             }
         }
+    }
+
+    /// Declares where `method`'s handler starts (``HandlerExecution/offEventLoop`` unless
+    /// declared otherwise). Call after registering the method.
+    public mutating func setExecution(_ execution: HandlerExecution, for method: MethodDescriptor) {
+        precondition(routes[method.path] != nil, "\(method.path) is not registered")
+        routes[method.path]?.execution = execution
     }
 
     /// Registers every method of a service.

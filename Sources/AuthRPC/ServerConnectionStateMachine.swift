@@ -6,6 +6,13 @@ import AuthProtobuf
 /// Rules enforced here (docs/protocol.md): the first frame is `Hello`; call ids are non-zero
 /// and strictly increasing; at most `maxConcurrentCalls` calls are open; after GOAWAY no call
 /// above `lastCallID` starts; a frame a client must not send closes the connection.
+///
+/// Every call's state lives here: a call is *running* until it is answered, or *abandoned*
+/// once the client cancelled it or its deadline passed (answered `DEADLINE_EXCEEDED`) while its
+/// handler has not ended yet. A call holds its slot of `maxConcurrentCalls` until its handler
+/// has ended (``callFinished(callID:)``), so cancelling cannot make room for more work than the
+/// limit. A draining connection closes as soon as no call is running, however the last one
+/// ended; handlers still running then are cancelled with the connection.
 public struct ServerConnectionStateMachine: Sendable {
     public enum State: Sendable, Hashable {
         case awaitingHello
@@ -25,6 +32,8 @@ public struct ServerConnectionStateMachine: Sendable {
         case rejectCall(callID: UInt64, RPCError)
         /// Stop serving this call and send nothing for it.
         case cancelCall(callID: UInt64)
+        /// As `cancelCall`, and it was the last running call of a draining connection: close.
+        case cancelCallThenClose(callID: UInt64)
         case sendPong(payload: UInt64)
         /// Send GOAWAY with this error, then close the connection.
         case closeWithError(RPCError)
@@ -46,8 +55,28 @@ public struct ServerConnectionStateMachine: Sendable {
         case drop
     }
 
+    public enum CallState: Sendable, Hashable {
+        /// The handler runs; the call awaits its answer.
+        case running
+        /// Cancelled, or answered at its deadline; the handler has not ended yet.
+        case abandoned
+    }
+
+    struct Call: Sendable {
+        var state: CallState
+        var deadline: ContinuousClock.Instant?
+    }
+
+    /// What to do when deadlines have passed (``deadlinesPassed(now:)``).
+    public struct DeadlineAction: Sendable, Hashable {
+        /// Answer these calls `DEADLINE_EXCEEDED` and cancel their handlers.
+        public var expired: [UInt64]
+        /// The connection was draining and no call runs any more: close it.
+        public var close: Bool
+    }
+
     public private(set) var state: State = .awaitingHello
-    public private(set) var openCalls: Set<UInt64> = []
+    private var calls: [UInt64: Call] = [:]
     public private(set) var highestCallID: UInt64 = 0
     public private(set) var authenticatedCaller: String = ""
     private var peerGoingAway = false
@@ -55,6 +84,19 @@ public struct ServerConnectionStateMachine: Sendable {
 
     public init(maxConcurrentCalls: Int) {
         self.maxConcurrentCalls = maxConcurrentCalls
+    }
+
+    /// Calls awaiting their answer.
+    public var openCalls: Set<UInt64> { Set(calls.filter { $0.value.state == .running }.keys) }
+
+    /// Calls holding a slot: running, or abandoned with a handler that has not ended.
+    public var callsHoldingSlots: Int { calls.count }
+
+    public func callState(_ callID: UInt64) -> CallState? { calls[callID]?.state }
+
+    /// The earliest deadline of a running call: when to call ``deadlinesPassed(now:)``.
+    public var nextDeadline: ContinuousClock.Instant? {
+        calls.values.lazy.filter { $0.state == .running }.compactMap(\.deadline).min()
     }
 
     public mutating func frameReceived(_ frame: Auth_Rpc_V1_Frame) -> FrameAction {
@@ -71,14 +113,17 @@ public struct ServerConnectionStateMachine: Sendable {
         case (_, .request(let request)):
             return requestReceived(request)
         case (_, .cancel(let cancel)):
-            return openCalls.remove(cancel.callID) == nil ? closeIfDrained() : .cancelCall(callID: cancel.callID)
+            guard calls[cancel.callID]?.state == .running else { return .none }
+            calls[cancel.callID]?.state = .abandoned
+            if closeIfDrained() { return .cancelCallThenClose(callID: cancel.callID) }
+            return .cancelCall(callID: cancel.callID)
         case (_, .ping(let ping)):
             return .sendPong(payload: ping.payload)
         case (_, .pong):
             return .none
         case (_, .goAway):
             peerGoingAway = true
-            if openCalls.isEmpty {
+            if !hasRunningCalls {
                 state = .closed
                 return .closeWhenIdle(closeNow: true)
             }
@@ -114,20 +159,38 @@ public struct ServerConnectionStateMachine: Sendable {
         if peerGoingAway {
             return close(RPCError(code: .invalidArgument, message: "A call was started after GOAWAY.", reason: "protocol_violation"))
         }
-        guard openCalls.count < maxConcurrentCalls else {
+        guard calls.count < maxConcurrentCalls else {
             return .rejectCall(callID: request.callID, RPCError(code: .resourceExhausted, message: "Too many calls open on this connection (limit \(maxConcurrentCalls)).", reason: "too_many_concurrent_calls"))
         }
-        openCalls.insert(request.callID)
+        calls[request.callID] = Call(state: .running)
         return .startCall(request)
     }
 
-    /// A call ended (answered, failed, or timed out by the server).
-    public mutating func callFinished(callID: UInt64) -> FinishAction {
-        guard openCalls.remove(callID) != nil else { return .drop }
-        if openCalls.isEmpty, isDrainingOrPeerGone {
-            state = .closed
-            return .sendResponseThenClose
+    /// The server abandons a running call at `deadline` (see ``deadlinesPassed(now:)``).
+    public mutating func setDeadline(_ deadline: ContinuousClock.Instant, forCall callID: UInt64) {
+        guard calls[callID]?.state == .running else { return }
+        calls[callID]?.deadline = deadline
+    }
+
+    /// Abandons every running call whose deadline is at or before `now`.
+    public mutating func deadlinesPassed(now: ContinuousClock.Instant) -> DeadlineAction {
+        var expired: [UInt64] = []
+        for (callID, call) in calls where call.state == .running {
+            if let deadline = call.deadline, deadline <= now {
+                calls[callID]?.state = .abandoned
+                expired.append(callID)
+            }
         }
+        return DeadlineAction(expired: expired.sorted(), close: !expired.isEmpty && closeIfDrained())
+    }
+
+    /// A call's handler ended (with an answer or an error), or a call ended before it had one
+    /// (unknown method, bad metadata). Frees its slot; `.drop` when it was already answered
+    /// or cancelled.
+    public mutating func callFinished(callID: UInt64) -> FinishAction {
+        guard let call = calls.removeValue(forKey: callID) else { return .drop }
+        guard call.state == .running else { return .drop }
+        if closeIfDrained() { return .sendResponseThenClose }
         return .sendResponse
     }
 
@@ -137,7 +200,7 @@ public struct ServerConnectionStateMachine: Sendable {
         switch state {
         case .active, .awaitingHello, .verifyingHello:
             state = .draining(lastCallID: highestCallID)
-            if openCalls.isEmpty {
+            if !hasRunningCalls {
                 state = .closed
                 return (highestCallID, true)
             }
@@ -147,24 +210,26 @@ public struct ServerConnectionStateMachine: Sendable {
         }
     }
 
-    /// The connection closed: every open call is abandoned.
+    /// The connection closed: every call still holding a slot is abandoned (its handler must
+    /// be cancelled).
     public mutating func connectionClosed() -> Set<UInt64> {
         state = .closed
-        defer { openCalls = [] }
-        return openCalls
+        defer { calls = [:] }
+        return Set(calls.keys)
     }
+
+    private var hasRunningCalls: Bool { calls.values.contains { $0.state == .running } }
 
     private var isDrainingOrPeerGone: Bool {
         if case .draining = state { return true }
         return peerGoingAway
     }
 
-    private mutating func closeIfDrained() -> FrameAction {
-        if openCalls.isEmpty, isDrainingOrPeerGone {
-            state = .closed
-            return .closeWhenIdle(closeNow: true)
-        }
-        return .none
+    /// Closes (and says so) when draining and no call is running any more.
+    private mutating func closeIfDrained() -> Bool {
+        guard state != .closed, !hasRunningCalls, isDrainingOrPeerGone else { return false }
+        state = .closed
+        return true
     }
 
     private mutating func close(_ error: RPCError) -> FrameAction {

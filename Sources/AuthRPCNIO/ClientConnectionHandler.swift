@@ -223,7 +223,8 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             payload: call.call.payload
         )
         if let timeout = call.call.timeout {
-            let micros = max(timeout.components.seconds * 1_000_000 + timeout.components.attoseconds / 1_000_000_000_000, 1)
+            // Bounded so that neither the conversion nor the deadline below can overflow.
+            let micros = min(max(timeout.microseconds, 1), Int64.max / 1000)
             request.timeoutUS = UInt64(micros)
             let due = NIODeadline.now() + .microseconds(micros)
             call.deadline = due
@@ -252,6 +253,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         guard machine.cancel(callID: call.callID) != nil else { return }
         call.complete(.failure(RPCError.cancelledByCaller))
         send(.init(kind: .cancel(Auth_Rpc_V1_Cancel(callID: call.callID))), flush: true)
+        closeIfDrained()
     }
 
     /// Fails every call whose deadline has passed, then re-arms for the next one.
@@ -277,6 +279,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
             deadlineTimer.schedule(next, on: context.eventLoop) { loopBound.value.deadlineTimerFired() }
         }
+        closeIfDrained()
     }
 
     private func keepaliveTick() {
@@ -291,11 +294,17 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    /// Sends GOAWAY and closes once open calls are answered (client shutdown).
+    /// Sends GOAWAY and closes once open calls are answered, cancelled or past their deadline
+    /// (client shutdown, docs/protocol.md §5).
     func close() {
-        guard let context else { return }
+        guard let context, machine.state != .goingAway, machine.state != .closed else { return }
         send(.init(kind: .goAway(Auth_Rpc_V1_GoAway(lastCallID: machine.highestCallID, code: .ok, message: "Client closing.", reason: "client_closing"))), flush: true)
-        context.close(promise: nil)
+        if machine.closeRequested() { context.close(promise: nil) }
+    }
+
+    /// Closes a connection that is going away once its last call has ended.
+    private func closeIfDrained() {
+        if machine.isDrained { context?.close(promise: nil) }
     }
 
     @discardableResult

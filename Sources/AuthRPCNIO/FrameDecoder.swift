@@ -8,10 +8,12 @@ import NIOCore
 public struct FrameDecoder: Sendable {
     public struct FrameTooLargeError: Error, Hashable {
         public let length: Int
-        public let maxFrameSize: Int
+        /// May change between frames (a server raises it once Hello is accepted).
+    public var maxFrameSize: Int
     }
 
-    public let maxFrameSize: Int
+    /// May change between frames (a server raises it once Hello is accepted).
+    public var maxFrameSize: Int
     private var buffer: ByteBuffer?
 
     public init(maxFrameSize: Int) {

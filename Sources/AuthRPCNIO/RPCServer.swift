@@ -51,12 +51,13 @@ public final class RPCServer: Service, Sendable {
     private let logger: Logger
     private let verifier: ServiceCredentialVerifier
     private let wallClock: @Sendable () -> Int64
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<State>
     private let stopPromise: EventLoopPromise<Void>
 
     private struct State {
         var serverChannel: (any Channel)?
         var connections: [ObjectIdentifier: any Channel] = [:]
+        var admission: ConnectionAdmission<ObjectIdentifier>
         var stopping = false
     }
 
@@ -78,6 +79,10 @@ public final class RPCServer: Service, Sendable {
             allowedSkewMS: 60_000
         )
         self.stopPromise = eventLoopGroup.any().makePromise(of: Void.self)
+        self.state = NIOLockedValueBox(State(admission: ConnectionAdmission(
+            maxConnections: configuration.limits.maxConnections,
+            maxUnauthenticatedPerPeer: configuration.limits.maxUnauthenticatedConnectionsPerPeer
+        )))
     }
 
     /// The bound port, once listening.
@@ -101,23 +106,44 @@ public final class RPCServer: Service, Sendable {
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 256 * 1024, high: 1024 * 1024))
             .childChannelInitializer { [weak self] channel in
                 guard let self else { return channel.close() }
-                let accepted = self.state.withLockedValue { state -> Bool in
-                    guard !state.stopping else { return false }
-                    state.connections[ObjectIdentifier(channel)] = channel
-                    return true
+                let id = ObjectIdentifier(channel)
+                let peer = channel.remoteAddress?.ipAddress ?? "unknown"
+                let decision = self.state.withLockedValue { state -> ConnectionAdmission<ObjectIdentifier>.Decision? in
+                    guard !state.stopping else { return nil }
+                    let decision = state.admission.opened(id, peer: peer)
+                    if decision == .accept { state.connections[id] = channel }
+                    return decision
                 }
-                guard accepted else { return channel.close() }
+                switch decision {
+                case nil:
+                    return channel.close()
+                case .refuseServerFull?, .refusePeerUnauthenticated?:
+                    let error = decision == .refuseServerFull ? RPCError.tooManyConnections : RPCError.tooManyUnauthenticatedConnections
+                    // Debug, not warning: a flood of refused connections must not flood the log too.
+                    logger.debug("Refused a connection", metadata: ["peer": "\(peer)", "reason": "\(error.reason)"])
+                    return channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(ConnectionRefusalHandler(error))
+                    }
+                case .accept?:
+                    break
+                }
                 channel.closeFuture.whenComplete { [weak self] _ in
-                    _ = self?.state.withLockedValue { $0.connections.removeValue(forKey: ObjectIdentifier(channel)) }
+                    self?.state.withLockedValue { state in
+                        state.connections.removeValue(forKey: id)
+                        state.admission.closed(id)
+                    }
                 }
                 return channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ServerConnectionHandler(
+                    try channel.pipeline.syncOperations.addServerConnectionHandlers(ServerConnectionHandler(
                         router: router,
                         verifier: verifier,
                         limits: configuration.limits,
                         serviceName: configuration.serviceName,
                         wallClock: wallClock,
-                        logger: logger
+                        logger: logger,
+                        onAuthenticated: { [weak self] in
+                            self?.state.withLockedValue { $0.admission.authenticated(id) }
+                        }
                     ))
                 }
             }
@@ -166,5 +192,29 @@ public final class RPCServer: Service, Sendable {
         let remaining = state.withLockedValue { Array($0.connections.values) }
         for connection in remaining { try? await connection.close() }
         logger.info("RPC server stopped")
+    }
+}
+
+extension RPCError {
+    static let tooManyConnections = RPCError(
+        code: .resourceExhausted,
+        message: "The server holds its maximum number of connections; retry later or elsewhere.",
+        reason: "too_many_connections"
+    )
+    static let tooManyUnauthenticatedConnections = RPCError(
+        code: .resourceExhausted,
+        message: "Too many connections from this address have not completed Hello.",
+        reason: "too_many_unauthenticated_connections"
+    )
+}
+
+extension ChannelPipeline.SynchronousOperations {
+    /// The handlers of a served connection. `BackPressureHandler` holds back reads while the
+    /// channel is not writable (more than the high water mark of our writes waits), so a peer
+    /// that sends requests without reading the responses stops being read instead of making
+    /// the server queue unbounded work and output; the watchdog closes it if it stays so.
+    func addServerConnectionHandlers(_ handler: ServerConnectionHandler) throws {
+        try addHandler(BackPressureHandler())
+        try addHandler(handler)
     }
 }

@@ -7,8 +7,10 @@ import NIOCore
 /// task per call, enforces deadlines and limits, and writes responses.
 ///
 /// Everything here runs on the channel's event loop, except handler bodies, which run in
-/// tasks (started with `Task.immediate`, so a handler that does not suspend completes within
-/// the read that delivered its request and its answer leaves in the same flush).
+/// tasks: on Swift's global executor by default, or, for routes declared
+/// ``HandlerExecution/onEventLoopUntilFirstSuspension``, started with `Task.immediate` on
+/// this loop (a handler that does not suspend then completes within the read that delivered
+/// its request, and its answer leaves in the same flush).
 final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -18,25 +20,24 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     private let limits: ConnectionLimits
     private let serviceName: String
     private let wallClock: @Sendable () -> Int64
+    private let onAuthenticated: @Sendable () -> Void
     private var logger: Logger
 
     private var state: ServerConnectionStateMachine
     private var decoder: FrameDecoder
     private var watchdog: ConnectionWatchdog
     private var context: ChannelHandlerContext?
-    private var calls: [UInt64: RunningCall] = [:]
+    /// The task of each call whose handler has not ended (the state machine has the call's state).
+    private var tasks: [UInt64: Task<Void, Never>] = [:]
     private var watchdogTask: RepeatedTask?
     private var inReadBurst = false
+    /// A flush is scheduled on the event loop for writes made outside a read burst.
+    private var flushScheduled = false
     /// Frames produced during a read burst, written as one buffer when the burst ends.
     private var pendingOutput: ByteBuffer?
     private var peer = ""
 
     private var deadlineTimer = EarliestDeadlineTimer()
-
-    private struct RunningCall {
-        var task: Task<Void, Never>?
-        var deadline: NIODeadline?
-    }
 
     init(
         router: RPCRouter,
@@ -44,7 +45,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         limits: ConnectionLimits,
         serviceName: String,
         wallClock: @escaping @Sendable () -> Int64,
-        logger: Logger
+        logger: Logger,
+        onAuthenticated: @escaping @Sendable () -> Void = {}
     ) {
         self.router = router
         self.verifier = verifier
@@ -52,8 +54,10 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         self.serviceName = serviceName
         self.wallClock = wallClock
         self.logger = logger
+        self.onAuthenticated = onAuthenticated
         self.state = ServerConnectionStateMachine(maxConcurrentCalls: limits.maxConcurrentCalls)
-        self.decoder = FrameDecoder(maxFrameSize: limits.maxFrameSize)
+        // Until Hello is accepted, only a frame of Hello's size is read (docs/protocol.md §6).
+        self.decoder = FrameDecoder(maxFrameSize: min(limits.maxHelloFrameSize, limits.maxFrameSize))
         self.watchdog = ConnectionWatchdog(limits: limits, now: .now)
     }
 
@@ -91,6 +95,9 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         inReadBurst = true
         let now = ContinuousClock.now
         while state.state != .closed {
+            if state.state != .awaitingHello, decoder.maxFrameSize != limits.maxFrameSize {
+                decoder.maxFrameSize = limits.maxFrameSize
+            }
             let body: ByteBuffer
             do {
                 guard let next = try decoder.nextFrame() else { break }
@@ -152,7 +159,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             let result = verifier.verify(hello, nowUnixMS: wallClock())
             switch state.helloVerified(result) {
             case .sendHelloAck:
-                logger[metadataKey: "caller"] = "\(state.authenticatedCaller)"
+                logger[metadataKey: "caller"] = "\(PeerText.loggable(state.authenticatedCaller))"
+                onAuthenticated()
                 send(.init(kind: .helloAck(Auth_Rpc_V1_HelloAck(
                     protocolVersion: rpcProtocolVersion,
                     service: serviceName,
@@ -161,7 +169,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
                     idleTimeoutMS: UInt32(clamping: limits.idleTimeout.milliseconds)
                 ))))
             case .refuse(let error):
-                logger.warning("Refused a caller", metadata: ["reason": "\(error.reason)", "service": "\(hello.service)"])
+                logger.warning("Refused a caller", metadata: ["reason": "\(error.reason)", "service": "\(PeerText.loggable(hello.service))"])
                 sendGoAwayAndClose(error)
             }
         case .startCall(let request):
@@ -169,13 +177,18 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         case .rejectCall(let callID, let error):
             send(.init(kind: .response(Auth_Rpc_V1_Response(callID: callID, status: error.status))))
         case .cancelCall(let callID):
-            calls.removeValue(forKey: callID)?.task?.cancel()
+            // The task stays until its handler ends: until then the call holds its slot.
+            tasks[callID]?.cancel()
+        case .cancelCallThenClose(let callID):
+            tasks[callID]?.cancel()
+            close()
         case .sendPong(let payload):
             send(.init(kind: .pong(Auth_Rpc_V1_Pong(payload: payload))))
         case .closeWithError(let error):
             logger.warning("Closing connection: protocol violation", metadata: ["reason": "\(error.reason)"])
             sendGoAwayAndClose(error)
         case .closeWhenIdle(let closeNow):
+            logger.debug("The client is closing the connection", metadata: ["close_now": "\(closeNow)"])
             if closeNow { close() }
         case .none:
             break
@@ -187,16 +200,17 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         guard let route = router.route(forPath: request.method) else {
             finish(callID: callID, result: .failure(RPCError(
                 code: .unimplemented,
-                message: "Method \(request.method) is not served here.",
+                message: "Method \(PeerText.loggable(request.method)) is not served here.",
                 reason: "unknown_method"
             )))
             return
         }
-        let metadata = RPCMetadata(proto: request.metadata ?? Auth_Rpc_V1_Metadata())
-        if let violation = metadata.violation() {
+        let wireMetadata = request.metadata ?? Auth_Rpc_V1_Metadata()
+        if let violation = RPCMetadata.violation(in: wireMetadata) {
             finish(callID: callID, result: .failure(RPCError(code: .invalidArgument, message: violation, reason: "invalid_metadata")))
             return
         }
+        let metadata = RPCMetadata(proto: wireMetadata)
         var deadline: ContinuousClock.Instant?
         if request.timeoutUS > 0 {
             let asked = Duration.microseconds(Int64(clamping: request.timeoutUS))
@@ -209,63 +223,76 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             authenticatedCaller: state.authenticatedCaller,
             peer: peer
         )
-        calls[callID] = RunningCall()
         if let deadline {
             let remaining = deadline - .now
             guard remaining > .zero else {
                 finish(callID: callID, result: .failure(.deadlineExceededOnServer))
                 return
             }
-            let due = NIODeadline.now() + TimeAmount(remaining)
-            calls[callID]?.deadline = due
-            let loopBound = NIOLoopBound(self, eventLoop: context!.eventLoop)
-            deadlineTimer.schedule(due, on: context!.eventLoop) { loopBound.value.deadlineTimerFired() }
+            state.setDeadline(deadline, forCall: callID)
+            armDeadlineTimer()
         }
         let loopBound = NIOLoopBound(self, eventLoop: context!.eventLoop)
         let eventLoop = context!.eventLoop
         let payload = request.payload
-        let task = Task.immediate {
-            let result = await route.run(payload: payload, context: serverContext)
-            if eventLoop.inEventLoop {
-                loopBound.value.finish(callID: callID, result: result)
-            } else {
+        let task: Task<Void, Never>
+        switch route.execution {
+        case .offEventLoop:
+            task = Task {
+                let result = await route.run(payload: payload, context: serverContext)
                 eventLoop.execute { loopBound.value.finish(callID: callID, result: result) }
             }
-        }
-        // The task may already have finished (and removed the call) within Task.immediate.
-        if calls[callID] != nil { calls[callID]?.task = task }
-    }
-
-    /// Abandons every call whose deadline has passed, then re-arms for the next one.
-    private func deadlineTimerFired() {
-        deadlineTimer.fired()
-        let now = NIODeadline.now()
-        var next: NIODeadline?
-        for (callID, call) in calls {
-            guard let due = call.deadline else { continue }
-            if due <= now {
-                call.task?.cancel()
-                finish(callID: callID, result: .failure(.deadlineExceededOnServer))
-            } else {
-                next = min(next ?? due, due)
+        case .onEventLoopUntilFirstSuspension:
+            task = Task.immediate {
+                let result = await route.run(payload: payload, context: serverContext)
+                if eventLoop.inEventLoop {
+                    loopBound.value.finish(callID: callID, result: result)
+                } else {
+                    eventLoop.execute { loopBound.value.finish(callID: callID, result: result) }
+                }
             }
         }
-        if let next, let context {
-            let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
-            deadlineTimer.schedule(next, on: context.eventLoop) { loopBound.value.deadlineTimerFired() }
+        // The task may already have finished (and ended the call) within Task.immediate.
+        if state.callState(callID) != nil { tasks[callID] = task }
+    }
+
+    private func armDeadlineTimer() {
+        guard let next = state.nextDeadline, let context else { return }
+        let due = NIODeadline.now() + TimeAmount(next - .now)
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        deadlineTimer.schedule(due, on: context.eventLoop) { loopBound.value.deadlineTimerFired() }
+    }
+
+    /// Answers every call whose deadline has passed and cancels its handler (which keeps the
+    /// call's slot until it ends), then re-arms for the next deadline.
+    private func deadlineTimerFired() {
+        deadlineTimer.fired()
+        let action = state.deadlinesPassed(now: .now)
+        for callID in action.expired {
+            tasks[callID]?.cancel()
+            send(response(callID: callID, result: .failure(.deadlineExceededOnServer)))
+        }
+        if action.close {
+            close()
+        } else {
+            armDeadlineTimer()
         }
     }
 
-    private func finish(callID: UInt64, result: Result<[UInt8], RPCError>) {
-        calls.removeValue(forKey: callID)
-        let action = state.callFinished(callID: callID)
-        guard action != .drop else { return }
+    private func response(callID: UInt64, result: Result<[UInt8], RPCError>) -> Auth_Rpc_V1_Frame {
         var response = Auth_Rpc_V1_Response(callID: callID)
         switch result {
         case .success(let bytes): response.payload = bytes
         case .failure(let error): response.status = error.status
         }
-        send(.init(kind: .response(response)))
+        return .init(kind: .response(response))
+    }
+
+    private func finish(callID: UInt64, result: Result<[UInt8], RPCError>) {
+        tasks.removeValue(forKey: callID)
+        let action = state.callFinished(callID: callID)
+        guard action != .drop else { return }
+        send(response(callID: callID, result: result))
         if action == .sendResponseThenClose { close() }
     }
 
@@ -283,7 +310,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     }
 
     private func watchdogTick() {
-        switch watchdog.check(now: .now, openCalls: calls.count) {
+        switch watchdog.check(now: .now, openCalls: state.callsHoldingSlots) {
         case .keep:
             return
         case .helloTimedOut:
@@ -325,10 +352,11 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     }
 
     private func abandonAllCalls() {
-        for call in calls.values {
-            call.task?.cancel()
+        _ = state.connectionClosed()
+        for task in tasks.values {
+            task.cancel()
         }
-        calls.removeAll()
+        tasks.removeAll()
         deadlineTimer.cancel()
     }
 
@@ -355,7 +383,17 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             logger.error("Could not encode a frame", metadata: ["error": "\(error)"])
             return
         }
-        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        // Responses of handlers that end off the loop arrive one task each; flushing once after
+        // the tasks already queued on the loop writes them in one system call.
+        context.write(wrapOutboundOut(buffer), promise: nil)
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            let handler = loopBound.value
+            handler.flushScheduled = false
+            handler.context?.flush()
+        }
     }
 }
 
@@ -371,14 +409,18 @@ extension RPCError {
 }
 
 extension Duration {
-    var milliseconds: Int64 {
-        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
-    }
-}
+    /// Saturates at ±Int64.max instead of trapping.
+    var milliseconds: Int64 { saturating(unitsPerSecond: 1000) }
 
-extension TimeAmount {
-    init(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    /// Saturates at ±Int64.max instead of trapping.
+    var microseconds: Int64 { saturating(unitsPerSecond: 1_000_000) }
+
+    private func saturating(unitsPerSecond: Int64) -> Int64 {
+        let (seconds, attoseconds) = components
+        let limit: Int64 = seconds < 0 ? .min : .max
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: unitsPerSecond)
+        if overflow { return limit }
+        let (total, overflowAgain) = whole.addingReportingOverflow(attoseconds / (1_000_000_000_000_000_000 / unitsPerSecond))
+        return overflowAgain ? limit : total
     }
 }

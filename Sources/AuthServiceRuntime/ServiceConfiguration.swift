@@ -109,6 +109,9 @@ public struct ServiceConfiguration: Sendable {
         limits.maxConcurrentCalls = try reader.integer("AUTH_RPC_MAX_CONCURRENT_CALLS", default: limits.maxConcurrentCalls, in: 1...100_000)
         limits.idleTimeout = .seconds(try reader.integer("AUTH_RPC_IDLE_TIMEOUT_SECONDS", default: 300, in: 1...86_400, unit: " of seconds"))
         limits.readTimeout = .seconds(try reader.integer("AUTH_RPC_READ_TIMEOUT_SECONDS", default: 10, in: 1...3_600, unit: " of seconds"))
+        limits.maxConnections = try reader.integer("AUTH_RPC_MAX_CONNECTIONS", default: limits.maxConnections, in: 1...65_536)
+        limits.maxUnauthenticatedConnectionsPerPeer = try reader.integer(
+            "AUTH_RPC_MAX_UNAUTHENTICATED_PER_PEER", default: limits.maxUnauthenticatedConnectionsPerPeer, in: 1...65_536)
         self.rpcLimits = limits
 
         var addresses: [AuthServiceName: [RPCAddress]] = [:]

@@ -105,6 +105,9 @@ public enum ServiceMain {
         }
         var router = RPCRouter()
         router.register(health)
+        // Check does a comparison and an atomic load before it awaits the database: too
+        // little to be worth a thread hop. Every other method starts off the event loop.
+        router.setExecution(.onEventLoopUntilFirstSuspension, for: Auth_Health_V1_Health.Method.check)
         let backgroundServices = BackgroundServices()
         try await register(
             &router,

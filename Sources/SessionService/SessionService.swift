@@ -232,7 +232,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
                     "A used refresh token was presented again after the grace window; the session is revoked",
                     metadata: [
                         "session.id": "\(state.sessionID)", "session.token_generation": "\(state.tokenGeneration)",
-                        "session.generation": "\(state.sessionGeneration)", "rpc.caller": "\(caller)",
+                        "session.generation": "\(state.sessionGeneration)", "rpc.caller": "\(PeerText.loggable(caller))",
                     ]
                 )
                 throw SessionError(.refreshTokenReused, Self.message(for: .refreshTokenReused))

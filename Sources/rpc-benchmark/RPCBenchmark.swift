@@ -32,6 +32,9 @@ struct RPCBenchmark: AsyncParsableCommand {
     @Flag(help: "Measure only the RPC layer (for profiling); the echo columns stay empty.")
     var rpcOnly = false
 
+    @Flag(help: "Start Health/Check on the event loop until its first suspension, as the services do; by default it starts off the loop, as every other service method does.")
+    var inlineHandlers = false
+
     func run() async throws {
         let levels = concurrency.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
         guard !levels.isEmpty, levels.allSatisfy({ (1...4096).contains($0) }) else {
@@ -47,6 +50,9 @@ struct RPCBenchmark: AsyncParsableCommand {
         // The RPC server and client.
         var router = RPCRouter()
         router.register(HealthService(serviceNames: []) { true })
+        if inlineHandlers {
+            router.setExecution(.onEventLoopUntilFirstSuspension, for: Auth_Health_V1_Health.Method.check)
+        }
         let server = RPCServer(
             configuration: RPCServerConfiguration(serviceName: "benchmark", secret: secret),
             router: router,
@@ -84,6 +90,7 @@ struct RPCBenchmark: AsyncParsableCommand {
 
         print("Health/Check over the RPC layer vs a length-prefixed TCP echo of the same \(frame.readableBytes)-byte request frame")
         print("loopback, one connection each, \(seconds) s per row after \(warmup) s warm-up, \(ProcessInfo.processInfo.activeProcessorCount) cores")
+        print("Health/Check handler started \(inlineHandlers ? "on the event loop until its first suspension" : "off the event loop (the default)")")
         print("plain echo: NIO's example echo server, client flushing each request; batched echo: client coalescing as the RPC transport does")
         print("")
         if rpcOnly {

@@ -50,7 +50,7 @@ func quietLogger() -> Logger {
     return logger
 }
 
-func makeServer(handlers: TestHandlers, port: Int = 0, limits: ConnectionLimits = ConnectionLimits(), grace: Duration = .seconds(5)) -> RPCServer {
+func makeServer(handlers: TestHandlers, port: Int = 0, limits: ConnectionLimits = ConnectionLimits(), grace: Duration = .seconds(5), logger: Logger = quietLogger()) -> RPCServer {
     RPCServer(
         configuration: RPCServerConfiguration(
             port: port,
@@ -60,7 +60,7 @@ func makeServer(handlers: TestHandlers, port: Int = 0, limits: ConnectionLimits 
             shutdownGracePeriod: grace
         ),
         router: handlers.router(),
-        logger: quietLogger()
+        logger: logger
     )
 }
 
@@ -83,9 +83,10 @@ func makeClient(port: Int, secret: [UInt8] = testSecret, connections: Int = 1) -
 func withServer(
     handlers: TestHandlers = TestHandlers(),
     limits: ConnectionLimits = ConnectionLimits(),
+    logger: Logger = quietLogger(),
     _ body: (RPCServer, Int) async throws -> Void
 ) async throws {
-    let server = makeServer(handlers: handlers, limits: limits)
+    let server = makeServer(handlers: handlers, limits: limits, logger: logger)
     let port = try await server.bind()
     let running = Task { try await server.run() }
     do {

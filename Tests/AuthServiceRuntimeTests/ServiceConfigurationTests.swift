@@ -23,6 +23,8 @@ import Testing
         ("AUTH_RPC_IDLE_TIMEOUT_SECONDS", "9223372036854775807", "1...86400"),
         ("AUTH_RPC_READ_TIMEOUT_SECONDS", "3601", "1...3600"),
         ("AUTH_RPC_READ_TIMEOUT_SECONDS", "ten", "1...3600"),
+        ("AUTH_RPC_MAX_CONNECTIONS", "0", "1...65536"),
+        ("AUTH_RPC_MAX_UNAUTHENTICATED_PER_PEER", "lots", "1...65536"),
     ])
     func outOfRangeValuesNameTheVariableAndTheRange(variable: String, value: String, range: String) {
         #expect {
@@ -61,5 +63,24 @@ import Testing
         #expect(high.rpcLimits.idleTimeout == .seconds(86_400))
         #expect(high.databaseStartTimeout == .seconds(3_600))
         #expect(try configuration([:]).databaseStartTimeout == .seconds(60))
+    }
+
+    @Test func rpcLimitsHaveTheDocumentedDefaults() throws {
+        let limits = try configuration([:]).rpcLimits
+        #expect(limits.maxFrameSize == 1_048_576)
+        #expect(limits.maxConcurrentCalls == 256)
+        #expect(limits.idleTimeout == .seconds(300))
+        #expect(limits.readTimeout == .seconds(10))
+        #expect(limits.maxConnections == 1024)
+        #expect(limits.maxUnauthenticatedConnectionsPerPeer == 16)
+        #expect(limits.maxHelloFrameSize == 1024)
+    }
+
+    @Test func connectionCapsAreRead() throws {
+        let limits = try configuration([
+            "AUTH_RPC_MAX_CONNECTIONS": "3", "AUTH_RPC_MAX_UNAUTHENTICATED_PER_PEER": "2",
+        ]).rpcLimits
+        #expect(limits.maxConnections == 3)
+        #expect(limits.maxUnauthenticatedConnectionsPerPeer == 2)
     }
 }

@@ -1,0 +1,45 @@
+import AuthProtobuf
+import AuthRPC
+import NIOPosix
+import Synchronization
+import Testing
+
+@testable import AuthRPCNIO
+
+let threadProbeMethod = MethodDescriptor(service: "auth.test.v1.Test", method: "ThreadProbe")
+let inlineThreadProbeMethod = MethodDescriptor(service: "auth.test.v1.Test", method: "InlineThreadProbe")
+
+@Suite struct HandlerExecutionTests {
+    /// A handler does not start on the event loop that read its request unless its route
+    /// says so: CPU work before its first suspension (signing, hashing) must not hold up the
+    /// loop's other connections.
+    @Test func handlersStartOffTheEventLoopUnlessDeclaredInline() async throws {
+        // SERVING: started off any event loop; NOT_SERVING: started on one.
+        @Sendable func probe(_: HealthRequest, _: ServerContext) -> HealthResponse {
+            HealthResponse(status: MultiThreadedEventLoopGroup.currentEventLoop == nil ? .serving : .notServing)
+        }
+        var router = RPCRouter()
+        router.register(threadProbeMethod) { (request: HealthRequest, context: ServerContext) in probe(request, context) }
+        router.register(inlineThreadProbeMethod) { (request: HealthRequest, context: ServerContext) in probe(request, context) }
+        router.setExecution(.onEventLoopUntilFirstSuspension, for: inlineThreadProbeMethod)
+        #expect(router.route(forPath: threadProbeMethod.path)?.execution == .offEventLoop)
+
+        let server = RPCServer(
+            configuration: RPCServerConfiguration(serviceName: "test-server", secret: testSecret),
+            router: router,
+            logger: quietLogger()
+        )
+        let port = try await server.bind()
+        let running = Task { try await server.run() }
+        let (client, transport) = makeClient(port: port)
+        for _ in 0..<20 {
+            let offLoop: HealthResponse = try await client.unary(threadProbeMethod, request: HealthRequest())
+            #expect(offLoop.status == .serving)
+            let inline: HealthResponse = try await client.unary(inlineThreadProbeMethod, request: HealthRequest())
+            #expect(inline.status == .notServing)
+        }
+        await transport.shutdown()
+        server.beginShutdown()
+        try await running.value
+    }
+}
