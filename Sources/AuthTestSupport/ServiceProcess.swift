@@ -9,9 +9,12 @@ public final class ServiceProcess: Sendable {
     private let output = OutputBuffer()
 
     final class OutputBuffer: Sendable {
-        private let text = Mutex("")
-        func append(_ data: Data) { text.withLock { $0 += String(decoding: data, as: UTF8.self) } }
-        var value: String { text.withLock { $0 } }
+        private let state = Mutex((text: "", ended: false))
+        func append(_ data: Data) { state.withLock { $0.text += String(decoding: data, as: UTF8.self) } }
+        /// The reader saw end of stream: every byte the process wrote is in `value`.
+        func end() { state.withLock { $0.ended = true } }
+        var value: String { state.withLock { $0.text } }
+        var ended: Bool { state.withLock { $0.ended } }
     }
 
     /// The folder holding the built executables: the one the test bundle runs from.
@@ -56,6 +59,7 @@ public final class ServiceProcess: Sendable {
                 if data.isEmpty { break }
                 output.append(data)
             }
+            output.end()
             try? reader.close()
         }
         thread.name = "ServiceProcess output"
@@ -76,15 +80,22 @@ public final class ServiceProcess: Sendable {
         let regex = try NSRegularExpression(pattern: pattern)
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
-            let text = log
-            if let match = regex.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) {
-                let range = match.numberOfRanges > 1 ? match.range(at: 1) : match.range
-                return String(text[Range(range, in: text)!])
-            }
-            guard process.isRunning else { break }
+            // Whether the output was complete is read before the log, so a log that ended with
+            // the process is searched whole before giving up.
+            let complete = !process.isRunning && output.ended
+            if let match = Self.firstMatch(of: regex, in: log) { return match }
+            // A process that has exited may still have output in the pipe that the reader has
+            // not taken yet: give up only once the reader has reached its end.
+            if complete { break }
             try await Task.sleep(for: .milliseconds(20))
         }
         throw ServiceProcessError(message: "\(name) did not log /\(pattern)/ (running: \(process.isRunning)); log:\n\(log)")
+    }
+
+    private static func firstMatch(of regex: NSRegularExpression, in text: String) -> String? {
+        guard let match = regex.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) else { return nil }
+        let range = match.numberOfRanges > 1 ? match.range(at: 1) : match.range
+        return String(text[Range(range, in: text)!])
     }
 
     /// The port a service logged as listening on (it logs `port=N` at start-up).
