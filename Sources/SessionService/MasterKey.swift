@@ -30,10 +30,12 @@ public struct MasterKey: Sendable, CustomStringConvertible {
         )
     }
 
-    /// A master key from standard base64 (padded) of exactly 32 bytes, as `AUTH_MASTER_KEY` holds it.
+    /// A master key from standard base64 (padded, strict: no stray characters or non-zero
+    /// unused bits) of exactly 32 bytes, as `AUTH_MASTER_KEY` holds it. Surrounding whitespace
+    /// (a trailing newline from a mounted file) is ignored.
     public init?(base64: String) {
-        guard let data = Data(base64Encoded: base64.trimmingCharacters(in: .whitespacesAndNewlines)) else { return nil }
-        self.init(bytes: Array(data))
+        guard let bytes = Base64.decode(base64.trimmingCharacters(in: .whitespacesAndNewlines)) else { return nil }
+        self.init(bytes: bytes)
     }
 
     /// A fresh random master key (tests, benchmarks).

@@ -26,6 +26,11 @@ import Testing
     @Test(arguments: [
         "", "not base64!", Data(repeating: 1, count: 16).base64EncodedString(),
         Data(repeating: 1, count: 33).base64EncodedString(),
+        // Strict base64 (AuthCrypto's): no missing padding, no whitespace inside, no non-zero
+        // unused bits (Foundation's decoder accepts the last one as the same 32 bytes).
+        "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE",
+        "AQEBAQEBAQEBAQEBAQEB AQEBAQEBAQEBAQEBAQEBAQE=",
+        "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQF=",
     ])
     func malformedMasterKeysAreRefused(value: String) {
         #expect(throws: SessionConfigurationError.self) {
