@@ -63,6 +63,22 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         self.logger = logger
     }
 
+    /// Who may call each method (checked by the RPC router before a handler runs; a refused
+    /// caller gets PERMISSION_DENIED `caller_not_allowed`). Writes come from the gateway, and
+    /// from identity where an account change ends sessions; key rotation only from operators.
+    public var allowedCallers: Auth_Session_V1_Session.AllowedCallersByMethod {
+        .init(
+            issue: .only(["gateway", "identity"]),
+            refresh: .only(["gateway"]),
+            validate: .only(["gateway", "identity", "otp-dispatch"]),
+            revoke: .only(["gateway", "identity"]),
+            revokeAll: .only(["gateway", "identity"]),
+            listSessions: .only(["gateway"]),
+            getJWKS: .only(["gateway", "identity", "otp-dispatch"]),
+            rotateSigningKey: .only([configuration.keyRotationCaller])
+        )
+    }
+
     // MARK: Issue
 
     public func issue(
@@ -359,12 +375,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         context: ServerContext
     ) async throws -> Auth_Session_V1_RotateSigningKeyResponse {
         try await serving {
-            guard context.authenticatedCaller == configuration.keyRotationCaller else {
-                throw SessionError(
-                    .callerNotAllowed,
-                    "Only \(configuration.keyRotationCaller) may rotate the signing key."
-                )
-            }
+            // Only configuration.keyRotationCaller gets here: see allowedCallers.
             let rotation = try await keys.rotate()
             return Auth_Session_V1_RotateSigningKeyResponse(
                 newKeyID: rotation.newKeyID,

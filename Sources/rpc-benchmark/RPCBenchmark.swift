@@ -47,7 +47,7 @@ struct RPCBenchmark: AsyncParsableCommand {
         // The RPC server and client.
         var router = RPCRouter()
         router.register(HealthService(serviceNames: []) { true })
-        let server = RPCServer(
+        let server = try RPCServer(
             configuration: RPCServerConfiguration(serviceName: "benchmark", secret: secret),
             router: router,
             logger: logger

@@ -1,0 +1,49 @@
+import Foundation
+
+/// Certificates for mutual-TLS tests, made by `scripts/lib/make-dev-certs.sh` (the same script
+/// `scripts/run-local.sh` uses) in a temporary folder: a CA and one certificate per name, whose
+/// subjectAltName is `DNS:<name>`.
+public struct TestCertificates: Sendable {
+    public let directory: URL
+
+    /// Makes a new CA and a certificate for each of `names`.
+    public static func make(names: [String]) throws -> TestCertificates {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("auth-certs-\(UUID().uuidString)")
+        let script = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("scripts/lib/make-dev-certs.sh")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [script.path, directory.path] + names
+        let errors = Pipe()
+        process.standardError = errors
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            throw ServiceProcessError(message: "make-dev-certs.sh failed: \(text)")
+        }
+        return TestCertificates(directory: directory)
+    }
+
+    public var caPath: String { directory.appendingPathComponent("ca.pem").path }
+    public func certificatePath(_ name: String) -> String { directory.appendingPathComponent("\(name).pem").path }
+    public func keyPath(_ name: String) -> String { directory.appendingPathComponent("\(name).key").path }
+
+    public var caPEM: [UInt8] { Self.read(caPath) }
+    public func certificatePEM(_ name: String) -> [UInt8] { Self.read(certificatePath(name)) }
+    public func keyPEM(_ name: String) -> [UInt8] { Self.read(keyPath(name)) }
+
+    /// The `AUTH_RPC_TLS_*` variables for `name` (as file paths).
+    public func environment(for name: String) -> [String: String] {
+        ["AUTH_RPC_TLS_CERT": certificatePath(name), "AUTH_RPC_TLS_KEY": keyPath(name), "AUTH_RPC_TLS_CA": caPath]
+    }
+
+    public func remove() {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    private static func read(_ path: String) -> [UInt8] {
+        Array(FileManager.default.contents(atPath: path) ?? Data())
+    }
+}
