@@ -34,9 +34,17 @@ public struct TestCertificates: Sendable {
     public func certificatePEM(_ name: String) -> [UInt8] { Self.read(certificatePath(name)) }
     public func keyPEM(_ name: String) -> [UInt8] { Self.read(keyPath(name)) }
 
-    /// The `AUTH_RPC_TLS_*` variables for `name` (as file paths).
-    public func environment(for name: String) -> [String: String] {
-        ["AUTH_RPC_TLS_CERT": certificatePath(name), "AUTH_RPC_TLS_KEY": keyPath(name), "AUTH_RPC_TLS_CA": caPath]
+    /// The `AUTH_RPC_TLS_*` variables for `name`: file paths, or with `inline` the PEM text
+    /// itself (as a Secret's value in an environment variable; also readable by another user).
+    public func environment(for name: String, inline: Bool = false) -> [String: String] {
+        if inline {
+            return [
+                "AUTH_RPC_TLS_CERT": String(decoding: certificatePEM(name), as: UTF8.self),
+                "AUTH_RPC_TLS_KEY": String(decoding: keyPEM(name), as: UTF8.self),
+                "AUTH_RPC_TLS_CA": String(decoding: caPEM, as: UTF8.self),
+            ]
+        }
+        return ["AUTH_RPC_TLS_CERT": certificatePath(name), "AUTH_RPC_TLS_KEY": keyPath(name), "AUTH_RPC_TLS_CA": caPath]
     }
 
     public func remove() {
