@@ -66,13 +66,19 @@ public final class ServiceProcess: Sendable {
     public func waitForLog(_ pattern: String, timeout: Duration = .seconds(30)) async throws -> String {
         let regex = try NSRegularExpression(pattern: pattern)
         let deadline = ContinuousClock.now + timeout
+        var exitedAt: ContinuousClock.Instant?
         while ContinuousClock.now < deadline {
             let text = log
             if let match = regex.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) {
                 let range = match.numberOfRanges > 1 ? match.range(at: 1) : match.range
                 return String(text[Range(range, in: text)!])
             }
-            guard process.isRunning else { break }
+            // After the exit, give the pipe a moment to deliver the last output.
+            if !process.isRunning {
+                let exited = exitedAt ?? .now
+                exitedAt = exited
+                if ContinuousClock.now - exited > .seconds(1) { break }
+            }
             try await Task.sleep(for: .milliseconds(20))
         }
         throw ServiceProcessError(message: "\(name) did not log /\(pattern)/ (running: \(process.isRunning)); log:\n\(log)")
@@ -83,6 +89,17 @@ public final class ServiceProcess: Sendable {
         let text = try await waitForLog(#"port=(\d+)[^\n]*RPC server listening"#)
         guard let port = Int(text) else { throw ServiceProcessError(message: "bad port \(text)") }
         return port
+    }
+
+    /// Waits for a process that ends by itself (a command-line tool, a refused start) and returns
+    /// its exit status; nil when it still runs after `timeout`.
+    public func exitStatus(timeout: Duration = .seconds(30)) async -> Int32? {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning {
+            guard ContinuousClock.now < deadline else { return nil }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return process.terminationStatus
     }
 
     /// SIGTERM, then waits for the exit; SIGKILL if it takes longer than `grace`.

@@ -6,8 +6,9 @@ import Foundation
 public struct TestCertificates: Sendable {
     public let directory: URL
 
-    /// Makes a new CA and a certificate for each of `names`.
-    public static func make(names: [String]) throws -> TestCertificates {
+    /// Makes a new CA and a certificate for each of `names`. Waits for the script without
+    /// blocking a thread (tests run on the few threads of Swift's cooperative pool).
+    public static func make(names: [String]) async throws -> TestCertificates {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("auth-certs-\(UUID().uuidString)")
         let script = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -17,9 +18,16 @@ public struct TestCertificates: Sendable {
         process.arguments = [script.path, directory.path] + names
         let errors = Pipe()
         process.standardError = errors
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
+        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+            do {
+                try process.run()
+            } catch {
+                process.terminationHandler = nil
+                continuation.resume(throwing: error)
+            }
+        }
+        guard status == 0 else {
             let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             throw ServiceProcessError(message: "make-dev-certs.sh failed: \(text)")
         }

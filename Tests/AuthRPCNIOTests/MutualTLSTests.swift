@@ -51,10 +51,10 @@ struct TLSFixture {
     let ca: TestCertificates
     let otherCA: TestCertificates
 
-    static func make() throws -> TLSFixture {
+    static func make() async throws -> TLSFixture {
         TLSFixture(
-            ca: try TestCertificates.make(names: ["session", "gateway", "authctl", "identity"]),
-            otherCA: try TestCertificates.make(names: ["session", "gateway"])
+            ca: try await TestCertificates.make(names: ["session", "gateway", "authctl", "identity"]),
+            otherCA: try await TestCertificates.make(names: ["session", "gateway"])
         )
     }
 
@@ -194,7 +194,7 @@ final class FirstFrameHandler: ChannelInboundHandler {
 
 @Suite struct MutualTLSTests {
     @Test func callersWithCertificatesFromTheCAAreServedAndNamedByThem() async throws {
-        let fixture = try TLSFixture.make()
+        let fixture = try await TLSFixture.make()
         defer { fixture.remove() }
         try await withTLSServer(fixture) { port, callers in
             let (client, transport) = tlsClient(port: port, caller: "gateway", tls: try fixture.tls("gateway"))
@@ -210,7 +210,7 @@ final class FirstFrameHandler: ChannelInboundHandler {
     }
 
     @Test func aClientWithoutACertificateIsRefused() async throws {
-        let fixture = try TLSFixture.make()
+        let fixture = try await TLSFixture.make()
         defer { fixture.remove() }
         let logs = RecordedLogs()
         try await withTLSServer(fixture, logs: logs) { port, callers in
@@ -230,7 +230,7 @@ final class FirstFrameHandler: ChannelInboundHandler {
     }
 
     @Test func aClientCertificateFromAnotherCAIsRefused() async throws {
-        let fixture = try TLSFixture.make()
+        let fixture = try await TLSFixture.make()
         defer { fixture.remove() }
         let logs = RecordedLogs()
         try await withTLSServer(fixture, logs: logs) { port, callers in
@@ -247,7 +247,7 @@ final class FirstFrameHandler: ChannelInboundHandler {
     }
 
     @Test func theClientRefusesAServerCertificateFromAnotherCAOrForAnotherService() async throws {
-        let fixture = try TLSFixture.make()
+        let fixture = try await TLSFixture.make()
         defer { fixture.remove() }
         // A server whose certificate comes from another CA.
         try await withTLSServer(fixture, tls: try fixture.tls("session", from: fixture.otherCA, trusting: fixture.ca)) { port, callers in
@@ -268,7 +268,7 @@ final class FirstFrameHandler: ChannelInboundHandler {
     }
 
     @Test func theCallerIsTheNameInItsCertificateNotTheOneItClaims() async throws {
-        let fixture = try TLSFixture.make()
+        let fixture = try await TLSFixture.make()
         defer { fixture.remove() }
         try await withTLSServer(fixture) { port, callers in
             // gateway's certificate, claiming to be authctl.
@@ -282,7 +282,7 @@ final class FirstFrameHandler: ChannelInboundHandler {
     }
 
     @Test func eachMethodServesOnlyTheCallersItAllows() async throws {
-        let fixture = try TLSFixture.make()
+        let fixture = try await TLSFixture.make()
         defer { fixture.remove() }
         let logs = RecordedLogs()
         try await withTLSServer(fixture, logs: logs) { port, callers in
@@ -304,7 +304,7 @@ final class FirstFrameHandler: ChannelInboundHandler {
     }
 
     @Test func aPlaintextClientIsRefusedByATLSServer() async throws {
-        let fixture = try TLSFixture.make()
+        let fixture = try await TLSFixture.make()
         defer { fixture.remove() }
         try await withTLSServer(fixture) { port, callers in
             let (client, transport) = makeClient(port: port)

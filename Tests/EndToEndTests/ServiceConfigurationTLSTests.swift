@@ -29,8 +29,8 @@ import Testing
         }
     }
 
-    @Test func filesOrInlinePEMTurnOnMutualTLS() throws {
-        let certificates = try TestCertificates.make(names: ["session"])
+    @Test func filesOrInlinePEMTurnOnMutualTLS() async throws {
+        let certificates = try await TestCertificates.make(names: ["session"])
         defer { certificates.remove() }
         let fromFiles = try configuration(certificates.environment(for: "session"))
         #expect(fromFiles.rpcTLS?.dnsNames == ["session"])
@@ -45,8 +45,8 @@ import Testing
         #expect(noSecret.rpcTLS != nil)
     }
 
-    @Test func eachProblemNamesItsVariable() throws {
-        let certificates = try TestCertificates.make(names: ["session", "gateway"])
+    @Test func eachProblemNamesItsVariable() async throws {
+        let certificates = try await TestCertificates.make(names: ["session", "gateway"])
         defer { certificates.remove() }
         let good = certificates.environment(for: "session")
         // One of three set: the missing ones are named.

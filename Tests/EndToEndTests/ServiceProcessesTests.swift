@@ -73,8 +73,8 @@ import FoundationNetworking
     }
 
     @Test func servicesCallEachOtherOverMutualTLS() async throws {
-        let tls = try TestCertificates.make(names: ["session", "identity", "gateway", "authctl"])
-        let otherCA = try TestCertificates.make(names: ["authctl"])
+        let tls = try await TestCertificates.make(names: ["session", "identity", "gateway", "authctl"])
+        let otherCA = try await TestCertificates.make(names: ["authctl"])
         defer {
             tls.remove()
             otherCA.remove()
@@ -85,7 +85,7 @@ import FoundationNetworking
             _ = session
             _ = identity
         }
-        #expect(session.log.contains("mutual TLS 1.3"))
+        _ = try await session.waitForLog("mutual TLS 1.3")
 
         // authctl (one executable) calls session (another) over mutual TLS, without root's
         // privileges (as in a container), with its certificate in the environment.
@@ -95,8 +95,8 @@ import FoundationNetworking
             environment: tls.environment(for: "authctl", inline: true),
             unprivileged: true
         )
+        #expect(await authctl.exitStatus() == 0)
         _ = try await authctl.waitForLog("SERVING")
-        #expect(await authctl.terminate() == 0)
 
         // ... and is refused with a certificate from another CA, or with none (plaintext).
         let foreign = try ServiceProcess(
@@ -107,15 +107,15 @@ import FoundationNetworking
             ],
             environment: [:]
         )
+        #expect(await foreign.exitStatus() == 2)
         _ = try await foreign.waitForLog("authctl: ")
-        #expect(await foreign.terminate() != 0)
         let plaintext = try ServiceProcess(
             executable: "authctl",
             arguments: ["health", "--target", "127.0.0.1:\(sessionPort)", "--timeout", "3"],
             environment: ["AUTH_RPC_SECRET": secretBase64]
         )
+        #expect(await plaintext.exitStatus() == 2)
         _ = try await plaintext.waitForLog("authctl: ")
-        #expect(await plaintext.terminate() != 0)
 
         // Who may call what comes from the certificate: gateway's may not rotate keys, authctl's may.
         let asGateway = try ServiceProcess(
@@ -126,16 +126,16 @@ import FoundationNetworking
             ],
             environment: [:]
         )
-        _ = try await asGateway.waitForLog("PERMISSION_DENIED")
-        #expect(await asGateway.terminate() != 0)
+        #expect(await asGateway.exitStatus() == 2)
+        _ = try await asGateway.waitForLog("PERMISSION_DENIED[^\n]*caller_not_allowed")
         _ = try await session.waitForLog("caller=gateway[^\n]*RotateSigningKey[^\n]*|Refused a caller[^\n]*caller=gateway")
         let rotate = try ServiceProcess(
             executable: "authctl",
             arguments: ["keys", "rotate", "--target", "127.0.0.1:\(sessionPort)"],
             environment: tls.environment(for: "authctl")
         )
+        #expect(await rotate.exitStatus() == 0)
         _ = try await rotate.waitForLog("new key")
-        #expect(await rotate.terminate() == 0)
 
         // gateway calls both over mutual TLS for its readiness; otp-dispatch is not running.
         var gatewayEnvironment = try await environment([
@@ -176,22 +176,22 @@ import FoundationNetworking
         let refused = try ServiceProcess(executable: "identity", environment: try await environment([
             "AUTH_IDENTITY_PORT": "0", "AUTH_ENVIRONMENT": "production",
         ]))
+        #expect(await refused.exitStatus() == 2)
         _ = try await refused.waitForLog("AUTH_RPC_TLS_CERT: is required in production")
-        #expect(await refused.terminate() == 2)
 
         let meshed = try ServiceProcess(executable: "identity", environment: try await environment([
             "AUTH_IDENTITY_PORT": "0", "AUTH_ENVIRONMENT": "production", "AUTH_RPC_MESH_MTLS": "true",
         ]))
         _ = try await meshed.listeningPort()
-        #expect(meshed.log.contains("AUTH_RPC_MESH_MTLS=true"))
+        _ = try await meshed.waitForLog("AUTH_RPC_MESH_MTLS=true")
         #expect(await meshed.terminate() == 0)
 
         let badCertificate = try ServiceProcess(executable: "identity", environment: try await environment([
             "AUTH_IDENTITY_PORT": "0", "AUTH_RPC_TLS_CERT": "/nonexistent/identity.pem",
             "AUTH_RPC_TLS_KEY": "/nonexistent/identity.key", "AUTH_RPC_TLS_CA": "/nonexistent/ca.pem",
         ]))
+        #expect(await badCertificate.exitStatus() == 2)
         _ = try await badCertificate.waitForLog("AUTH_RPC_TLS_CERT: is neither PEM text nor a readable file")
-        #expect(await badCertificate.terminate() == 2)
     }
 
     /// Plaintext mode (development, or behind a mesh): the shared-secret Hello, and raw peers.
