@@ -1,4 +1,8 @@
 import Foundation
+import Synchronization
+
+/// The shared sets, made at most once per test process.
+private let sharedSets = Mutex<[String: Task<TestCertificates, any Error>]>([:])
 
 /// Certificates for mutual-TLS tests, made by `scripts/lib/make-dev-certs.sh` (the same script
 /// `scripts/run-local.sh` uses) in a temporary folder: a CA and one certificate per name, whose
@@ -6,13 +10,32 @@ import Foundation
 public struct TestCertificates: Sendable {
     public let directory: URL
 
-    /// Makes a new CA and a certificate for each of `names`. Waits for the script without
-    /// blocking a thread (tests run on the few threads of Swift's cooperative pool).
-    public static func make(names: [String]) async throws -> TestCertificates {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("auth-certs-\(UUID().uuidString)")
-        let script = URL(fileURLWithPath: #filePath)
+    /// The set `name` (a CA and a certificate for each of `names`), in the git-ignored
+    /// `.build/test-certificates/<name>`: made once, then reused by every test and every later run
+    /// (the script keeps existing files), so tests do not start dozens of `openssl` processes
+    /// beside each other. Do not `remove()` a shared set.
+    public static func shared(_ name: String, names: [String]) async throws -> TestCertificates {
+        let task = sharedSets.withLock { sets in
+            if let task = sets[name] { return task }
+            let directory = packageRoot.appendingPathComponent(".build/test-certificates/\(name)")
+            let task = Task { try await make(names: names, in: directory) }
+            sets[name] = task
+            return task
+        }
+        return try await task.value
+    }
+
+    private static var packageRoot: URL {
+        URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("scripts/lib/make-dev-certs.sh")
+    }
+
+    /// Makes a new CA and a certificate for each of `names` (in a new temporary folder unless
+    /// `directory` is given; existing files there are kept). Waits for the script without
+    /// blocking a thread (tests run on the few threads of Swift's cooperative pool).
+    public static func make(names: [String], in directory: URL? = nil) async throws -> TestCertificates {
+        let directory = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("auth-certs-\(UUID().uuidString)")
+        let script = packageRoot.appendingPathComponent("scripts/lib/make-dev-certs.sh")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
         process.arguments = [script.path, directory.path] + names

@@ -45,16 +45,18 @@ struct RecordingLogHandler: LogHandler {
     }
 }
 
-/// A CA with certificates for session, gateway and authctl; a second CA with its own gateway
-/// and session certificates.
+/// The names every shared test certificate set has.
+let testCertificateNames = ["session", "identity", "gateway", "authctl"]
+
+/// A CA with certificates for session, identity, gateway and authctl; a second CA with its own.
 struct TLSFixture {
     let ca: TestCertificates
     let otherCA: TestCertificates
 
     static func make() async throws -> TLSFixture {
         TLSFixture(
-            ca: try await TestCertificates.make(names: ["session", "gateway", "authctl", "identity"]),
-            otherCA: try await TestCertificates.make(names: ["session", "gateway"])
+            ca: try await TestCertificates.shared("ca", names: testCertificateNames),
+            otherCA: try await TestCertificates.shared("other-ca", names: testCertificateNames)
         )
     }
 
@@ -67,10 +69,6 @@ struct TLSFixture {
         )
     }
 
-    func remove() {
-        ca.remove()
-        otherCA.remove()
-    }
 }
 
 /// A mutual-TLS server named "session": Health for anyone authenticated, RotateSigningKey for
@@ -195,7 +193,6 @@ final class FirstFrameHandler: ChannelInboundHandler {
 @Suite struct MutualTLSTests {
     @Test func callersWithCertificatesFromTheCAAreServedAndNamedByThem() async throws {
         let fixture = try await TLSFixture.make()
-        defer { fixture.remove() }
         try await withTLSServer(fixture) { port, callers in
             let (client, transport) = tlsClient(port: port, caller: "gateway", tls: try fixture.tls("gateway"))
             #expect(try await client.health().status == .serving)
@@ -211,7 +208,6 @@ final class FirstFrameHandler: ChannelInboundHandler {
 
     @Test func aClientWithoutACertificateIsRefused() async throws {
         let fixture = try await TLSFixture.make()
-        defer { fixture.remove() }
         let logs = RecordedLogs()
         try await withTLSServer(fixture, logs: logs) { port, callers in
             // The server holds its Challenge until the handshake, which fails without a client certificate.
@@ -231,7 +227,6 @@ final class FirstFrameHandler: ChannelInboundHandler {
 
     @Test func aClientCertificateFromAnotherCAIsRefused() async throws {
         let fixture = try await TLSFixture.make()
-        defer { fixture.remove() }
         let logs = RecordedLogs()
         try await withTLSServer(fixture, logs: logs) { port, callers in
             // Trusts our CA (so it accepts the server), but presents a gateway certificate of another CA.
@@ -248,7 +243,6 @@ final class FirstFrameHandler: ChannelInboundHandler {
 
     @Test func theClientRefusesAServerCertificateFromAnotherCAOrForAnotherService() async throws {
         let fixture = try await TLSFixture.make()
-        defer { fixture.remove() }
         // A server whose certificate comes from another CA.
         try await withTLSServer(fixture, tls: try fixture.tls("session", from: fixture.otherCA, trusting: fixture.ca)) { port, callers in
             let (client, transport) = tlsClient(port: port, caller: "gateway", tls: try fixture.tls("gateway"))
@@ -269,7 +263,6 @@ final class FirstFrameHandler: ChannelInboundHandler {
 
     @Test func theCallerIsTheNameInItsCertificateNotTheOneItClaims() async throws {
         let fixture = try await TLSFixture.make()
-        defer { fixture.remove() }
         try await withTLSServer(fixture) { port, callers in
             // gateway's certificate, claiming to be authctl.
             let (client, transport) = tlsClient(port: port, caller: "authctl", tls: try fixture.tls("gateway"))
@@ -283,7 +276,6 @@ final class FirstFrameHandler: ChannelInboundHandler {
 
     @Test func eachMethodServesOnlyTheCallersItAllows() async throws {
         let fixture = try await TLSFixture.make()
-        defer { fixture.remove() }
         let logs = RecordedLogs()
         try await withTLSServer(fixture, logs: logs) { port, callers in
             let (gateway, gatewayTransport) = tlsClient(port: port, caller: "gateway", tls: try fixture.tls("gateway"))
@@ -305,7 +297,6 @@ final class FirstFrameHandler: ChannelInboundHandler {
 
     @Test func aPlaintextClientIsRefusedByATLSServer() async throws {
         let fixture = try await TLSFixture.make()
-        defer { fixture.remove() }
         try await withTLSServer(fixture) { port, callers in
             let (client, transport) = makeClient(port: port)
             let error = await rpcError { _ = try await client.echo(1, timeout: .seconds(3)) }

@@ -122,7 +122,10 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
     }
 }
 
-@Suite struct RPCServerTests {
+// Serialized: RawFrameConnection blocks its thread in recv(), and Swift Testing runs tests on the
+// cooperative pool (2 threads here); several raw peers waiting at once starved the servers'
+// handler tasks until their 5 s receive timeouts.
+@Suite(.serialized) struct RPCServerTests {
     @Test func manyConcurrentCallsOnOneConnectionAnswerInAnyOrder() async throws {
         try await withServer { _, port in
             let (client, transport) = makeClient(port: port, connections: 1)

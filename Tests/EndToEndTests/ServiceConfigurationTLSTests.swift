@@ -30,8 +30,7 @@ import Testing
     }
 
     @Test func filesOrInlinePEMTurnOnMutualTLS() async throws {
-        let certificates = try await TestCertificates.make(names: ["session"])
-        defer { certificates.remove() }
+        let certificates = try await TestCertificates.shared("ca", names: ["session", "identity", "gateway", "authctl"])
         let fromFiles = try configuration(certificates.environment(for: "session"))
         #expect(fromFiles.rpcTLS?.dnsNames == ["session"])
         #expect(fromFiles.rpcSecret.isEmpty)
@@ -46,8 +45,7 @@ import Testing
     }
 
     @Test func eachProblemNamesItsVariable() async throws {
-        let certificates = try await TestCertificates.make(names: ["session", "gateway"])
-        defer { certificates.remove() }
+        let certificates = try await TestCertificates.shared("ca", names: ["session", "identity", "gateway", "authctl"])
         let good = certificates.environment(for: "session")
         // One of three set: the missing ones are named.
         #expect(refusal(["AUTH_RPC_TLS_CERT": good["AUTH_RPC_TLS_CERT"]!])?.variable == "AUTH_RPC_TLS_KEY")

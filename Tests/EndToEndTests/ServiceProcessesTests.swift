@@ -73,12 +73,9 @@ import FoundationNetworking
     }
 
     @Test func servicesCallEachOtherOverMutualTLS() async throws {
-        let tls = try await TestCertificates.make(names: ["session", "identity", "gateway", "authctl"])
-        let otherCA = try await TestCertificates.make(names: ["authctl"])
-        defer {
-            tls.remove()
-            otherCA.remove()
-        }
+        let names = ["session", "identity", "gateway", "authctl"]
+        let tls = try await TestCertificates.shared("ca", names: names)
+        let otherCA = try await TestCertificates.shared("other-ca", names: names)
         let (session, sessionPort) = try await startService("session", portVariable: "AUTH_SESSION_PORT", tls: tls)
         let (identity, identityPort) = try await startService("identity", portVariable: "AUTH_IDENTITY_PORT", unprivileged: true, tls: tls)
         defer {
