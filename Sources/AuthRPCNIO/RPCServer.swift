@@ -99,10 +99,8 @@ public final class RPCServer: Service, Sendable {
         let wallClock = self.wallClock
         let logger = self.logger
         let sslContext = self.sslContext
-        var peerCertificateNames: PeerCertificateNames?
-        if sslContext != nil {
-            peerCertificateNames = { @Sendable context in verifiedPeerCertificateNames(context) }
-        }
+        let peerCertificateNames: PeerCertificateNames? =
+            if sslContext != nil { { @Sendable context in verifiedPeerCertificateNames(context) } } else { nil }
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
