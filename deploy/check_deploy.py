@@ -23,13 +23,17 @@ RPC_SERVICES = {  # name -> (port variable, addresses variable, default port)
 }
 GATEWAY_PORT = 8080
 OUR_SERVICES = set(RPC_SERVICES) | {"gateway"}
-# Secrets each service needs (the rest of the configuration is not secret).
+# Secrets each service reads from the environment (the rest of the configuration is not secret;
+# RPC authenticates with mutual TLS, each service's certificate and key mounted as files).
 SECRETS = {
-    "identity": {"AUTH_RPC_SECRET", "AUTH_DATABASE_URL"},
-    "otp-dispatch": {"AUTH_RPC_SECRET", "AUTH_DATABASE_URL"},
-    "session": {"AUTH_RPC_SECRET", "AUTH_DATABASE_URL", "AUTH_MASTER_KEY"},
-    "gateway": {"AUTH_RPC_SECRET"},
+    "identity": {"AUTH_DATABASE_URL"},
+    "otp-dispatch": {"AUTH_DATABASE_URL"},
+    "session": {"AUTH_DATABASE_URL", "AUTH_MASTER_KEY"},
+    "gateway": set(),
 }
+TLS_VARIABLES = ("AUTH_RPC_TLS_CERT", "AUTH_RPC_TLS_KEY", "AUTH_RPC_TLS_CA")
+# Callers that need a certificate: the services, and operators' authctl.
+CERTIFICATE_NAMES = OUR_SERVICES | {"authctl"}
 
 problems = []
 
@@ -84,6 +88,18 @@ def check_compose(path):
             problem(where, f"{name}: AUTH_ENVIRONMENT is not production")
         if env.get("AUTH_BIND_HOST") != "0.0.0.0":
             problem(where, f"{name}: AUTH_BIND_HOST is not 0.0.0.0")
+        if env.get("AUTH_RPC_SECRET") or env.get("AUTH_RPC_MESH_MTLS"):
+            problem(where, f"{name}: sets AUTH_RPC_SECRET/AUTH_RPC_MESH_MTLS; RPC uses mutual TLS")
+        mounted = {s.get("target") if isinstance(s, dict) else s: s.get("source") if isinstance(s, dict) else s
+                   for s in service.get("secrets", [])}
+        for variable in TLS_VARIABLES:
+            path = str(env.get(variable, ""))
+            if not path.startswith("/run/secrets/") or path[len("/run/secrets/"):] not in mounted:
+                problem(where, f"{name}: {variable} is not a file of a mounted compose secret")
+        cert_source = mounted.get(str(env.get("AUTH_RPC_TLS_CERT", "")).removeprefix("/run/secrets/"), "")
+        cert_file = str((config.get("secrets") or {}).get(cert_source, {}).get("file", ""))
+        if not cert_file.endswith(f"/{name}.pem"):
+            problem(where, f"{name}: its certificate is {cert_file or cert_source!r}, not {name}.pem (the name it proves)")
         for secret in SECRETS[name]:
             if secret == "AUTH_DATABASE_URL":
                 if "host=postgres" not in str(env.get(secret, "")):
@@ -172,6 +188,30 @@ def check_kubernetes(directory):
     for variable in ("AUTH_RPC_SECRET", "AUTH_DATABASE_URL", "AUTH_MASTER_KEY"):
         if variable in config:
             problem("configmap", f"{variable} is a secret and belongs in the Secret")
+    if "AUTH_RPC_MESH_MTLS" in config:
+        problem("configmap", "AUTH_RPC_MESH_MTLS is set; the manifests use mutual TLS")
+    tls_paths = {variable: config.get(variable, "") for variable in TLS_VARIABLES}
+    if not all(str(path).startswith("/") for path in tls_paths.values()):
+        problem("configmap", f"{', '.join(TLS_VARIABLES)} are not all file paths")
+    tls_directories = {os.path.dirname(str(path)) for path in tls_paths.values()}
+
+    # cert-manager: a CA Issuer, and one Certificate per caller naming it (subjectAltName DNS).
+    issuers = {d["metadata"]["name"]: d for _, d in by_kind.get("Issuer", [])}
+    certificates = {d["spec"].get("secretName"): (f, d) for f, d in by_kind.get("Certificate", [])}
+    for caller in sorted(CERTIFICATE_NAMES):
+        entry = certificates.get(f"{caller}-rpc-tls")
+        if not entry:
+            problem("certificates", f"no cert-manager Certificate with secretName {caller}-rpc-tls")
+            continue
+        file, certificate = entry
+        spec = certificate["spec"]
+        if spec.get("dnsNames") != [caller]:
+            problem(file, f"Certificate {caller}-rpc-tls: dnsNames is {spec.get('dnsNames')}, expected [{caller}]")
+        if not {"server auth", "client auth"} <= set(spec.get("usages", [])):
+            problem(file, f"Certificate {caller}-rpc-tls: usages lack server auth and client auth")
+        issuer = issuers.get(spec.get("issuerRef", {}).get("name"))
+        if not issuer or "ca" not in issuer.get("spec", {}):
+            problem(file, f"Certificate {caller}-rpc-tls: not issued by a CA Issuer of the namespace")
 
     services = {d["metadata"]["name"]: (f, d) for f, d in by_kind.get("Service", [])}
     deployments = {d["metadata"]["name"]: (f, d) for f, d in by_kind.get("Deployment", [])}
@@ -229,6 +269,12 @@ def check_kubernetes(directory):
             for ref in container.get("envFrom", []):
                 if "configMapRef" in ref and ref["configMapRef"]["name"] not in config_maps:
                     problem(where, f"envFrom names a missing ConfigMap {ref['configMapRef']['name']}")
+            mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
+            volumes = {v["name"]: v for v in pod.get("volumes", [])}
+            tls_volume = next((volume for volume_name, volume in volumes.items()
+                               if volume.get("secret", {}).get("secretName") == f"{name}-rpc-tls"), None)
+            if not tls_volume or {mounts.get(tls_volume["name"])} != tls_directories:
+                problem(where, f"does not mount Secret {name}-rpc-tls at {sorted(tls_directories)}")
             read_secrets = set()
             for variable in container.get("env", []):
                 ref = variable.get("valueFrom", {}).get("secretKeyRef")

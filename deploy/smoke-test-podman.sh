@@ -190,8 +190,11 @@ fi
 
 # --- compose up ----------------------------------------------------------------------------------
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+"$ROOT/scripts/lib/make-dev-certs.sh" "$work/tls" identity otp-dispatch session gateway authctl
+chown 10001:10001 "$work/tls"/*.key    # the containers' user reads the keys
+chmod 755 "$work/tls"
 cat >"$work/smoke.env" <<EOF
-AUTH_RPC_SECRET=$(openssl rand -base64 32)
+AUTH_TLS_DIR=$work/tls
 AUTH_MASTER_KEY=$(openssl rand -base64 32)
 AUTH_POSTGRES_PASSWORD=$(openssl rand -hex 24)
 AUTH_IMAGE=$app_image

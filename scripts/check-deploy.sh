@@ -19,7 +19,7 @@ cd "$ROOT"
 KUBERNETES_VALIDATE_VERSION=1.37.0
 # Oldest and newest Kubernetes the manifests are meant for.
 KUBERNETES_VERSIONS=(1.29.0 1.37.0)
-REQUIRED_COMPOSE_SECRETS=(AUTH_RPC_SECRET AUTH_POSTGRES_PASSWORD AUTH_MASTER_KEY)
+REQUIRED_COMPOSE_SECRETS=(AUTH_TLS_DIR AUTH_POSTGRES_PASSWORD AUTH_MASTER_KEY)
 
 log() { echo "check-deploy: $*" >&2; }
 
@@ -103,7 +103,8 @@ for version in "${KUBERNETES_VERSIONS[@]}"; do
             "${manifests[@]}" >"$tmp/kv.out" 2>&1; then
         fail "kubernetes-validate --strict (Kubernetes $version):"
         cat "$tmp/kv.out" >&2
-    elif grep -q . "$tmp/kv.out"; then
+    # cert-manager's kinds have no schema in kubernetes-validate; check_deploy.py checks them.
+    elif grep -v "Couldn't find schema for kind [A-Za-z]* with api version cert-manager.io/v1 " "$tmp/kv.out" | grep -q .; then
         fail "kubernetes-validate warnings (Kubernetes $version):"
         cat "$tmp/kv.out" >&2
     fi

@@ -3,6 +3,10 @@
 # throwaway PostgreSQL (unless AUTH_DATABASE_URL is set), builds, and starts identity,
 # otp-dispatch, session and gateway, each on its own port. Ctrl-C stops everything.
 #
+# RPC runs over mutual TLS: a development CA and one certificate per service (and one for
+# authctl) are made in .data/tls with the openssl command (kept across runs). AUTH_RUN_PLAINTEXT=1
+# runs plaintext RPC with the shared-secret Hello instead.
+#
 # AUTH_* variables already set in the environment win over the defaults below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +44,11 @@ if [[ -z "${AUTH_RPC_SECRET:-}" ]]; then
     AUTH_RPC_SECRET=$(cat .data/rpc-secret)
 fi
 export AUTH_RPC_SECRET
+tls_dir="$root/.data/tls"
+plaintext="${AUTH_RUN_PLAINTEXT:-0}"
+if [[ "$plaintext" != 1 ]]; then
+    scripts/lib/make-dev-certs.sh "$tls_dir" identity otp-dispatch session gateway authctl
+fi
 # The master key that wraps session's signing keys at rest. It goes with the database in
 # .data/pg-run: delete both or neither (session refuses a key that cannot unwrap its keys).
 if [[ -z "${AUTH_MASTER_KEY:-}" ]]; then
@@ -64,9 +73,22 @@ swift build -c "$configuration"
 bin=$(swift build -c "$configuration" --show-bin-path)
 
 for service in identity otp-dispatch session gateway; do
-    "$bin/$service" &
+    if [[ "$plaintext" == 1 ]]; then
+        "$bin/$service" &
+    else
+        # Each service its own certificate (variables already set win, as everywhere).
+        AUTH_RPC_TLS_CERT="${AUTH_RPC_TLS_CERT:-$tls_dir/$service.pem}" \
+            AUTH_RPC_TLS_KEY="${AUTH_RPC_TLS_KEY:-$tls_dir/$service.key}" \
+            AUTH_RPC_TLS_CA="${AUTH_RPC_TLS_CA:-$tls_dir/ca.pem}" \
+            "$bin/$service" &
+    fi
     pids+=($!)
 done
 echo "Running: gateway on http://127.0.0.1:$AUTH_GATEWAY_PORT (identity :$AUTH_IDENTITY_PORT, otp-dispatch :$AUTH_OTP_PORT, session :$AUTH_SESSION_PORT). Ctrl-C stops." >&2
+if [[ "$plaintext" == 1 ]]; then
+    echo "RPC: plaintext; authctl needs AUTH_RPC_SECRET=\$(cat .data/rpc-secret)" >&2
+else
+    echo "RPC: mutual TLS; authctl needs AUTH_RPC_TLS_CERT=.data/tls/authctl.pem AUTH_RPC_TLS_KEY=.data/tls/authctl.key AUTH_RPC_TLS_CA=.data/tls/ca.pem" >&2
+fi
 # Stop everything when any service exits.
 wait -n "${pids[@]}" || true

@@ -49,31 +49,46 @@ if ((fuzz_status != 0)); then
 fi
 
 echo "== a client written from docs/protocol.md alone (Python) against a real identity process"
+# Once in plaintext mode (shared-secret Hello), once over mutual TLS (Python's ssl), each against
+# a new identity process. run_protocol_check NAME VAR=VALUE... (the identity's extra environment;
+# the client's comes from the caller's environment).
+run_protocol_check() {
+    local name="$1"
+    shift
+    local log=".data/protocol-identity-$name.log"
+    : > "$log"
+    env "$@" AUTH_DATABASE_URL="$url" AUTH_IDENTITY_PORT=0 \
+        "$(swift build --show-bin-path)/identity" 2> "$log" &
+    local identity_pid=$!
+    local port=""
+    for _ in $(seq 1 100); do
+        port=$(sed -n 's/.*port=\([0-9][0-9]*\).*RPC server listening.*/\1/p' "$log" | head -n 1 || true)
+        [[ -n "$port" ]] && break
+        sleep 0.1
+    done
+    if [[ -z "$port" ]]; then
+        cat "$log" >&2
+        kill "$identity_pid" 2>/dev/null || true
+        echo "error: identity did not start ($name)" >&2
+        exit 1
+    fi
+    local status=0
+    AUTH_RPC_SERVER_NAME=identity scripts/protocol-check/check.sh "127.0.0.1:$port" || status=$?
+    kill -TERM "$identity_pid" 2>/dev/null || true
+    wait "$identity_pid" 2>/dev/null || true
+    if ((status != 0)); then
+        echo "error: the protocol check failed ($name)" >&2
+        exit 1
+    fi
+}
 protocol_secret=$(head -c 32 /dev/urandom | base64)
-: > .data/protocol-identity.log
-AUTH_RPC_SECRET="$protocol_secret" AUTH_DATABASE_URL="$url" AUTH_IDENTITY_PORT=0 \
-    "$(swift build --show-bin-path)/identity" 2> .data/protocol-identity.log &
-identity_pid=$!
-port=""
-for _ in $(seq 1 100); do
-    port=$(sed -n 's/.*port=\([0-9][0-9]*\).*RPC server listening.*/\1/p' .data/protocol-identity.log | head -n 1 || true)
-    [[ -n "$port" ]] && break
-    sleep 0.1
-done
-if [[ -z "$port" ]]; then
-    cat .data/protocol-identity.log >&2
-    kill "$identity_pid" 2>/dev/null || true
-    echo "error: identity did not start" >&2
-    exit 1
-fi
-protocol_status=0
-AUTH_RPC_SECRET="$protocol_secret" scripts/protocol-check/check.sh "127.0.0.1:$port" || protocol_status=$?
-kill -TERM "$identity_pid" 2>/dev/null || true
-wait "$identity_pid" 2>/dev/null || true
-if ((protocol_status != 0)); then
-    echo "error: the protocol check failed" >&2
-    exit 1
-fi
+AUTH_RPC_SECRET="$protocol_secret" run_protocol_check plaintext AUTH_RPC_SECRET="$protocol_secret"
+tls_dir=.data/protocol-tls
+rm -rf "$tls_dir"
+scripts/lib/make-dev-certs.sh "$tls_dir" identity authctl
+AUTH_RPC_TLS_CERT="$tls_dir/authctl.pem" AUTH_RPC_TLS_KEY="$tls_dir/authctl.key" AUTH_RPC_TLS_CA="$tls_dir/ca.pem" \
+    AUTH_RPC_SERVICE=authctl run_protocol_check tls \
+    AUTH_RPC_TLS_CERT="$tls_dir/identity.pem" AUTH_RPC_TLS_KEY="$tls_dir/identity.key" AUTH_RPC_TLS_CA="$tls_dir/ca.pem"
 
 echo "== independent JOSE library for the session tests (joserfc in .data/jose-venv)"
 scripts/jose-check/install.sh >/dev/null

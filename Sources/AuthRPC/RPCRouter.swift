@@ -23,13 +23,16 @@ public struct RPCRouter: Sendable {
     /// One registered method.
     public struct Route: Sendable {
         public let method: MethodDescriptor
+        /// Who may call it; checked before the handler runs.
+        public let allowedCallers: AllowedCallers
         public let handler: ErasedHandler
         /// Where the server starts the handler; see ``HandlerExecution``.
         public internal(set) var execution: HandlerExecution = .offEventLoop
 
         @usableFromInline
-        init(method: MethodDescriptor, handler: @escaping ErasedHandler) {
+        init(method: MethodDescriptor, allowedCallers: AllowedCallers, handler: @escaping ErasedHandler) {
             self.method = method
+            self.allowedCallers = allowedCallers
             self.handler = handler
         }
     }
@@ -39,14 +42,16 @@ public struct RPCRouter: Sendable {
 
     public init() {}
 
-    /// Registers a typed handler. Registering the same method twice replaces the first.
+    /// Registers a typed handler, with the callers allowed to call it (there is no default:
+    /// every method says who may call it). Registering the same method twice replaces the first.
     /// (Inlinable so the decode and encode are specialized for the message types.)
     @inlinable
     public mutating func register<Request: ProtobufCMessage, Response: ProtobufCMessage>(
         _ method: MethodDescriptor,
+        allowedCallers: AllowedCallers,
         handler: @escaping @Sendable (Request, ServerContext) async throws -> Response
     ) {
-        routes[method.path] = Route(method: method) { bytes, context in
+        routes[method.path] = Route(method: method, allowedCallers: allowedCallers) { bytes, context in
             let request: Request
             do {
                 request = try Request(serializedBytes: bytes)
@@ -91,9 +96,23 @@ public protocol RegistrableRPCService: Sendable {
 }
 
 extension RPCRouter.Route {
+    /// `PERMISSION_DENIED` / `caller_not_allowed` when `caller` may not call this method, else nil.
+    public func authorize(caller: String) -> RPCError? {
+        guard !allowedCallers.allows(caller) else { return nil }
+        return RPCError(
+            code: .permissionDenied,
+            message: "Caller \(caller.isEmpty ? "(none)" : caller) may not call \(method.path).",
+            reason: "caller_not_allowed"
+        )
+    }
+
     /// Runs the handler with `context` as ``ServerContext/current`` and converts whatever it
-    /// throws into an ``RPCError``.
+    /// throws into an ``RPCError``. A caller the method does not allow gets `PERMISSION_DENIED`
+    /// (`caller_not_allowed`) without the handler running.
     public func run(payload: [UInt8], context: ServerContext) async -> Result<[UInt8], RPCError> {
+        if let refusal = authorize(caller: context.authenticatedCaller) {
+            return .failure(refusal)
+        }
         do {
             let bytes = try await ServerContext.$current.withValue(context) {
                 try await handler(payload, context)

@@ -128,7 +128,7 @@ public struct ServerConnectionStateMachine: Sendable {
                 return .closeWhenIdle(closeNow: true)
             }
             return .closeWhenIdle(closeNow: false)
-        case (_, .helloAck), (_, .response), (_, nil):
+        case (_, .helloAck), (_, .response), (_, .challenge), (_, nil):
             return close(RPCError(code: .invalidArgument, message: "A client may not send this frame.", reason: "protocol_violation"))
         }
     }

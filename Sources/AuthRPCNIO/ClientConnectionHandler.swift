@@ -52,7 +52,8 @@ final class CallSubmissionQueue: Sendable {
 /// Why a call must go to another connection without having been started.
 struct RetryOnAnotherConnection: Error {}
 
-/// The client end of one connection: sends Hello, then multiplexes calls by call id.
+/// The client end of one connection: answers the server's Challenge with Hello, checks the
+/// server's proof in HelloAck, then multiplexes calls by call id.
 final class ClientConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -64,6 +65,9 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     }
 
     private let signer: ServiceCredentialSigner
+    private let expectedServer: String?
+    /// The server's challenge and our answer, once sent (to check the HelloAck against).
+    private var handshake: (challenge: Auth_Rpc_V1_Challenge, hello: Auth_Rpc_V1_Hello)?
     private let wallClock: @Sendable () -> Int64
     private let keepaliveInterval: TimeAmount
     private let onEvent: @Sendable (Event) -> Void
@@ -84,6 +88,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 
     init(
         signer: ServiceCredentialSigner,
+        expectedServer: String?,
         maxFrameSize: Int,
         keepaliveInterval: TimeAmount,
         wallClock: @escaping @Sendable () -> Int64,
@@ -92,6 +97,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         onEvent: @escaping @Sendable (Event) -> Void
     ) {
         self.signer = signer
+        self.expectedServer = expectedServer
         self.decoder = FrameDecoder(maxFrameSize: maxFrameSize)
         self.keepaliveInterval = keepaliveInterval
         self.wallClock = wallClock
@@ -105,7 +111,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         self.context = context
-        send(.init(kind: .hello(signer.hello(nowUnixMS: wallClock()))), flush: true)
+        // The server speaks first (Challenge); the Hello answers it.
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
         keepaliveTask = context.eventLoop.scheduleRepeatedTask(initialDelay: keepaliveInterval, delay: keepaliveInterval) { _ in
             loopBound.value.keepaliveTick()
@@ -128,7 +134,12 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        logger.debug("Client connection error", metadata: ["error": "\(error)"])
+        if isTLSError(error), goAwayError == nil {
+            logger.warning("TLS handshake with the server failed", metadata: ["error": "\(error)"])
+            goAwayError = RPCError(code: .unavailable, message: "TLS handshake with the server failed: \(error)", reason: "tls_handshake_failed")
+        } else {
+            logger.debug("Client connection error", metadata: ["error": "\(error)"])
+        }
         context.close(promise: nil)
     }
 
@@ -152,7 +163,27 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 
     private func handle(_ frame: Auth_Rpc_V1_Frame, context: ChannelHandlerContext) {
         switch frame.kind {
+        case .challenge(let challenge):
+            guard handshake == nil else {
+                refuseServer(RPCError(code: .invalidArgument, message: "The server sent a second Challenge.", reason: "protocol_violation"), context: context)
+                return
+            }
+            switch signer.hello(answering: challenge, expectedServer: expectedServer) {
+            case .success(let hello):
+                handshake = (challenge, hello)
+                send(.init(kind: .hello(hello)), flush: true)
+            case .failure(let error):
+                refuseServer(error, context: context)
+            }
         case .helloAck(let ack):
+            guard let handshake else {
+                refuseServer(RPCError(code: .invalidArgument, message: "HelloAck before Challenge.", reason: "protocol_violation"), context: context)
+                return
+            }
+            if let error = signer.verifyAck(ack, hello: handshake.hello, challenge: handshake.challenge) {
+                refuseServer(error, context: context)
+                return
+            }
             if machine.helloAckReceived(ack) {
                 readyPromise.succeed()
                 onEvent(.ready)
@@ -188,6 +219,14 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             logger.warning("Closing client connection: the server sent a frame only clients send")
             context.close(promise: nil)
         }
+    }
+
+    /// The server failed the handshake (wrong service, no proof of the secret): fail with `error`.
+    private func refuseServer(_ error: RPCError, context: ChannelHandlerContext) {
+        logger.warning("Refused the server", metadata: ["reason": "\(error.reason)"])
+        goAwayError = error
+        readyPromise.fail(error)
+        context.close(promise: nil)
     }
 
     /// Starts every submitted call, then flushes once. On the event loop.

@@ -4,6 +4,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import NIOSSL
 import ServiceLifecycle
 
 /// How an ``RPCServer`` listens and whom it serves.
@@ -14,10 +15,11 @@ public struct RPCServerConfiguration: Sendable {
     public var port: Int
     /// This server's service name, sent in HelloAck and used in logs.
     public var serviceName: String
-    /// The secret shared between services; callers prove they hold it in their Hello.
+    /// Plaintext mode: the secret shared between services; callers prove they hold it in their
+    /// Hello, and the server proves it in HelloAck. Not used with ``tls``.
     public var secret: [UInt8]
-    /// Who may call (service names); empty means any holder of the secret.
-    public var allowedCallers: Set<String>
+    /// Mutual TLS (TLS 1.3): callers are named by their certificates. `nil` serves plaintext TCP.
+    public var tls: RPCTLSConfiguration?
     public var limits: ConnectionLimits
     /// How long graceful shutdown waits for open calls before closing connections anyway.
     public var shutdownGracePeriod: Duration
@@ -27,7 +29,7 @@ public struct RPCServerConfiguration: Sendable {
         port: Int = 0,
         serviceName: String,
         secret: [UInt8],
-        allowedCallers: Set<String> = [],
+        tls: RPCTLSConfiguration? = nil,
         limits: ConnectionLimits = ConnectionLimits(),
         shutdownGracePeriod: Duration = .seconds(10)
     ) {
@@ -35,7 +37,7 @@ public struct RPCServerConfiguration: Sendable {
         self.port = port
         self.serviceName = serviceName
         self.secret = secret
-        self.allowedCallers = allowedCallers
+        self.tls = tls
         self.limits = limits
         self.shutdownGracePeriod = shutdownGracePeriod
     }
@@ -50,6 +52,7 @@ public final class RPCServer: Service, Sendable {
     private let group: any EventLoopGroup
     private let logger: Logger
     private let verifier: ServiceCredentialVerifier
+    private let sslContext: NIOSSLContext?
     private let wallClock: @Sendable () -> Int64
     private let state: NIOLockedValueBox<State>
     private let stopPromise: EventLoopPromise<Void>
@@ -61,23 +64,24 @@ public final class RPCServer: Service, Sendable {
         var stopping = false
     }
 
+    /// Throws when the TLS configuration cannot make a TLS context.
     public init(
         configuration: RPCServerConfiguration,
         router: RPCRouter,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger,
         wallClock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
-    ) {
+    ) throws {
         self.configuration = configuration
         self.router = router
         self.group = eventLoopGroup
         self.logger = logger
         self.wallClock = wallClock
         self.verifier = ServiceCredentialVerifier(
-            secret: configuration.secret,
-            allowedCallers: configuration.allowedCallers,
-            allowedSkewMS: 60_000
+            serverName: configuration.serviceName,
+            secret: configuration.tls == nil ? configuration.secret : nil
         )
+        self.sslContext = try configuration.tls?.makeServerContext()
         self.stopPromise = eventLoopGroup.any().makePromise(of: Void.self)
         self.state = NIOLockedValueBox(State(admission: ConnectionAdmission(
             maxConnections: configuration.limits.maxConnections,
@@ -99,6 +103,9 @@ public final class RPCServer: Service, Sendable {
         let configuration = self.configuration
         let wallClock = self.wallClock
         let logger = self.logger
+        let sslContext = self.sslContext
+        let peerCertificateNames: PeerCertificateNames? =
+            if sslContext != nil { { @Sendable context in verifiedPeerCertificateNames(context) } } else { nil }
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -134,9 +141,13 @@ public final class RPCServer: Service, Sendable {
                     }
                 }
                 return channel.eventLoop.makeCompletedFuture {
+                    if let sslContext {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                    }
                     try channel.pipeline.syncOperations.addServerConnectionHandlers(ServerConnectionHandler(
                         router: router,
                         verifier: verifier,
+                        peerCertificateNames: peerCertificateNames,
                         limits: configuration.limits,
                         serviceName: configuration.serviceName,
                         wallClock: wallClock,
@@ -151,7 +162,10 @@ public final class RPCServer: Service, Sendable {
             .get()
         state.withLockedValue { $0.serverChannel = channel }
         let port = channel.localAddress?.port ?? configuration.port
-        logger.info("RPC server listening", metadata: ["host": "\(configuration.host)", "port": "\(port)", "service": "\(configuration.serviceName)"])
+        logger.info("RPC server listening", metadata: [
+            "host": "\(configuration.host)", "port": "\(port)", "service": "\(configuration.serviceName)",
+            "transport": "\(sslContext == nil ? "plaintext" : "mutual TLS 1.3")",
+        ])
         return port
     }
 

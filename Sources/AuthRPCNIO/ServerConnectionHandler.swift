@@ -17,6 +17,10 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
 
     private let router: RPCRouter
     private let verifier: ServiceCredentialVerifier
+    /// Where the caller's certificate names come from (TLS), or nil in plaintext mode.
+    private let peerCertificateNames: PeerCertificateNames?
+    /// This connection's challenge, sent first; the Hello must answer it.
+    private var challenge: Auth_Rpc_V1_Challenge?
     private let limits: ConnectionLimits
     private let serviceName: String
     private let wallClock: @Sendable () -> Int64
@@ -42,6 +46,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     init(
         router: RPCRouter,
         verifier: ServiceCredentialVerifier,
+        peerCertificateNames: PeerCertificateNames?,
         limits: ConnectionLimits,
         serviceName: String,
         wallClock: @escaping @Sendable () -> Int64,
@@ -50,6 +55,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     ) {
         self.router = router
         self.verifier = verifier
+        self.peerCertificateNames = peerCertificateNames
         self.limits = limits
         self.serviceName = serviceName
         self.wallClock = wallClock
@@ -71,6 +77,14 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         watchdogTask = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
             loopBound.value.watchdogTick()
         }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        // The server speaks first (with TLS, the handler below holds this until the handshake is done).
+        let challenge = verifier.challenge()
+        self.challenge = challenge
+        send(.init(kind: .challenge(challenge)))
+        context.fireChannelActive()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -139,7 +153,11 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        logger.debug("Connection error", metadata: ["error": "\(error)"])
+        if isTLSError(error) {
+            logger.warning("Refused a connection: TLS handshake failed", metadata: ["error": "\(error)"])
+        } else {
+            logger.debug("Connection error", metadata: ["error": "\(error)"])
+        }
         context.close(promise: nil)
     }
 
@@ -156,8 +174,14 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     private func handle(_ frame: Auth_Rpc_V1_Frame) {
         switch state.frameReceived(frame) {
         case .verifyHello(let hello):
-            let result = verifier.verify(hello, nowUnixMS: wallClock())
-            switch state.helloVerified(result) {
+            let result: Result<ServiceCredentialVerifier.Accepted, RPCError>
+            if let challenge, let context {
+                let peer: ServiceCredentialVerifier.PeerIdentity = peerCertificateNames.map { .certificate(dnsNames: $0(context)) } ?? .none
+                result = verifier.verify(hello, challenge: challenge, peer: peer)
+            } else {
+                result = .failure(RPCError(code: .unauthenticated, message: "No challenge was sent.", reason: "invalid_service_credential"))
+            }
+            switch state.helloVerified(result.map(\.caller)) {
             case .sendHelloAck:
                 logger[metadataKey: "caller"] = "\(PeerText.loggable(state.authenticatedCaller))"
                 onAuthenticated()
@@ -166,7 +190,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
                     service: serviceName,
                     maxFrameSize: UInt32(limits.maxFrameSize),
                     maxConcurrentCalls: UInt32(limits.maxConcurrentCalls),
-                    idleTimeoutMS: UInt32(clamping: limits.idleTimeout.milliseconds)
+                    idleTimeoutMS: UInt32(clamping: limits.idleTimeout.milliseconds),
+                    mac: (try? result.get().ackMAC) ?? []
                 ))))
             case .refuse(let error):
                 logger.warning("Refused a caller", metadata: ["reason": "\(error.reason)", "service": "\(PeerText.loggable(hello.service))"])
@@ -203,6 +228,14 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
                 message: "Method \(PeerText.loggable(request.method)) is not served here.",
                 reason: "unknown_method"
             )))
+            return
+        }
+        if let refusal = route.authorize(caller: state.authenticatedCaller) {
+            logger.warning("Refused a caller: not allowed to call this method", metadata: [
+                "caller": "\(PeerText.loggable(state.authenticatedCaller))", "method": "\(route.method.path)",
+                "reason": "\(refusal.reason)",
+            ])
+            finish(callID: callID, result: .failure(refusal))
             return
         }
         let wireMetadata = request.metadata ?? Auth_Rpc_V1_Metadata()

@@ -1,9 +1,11 @@
+import AuthBackoff
 import AuthRPC
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import NIOSSL
 import Synchronization
 
 /// Where a server listens.
@@ -42,9 +44,17 @@ public struct RPCClientConfiguration: Sendable {
     public var addresses: [RPCAddress]
     /// Connections kept to each address.
     public var connectionsPerAddress: Int
-    /// The calling service's name, proven with `secret` in each connection's Hello.
+    /// The calling service's name: proven by the certificate with ``tls``, or with `secret` in
+    /// each connection's Hello in plaintext mode.
     public var serviceName: String
+    /// Plaintext mode: the shared secret. Not used with ``tls``.
     public var secret: [UInt8]
+    /// Mutual TLS (TLS 1.3) with this end's certificate; `nil` connects in plaintext.
+    public var tls: RPCTLSConfiguration?
+    /// The service the client means to reach (e.g. "session"): the Hello is bound to it, and with
+    /// TLS the server's certificate must name it. `nil` accepts whichever service answers (its
+    /// certificate still has to come from the CA, or its HelloAck prove the secret).
+    public var serverName: String?
     public var connectTimeout: Duration
     /// First reconnect delay after a failed connect; doubles per failure up to `maxBackoff`.
     public var initialBackoff: Duration
@@ -58,6 +68,8 @@ public struct RPCClientConfiguration: Sendable {
         connectionsPerAddress: Int = 1,
         serviceName: String,
         secret: [UInt8],
+        tls: RPCTLSConfiguration? = nil,
+        serverName: String? = nil,
         connectTimeout: Duration = .seconds(2),
         initialBackoff: Duration = .milliseconds(50),
         maxBackoff: Duration = .seconds(5),
@@ -68,6 +80,8 @@ public struct RPCClientConfiguration: Sendable {
         self.connectionsPerAddress = max(1, connectionsPerAddress)
         self.serviceName = serviceName
         self.secret = secret
+        self.tls = tls
+        self.serverName = serverName
         self.connectTimeout = connectTimeout
         self.initialBackoff = initialBackoff
         self.maxBackoff = maxBackoff
@@ -90,7 +104,11 @@ public final class TCPClientTransport: ClientTransport, Sendable {
         wallClock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
     ) {
         self.configuration = configuration
-        let signer = ServiceCredentialSigner(service: configuration.serviceName, secret: configuration.secret)
+        let signer = ServiceCredentialSigner(service: configuration.serviceName, secret: configuration.tls == nil ? configuration.secret : nil)
+        // A context that cannot be made fails each connect with its error (the call says why).
+        let sslContext = configuration.tls.map { tls in
+            Result { try tls.makeClientContext(verifyServerName: configuration.serverName != nil) }
+        }
         var subchannels: [Subchannel] = []
         for address in configuration.addresses {
             for _ in 0..<configuration.connectionsPerAddress {
@@ -98,6 +116,7 @@ public final class TCPClientTransport: ClientTransport, Sendable {
                     address: address,
                     configuration: configuration,
                     signer: signer,
+                    sslContext: sslContext,
                     group: eventLoopGroup,
                     logger: logger,
                     wallClock: wallClock
@@ -130,9 +149,10 @@ public final class TCPClientTransport: ClientTransport, Sendable {
             case .connecting:
                 try? await Task.sleep(for: .milliseconds(5))
             case .allFailing(let lastError):
-                // A server that refused our credential says why; say it to the caller too.
+                // A server that refused our credential (or that we refused) says why; say it to the caller too.
                 if let refusal = lastError as? RPCError,
-                   [.unauthenticated, .permissionDenied, .failedPrecondition].contains(refusal.code) {
+                   [.unauthenticated, .permissionDenied, .failedPrecondition].contains(refusal.code)
+                    || refusal.reason == "tls_handshake_failed" {
                     throw refusal
                 }
                 throw RPCError(
@@ -223,6 +243,7 @@ final class Subchannel: Sendable {
     let address: RPCAddress
     private let configuration: RPCClientConfiguration
     private let signer: ServiceCredentialSigner
+    private let sslContext: Result<NIOSSLContext, any Error>?
     private let group: any EventLoopGroup
     private let logger: Logger
     private let wallClock: @Sendable () -> Int64
@@ -232,6 +253,7 @@ final class Subchannel: Sendable {
         address: RPCAddress,
         configuration: RPCClientConfiguration,
         signer: ServiceCredentialSigner,
+        sslContext: Result<NIOSSLContext, any Error>?,
         group: any EventLoopGroup,
         logger: Logger,
         wallClock: @escaping @Sendable () -> Int64
@@ -239,6 +261,7 @@ final class Subchannel: Sendable {
         self.address = address
         self.configuration = configuration
         self.signer = signer
+        self.sslContext = sslContext
         self.group = group
         var logger = logger
         logger[metadataKey: "server"] = "\(address)"
@@ -276,14 +299,22 @@ final class Subchannel: Sendable {
         let configuration = self.configuration
         let logger = self.logger
         let wallClock = self.wallClock
+        let sslContext = self.sslContext
         let handlerPromise = group.any().makePromise(of: (NIOLoopBound<ClientConnectionHandler>, CallSubmissionQueue).self)
         let connectFuture = ClientBootstrap(group: group)
             .connectTimeout(TimeAmount(configuration.connectTimeout))
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let sslContext {
+                        // SNI and the name checked in the server's certificate: the service name.
+                        try channel.pipeline.syncOperations.addHandler(
+                            NIOSSLClientHandler(context: try sslContext.get(), serverHostname: configuration.serverName)
+                        )
+                    }
                     let handler = ClientConnectionHandler(
                         signer: signer,
+                        expectedServer: configuration.serverName,
                         maxFrameSize: configuration.maxFrameSize,
                         keepaliveInterval: TimeAmount(configuration.keepaliveInterval),
                         wallClock: wallClock,
@@ -351,11 +382,10 @@ final class Subchannel: Sendable {
         }
     }
 
-    /// Exponential backoff with full jitter between half and all of the step.
+    /// Exponential backoff, each wait between half and all of the step.
     private func backoff(failures: Int) -> Duration {
-        let exponent = min(failures - 1, 16)
-        let step = min(configuration.initialBackoff * (1 << exponent), configuration.maxBackoff)
-        return step * Double.random(in: 0.5...1.0)
+        ExponentialBackoff(initial: configuration.initialBackoff, limit: configuration.maxBackoff, jitter: 0.5...1.0)
+            .delay(afterFailures: failures)
     }
 
     func shutdown() async {

@@ -18,6 +18,12 @@ public final class HealthService: Auth_Health_V1_Health.ServiceProtocol {
         self.readiness = readiness
     }
 
+    /// Any authenticated caller may ask (load balancers' probes run `authctl health` with the
+    /// service's own certificate, gateways check readiness).
+    public var allowedCallers: Auth_Health_V1_Health.AllowedCallersByMethod {
+        .init(check: .anyAuthenticated)
+    }
+
     /// From now on Check answers NOT_SERVING (load balancers stop sending new work).
     public func markShuttingDown() {
         shuttingDown.store(true, ordering: .relaxed)

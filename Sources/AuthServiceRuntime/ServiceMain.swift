@@ -39,6 +39,8 @@ extension ServiceConfiguration {
                     connectionsPerAddress: 2,
                     serviceName: self.service.rawValue,
                     secret: rpcSecret,
+                    tls: rpcTLS,
+                    serverName: service.rawValue,
                     maxFrameSize: rpcLimits.maxFrameSize
                 ),
                 logger: logger
@@ -119,12 +121,20 @@ public enum ServiceMain {
             )
         )
 
-        let server = RPCServer(
+        if configuration.rpcTLS == nil {
+            if configuration.rpcPlaintextBehindMesh {
+                logger.warning("RPC without TLS: AUTH_RPC_MESH_MTLS=true says a service mesh provides mutual TLS between services; callers are named by their Hello only")
+            } else {
+                logger.warning("RPC without TLS (development): callers prove the shared secret in their Hello; set AUTH_RPC_TLS_* for mutual TLS")
+            }
+        }
+        let server = try RPCServer(
             configuration: RPCServerConfiguration(
                 host: configuration.bindHost,
                 port: configuration.port,
                 serviceName: configuration.service.rawValue,
                 secret: configuration.rpcSecret,
+                tls: configuration.rpcTLS,
                 limits: configuration.rpcLimits
             ),
             router: router,

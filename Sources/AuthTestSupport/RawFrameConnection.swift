@@ -13,8 +13,11 @@ import Glibc
 /// says without our client library.
 public final class RawFrameConnection {
     private let fd: Int32
+    /// The server's first frame (its Challenge), read by `init` unless told not to.
+    public private(set) var challenge = Auth_Rpc_V1_Challenge()
 
-    public init(host: String = "127.0.0.1", port: Int, receiveTimeout: Duration = .seconds(5)) throws {
+    /// Connects; with `readChallenge` (the default) also reads the server's Challenge.
+    public init(host: String = "127.0.0.1", port: Int, receiveTimeout: Duration = .seconds(5), readChallenge: Bool = true) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw ServiceProcessError(message: "socket() failed") }
         var address = sockaddr_in()
@@ -30,6 +33,13 @@ public final class RawFrameConnection {
         }
         var timeout = timeval(tv_sec: Int(receiveTimeout.components.seconds), tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        if readChallenge {
+            guard case .challenge(let challenge) = try receiveFrame()?.kind else {
+                close(fd)
+                throw ServiceProcessError(message: "the server at \(host):\(port) sent no Challenge")
+            }
+            self.challenge = challenge
+        }
     }
 
     deinit { close(fd) }
@@ -54,11 +64,19 @@ public final class RawFrameConnection {
         return send([UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)] + body)
     }
 
-    /// Sends a valid Hello for `service` under `secret`.
-    public func sendHello(service: String, secret: [UInt8]) throws {
-        let hello = ServiceCredentialSigner(service: service, secret: secret)
-            .hello(nowUnixMS: Int64(Date().timeIntervalSince1970 * 1000))
+    /// A valid Hello for `service` under `secret`, answering this connection's challenge.
+    public func hello(service: String, secret: [UInt8]) throws -> Auth_Rpc_V1_Hello {
+        try ServiceCredentialSigner(service: service, secret: secret)
+            .hello(answering: challenge, expectedServer: nil)
+            .get()
+    }
+
+    /// Sends a valid Hello for `service` under `secret`, answering this connection's challenge.
+    @discardableResult
+    public func sendHello(service: String, secret: [UInt8]) throws -> Auth_Rpc_V1_Hello {
+        let hello = try hello(service: service, secret: secret)
         try send(Auth_Rpc_V1_Frame(kind: .hello(hello)))
+        return hello
     }
 
     /// Reads one frame; nil when the peer closed the connection (or the timeout passed).

@@ -115,6 +115,12 @@ public final class ServiceProcess: Sendable {
         return process.isRunning ? nil : process.terminationStatus
     }
 
+    /// The same as ``waitForExit(timeout:)``: the exit status of a process that ends by itself
+    /// (a command-line tool, a refused start); nil when it still runs after `timeout`.
+    public func exitStatus(timeout: Duration = .seconds(30)) async -> Int32? {
+        await self.waitForExit(timeout: timeout)
+    }
+
     /// SIGTERM, then waits for the exit; SIGKILL if it takes longer than `grace`.
     @discardableResult
     public func terminate(grace: Duration = .seconds(15)) async -> Int32 {

@@ -63,6 +63,26 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         self.logger = logger
     }
 
+    /// Who may call each method (checked by the RPC router before a handler runs; a refused
+    /// caller gets PERMISSION_DENIED `caller_not_allowed`). Writes come from the gateway, and
+    /// from identity where an account change ends sessions; key rotation only from operators.
+    public var allowedCallers: Auth_Session_V1_Session.AllowedCallersByMethod {
+        .init(
+            issue: .only(["gateway", "identity"]),
+            refresh: .only(["gateway"]),
+            validate: .only(["gateway", "identity", "otp-dispatch"]),
+            revoke: .only(["gateway", "identity"]),
+            revokeAll: .only(["gateway", "identity"]),
+            listSessions: .only(["gateway"]),
+            getJWKS: .only(["gateway", "identity", "otp-dispatch"]),
+            // Operator methods: only configuration.keyRotationCaller (authctl). The handler
+            // checks it (`requireOperator`) rather than the router, so that every refused caller
+            // is also recorded as a security event, which the router cannot write.
+            rotateSigningKey: .anyAuthenticated,
+            rewrapSigningKeys: .anyAuthenticated
+        )
+    }
+
     // MARK: Issue
 
     public func issue(

@@ -3,6 +3,7 @@ import AuthAPI
 import AuthProtobuf
 import AuthRPC
 import AuthRPCNIO
+import AuthServiceRuntime
 import Foundation
 import Logging
 
@@ -21,27 +22,65 @@ struct ServiceTargetOptions: ParsableArguments {
     @Option(help: "The service's address, host:port.")
     var target: String
 
-    @Option(help: "The name to present in the service credential.")
-    var caller = "authctl"
+    @Option(help: "The service expected at --target (e.g. session): the connection is bound to it and, with TLS, its certificate must name it. Default: whichever service answers (its certificate still from the CA, or its HelloAck proving the secret).")
+    var serverName: String?
+
+    @Option(help: "The caller name to present. Default: with TLS the first DNS name of the certificate, else authctl.")
+    var caller: String?
+
+    @Option(help: "This tool's certificate, PEM text or a file (env AUTH_RPC_TLS_CERT). With --tls-key and --tls-ca: mutual TLS; without them: plaintext with AUTH_RPC_SECRET.")
+    var tlsCert: String?
+
+    @Option(help: "The certificate's private key, PEM text or a file (env AUTH_RPC_TLS_KEY).")
+    var tlsKey: String?
+
+    @Option(help: "The CA certificate that signs the services' certificates, PEM text or a file (env AUTH_RPC_TLS_CA).")
+    var tlsCa: String?
 
     @Option(help: "Seconds to wait for an answer.")
     var timeout: Double = 5
 
-    func makeClient() throws -> (RPCClient, TCPClientTransport) {
+    /// `defaultServer` is the service a command always talks to (keys: session), if any.
+    func makeClient(defaultServer: String? = nil) throws -> (RPCClient, TCPClientTransport) {
         guard let address = RPCAddress(target) else {
             throw ValidationError("--target must be host:port")
         }
-        guard let secretText = ProcessInfo.processInfo.environment["AUTH_RPC_SECRET"],
-              let secret = Data(base64Encoded: secretText), secret.count >= 32 else {
-            throw ValidationError("AUTH_RPC_SECRET must hold the services' shared secret (base64, at least 32 bytes)")
+        var environment = ProcessInfo.processInfo.environment
+        for (variable, flag) in [
+            (RPCTLSConfiguration.certificateVariable, tlsCert),
+            (RPCTLSConfiguration.keyVariable, tlsKey),
+            (RPCTLSConfiguration.caVariable, tlsCa),
+        ] where flag != nil {
+            environment[variable] = flag
         }
+        let tls: RPCTLSConfiguration?
+        do {
+            tls = try RPCTLSConfiguration(environment: environment, expectedName: nil)
+        } catch let error as ConfigurationError {
+            throw ValidationError("\(error.variable) (or its --tls-* flag): \(error.problem)")
+        }
+        var secret: [UInt8] = []
+        if tls == nil {
+            do {
+                secret = try readRPCSecret(environment)
+            } catch let error as ConfigurationError {
+                throw ValidationError("\(error.variable): \(error.problem)")
+            }
+        }
+        let callerName = caller ?? tls?.dnsNames.first ?? "authctl"
         var logger = Logger(label: "authctl")
         logger.logLevel = .error
         let transport = TCPClientTransport(
-            configuration: RPCClientConfiguration(addresses: [address], serviceName: caller, secret: Array(secret)),
+            configuration: RPCClientConfiguration(
+                addresses: [address],
+                serviceName: callerName,
+                secret: secret,
+                tls: tls,
+                serverName: serverName ?? defaultServer
+            ),
             logger: logger
         )
-        return (RPCClient(transport: transport, callerService: caller, defaultTimeout: .milliseconds(Int64(timeout * 1000))), transport)
+        return (RPCClient(transport: transport, callerService: callerName, defaultTimeout: .milliseconds(Int64(timeout * 1000))), transport)
     }
 }
 
@@ -126,7 +165,7 @@ extension AuthCtl {
             @OptionGroup var target: ServiceTargetOptions
 
             func run() async throws {
-                let (client, transport) = try target.makeClient()
+                let (client, transport) = try target.makeClient(defaultServer: "session")
                 let result: Result<Auth_Session_V1_RotateSigningKeyResponse, any Error>
                 do {
                     result = .success(try await Auth_Session_V1_Session.Client(wrapping: client)

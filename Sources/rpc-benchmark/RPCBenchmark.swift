@@ -11,8 +11,9 @@ import NIOCore
 import NIOPosix
 
 /// Measures the RPC layer on loopback: Health/Check calls/s and latency at several numbers of
-/// calls in flight on one connection, and, in the same run, a plain length-prefixed TCP echo of
-/// the same request bytes as the ceiling. Every run is bounded in time and stops by itself.
+/// calls in flight on one connection, in plaintext and over mutual TLS 1.3, and, in the same
+/// run, a plain length-prefixed TCP echo of the same request bytes as the ceiling. Every run is
+/// bounded in time and stops by itself.
 @main
 struct RPCBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -35,6 +36,12 @@ struct RPCBenchmark: AsyncParsableCommand {
     @Flag(help: "Start Health/Check on the event loop until its first suspension, as the services do; by default it starts off the loop, as every other service method does.")
     var inlineHandlers = false
 
+    @Flag(help: "Leave out the mutual-TLS columns.")
+    var noTLS = false
+
+    @Option(help: "Folder with ca.pem and benchmark/benchmark-client certificates (made with scripts/lib/make-dev-certs.sh, run from the repository root, when not given).")
+    var tlsDir: String?
+
     func run() async throws {
         let levels = concurrency.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
         guard !levels.isEmpty, levels.allSatisfy({ (1...4096).contains($0) }) else {
@@ -53,7 +60,7 @@ struct RPCBenchmark: AsyncParsableCommand {
         if inlineHandlers {
             router.setExecution(.onEventLoopUntilFirstSuspension, for: Auth_Health_V1_Health.Method.check)
         }
-        let server = RPCServer(
+        let server = try RPCServer(
             configuration: RPCServerConfiguration(serviceName: "benchmark", secret: secret),
             router: router,
             logger: logger
@@ -70,6 +77,42 @@ struct RPCBenchmark: AsyncParsableCommand {
             logger: logger
         )
         let health = Auth_Health_V1_Health.Client(wrapping: RPCClient(transport: transport, callerService: "benchmark-client"))
+
+        // The same over mutual TLS 1.3: its own server and one client connection.
+        var tlsParts: (RPCServer, Task<Void, any Error>, TCPClientTransport, Auth_Health_V1_Health.Client)?
+        if !noTLS {
+            let directory = try certificateDirectory()
+            func tls(_ name: String) throws -> RPCTLSConfiguration {
+                func read(_ file: String) throws -> [UInt8] {
+                    guard let data = FileManager.default.contents(atPath: "\(directory)/\(file)") else {
+                        throw ValidationError("cannot read \(directory)/\(file)")
+                    }
+                    return Array(data)
+                }
+                return try RPCTLSConfiguration(certificatePEM: read("\(name).pem"), privateKeyPEM: read("\(name).key"), trustRootsPEM: read("ca.pem"))
+            }
+            let tlsServer = try RPCServer(
+                configuration: RPCServerConfiguration(serviceName: "benchmark", secret: [], tls: try tls("benchmark")),
+                router: router,
+                logger: logger
+            )
+            let tlsPort = try await tlsServer.bind()
+            let tlsServerTask = Task { try await tlsServer.run() }
+            let tlsTransport = TCPClientTransport(
+                configuration: RPCClientConfiguration(
+                    addresses: [RPCAddress(host: "127.0.0.1", port: tlsPort)],
+                    connectionsPerAddress: 1,
+                    serviceName: "benchmark-client",
+                    secret: [],
+                    tls: try tls("benchmark-client"),
+                    serverName: "benchmark"
+                ),
+                logger: logger
+            )
+            let tlsHealth = Auth_Health_V1_Health.Client(wrapping: RPCClient(transport: tlsTransport, callerService: "benchmark-client"))
+            if tlsDir == nil { try? FileManager.default.removeItem(atPath: directory) }  // loaded; made for this run
+            tlsParts = (tlsServer, tlsServerTask, tlsTransport, tlsHealth)
+        }
         let request = Auth_Health_V1_HealthCheckRequest()
 
         // The echo servers and clients, carrying the bytes of the same request frame.
@@ -92,20 +135,34 @@ struct RPCBenchmark: AsyncParsableCommand {
         print("loopback, one connection each, \(seconds) s per row after \(warmup) s warm-up, \(ProcessInfo.processInfo.activeProcessorCount) cores")
         print("Health/Check handler started \(inlineHandlers ? "on the event loop until its first suspension" : "off the event loop (the default)")")
         print("plain echo: NIO's example echo server, client flushing each request; batched echo: client coalescing as the RPC transport does")
+        print("RPC: plaintext TCP; TLS: the same RPC over mutual TLS 1.3 (EC P-256 certificates)")
         print("")
-        if rpcOnly {
-            print("| in flight | RPC calls/s | RPC p50 | RPC p99 |")
-            print("|---:|---:|---:|---:|")
-        } else {
-            print("| in flight | RPC calls/s | RPC p50 | RPC p99 | plain echo calls/s | p50 | p99 | RPC / plain | batched echo calls/s | p50 | p99 | RPC / batched |")
-            print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        var header = "| in flight | RPC calls/s | RPC p50 | RPC p99 |"
+        var rule = "|---:|---:|---:|---:|"
+        if tlsParts != nil {
+            header += " TLS calls/s | TLS p50 | TLS p99 | TLS / RPC |"
+            rule += "---:|---:|---:|---:|"
         }
+        if !rpcOnly {
+            header += " plain echo calls/s | p50 | p99 | RPC / plain | batched echo calls/s | p50 | p99 | RPC / batched |"
+            rule += "---:|---:|---:|---:|---:|---:|---:|---:|"
+        }
+        print(header)
+        print(rule)
         for level in levels {
             let rpc = try await measure(concurrency: level) {
                 let response = try await health.check(request)
                 precondition(response.status == .serving)
             }
             var row = "| \(level) | \(Int(rpc.callsPerSecond)) | \(rpc.p50) | \(rpc.p99) |"
+            if let tlsHealth = tlsParts?.3 {
+                let tls = try await measure(concurrency: level) {
+                    let response = try await tlsHealth.check(request)
+                    precondition(response.status == .serving)
+                }
+                let ratio = tls.callsPerSecond / rpc.callsPerSecond * 100
+                row += " \(Int(tls.callsPerSecond)) | \(tls.p50) | \(tls.p99) | \(String(format: "%.0f", ratio)) % |"
+            }
             if !rpcOnly {
                 for (_, _, client) in echoes {
                     let echo = try await measure(concurrency: level) {
@@ -121,10 +178,32 @@ struct RPCBenchmark: AsyncParsableCommand {
         await transport.shutdown()
         server.beginShutdown()
         try await serverTask.value
+        if let (tlsServer, tlsServerTask, tlsTransport, _) = tlsParts {
+            await tlsTransport.shutdown()
+            tlsServer.beginShutdown()
+            try await tlsServerTask.value
+        }
         for (_, server, client) in echoes {
             try await client.close()
             try await server.close()
         }
+    }
+
+    /// `--tls-dir`, or a new folder made by scripts/lib/make-dev-certs.sh.
+    func certificateDirectory() throws -> String {
+        if let tlsDir { return tlsDir }
+        let script = "scripts/lib/make-dev-certs.sh"
+        guard FileManager.default.fileExists(atPath: script) else {
+            throw ValidationError("run from the repository root (for \(script)) or pass --tls-dir")
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rpc-benchmark-\(UUID().uuidString)").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [script, directory, "benchmark", "benchmark-client"]
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw ValidationError("\(script) failed") }
+        return directory
     }
 
     struct Result {

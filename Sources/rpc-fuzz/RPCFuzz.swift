@@ -18,7 +18,9 @@ import Glibc
 enum RPCFuzzTarget {
     /// Small enough to keep each run fast, large enough for every real message.
     static let maxFrameSize = 64 * 1024
-    static let verifier = ServiceCredentialVerifier(secret: [UInt8](repeating: 0x5A, count: 32), allowedCallers: [], allowedSkewMS: 60_000)
+    static let verifier = ServiceCredentialVerifier(serverName: "fuzz", secret: [UInt8](repeating: 0x5A, count: 32))
+    /// A fixed challenge: the MAC check runs on every fuzzed Hello (and fails, as made-up MACs do).
+    static let challenge = verifier.challenge(nonce: [UInt8](repeating: 0xC3, count: ServiceCredential.nonceLength))
 
     static func run(_ input: UnsafeRawBufferPointer) {
         guard let first = input.first else { return }
@@ -73,7 +75,7 @@ enum RPCFuzzTarget {
         case .verifyHello(let hello):
             // A made-up MAC fails; the state machine is then driven as if it had passed, so
             // the frames after the Hello are fuzzed too.
-            _ = verifier.verify(hello, nowUnixMS: hello.timestampUnixMS)
+            _ = verifier.verify(hello, challenge: challenge, peer: .none)
             _ = machine.helloVerified(.success(String(hello.service.prefix(64))))
         case .startCall(let request):
             if request.callID % 2 == 0 { _ = machine.callFinished(callID: request.callID) }

@@ -126,7 +126,7 @@ struct SessionBenchmark: AsyncParsableCommand {
         let secret = Array(repeating: UInt8(7), count: 32)
         var router = RPCRouter()
         router.register(service)
-        let server = RPCServer(
+        let server = try RPCServer(
             configuration: RPCServerConfiguration(serviceName: "session", secret: secret),
             router: router,
             logger: logger

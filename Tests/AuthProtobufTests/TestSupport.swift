@@ -87,13 +87,14 @@ enum Samples {
         [
             .hello(
                 Auth_Rpc_V1_Hello(
-                    protocolVersion: 1,
+                    protocolVersion: 2,
                     service: "gateway",
-                    timestampUnixMS: 1_700_000_000_123,
-                    nonce: Array(0..<16),
-                    mac: [UInt8](repeating: 0xAB, count: 32)
+                    nonce: Array(0..<32),
+                    mac: [UInt8](repeating: 0xAB, count: 32),
+                    serverService: "session"
                 )
             ),
+            .challenge(Auth_Rpc_V1_Challenge(protocolVersion: 2, service: "session", nonce: Array(32..<64))),
             .helloAck(
                 Auth_Rpc_V1_HelloAck(
                     protocolVersion: 1,

@@ -30,15 +30,14 @@ struct WireFormatTests {
         #expect(try Auth_Rpc_V1_Frame(serializedBytes: expected) == frame)
     }
 
-    @Test("Hello{protocol_version: 1, timestamp_unix_ms: -1}")
+    @Test("RotateSigningKeyResponse{signs_from: -1}")
     func negativeInt64() throws {
-        let hello = Auth_Rpc_V1_Hello(protocolVersion: 1, timestampUnixMS: -1)
+        let message = Auth_Session_V1_RotateSigningKeyResponse(signsFrom: -1)
         let expected: [UInt8] = [
-            0x08, 0x01,  // field 1 VARINT: 1
-            0x18, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01,  // field 3 VARINT: -1 as 2^64 - 1
+            0x10, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01,  // field 2 VARINT: -1 as 2^64 - 1
         ]
-        #expect(try hello.serializedBytes() == expected)
-        #expect(try Auth_Rpc_V1_Hello(serializedBytes: expected) == hello)
+        #expect(try message.serializedBytes() == expected)
+        #expect(try Auth_Session_V1_RotateSigningKeyResponse(serializedBytes: expected) == message)
     }
 
     @Test("Status{code: unrecognized(-5)} is a sign-extended 10-byte varint")

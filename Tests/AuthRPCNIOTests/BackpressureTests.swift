@@ -25,7 +25,8 @@ final class ReadCounter: ChannelOutboundHandler {
         try channel.pipeline.syncOperations.addHandler(counter)
         try channel.pipeline.syncOperations.addServerConnectionHandlers(ServerConnectionHandler(
             router: RPCRouter(),
-            verifier: ServiceCredentialVerifier(secret: testSecret, allowedCallers: [], allowedSkewMS: 60_000),
+            verifier: ServiceCredentialVerifier(serverName: "test-server", secret: testSecret),
+            peerCertificateNames: nil,
             limits: ConnectionLimits(),
             serviceName: "test-server",
             wallClock: { 0 },

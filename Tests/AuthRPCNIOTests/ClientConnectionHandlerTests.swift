@@ -6,20 +6,30 @@ import Testing
 
 @testable import AuthRPCNIO
 
-/// A scripted server: accepts Hello, then answers the first Request with an error GoAway and
+/// A scripted server: sends a Challenge, accepts the Hello, then answers the first Request with an error GoAway and
 /// closes, as a server does on a protocol error.
 final class ErrorGoAwayServerHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
     private var decoder = FrameDecoder(maxFrameSize: 1 << 20)
+    private let verifier = ServiceCredentialVerifier(serverName: "scripted", secret: testSecret)
+    private var challenge = Auth_Rpc_V1_Challenge()
+
+    func channelActive(context: ChannelHandlerContext) {
+        challenge = verifier.challenge()
+        var out = context.channel.allocator.buffer(capacity: 64)
+        _ = try? out.writeFrame(.init(kind: .challenge(challenge)))
+        context.writeAndFlush(wrapOutboundOut(out), promise: nil)
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         decoder.append(unwrapInboundIn(data))
         while let body = try? decoder.nextFrame(), let frame = try? Auth_Rpc_V1_Frame(frameBody: body) {
             var out = context.channel.allocator.buffer(capacity: 64)
             switch frame.kind {
-            case .hello:
-                _ = try? out.writeFrame(.init(kind: .helloAck(Auth_Rpc_V1_HelloAck(protocolVersion: 1, service: "scripted"))))
+            case .hello(let hello):
+                let mac = (try? verifier.verify(hello, challenge: challenge, peer: .none).get())?.ackMAC ?? []
+                _ = try? out.writeFrame(.init(kind: .helloAck(Auth_Rpc_V1_HelloAck(protocolVersion: rpcProtocolVersion, service: "scripted", mac: mac))))
                 context.writeAndFlush(wrapOutboundOut(out), promise: nil)
             case .request(let request):
                 _ = try? out.writeFrame(.init(kind: .goAway(Auth_Rpc_V1_GoAway(

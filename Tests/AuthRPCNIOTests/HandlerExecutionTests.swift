@@ -19,12 +19,12 @@ let inlineThreadProbeMethod = MethodDescriptor(service: "auth.test.v1.Test", met
             HealthResponse(status: MultiThreadedEventLoopGroup.currentEventLoop == nil ? .serving : .notServing)
         }
         var router = RPCRouter()
-        router.register(threadProbeMethod) { (request: HealthRequest, context: ServerContext) in probe(request, context) }
-        router.register(inlineThreadProbeMethod) { (request: HealthRequest, context: ServerContext) in probe(request, context) }
+        router.register(threadProbeMethod, allowedCallers: .anyAuthenticated) { (request: HealthRequest, context: ServerContext) in probe(request, context) }
+        router.register(inlineThreadProbeMethod, allowedCallers: .anyAuthenticated) { (request: HealthRequest, context: ServerContext) in probe(request, context) }
         router.setExecution(.onEventLoopUntilFirstSuspension, for: inlineThreadProbeMethod)
         #expect(router.route(forPath: threadProbeMethod.path)?.execution == .offEventLoop)
 
-        let server = RPCServer(
+        let server = try RPCServer(
             configuration: RPCServerConfiguration(serviceName: "test-server", secret: testSecret),
             router: router,
             logger: quietLogger()

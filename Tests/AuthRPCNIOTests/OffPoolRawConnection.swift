@@ -11,8 +11,10 @@ final class OffPoolRawConnection: @unchecked Sendable {
     // awaited before the next starts), so no two threads touch it at once.
     let raw: RawFrameConnection
 
-    init(port: Int) throws {
-        raw = try RawFrameConnection(port: port)
+    /// Connects; with `readChallenge` (the default) also reads the server's Challenge (a
+    /// short blocking read: the server sends it as soon as it admits the connection).
+    init(port: Int, readChallenge: Bool = true) throws {
+        raw = try RawFrameConnection(port: port, readChallenge: readChallenge)
     }
 
     private func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {

@@ -24,13 +24,13 @@ final class TestHandlers: Sendable {
 
     func router() -> RPCRouter {
         var router = RPCRouter()
-        router.register(Auth_Health_V1_Health.Method.check) { (_: HealthRequest, _: ServerContext) in
+        router.register(Auth_Health_V1_Health.Method.check, allowedCallers: .anyAuthenticated) { (_: HealthRequest, _: ServerContext) in
             HealthResponse(status: .serving)
         }
-        router.register(echoMethod) { (request: HealthRequest, _: ServerContext) in
+        router.register(echoMethod, allowedCallers: .anyAuthenticated) { (request: HealthRequest, _: ServerContext) in
             HealthResponse(status: .init(rawValue: Int32(request.service) ?? -1))
         }
-        router.register(slowMethod) { (request: HealthRequest, _: ServerContext) -> HealthResponse in
+        router.register(slowMethod, allowedCallers: .anyAuthenticated) { (request: HealthRequest, _: ServerContext) -> HealthResponse in
             do {
                 try await Task.sleep(for: .milliseconds(Int(request.service) ?? 0))
             } catch {
@@ -50,8 +50,8 @@ func quietLogger() -> Logger {
     return logger
 }
 
-func makeServer(handlers: TestHandlers, port: Int = 0, limits: ConnectionLimits = ConnectionLimits(), grace: Duration = .seconds(5), logger: Logger = quietLogger()) -> RPCServer {
-    RPCServer(
+func makeServer(handlers: TestHandlers, port: Int = 0, limits: ConnectionLimits = ConnectionLimits(), grace: Duration = .seconds(5), logger: Logger = quietLogger()) throws -> RPCServer {
+    try RPCServer(
         configuration: RPCServerConfiguration(
             port: port,
             serviceName: "test-server",
@@ -86,7 +86,7 @@ func withServer(
     logger: Logger = quietLogger(),
     _ body: (RPCServer, Int) async throws -> Void
 ) async throws {
-    let server = makeServer(handlers: handlers, limits: limits, logger: logger)
+    let server = try makeServer(handlers: handlers, limits: limits, logger: logger)
     let port = try await server.bind()
     let running = Task { try await server.run() }
     do {
@@ -123,7 +123,10 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
     }
 }
 
-@Suite struct RPCServerTests {
+// Serialized: RawFrameConnection blocks its thread in recv(), and Swift Testing runs tests on the
+// cooperative pool (2 threads here); several raw peers waiting at once starved the servers'
+// handler tasks until their 5 s receive timeouts.
+@Suite(.serialized) struct RPCServerTests {
     @Test func manyConcurrentCallsOnOneConnectionAnswerInAnyOrder() async throws {
         try await withServer { _, port in
             let (client, transport) = makeClient(port: port, connections: 1)
@@ -333,7 +336,7 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
 
     @Test func gracefulShutdownFinishesOpenCalls() async throws {
         let handlers = TestHandlers()
-        let server = makeServer(handlers: handlers)
+        let server = try makeServer(handlers: handlers)
         let port = try await server.bind()
         let running = Task { try await server.run() }
         let (client, transport) = makeClient(port: port)
@@ -351,7 +354,7 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
 
     @Test func clientReconnectsAfterServerRestart() async throws {
         let handlers = TestHandlers()
-        let first = makeServer(handlers: handlers)
+        let first = try makeServer(handlers: handlers)
         let port = try await first.bind()
         let firstRun = Task { try await first.run() }
         let (client, transport) = makeClient(port: port, connections: 2)
@@ -359,7 +362,7 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
         first.beginShutdown()
         try await firstRun.value
 
-        let second = makeServer(handlers: handlers, port: port)
+        let second = try makeServer(handlers: handlers, port: port)
         try await second.bind()
         let secondRun = Task { try await second.run() }
         // Reconnect happens under the next calls (after the backoff, at most 200 ms here).
@@ -392,24 +395,103 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
         }
     }
 
-    @Test func replayedHelloIsRefused() async throws {
-        try await withServer { _, port in
-            let hello = ServiceCredentialSigner(service: "raw", secret: testSecret)
-                .hello(nowUnixMS: Int64(Date().timeIntervalSince1970 * 1000))
-            let first = try RawFrameConnection(port: port)
-            try first.send(Auth_Rpc_V1_Frame(kind: .hello(hello)))
-            guard case .helloAck = try first.receiveFrame()?.kind else {
-                Issue.record("expected HelloAck")
-                return
-            }
+    @Test func aCapturedHelloIsRefusedByAnotherReplicaAnotherServiceAndAfterARestart() async throws {
+        let handlers = TestHandlers()
+        let first = try makeServer(handlers: handlers)
+        let port = try await first.bind()
+        let firstRun = Task { try await first.run() }
+        // Captured from a successful exchange with the first server.
+        let original = try RawFrameConnection(port: port)
+        let captured = try original.sendHello(service: "raw", secret: testSecret)
+        guard case .helloAck = try original.receiveFrame()?.kind else {
+            Issue.record("expected HelloAck")
+            return
+        }
+
+        func expectRefused(_ port: Int, _ reason: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
             let replay = try RawFrameConnection(port: port)
-            try replay.send(Auth_Rpc_V1_Frame(kind: .hello(hello)))
+            try replay.send(Auth_Rpc_V1_Frame(kind: .hello(captured)))
             guard case .goAway(let goAway) = try replay.receiveFrame()?.kind else {
-                Issue.record("expected GoAway")
+                Issue.record("expected GoAway", sourceLocation: sourceLocation)
                 return
             }
-            #expect(goAway.code == .unauthenticated)
-            #expect(replay.isClosedByPeer())
+            #expect(goAway.code == .unauthenticated, sourceLocation: sourceLocation)
+            #expect(goAway.reason == reason, sourceLocation: sourceLocation)
+            #expect(replay.isClosedByPeer(), sourceLocation: sourceLocation)
+        }
+
+        // The same server, on a new connection.
+        try expectRefused(port, "invalid_service_credential")
+        // Another replica of the same service, with the same secret.
+        let replica = try makeServer(handlers: handlers)
+        let replicaPort = try await replica.bind()
+        let replicaRun = Task { try await replica.run() }
+        try expectRefused(replicaPort, "invalid_service_credential")
+        // Another service holding the secret.
+        let other = try RPCServer(
+            configuration: RPCServerConfiguration(serviceName: "other-service", secret: testSecret),
+            router: handlers.router(),
+            logger: quietLogger()
+        )
+        let otherPort = try await other.bind()
+        let otherRun = Task { try await other.run() }
+        try expectRefused(otherPort, "wrong_server")
+        // The first server after a restart, on the same port.
+        first.beginShutdown()
+        try await firstRun.value
+        let restarted = try makeServer(handlers: handlers, port: port)
+        #expect(try await restarted.bind() == port)
+        let restartedRun = Task { try await restarted.run() }
+        try expectRefused(port, "invalid_service_credential")
+
+        for (server, run) in [(replica, replicaRun), (other, otherRun), (restarted, restartedRun)] {
+            server.beginShutdown()
+            try await run.value
+        }
+    }
+
+    @Test func theClientRefusesAServerThatDoesNotHoldTheSecret() async throws {
+        // A server with another secret (or none of ours) cannot make the HelloAck's proof.
+        let impostor = try RPCServer(
+            configuration: RPCServerConfiguration(serviceName: "test-server", secret: Array(repeating: 0x11, count: 32)),
+            router: TestHandlers().router(),
+            logger: quietLogger()
+        )
+        let port = try await impostor.bind()
+        let run = Task { try await impostor.run() }
+        // A raw peer that speaks first like a server and acknowledges any Hello without the secret.
+        let (client, transport) = makeClient(port: port)
+        let error = await rpcError { _ = try await client.echo(1) }
+        // The impostor refuses our Hello (it cannot check its MAC) before it could answer.
+        #expect(error?.code == .unauthenticated)
+        await transport.shutdown()
+        impostor.beginShutdown()
+        try await run.value
+
+        try await withFakeServer(ackMAC: Array(repeating: 0, count: 32)) { fakePort in
+            let (client, transport) = makeClient(port: fakePort)
+            let error = await rpcError { _ = try await client.echo(1) }
+            #expect(error?.code == .unauthenticated)
+            #expect(error?.reason == "invalid_server_credential")
+            await transport.shutdown()
+        }
+    }
+
+    @Test func aServerNamingAnotherServiceIsRefusedByTheClient() async throws {
+        try await withServer { _, port in
+            let transport = TCPClientTransport(
+                configuration: RPCClientConfiguration(
+                    addresses: [RPCAddress(host: "127.0.0.1", port: port)],
+                    serviceName: "test-client",
+                    secret: testSecret,
+                    serverName: "session"
+                ),
+                logger: quietLogger()
+            )
+            let client = RPCClient(transport: transport, callerService: "test-client")
+            let error = await rpcError { _ = try await client.echo(1) }
+            #expect(error?.reason == "wrong_server")
+            await transport.shutdown()
         }
     }
 }
@@ -418,8 +500,8 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
     @Test func callsAreSpreadOverAddressesAndSkipADeadOne() async throws {
         let first = TestHandlers()
         let second = TestHandlers()
-        let serverA = makeServer(handlers: first)
-        let serverB = makeServer(handlers: second)
+        let serverA = try makeServer(handlers: first)
+        let serverB = try makeServer(handlers: second)
         let portA = try await serverA.bind()
         let portB = try await serverB.bind()
         let runA = Task { try await serverA.run() }

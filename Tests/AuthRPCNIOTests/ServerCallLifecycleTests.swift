@@ -27,7 +27,7 @@ final class StubbornHandler: Sendable {
 
     func router() -> RPCRouter {
         var router = TestHandlers().router()
-        router.register(stubbornMethod) { (_: HealthRequest, _: ServerContext) -> HealthResponse in
+        router.register(stubbornMethod, allowedCallers: .anyAuthenticated) { (_: HealthRequest, _: ServerContext) -> HealthResponse in
             self.started.add(1, ordering: .relaxed)
             await withCheckedContinuation { continuation in
                 let resumeNow = self.gate.withLock { gate in
@@ -69,7 +69,7 @@ func withStubbornServer(
     _ body: (RPCServer, Int, StubbornHandler) async throws -> Void
 ) async throws {
     let handler = StubbornHandler()
-    let server = RPCServer(
+    let server = try RPCServer(
         configuration: RPCServerConfiguration(serviceName: "test-server", secret: testSecret, limits: limits, shutdownGracePeriod: grace),
         router: handler.router(),
         logger: logger

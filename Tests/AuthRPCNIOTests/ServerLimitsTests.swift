@@ -46,8 +46,11 @@ final class CapturedLog: Sendable {
 
 /// A Frame carrying `hello`, padded with an unknown field (field 100, bytes) so that its body
 /// is exactly `bodySize` bytes: still a valid Hello to any protobuf decoder.
-func paddedHelloFrame(service: String = "raw", secret: [UInt8] = testSecret, bodySize: Int) throws -> [UInt8] {
-    let hello = ServiceCredentialSigner(service: service, secret: secret).hello(nowUnixMS: Int64(Date().timeIntervalSince1970 * 1000))
+func paddedHelloFrame(
+    answering challenge: Auth_Rpc_V1_Challenge, service: String = "raw", secret: [UInt8] = testSecret, bodySize: Int
+) throws -> [UInt8] {
+    let hello = try ServiceCredentialSigner(service: service, secret: secret)
+        .hello(answering: challenge, expectedServer: nil).get()
     let plain = try Auth_Rpc_V1_Frame(kind: .hello(hello)).serializedBytes()
     // Unknown field: tag 0xA2 0x06 (field 100, length-delimited), a 2-byte varint length, padding.
     let padding = bodySize - plain.count - 4
@@ -74,7 +77,7 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
         try await withServer { _, port in
             // A valid Hello of exactly the cap is served.
             let fits = try OffPoolRawConnection(port: port)
-            fits.raw.send(try paddedHelloFrame(bodySize: ConnectionLimits().maxHelloFrameSize))
+            fits.raw.send(try paddedHelloFrame(answering: fits.raw.challenge, bodySize: ConnectionLimits().maxHelloFrameSize))
             guard case .helloAck = try await fits.receiveFrame()?.kind else {
                 Issue.record("a Hello of \(ConnectionLimits().maxHelloFrameSize) bytes was not accepted")
                 return
@@ -92,7 +95,7 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
 
             // One byte more, still a valid Hello: refused from its length alone.
             let tooLarge = try OffPoolRawConnection(port: port)
-            tooLarge.raw.send(try paddedHelloFrame(bodySize: ConnectionLimits().maxHelloFrameSize + 1))
+            tooLarge.raw.send(try paddedHelloFrame(answering: tooLarge.raw.challenge, bodySize: ConnectionLimits().maxHelloFrameSize + 1))
             let frames = try await tooLarge.receiveUntilClosed()
             #expect(goAwayReason(frames) == "frame_too_large")
             // A length prefix alone is enough to be refused (no body sent).
@@ -117,7 +120,8 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
                     return
                 }
             }
-            let third = try OffPoolRawConnection(port: port)
+            // Refused connections get a GoAway instead of a Challenge.
+            let third = try OffPoolRawConnection(port: port, readChallenge: false)
             let frames = try await third.receiveUntilClosed()
             guard case .goAway(let goAway) = frames.last?.kind else {
                 Issue.record("expected GoAway, got \(frames)")
@@ -152,7 +156,7 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
             }
             // Three silent connections: whichever the server admits last is refused at once;
             // the two others wait for Hello until the read timeout.
-            let silent = try (0..<3).map { _ in try OffPoolRawConnection(port: port) }
+            let silent = try (0..<3).map { _ in try OffPoolRawConnection(port: port, readChallenge: false) }
             var reasons: [String?] = []
             for connection in silent { reasons.append(goAwayReason(try await connection.receiveUntilClosed())) }
             #expect(reasons.filter { $0 == "too_many_unauthenticated_connections" }.count == 1)

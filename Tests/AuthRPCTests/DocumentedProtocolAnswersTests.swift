@@ -38,7 +38,7 @@ import Testing
     @Test func anUndecodablePayloadIsMalformedRequest() async throws {
         let method = MethodDescriptor(service: "auth.health.v1.Health", method: "Check")
         var router = RPCRouter()
-        router.register(method) { (_: Auth_Health_V1_HealthCheckRequest, _) -> Auth_Health_V1_HealthCheckResponse in
+        router.register(method, allowedCallers: .anyAuthenticated) { (_: Auth_Health_V1_HealthCheckRequest, _) -> Auth_Health_V1_HealthCheckResponse in
             Issue.record("the handler must not run")
             return Auth_Health_V1_HealthCheckResponse()
         }

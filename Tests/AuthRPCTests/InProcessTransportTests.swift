@@ -19,7 +19,7 @@ typealias HealthResponse = Auth_Health_V1_HealthCheckResponse
 
     @Test func typedCallRoundTrip() async throws {
         let client = client { router in
-            router.register(method) { (request: HealthRequest, context: ServerContext) in
+            router.register(method, allowedCallers: .anyAuthenticated) { (request: HealthRequest, context: ServerContext) in
                 #expect(context.authenticatedCaller == "tester")
                 #expect(context.metadata.callerService == "tester")
                 return HealthResponse(status: request.service == "x" ? .serving : .notServing)
@@ -46,7 +46,7 @@ typealias HealthResponse = Auth_Health_V1_HealthCheckResponse
     @Test func deadlineAbandonsWorkAndAnswersAtOnce() async throws {
         let sawCancellation = Mutex(false)
         let client = client { router in
-            router.register(method) { (_: HealthRequest, _: ServerContext) -> HealthResponse in
+            router.register(method, allowedCallers: .anyAuthenticated) { (_: HealthRequest, _: ServerContext) -> HealthResponse in
                 do {
                     try await Task.sleep(for: .seconds(30))
                 } catch {
@@ -76,7 +76,7 @@ typealias HealthResponse = Auth_Health_V1_HealthCheckResponse
             var rpcError: RPCError { RPCError(code: .failedPrecondition, message: "expired", reason: "code_expired", retryAfterSeconds: 60) }
         }
         let client = client { router in
-            router.register(method) { (_: HealthRequest, _: ServerContext) -> HealthResponse in throw CodeExpired() }
+            router.register(method, allowedCallers: .anyAuthenticated) { (_: HealthRequest, _: ServerContext) -> HealthResponse in throw CodeExpired() }
         }
         do {
             let _: HealthResponse = try await client.unary(method, request: HealthRequest())
@@ -92,7 +92,7 @@ typealias HealthResponse = Auth_Health_V1_HealthCheckResponse
         let downstream = MethodDescriptor(service: "auth.test.v1.Test", method: "Down")
         let seen = Mutex<ServerContext?>(nil)
         var innerRouter = RPCRouter()
-        innerRouter.register(downstream) { (_: HealthRequest, context: ServerContext) -> HealthResponse in
+        innerRouter.register(downstream, allowedCallers: .anyAuthenticated) { (_: HealthRequest, context: ServerContext) -> HealthResponse in
             seen.withLock { $0 = context }
             return HealthResponse(status: .serving)
         }
@@ -101,7 +101,7 @@ typealias HealthResponse = Auth_Health_V1_HealthCheckResponse
         // checks is that the inner call gets the outer deadline (≤ 100 s), not its own default.
         let inner = RPCClient(transport: InProcessTransport(router: innerRouter, authenticatedCaller: "middle"), callerService: "middle", defaultTimeout: .seconds(3600))
         let outer = client { router in
-            router.register(method) { (_: HealthRequest, _: ServerContext) -> HealthResponse in
+            router.register(method, allowedCallers: .anyAuthenticated) { (_: HealthRequest, _: ServerContext) -> HealthResponse in
                 try await inner.unary(downstream, request: HealthRequest())
             }
         }
@@ -129,9 +129,9 @@ typealias HealthResponse = Auth_Health_V1_HealthCheckResponse
 
     @Test func malformedRequestBytesAreInvalidArgument() async throws {
         var router = RPCRouter()
-        router.register(method) { (_: HealthRequest, _: ServerContext) in HealthResponse() }
+        router.register(method, allowedCallers: .anyAuthenticated) { (_: HealthRequest, _: ServerContext) in HealthResponse() }
         let route = try #require(router.route(forPath: method.path))
-        let result = await route.run(payload: [0xFF, 0xFF, 0xFF], context: ServerContext(method: method))
+        let result = await route.run(payload: [0xFF, 0xFF, 0xFF], context: ServerContext(method: method, authenticatedCaller: "tester"))
         guard case .failure(let error) = result else {
             Issue.record("garbage must not decode")
             return

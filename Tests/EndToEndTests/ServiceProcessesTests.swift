@@ -33,10 +33,23 @@ import FoundationNetworking
         return environment
     }
 
-    func startService(_ name: String, portVariable: String, port: Int = 0, unprivileged: Bool = false) async throws -> (ServiceProcess, Int) {
+    /// Starts `name`; with `tls`, with its own certificate from `tls` (inline PEM, which an
+    /// unprivileged process can read too) and without the shared secret.
+    func startService(
+        _ name: String,
+        portVariable: String,
+        port: Int = 0,
+        unprivileged: Bool = false,
+        tls: TestCertificates? = nil
+    ) async throws -> (ServiceProcess, Int) {
+        var variables = try await environment([portVariable: String(port)])
+        if let tls {
+            variables.merge(tls.environment(for: name, inline: true)) { $1 }
+            variables["AUTH_RPC_SECRET"] = nil
+        }
         let process = try ServiceProcess(
             executable: name,
-            environment: try await environment([portVariable: String(port)]),
+            environment: variables,
             unprivileged: unprivileged
         )
         return (process, try await process.listeningPort())
@@ -59,41 +72,78 @@ import FoundationNetworking
         return (Auth_Health_V1_Health.Client(wrapping: RPCClient(transport: transport, callerService: "e2e-test")), transport)
     }
 
-    @Test func servicesCallEachOtherOverTCP() async throws {
-        let (session, sessionPort) = try await startService("session", portVariable: "AUTH_SESSION_PORT")
-        let (identity, identityPort) = try await startService("identity", portVariable: "AUTH_IDENTITY_PORT", unprivileged: true)
+    @Test func servicesCallEachOtherOverMutualTLS() async throws {
+        let names = ["session", "identity", "gateway", "authctl"]
+        let tls = try await TestCertificates.shared("ca", names: names)
+        let otherCA = try await TestCertificates.shared("other-ca", names: names)
+        let (session, sessionPort) = try await startService("session", portVariable: "AUTH_SESSION_PORT", tls: tls)
+        let (identity, identityPort) = try await startService("identity", portVariable: "AUTH_IDENTITY_PORT", unprivileged: true, tls: tls)
         defer {
             _ = session
             _ = identity
         }
+        _ = try await session.waitForLog("mutual TLS 1.3")
 
-        // authctl (one executable) calls session (another) over TCP, without root's
-        // privileges (as in a container).
+        // authctl (one executable) calls session (another) over mutual TLS, without root's
+        // privileges (as in a container), with its certificate in the environment.
         let authctl = try ServiceProcess(
             executable: "authctl",
-            arguments: ["health", "--target", "127.0.0.1:\(sessionPort)"],
-            environment: ["AUTH_RPC_SECRET": secretBase64],
+            arguments: ["health", "--target", "127.0.0.1:\(sessionPort)", "--server-name", "session"],
+            environment: tls.environment(for: "authctl", inline: true),
             unprivileged: true
         )
+        #expect(await authctl.exitStatus() == 0)
         _ = try await authctl.waitForLog("SERVING")
-        #expect(await authctl.terminate() == 0)
 
-        // ... and is refused with the wrong secret.
-        let intruder = try ServiceProcess(
+        // ... and is refused with a certificate from another CA, or with none (plaintext).
+        let foreign = try ServiceProcess(
             executable: "authctl",
-            arguments: ["health", "--target", "127.0.0.1:\(sessionPort)"],
-            environment: ["AUTH_RPC_SECRET": Data(SecureRandom.bytes(count: 32)).base64EncodedString()]
+            arguments: [
+                "health", "--target", "127.0.0.1:\(sessionPort)", "--timeout", "3",
+                "--tls-cert", otherCA.certificatePath("authctl"), "--tls-key", otherCA.keyPath("authctl"), "--tls-ca", tls.caPath,
+            ],
+            environment: [:]
         )
-        _ = try await intruder.waitForLog("UNAUTHENTICATED")
-        #expect(await intruder.terminate() != 0)
+        #expect(await foreign.exitStatus() == 2)
+        _ = try await foreign.waitForLog("authctl: ")
+        let plaintext = try ServiceProcess(
+            executable: "authctl",
+            arguments: ["health", "--target", "127.0.0.1:\(sessionPort)", "--timeout", "3"],
+            environment: ["AUTH_RPC_SECRET": secretBase64]
+        )
+        #expect(await plaintext.exitStatus() == 2)
+        _ = try await plaintext.waitForLog("authctl: ")
 
-        // gateway calls both over TCP for its readiness; otp-dispatch is not running.
-        let gateway = try ServiceProcess(executable: "gateway", environment: try await environment([
+        // Who may call what comes from the certificate: gateway's may not rotate keys, authctl's may.
+        let asGateway = try ServiceProcess(
+            executable: "authctl",
+            arguments: [
+                "keys", "rotate", "--target", "127.0.0.1:\(sessionPort)",
+                "--tls-cert", tls.certificatePath("gateway"), "--tls-key", tls.keyPath("gateway"), "--tls-ca", tls.caPath,
+            ],
+            environment: [:]
+        )
+        #expect(await asGateway.exitStatus() == 2)
+        _ = try await asGateway.waitForLog("PERMISSION_DENIED[^\n]*caller_not_allowed")
+        _ = try await session.waitForLog("caller=gateway[^\n]*RotateSigningKey[^\n]*|Refused a caller[^\n]*caller=gateway")
+        let rotate = try ServiceProcess(
+            executable: "authctl",
+            arguments: ["keys", "rotate", "--target", "127.0.0.1:\(sessionPort)"],
+            environment: tls.environment(for: "authctl")
+        )
+        #expect(await rotate.exitStatus() == 0)
+        _ = try await rotate.waitForLog("new key")
+
+        // gateway calls both over mutual TLS for its readiness; otp-dispatch is not running.
+        var gatewayEnvironment = try await environment([
             "AUTH_GATEWAY_PORT": "0",
             "AUTH_SESSION_ADDRESSES": "127.0.0.1:\(sessionPort)",
             "AUTH_IDENTITY_ADDRESSES": "127.0.0.1:\(identityPort)",
             "AUTH_OTP_ADDRESSES": "127.0.0.1:1",
-        ]))
+        ])
+        gatewayEnvironment.merge(tls.environment(for: "gateway")) { $1 }
+        gatewayEnvironment["AUTH_RPC_SECRET"] = nil
+        let gateway = try ServiceProcess(executable: "gateway", environment: gatewayEnvironment)
         let gatewayPort = try await gateway.waitForLog(#"listening on [^\n]*:(\d+)"#)
         let ready = try await httpGet("http://127.0.0.1:\(gatewayPort)/health/ready")
         #expect(ready.status == 503)
@@ -103,7 +153,7 @@ import FoundationNetworking
 
         // Restart session: gateway's client reconnects by itself.
         #expect(await session.terminate() == 0)
-        let (restarted, _) = try await startService("session", portVariable: "AUTH_SESSION_PORT", port: sessionPort)
+        let (restarted, _) = try await startService("session", portVariable: "AUTH_SESSION_PORT", port: sessionPort, tls: tls)
         var sessionBack = false
         for _ in 0..<100 {
             let again = try await httpGet("http://127.0.0.1:\(gatewayPort)/health/ready")
@@ -119,6 +169,29 @@ import FoundationNetworking
         #expect(await identity.terminate() == 0)
     }
 
+    @Test func productionRefusesPlaintextUnlessAMeshProvidesMutualTLS() async throws {
+        let refused = try ServiceProcess(executable: "identity", environment: try await environment([
+            "AUTH_IDENTITY_PORT": "0", "AUTH_ENVIRONMENT": "production",
+        ]))
+        #expect(await refused.exitStatus() == 2)
+        _ = try await refused.waitForLog("AUTH_RPC_TLS_CERT: is required in production")
+
+        let meshed = try ServiceProcess(executable: "identity", environment: try await environment([
+            "AUTH_IDENTITY_PORT": "0", "AUTH_ENVIRONMENT": "production", "AUTH_RPC_MESH_MTLS": "true",
+        ]))
+        _ = try await meshed.listeningPort()
+        _ = try await meshed.waitForLog("AUTH_RPC_MESH_MTLS=true")
+        #expect(await meshed.terminate() == 0)
+
+        let badCertificate = try ServiceProcess(executable: "identity", environment: try await environment([
+            "AUTH_IDENTITY_PORT": "0", "AUTH_RPC_TLS_CERT": "/nonexistent/identity.pem",
+            "AUTH_RPC_TLS_KEY": "/nonexistent/identity.key", "AUTH_RPC_TLS_CA": "/nonexistent/ca.pem",
+        ]))
+        #expect(await badCertificate.exitStatus() == 2)
+        _ = try await badCertificate.waitForLog("AUTH_RPC_TLS_CERT: is neither PEM text nor a readable file")
+    }
+
+    /// Plaintext mode (development, or behind a mesh): the shared-secret Hello, and raw peers.
     @Test func sessionProcessServesManyAndCutsOffMisbehavingPeers() async throws {
         var (session, port) = try await startService("session", portVariable: "AUTH_SESSION_PORT")
         let (health, transport) = client(port: port)

@@ -520,7 +520,7 @@ def build_service(fd, sd, path: list[int], where: str, messages, swift_names) ->
             if t.lstrip(".") not in messages:
                 raise GeneratorError(f"{what}: message type {t.lstrip('.')} is not declared in a file under proto/")
         name = lower_camel(m.name)
-        if name in {"all", "registerMethods", "rpc", "init", "self", "Type", "Protocol"}:
+        if name in {"all", "registerMethods", "rpc", "init", "self", "Type", "Protocol", "allowedCallers"}:
             raise GeneratorError(f"{what}: the Swift name {name!r} is reserved")
         if name in seen:
             raise GeneratorError(f"{what}: {m.name} and {seen[name]} both become {name}")
@@ -1038,8 +1038,27 @@ def swift_services_file(pf: ProtoFile) -> str:
         w.dedent()
         w("}")
         w()
+        w("/// Who may call each method of the service. The initializer takes one value per method,")
+        w("/// so a method added to the .proto cannot be served before its callers are decided.")
+        w("public struct AllowedCallersByMethod: Sendable {")
+        w.indent()
+        for m in s.methods:
+            w(f"public var {m.swift_name}: AllowedCallers")
+        w()
+        w.signature("public init", [f"{argument_label(m.swift_name)}: AllowedCallers" for m in s.methods], " {")
+        w.indent()
+        for m in s.methods:
+            w(f"self.{m.swift_name} = {m.swift_name}")
+        w.dedent()
+        w("}")
+        w.dedent()
+        w("}")
+        w()
         w("public protocol ServiceProtocol: RegistrableRPCService {")
         w.indent()
+        w("/// Who may call each method; checked against the authenticated caller before a handler runs.")
+        w("var allowedCallers: AllowedCallersByMethod { get }")
+        w()
         for i, m in enumerate(s.methods):
             if i:
                 w()
@@ -1078,8 +1097,9 @@ def swift_services_file(pf: ProtoFile) -> str:
         w.indent()
         w("public func registerMethods(with router: inout RPCRouter) {")
         w.indent()
+        w("let allowed = self.allowedCallers")
         for m in s.methods:
-            opening = f"router.register({s.swift_name}.Method.{m.swift_name}) {{"
+            opening = f"router.register({s.swift_name}.Method.{m.swift_name}, allowedCallers: allowed.{m.swift_name}) {{"
             params = f"(request: {m.input_type}, context: ServerContext) in"
             if len("    " * w.level + opening + " " + params) <= 120:
                 w(f"{opening} {params}")

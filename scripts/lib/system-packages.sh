@@ -7,6 +7,7 @@ auth_required_packages=(
     protobuf-c-compiler
     libpq-dev
     libssl-dev
+    openssl
     postgresql
     python3
     python3-venv

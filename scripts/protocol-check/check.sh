@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Runs the protocol scenario (scenario.py) against a running auth RPC server.
 #
-#   AUTH_RPC_SECRET=<base64 secret> scripts/protocol-check/check.sh HOST:PORT
+#   AUTH_RPC_SECRET=<base64 secret> scripts/protocol-check/check.sh HOST:PORT        # plaintext
+#   AUTH_RPC_TLS_CERT=a.pem AUTH_RPC_TLS_KEY=a.key AUTH_RPC_TLS_CA=ca.pem AUTH_RPC_SERVICE=authctl \
+#       scripts/protocol-check/check.sh HOST:PORT                                     # mutual TLS
 #
+# AUTH_RPC_SERVER_NAME names the service expected at HOST:PORT (e.g. identity).
 # Sets up the Python venv (.data/protocol-venv, PyPI `protobuf`) when missing. The message
 # classes come from proto/ compiled by protoc-c --descriptor_set_out at run time.
 # Exits non-zero on any failure; the last line is `N passed, M failed`.
@@ -13,11 +16,11 @@ repo=$(cd "$here/../.." && pwd)
 venv="$repo/.data/protocol-venv"
 
 if [ $# -ne 1 ]; then
-  echo "usage: $0 SERVICE_ADDRESS   (HOST:PORT; AUTH_RPC_SECRET must be set)" >&2
+  echo "usage: $0 SERVICE_ADDRESS   (HOST:PORT; AUTH_RPC_SECRET or AUTH_RPC_TLS_* must be set)" >&2
   exit 2
 fi
-if [ -z "${AUTH_RPC_SECRET:-}" ]; then
-  echo "AUTH_RPC_SECRET is not set (base64 of the shared service secret)" >&2
+if [ -z "${AUTH_RPC_SECRET:-}" ] && [ -z "${AUTH_RPC_TLS_CERT:-}" ]; then
+  echo "set AUTH_RPC_SECRET (plaintext) or AUTH_RPC_TLS_CERT, AUTH_RPC_TLS_KEY, AUTH_RPC_TLS_CA (mutual TLS)" >&2
   exit 2
 fi
 if ! command -v protoc-c >/dev/null 2>&1; then

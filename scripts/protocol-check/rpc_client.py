@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A small client for the auth RPC protocol, version 1 (docs/protocol.md).
+"""A small client for the auth RPC protocol, version 2 (docs/protocol.md).
 
 Written only from docs/protocol.md and the .proto files under proto/, as a check that the
 document is enough to build a client in another language.
@@ -12,8 +12,10 @@ Library use:
 
     protos = Protos()                                   # compiles proto/ with protoc-c
     conn = Connection(protos, "127.0.0.1", 38081, service="authctl",
-                      secret=secret_from_env())
-    conn.connect()                                      # Hello -> HelloAck (or HelloRefused)
+                      secret=secret_from_env(), server_name="identity")     # plaintext mode
+    conn = Connection(protos, "127.0.0.1", 38081, service="authctl", secret=None,
+                      tls=tls_context(cert, key, ca), server_name="identity")  # mutual TLS
+    conn.connect()          # Challenge -> Hello -> HelloAck, server proof checked (or HelloRefused)
     resp = conn.call("/auth.health.v1.Health/Check", protos.message("auth.health.v1.HealthCheckRequest")())
     futs = [conn.call_async("/auth.health.v1.Health/Check", timeout=2.0) for _ in range(32)]
     conn.ping(42)
@@ -26,8 +28,10 @@ CLI:
     rpc_client.py ADDRESS call METHOD [JSON] [--timeout S] [--request-id ID]
     rpc_client.py ADDRESS ping [PAYLOAD]
 
-The secret comes from AUTH_RPC_SECRET (base64 of the shared secret); the caller's service name
-from --service or AUTH_RPC_SERVICE (default "authctl").
+Plaintext mode: the secret comes from AUTH_RPC_SECRET (base64 of the shared secret). Mutual TLS:
+AUTH_RPC_TLS_CERT, AUTH_RPC_TLS_KEY and AUTH_RPC_TLS_CA (PEM files). The caller's service name from
+--service or AUTH_RPC_SERVICE (default "authctl"); the server expected with --server-name or
+AUTH_RPC_SERVER_NAME (default: whichever service the Challenge names).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import json
 import os
 import select
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -58,9 +63,11 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 PROTO_DIR = REPO / "proto"
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 DEFAULT_MAX_FRAME = 1 << 20           # 1 MiB, the documented default
-HELLO_LABEL = b"auth-rpc-hello-v1"
+HELLO_LABEL = b"auth-rpc-hello-v2"
+HELLO_ACK_LABEL = b"auth-rpc-hello-ack-v2"
+NONCE_LENGTH = 32
 MAX_CALL_TIMEOUT_US = 120_000_000     # servers cut longer timeouts to 120 s
 
 # gRPC status numbers (also in envelope.proto's StatusCode; kept here for readability).
@@ -109,6 +116,7 @@ class Protos:
                                           self.message(m.output_type.lstrip(".")))
         self.Frame = self.message("auth.rpc.v1.Frame")
         self.Hello = self.message("auth.rpc.v1.Hello")
+        self.Challenge = self.message("auth.rpc.v1.Challenge")
         self.Request = self.message("auth.rpc.v1.Request")
         self.Metadata = self.message("auth.rpc.v1.Metadata")
         self.Cancel = self.message("auth.rpc.v1.Cancel")
@@ -215,19 +223,55 @@ def secret_from_env(var: str = "AUTH_RPC_SECRET") -> bytes:
     return decode_secret(v)
 
 
-def hello_signed_bytes(service: str, timestamp_unix_ms: int, nonce: bytes) -> bytes:
-    return (HELLO_LABEL + b"\x00" + service.encode("utf-8") + b"\x00"
-            + str(int(timestamp_unix_ms)).encode("ascii") + b"\x00" + nonce)
+def hello_signed_bytes(client: str, server: str, challenge_nonce: bytes, client_nonce: bytes) -> bytes:
+    return (HELLO_LABEL + b"\x00" + client.encode("utf-8") + b"\x00" + server.encode("utf-8")
+            + b"\x00" + challenge_nonce + client_nonce)
 
 
-def make_hello(protos: Protos, secret: bytes, service: str, *,
-               timestamp_unix_ms: Optional[int] = None, nonce: Optional[bytes] = None,
+def hello_ack_signed_bytes(server: str, client: str, challenge_nonce: bytes, client_nonce: bytes) -> bytes:
+    return (HELLO_ACK_LABEL + b"\x00" + server.encode("utf-8") + b"\x00" + client.encode("utf-8")
+            + b"\x00" + challenge_nonce + client_nonce)
+
+
+def make_hello(protos: Protos, secret: Optional[bytes], service: str, challenge, *,
+               server_service: Optional[str] = None, nonce: Optional[bytes] = None,
                protocol_version: int = PROTOCOL_VERSION):
-    ts = int(time.time() * 1000) if timestamp_unix_ms is None else timestamp_unix_ms
-    n = os.urandom(16) if nonce is None else nonce
-    mac = hmac.new(secret, hello_signed_bytes(service, ts, n), hashlib.sha256).digest()
-    return protos.Hello(protocol_version=protocol_version, service=service,
-                        timestamp_unix_ms=ts, nonce=n, mac=mac)
+    """The Hello answering `challenge`. Plaintext mode (secret given): the MAC covers both names
+    and both nonces. TLS mode (secret None): no MAC, the client certificate names the caller."""
+    server = challenge.service if server_service is None else server_service
+    n = os.urandom(NONCE_LENGTH) if nonce is None else nonce
+    mac = b""
+    if secret is not None:
+        mac = hmac.new(secret, hello_signed_bytes(service, server, challenge.nonce, n), hashlib.sha256).digest()
+    return protos.Hello(protocol_version=protocol_version, service=service, nonce=n, mac=mac,
+                        server_service=server)
+
+
+def ack_proof_is_valid(secret: bytes, ack, hello, challenge) -> bool:
+    """Plaintext mode: whether HelloAck.mac proves that the server holds the secret."""
+    expected = hmac.new(secret, hello_ack_signed_bytes(hello.server_service, hello.service,
+                                                       challenge.nonce, hello.nonce), hashlib.sha256).digest()
+    return hmac.compare_digest(expected, bytes(ack.mac))
+
+
+def tls_context(cert: Optional[str], key: Optional[str], ca: str) -> ssl.SSLContext:
+    """Mutual TLS 1.3: our certificate (if any) and the CA that signs the services' certificates.
+    The server's certificate must name the server_hostname given to wrap_socket."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.load_verify_locations(cafile=ca)
+    if cert:
+        ctx.load_cert_chain(certfile=cert, keyfile=key)
+    return ctx
+
+
+def tls_from_env() -> Optional[ssl.SSLContext]:
+    cert, key, ca = (os.environ.get(v) for v in ("AUTH_RPC_TLS_CERT", "AUTH_RPC_TLS_KEY", "AUTH_RPC_TLS_CA"))
+    if not (cert or key or ca):
+        return None
+    if not (cert and key and ca):
+        raise SystemExit("set all of AUTH_RPC_TLS_CERT, AUTH_RPC_TLS_KEY and AUTH_RPC_TLS_CA (PEM files)")
+    return tls_context(cert, key, ca)
 
 
 # --------------------------------------------------------------------------------------------
@@ -263,11 +307,16 @@ class FrameSocket:
     def _fill(self, deadline: Optional[float]) -> bool:
         """Reads more bytes. False on timeout; sets eof on end of stream."""
         wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-        r, _, _ = select.select([self.sock], [], [], wait)
-        if not r:
-            return False
+        # TLS: decrypted bytes may wait inside the SSL object where select() cannot see them.
+        buffered = isinstance(self.sock, ssl.SSLSocket) and self.sock.pending() > 0
+        if not buffered:
+            r, _, _ = select.select([self.sock], [], [], wait)
+            if not r:
+                return False
         try:
             chunk = self.sock.recv(65536)
+        except ssl.SSLWantReadError:
+            return True       # a TLS record not complete yet (e.g. a session ticket)
         except (ConnectionResetError, OSError):
             chunk = b""
         if not chunk:
@@ -342,7 +391,8 @@ class Connection:
     call_id, enforces the client-side deadline of each call (sending Cancel), and keeps the
     connection alive (Ping after `keepalive_s` of silence, close after `dead_s`)."""
 
-    def __init__(self, protos: Protos, host: str, port: int, *, service: str, secret: bytes,
+    def __init__(self, protos: Protos, host: str, port: int, *, service: str, secret: Optional[bytes],
+                 tls: Optional[ssl.SSLContext] = None, server_name: Optional[str] = None,
                  connect_timeout: float = 5.0, hello_timeout: float = 5.0,
                  max_recv_frame: int = DEFAULT_MAX_FRAME,
                  keepalive_s: float = 30.0, dead_s: float = 60.0,
@@ -351,6 +401,10 @@ class Connection:
         self.host, self.port = host, port
         self.service = service
         self.secret = secret
+        self.tls = tls
+        self.server_name = server_name       # the service we mean to reach; None = the Challenge's
+        self.challenge = None
+        self.hello = None
         self.connect_timeout = connect_timeout
         self.hello_timeout = hello_timeout
         self.max_recv_frame = max_recv_frame
@@ -379,18 +433,44 @@ class Connection:
     def open_socket(self) -> FrameSocket:
         sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.tls is not None:
+            if self.server_name is None:
+                self.tls.check_hostname = False    # no name to check: any certificate of the CA
+            # Raises ssl.SSLError when the server's certificate is not from the CA or does not
+            # name server_name.
+            sock = self.tls.wrap_socket(sock, server_hostname=self.server_name)
         sock.settimeout(10.0)            # for sends: a peer not reading for 10 s is dead
         self.fs = FrameSocket(self.protos, sock, self.max_recv_frame)
         return self.fs
 
     def connect(self, hello=None):
-        """Sends Hello (a fresh one unless given) and waits for HelloAck.
-        Raises HelloRefused with the server's GoAway code/reason when refused."""
+        """Reads the server's Challenge, sends Hello (a fresh answer unless given; `hello` may
+        also be a function of the challenge) and waits for HelloAck, whose proof it checks in
+        plaintext mode. Raises HelloRefused with the server's GoAway code/reason when refused."""
         fs = self.open_socket()
-        if hello is None:
-            hello = make_hello(self.protos, self.secret, self.service)
-        fs.send_frame(self.protos.Frame(hello=hello))
         deadline = time.monotonic() + self.hello_timeout
+        frame = fs.recv_frame(timeout=self.hello_timeout)
+        if frame is None or frame.WhichOneof("kind") != "challenge":
+            self._close_socket()
+            got = "the connection closed" if frame is None else f"a {frame.WhichOneof('kind')!r} frame"
+            raise HelloRefused(UNAVAILABLE, f"expected Challenge, got {got}", "no_challenge", local=True,
+                               code_name="UNAVAILABLE")
+        challenge = self.challenge = frame.challenge
+        if challenge.protocol_version != PROTOCOL_VERSION:
+            self._close_socket()
+            raise HelloRefused(FAILED_PRECONDITION, f"server speaks protocol version {challenge.protocol_version}",
+                               "unsupported_protocol_version", local=True, code_name="FAILED_PRECONDITION")
+        if self.server_name is not None and challenge.service != self.server_name:
+            self._close_socket()
+            raise HelloRefused(UNAUTHENTICATED, f"expected {self.server_name}, the server is {challenge.service}",
+                               "wrong_server", local=True, code_name="UNAUTHENTICATED")
+        if hello is None:
+            hello = make_hello(self.protos, None if self.tls else self.secret, self.service, challenge,
+                               server_service=self.server_name)
+        elif callable(hello):
+            hello = hello(challenge)
+        self.hello = hello
+        fs.send_frame(self.protos.Frame(hello=hello))
         while True:
             left = deadline - time.monotonic()
             frame = fs.recv_frame(timeout=max(0.0, left)) if left > 0 else None
@@ -424,6 +504,15 @@ class Connection:
                                f"server speaks protocol version {ack.protocol_version}",
                                "unsupported_protocol_version", local=True,
                                code_name="FAILED_PRECONDITION")
+        if ack.service != hello.server_service:
+            self._close_socket()
+            raise HelloRefused(UNAUTHENTICATED, f"HelloAck names {ack.service!r}", "wrong_server",
+                               local=True, code_name="UNAUTHENTICATED")
+        # Plaintext: the server proves it holds the secret too. (TLS: its certificate did.)
+        if self.tls is None and not ack_proof_is_valid(self.secret, ack, hello, challenge):
+            self._close_socket()
+            raise HelloRefused(UNAUTHENTICATED, "the server did not prove that it holds the secret",
+                               "invalid_server_credential", local=True, code_name="UNAUTHENTICATED")
         self._last_heard = time.monotonic()
         self._reader = threading.Thread(target=self._read_loop, name="rpc-reader", daemon=True)
         self._reader.start()
@@ -803,7 +892,10 @@ HEALTH_CHECK = "/auth.health.v1.Health/Check"
 
 def _connect_from_args(protos: Protos, args) -> Connection:
     host, port = parse_address(args.address)
-    conn = Connection(protos, host, port, service=args.service, secret=secret_from_env(),
+    tls = tls_from_env()
+    conn = Connection(protos, host, port, service=args.service,
+                      secret=None if tls else secret_from_env(), tls=tls,
+                      server_name=args.server_name or None,
                       log=(lambda s: print(f"# {s}", file=sys.stderr)) if args.verbose else None)
     ack = conn.connect()
     if args.verbose:
@@ -819,9 +911,11 @@ def _print_error(e: RpcError) -> int:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    ap = argparse.ArgumentParser(description="auth RPC protocol v1 client")
+    ap = argparse.ArgumentParser(description="auth RPC protocol v2 client")
     ap.add_argument("--service", default=os.environ.get("AUTH_RPC_SERVICE", "authctl"),
                     help="this caller's service name sent in Hello (default: $AUTH_RPC_SERVICE or authctl)")
+    ap.add_argument("--server-name", default=os.environ.get("AUTH_RPC_SERVER_NAME", ""),
+                    help="the service expected at ADDRESS (default: $AUTH_RPC_SERVER_NAME, else whichever answers)")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("address", nargs="?", help="HOST:PORT of the server (or just PORT)")
     ap.add_argument("command", nargs="?", default="health", choices=["health", "call", "ping", "methods"])

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Protocol scenario against a running auth RPC server (run by check.sh).
 
-    scenario.py HOST:PORT        (AUTH_RPC_SECRET = base64 of the shared secret)
+    scenario.py HOST:PORT        (plaintext: AUTH_RPC_SECRET = base64 of the shared secret;
+                                  mutual TLS: AUTH_RPC_TLS_CERT/KEY/CA = PEM files, the caller's
+                                  certificate naming AUTH_RPC_SERVICE)
+    AUTH_RPC_SERVER_NAME         the service expected at HOST:PORT (e.g. identity)
 
 Prints one line per check and a final `N passed, M failed`; exits 1 when any check failed.
 """
@@ -19,13 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from rpc_client import (  # noqa: E402
     DEADLINE_EXCEEDED, INVALID_ARGUMENT, OK, RESOURCE_EXHAUSTED, UNAUTHENTICATED, UNAVAILABLE,
-    UNIMPLEMENTED, Connection, HelloRefused, Protos, RpcError, make_hello, parse_address,
-    secret_from_env,
+    UNIMPLEMENTED, Connection, HelloRefused, Protos, RpcError, ack_proof_is_valid, make_hello,
+    parse_address, secret_from_env, tls_context, tls_from_env,
 )
 
 HEALTH = "/auth.health.v1.Health/Check"
 SERVING = 1
 CALLER = os.environ.get("AUTH_RPC_SERVICE", "protocol-check")
+SERVER = os.environ.get("AUTH_RPC_SERVER_NAME") or None
 
 
 class Failed(Exception):
@@ -40,7 +44,8 @@ def expect(cond: bool, what: str) -> None:
 class Scenario:
     def __init__(self, address: str):
         self.host, self.port = parse_address(address)
-        self.secret = secret_from_env()
+        self.tls = tls_from_env()
+        self.secret = None if self.tls else secret_from_env()
         self.P = Protos()
         self.HealthReq = self.P.message("auth.health.v1.HealthCheckRequest")
         self.passed = 0
@@ -48,7 +53,8 @@ class Scenario:
 
     def conn(self, **kw) -> Connection:
         return Connection(self.P, self.host, self.port, service=kw.pop("service", CALLER),
-                          secret=kw.pop("secret", self.secret), **kw)
+                          secret=kw.pop("secret", self.secret), tls=kw.pop("tls", self.tls),
+                          server_name=kw.pop("server_name", SERVER), **kw)
 
     def connected(self) -> Connection:
         c = self.conn()
@@ -95,9 +101,17 @@ class Scenario:
     def health_serving(self):
         with self.connected() as c:
             ack = c.hello_ack
-            expect(ack.protocol_version == 1, f"HelloAck.protocol_version={ack.protocol_version}")
+            expect(ack.protocol_version == 2, f"HelloAck.protocol_version={ack.protocol_version}")
             expect(ack.max_frame_size > 0 and ack.max_concurrent_calls > 0,
                    f"HelloAck limits missing: {ack}")
+            expect(len(c.challenge.nonce) == 32, f"Challenge.nonce has {len(c.challenge.nonce)} bytes")
+            if self.tls is None:
+                # connect() accepted the server's proof; a server without the secret could not make it.
+                expect(ack_proof_is_valid(self.secret, ack, c.hello, c.challenge), "server proof")
+                wrong = bytes(b ^ 0x5A for b in self.secret)
+                expect(not ack_proof_is_valid(wrong, ack, c.hello, c.challenge), "proof checks nothing")
+            else:
+                expect(len(ack.mac) == 0, "HelloAck.mac set over TLS")
             resp = c.call(HEALTH, self.HealthReq(service=""), timeout=5.0)
             expect(resp.status == SERVING, f"status={resp.status}")
             return (f"server {ack.service!r}, max_frame_size={ack.max_frame_size}, "
@@ -145,25 +159,43 @@ class Scenario:
 
     def wrong_secret(self):
         c = self.conn()
+        if self.tls is not None:
+            # TLS: the caller is the name in the certificate; claiming another one is refused.
+            return self.expect_refused(
+                c, lambda ch: make_hello(self.P, None, "someone-else", ch, server_service=SERVER),
+                UNAUTHENTICATED, "invalid_service_credential")
         bad = bytes(b ^ 0x5A for b in self.secret)
-        return self.expect_refused(c, make_hello(self.P, bad, CALLER),
+        return self.expect_refused(c, lambda ch: make_hello(self.P, bad, CALLER, ch, server_service=SERVER),
                                    UNAUTHENTICATED, "invalid_service_credential")
 
-    def replay(self):
-        hello = make_hello(self.P, self.secret, CALLER)
-        first = self.conn()
-        first.connect(hello=hello)
+    def no_client_certificate(self):
+        ca = os.environ["AUTH_RPC_TLS_CA"]
+        c = self.conn(tls=tls_context(None, None, ca))
         try:
-            note1 = self.expect_refused(self.conn(), hello, UNAUTHENTICATED,
-                                        "replayed_service_credential")
-            # same nonce with a fresh timestamp (so a fresh, valid MAC) is refused too
-            again = make_hello(self.P, self.secret, CALLER, nonce=hello.nonce)
-            self.expect_refused(self.conn(), again, UNAUTHENTICATED, "replayed_service_credential")
-            # the first connection is unaffected
+            c.connect()
+        except HelloRefused as e:
+            expect(e.local and c.challenge is None, f"refused, but after a Challenge: {e}")
+            return "no Challenge: the server ended the handshake"
+        except OSError as e:      # ssl.SSLError: the server's alert arrived during the handshake
+            return f"TLS handshake refused: {e}"
+        c.close()
+        raise Failed("the server accepted a client without a certificate")
+
+    def replay(self):
+        first = self.conn()
+        first.connect()
+        try:
+            captured = first.hello
+            # The same Hello on a new connection: it answers the old connection's challenge.
+            note = self.expect_refused(self.conn(), captured, UNAUTHENTICATED, "invalid_service_credential")
             expect(first.call(HEALTH, timeout=5.0).status == SERVING, "first connection broken")
         finally:
             first.close()
-        return f"exact replay and same-nonce/new-timestamp: {note1}"
+        return f"captured Hello on a new connection: {note}"
+
+    def wrong_server(self):
+        hello = (lambda ch: make_hello(self.P, self.secret, CALLER, ch, server_service="not-this-service"))
+        return self.expect_refused(self.conn(), hello, UNAUTHENTICATED, "wrong_server")
 
     def oversize_frame(self):
         # (a) only the 4 length bytes: the server must close before reading any body
@@ -256,14 +288,21 @@ class Scenario:
             ("timeout_us=1 gets DEADLINE_EXCEEDED", self.deadline_exceeded),
             ("unknown method gets UNIMPLEMENTED", self.unknown_method),
             ("Ping gets Pong with the same payload", self.ping_pong),
-            ("wrong secret: GoAway UNAUTHENTICATED, connection closed", self.wrong_secret),
-            ("replayed Hello nonce refused", self.replay),
+            ("wrong credential: GoAway UNAUTHENTICATED, connection closed", self.wrong_secret),
+            ("Hello for another service: GoAway UNAUTHENTICATED/wrong_server", self.wrong_server),
+        ]
+        if self.tls is None:
+            checks += [("captured Hello replayed on a new connection refused", self.replay)]
+        else:
+            checks += [("client without a certificate refused", self.no_client_certificate)]
+        checks += [
             ("frame over the size limit closes the connection", self.oversize_frame),
             ("calls over max_concurrent_calls refused, connection kept", self.concurrency_limit),
             ("bad metadata key gets INVALID_ARGUMENT/invalid_metadata", self.invalid_metadata),
             ("client GoAway: open call answered, then close", self.client_go_away),
         ]
-        print(f"# target {self.host}:{self.port}, caller {CALLER!r}")
+        mode = "mutual TLS" if self.tls else "plaintext"
+        print(f"# target {self.host}:{self.port} ({mode}), caller {CALLER!r}, server {SERVER or '(any)'}")
         for name, fn in checks:
             self.run(name, fn)
         print(f"{self.passed} passed, {self.failed} failed")

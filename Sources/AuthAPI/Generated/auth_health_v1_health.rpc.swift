@@ -14,7 +14,20 @@ public enum Auth_Health_V1_Health {
         public static let all: [MethodDescriptor] = [check]
     }
 
+    /// Who may call each method of the service. The initializer takes one value per method,
+    /// so a method added to the .proto cannot be served before its callers are decided.
+    public struct AllowedCallersByMethod: Sendable {
+        public var check: AllowedCallers
+
+        public init(check: AllowedCallers) {
+            self.check = check
+        }
+    }
+
     public protocol ServiceProtocol: RegistrableRPCService {
+        /// Who may call each method; checked against the authenticated caller before a handler runs.
+        var allowedCallers: AllowedCallersByMethod { get }
+
         func check(
             request: Auth_Health_V1_HealthCheckRequest,
             context: ServerContext
@@ -37,7 +50,8 @@ public enum Auth_Health_V1_Health {
 
 extension Auth_Health_V1_Health.ServiceProtocol {
     public func registerMethods(with router: inout RPCRouter) {
-        router.register(Auth_Health_V1_Health.Method.check) {
+        let allowed = self.allowedCallers
+        router.register(Auth_Health_V1_Health.Method.check, allowedCallers: allowed.check) {
             (request: Auth_Health_V1_HealthCheckRequest, context: ServerContext) in
             try await self.check(request: request, context: context)
         }

@@ -22,7 +22,46 @@ public enum Auth_Session_V1_Session {
         public static let all: [MethodDescriptor] = [issue, refresh, validate, revoke, revokeAll, listSessions, getJWKS, rotateSigningKey, rewrapSigningKeys]
     }
 
+    /// Who may call each method of the service. The initializer takes one value per method,
+    /// so a method added to the .proto cannot be served before its callers are decided.
+    public struct AllowedCallersByMethod: Sendable {
+        public var issue: AllowedCallers
+        public var refresh: AllowedCallers
+        public var validate: AllowedCallers
+        public var revoke: AllowedCallers
+        public var revokeAll: AllowedCallers
+        public var listSessions: AllowedCallers
+        public var getJWKS: AllowedCallers
+        public var rotateSigningKey: AllowedCallers
+        public var rewrapSigningKeys: AllowedCallers
+
+        public init(
+            issue: AllowedCallers,
+            refresh: AllowedCallers,
+            validate: AllowedCallers,
+            revoke: AllowedCallers,
+            revokeAll: AllowedCallers,
+            listSessions: AllowedCallers,
+            getJWKS: AllowedCallers,
+            rotateSigningKey: AllowedCallers,
+            rewrapSigningKeys: AllowedCallers
+        ) {
+            self.issue = issue
+            self.refresh = refresh
+            self.validate = validate
+            self.revoke = revoke
+            self.revokeAll = revokeAll
+            self.listSessions = listSessions
+            self.getJWKS = getJWKS
+            self.rotateSigningKey = rotateSigningKey
+            self.rewrapSigningKeys = rewrapSigningKeys
+        }
+    }
+
     public protocol ServiceProtocol: RegistrableRPCService {
+        /// Who may call each method; checked against the authenticated caller before a handler runs.
+        var allowedCallers: AllowedCallersByMethod { get }
+
         func issue(
             request: Auth_Session_V1_IssueRequest,
             context: ServerContext
@@ -149,39 +188,40 @@ public enum Auth_Session_V1_Session {
 
 extension Auth_Session_V1_Session.ServiceProtocol {
     public func registerMethods(with router: inout RPCRouter) {
-        router.register(Auth_Session_V1_Session.Method.issue) {
+        let allowed = self.allowedCallers
+        router.register(Auth_Session_V1_Session.Method.issue, allowedCallers: allowed.issue) {
             (request: Auth_Session_V1_IssueRequest, context: ServerContext) in
             try await self.issue(request: request, context: context)
         }
-        router.register(Auth_Session_V1_Session.Method.refresh) {
+        router.register(Auth_Session_V1_Session.Method.refresh, allowedCallers: allowed.refresh) {
             (request: Auth_Session_V1_RefreshRequest, context: ServerContext) in
             try await self.refresh(request: request, context: context)
         }
-        router.register(Auth_Session_V1_Session.Method.validate) {
+        router.register(Auth_Session_V1_Session.Method.validate, allowedCallers: allowed.validate) {
             (request: Auth_Session_V1_ValidateRequest, context: ServerContext) in
             try await self.validate(request: request, context: context)
         }
-        router.register(Auth_Session_V1_Session.Method.revoke) {
+        router.register(Auth_Session_V1_Session.Method.revoke, allowedCallers: allowed.revoke) {
             (request: Auth_Session_V1_RevokeRequest, context: ServerContext) in
             try await self.revoke(request: request, context: context)
         }
-        router.register(Auth_Session_V1_Session.Method.revokeAll) {
+        router.register(Auth_Session_V1_Session.Method.revokeAll, allowedCallers: allowed.revokeAll) {
             (request: Auth_Session_V1_RevokeAllRequest, context: ServerContext) in
             try await self.revokeAll(request: request, context: context)
         }
-        router.register(Auth_Session_V1_Session.Method.listSessions) {
+        router.register(Auth_Session_V1_Session.Method.listSessions, allowedCallers: allowed.listSessions) {
             (request: Auth_Session_V1_ListSessionsRequest, context: ServerContext) in
             try await self.listSessions(request: request, context: context)
         }
-        router.register(Auth_Session_V1_Session.Method.getJWKS) {
+        router.register(Auth_Session_V1_Session.Method.getJWKS, allowedCallers: allowed.getJWKS) {
             (request: Auth_Session_V1_GetJWKSRequest, context: ServerContext) in
             try await self.getJWKS(request: request, context: context)
         }
-        router.register(Auth_Session_V1_Session.Method.rotateSigningKey) {
+        router.register(Auth_Session_V1_Session.Method.rotateSigningKey, allowedCallers: allowed.rotateSigningKey) {
             (request: Auth_Session_V1_RotateSigningKeyRequest, context: ServerContext) in
             try await self.rotateSigningKey(request: request, context: context)
         }
-        router.register(Auth_Session_V1_Session.Method.rewrapSigningKeys) {
+        router.register(Auth_Session_V1_Session.Method.rewrapSigningKeys, allowedCallers: allowed.rewrapSigningKeys) {
             (request: Auth_Session_V1_RewrapSigningKeysRequest, context: ServerContext) in
             try await self.rewrapSigningKeys(request: request, context: context)
         }

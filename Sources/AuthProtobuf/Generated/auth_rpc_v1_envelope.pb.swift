@@ -124,6 +124,8 @@ public struct Auth_Rpc_V1_Frame: ProtobufCMessage {
         case pong(Auth_Rpc_V1_Pong)
         /// either direction, graceful shutdown
         case goAway(Auth_Rpc_V1_GoAway)
+        /// server -> client, first frame on a connection
+        case challenge(Auth_Rpc_V1_Challenge)
     }
 
     public static let protoMessageName = "auth.rpc.v1.Frame"
@@ -187,6 +189,7 @@ extension Auth_Rpc_V1_Frame: ProtobufCBridged {
         case 6: kind = .ping(try _protobufCMessage(c.pointee.ping, as: Auth_Rpc_V1_Ping.self))
         case 7: kind = .pong(try _protobufCMessage(c.pointee.pong, as: Auth_Rpc_V1_Pong.self))
         case 8: kind = .goAway(try _protobufCMessage(c.pointee.go_away, as: Auth_Rpc_V1_GoAway.self))
+        case 9: kind = .challenge(try _protobufCMessage(c.pointee.challenge, as: Auth_Rpc_V1_Challenge.self))
         default: break
         }
         self.init(kind: kind)
@@ -220,42 +223,128 @@ extension Auth_Rpc_V1_Frame: ProtobufCBridged {
         case .goAway(let value)?:
             c.pointee.kind_case = .init(rawValue: 8)
             c.pointee.go_away = try arena.message(value)
+        case .challenge(let value)?:
+            c.pointee.kind_case = .init(rawValue: 9)
+            c.pointee.challenge = try arena.message(value)
+        }
+    }
+}
+
+// MARK: - auth.rpc.v1.Challenge
+
+/// The first frame a server sends, as soon as the connection (and, with TLS, the handshake) is
+/// up. The client's Hello answers it: the Hello's credential covers this nonce, so a Hello is
+/// good for this one connection only.
+public struct Auth_Rpc_V1_Challenge: ProtobufCMessage {
+    public static let protoMessageName = "auth.rpc.v1.Challenge"
+
+    /// The protocol version the server speaks. This document describes version 2.
+    public var protocolVersion: UInt32 = 0
+    /// The server's service name, e.g. "session".
+    public var service: String = ""
+    /// 32 fresh random bytes, new for every connection.
+    public var nonce: [UInt8] = []
+
+    public init() {}
+
+    public init(protocolVersion: UInt32 = 0, service: String = "", nonce: [UInt8] = []) {
+        self.protocolVersion = protocolVersion
+        self.service = service
+        self.nonce = nonce
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Rpc_V1_Challenge: ProtobufCBridged {
+    typealias _CMessage = Auth__Rpc__V1__Challenge
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__rpc__v1__challenge__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__rpc__v1__challenge__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__rpc__v1__challenge__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__rpc__v1__challenge__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__rpc__v1__challenge__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(
+            protocolVersion: c.pointee.protocol_version,
+            service: try _protobufCString(c.pointee.service, Self.self, "service"),
+            nonce: _protobufCBytes(c.pointee.nonce)
+        )
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        c.pointee.protocol_version = self.protocolVersion
+        if !self.service.isEmpty {
+            c.pointee.service = try arena.cString(self.service, Self.self, "service")
+        }
+        if !self.nonce.isEmpty {
+            c.pointee.nonce = try arena.binaryData(self.nonce, Self.self, "nonce")
         }
     }
 }
 
 // MARK: - auth.rpc.v1.Hello
 
-/// The first frame a client sends. The server answers HelloAck, or GoAway and closes.
+/// The client's first frame, sent after it received the server's Challenge. The server answers
+/// HelloAck, or GoAway and closes. See docs/protocol.md section 2 for what each mode checks.
 public struct Auth_Rpc_V1_Hello: ProtobufCMessage {
     public static let protoMessageName = "auth.rpc.v1.Hello"
 
-    /// The protocol version the client speaks. This document describes version 1.
+    /// The protocol version the client speaks. This document describes version 2.
     public var protocolVersion: UInt32 = 0
-    /// The calling service's name, e.g. "gateway". Also the key id of the shared secret.
+    /// The calling service's name, e.g. "gateway".
     public var service: String = ""
-    /// Milliseconds since the Unix epoch when the credential was made.
-    public var timestampUnixMS: Int64 = 0
-    /// 16 fresh random bytes per connection: the server refuses a (service, nonce) it accepted
-    /// while that hello's timestamp is still inside the allowed window.
+    /// 32 fresh random bytes per connection, chosen by the client; the server's proof covers them.
     public var nonce: [UInt8] = []
-    /// HMAC-SHA256(secret, "auth-rpc-hello-v1" 0x00 service 0x00 decimal(timestamp_unix_ms) 0x00 nonce)
+    /// Plaintext mode: HMAC-SHA256(secret, "auth-rpc-hello-v2" 0x00 service 0x00 server_service 0x00
+    /// challenge.nonce nonce). TLS mode: empty (the certificate authenticates the caller).
     public var mac: [UInt8] = []
+    /// The service the client means to reach; the server refuses a Hello meant for another service.
+    public var serverService: String = ""
 
     public init() {}
 
     public init(
         protocolVersion: UInt32 = 0,
         service: String = "",
-        timestampUnixMS: Int64 = 0,
         nonce: [UInt8] = [],
-        mac: [UInt8] = []
+        mac: [UInt8] = [],
+        serverService: String = ""
     ) {
         self.protocolVersion = protocolVersion
         self.service = service
-        self.timestampUnixMS = timestampUnixMS
         self.nonce = nonce
         self.mac = mac
+        self.serverService = serverService
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -302,9 +391,9 @@ extension Auth_Rpc_V1_Hello: ProtobufCBridged {
         self.init(
             protocolVersion: c.pointee.protocol_version,
             service: try _protobufCString(c.pointee.service, Self.self, "service"),
-            timestampUnixMS: c.pointee.timestamp_unix_ms,
             nonce: _protobufCBytes(c.pointee.nonce),
-            mac: _protobufCBytes(c.pointee.mac)
+            mac: _protobufCBytes(c.pointee.mac),
+            serverService: try _protobufCString(c.pointee.server_service, Self.self, "server_service")
         )
     }
 
@@ -313,12 +402,14 @@ extension Auth_Rpc_V1_Hello: ProtobufCBridged {
         if !self.service.isEmpty {
             c.pointee.service = try arena.cString(self.service, Self.self, "service")
         }
-        c.pointee.timestamp_unix_ms = self.timestampUnixMS
         if !self.nonce.isEmpty {
             c.pointee.nonce = try arena.binaryData(self.nonce, Self.self, "nonce")
         }
         if !self.mac.isEmpty {
             c.pointee.mac = try arena.binaryData(self.mac, Self.self, "mac")
+        }
+        if !self.serverService.isEmpty {
+            c.pointee.server_service = try arena.cString(self.serverService, Self.self, "server_service")
         }
     }
 }
@@ -337,6 +428,10 @@ public struct Auth_Rpc_V1_HelloAck: ProtobufCMessage {
     public var maxConcurrentCalls: UInt32 = 0
     /// The server closes a connection with no frame and no open call for this long (0 = never).
     public var idleTimeoutMS: UInt32 = 0
+    /// Plaintext mode: the server's proof that it holds the secret too,
+    /// HMAC-SHA256(secret, "auth-rpc-hello-ack-v2" 0x00 service 0x00 hello.service 0x00
+    /// challenge.nonce hello.nonce). TLS mode: empty (the server's certificate proves who it is).
+    public var mac: [UInt8] = []
 
     public init() {}
 
@@ -345,13 +440,15 @@ public struct Auth_Rpc_V1_HelloAck: ProtobufCMessage {
         service: String = "",
         maxFrameSize: UInt32 = 0,
         maxConcurrentCalls: UInt32 = 0,
-        idleTimeoutMS: UInt32 = 0
+        idleTimeoutMS: UInt32 = 0,
+        mac: [UInt8] = []
     ) {
         self.protocolVersion = protocolVersion
         self.service = service
         self.maxFrameSize = maxFrameSize
         self.maxConcurrentCalls = maxConcurrentCalls
         self.idleTimeoutMS = idleTimeoutMS
+        self.mac = mac
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -400,7 +497,8 @@ extension Auth_Rpc_V1_HelloAck: ProtobufCBridged {
             service: try _protobufCString(c.pointee.service, Self.self, "service"),
             maxFrameSize: c.pointee.max_frame_size,
             maxConcurrentCalls: c.pointee.max_concurrent_calls,
-            idleTimeoutMS: c.pointee.idle_timeout_ms
+            idleTimeoutMS: c.pointee.idle_timeout_ms,
+            mac: _protobufCBytes(c.pointee.mac)
         )
     }
 
@@ -412,6 +510,9 @@ extension Auth_Rpc_V1_HelloAck: ProtobufCBridged {
         c.pointee.max_frame_size = self.maxFrameSize
         c.pointee.max_concurrent_calls = self.maxConcurrentCalls
         c.pointee.idle_timeout_ms = self.idleTimeoutMS
+        if !self.mac.isEmpty {
+            c.pointee.mac = try arena.binaryData(self.mac, Self.self, "mac")
+        }
     }
 }
 

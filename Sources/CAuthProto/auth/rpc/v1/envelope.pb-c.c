@@ -53,6 +53,51 @@ void   auth__rpc__v1__frame__free_unpacked
   assert(message->base.descriptor == &auth__rpc__v1__frame__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   auth__rpc__v1__challenge__init
+                     (Auth__Rpc__V1__Challenge         *message)
+{
+  static const Auth__Rpc__V1__Challenge init_value = AUTH__RPC__V1__CHALLENGE__INIT;
+  *message = init_value;
+}
+size_t auth__rpc__v1__challenge__get_packed_size
+                     (const Auth__Rpc__V1__Challenge *message)
+{
+  assert(message->base.descriptor == &auth__rpc__v1__challenge__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__rpc__v1__challenge__pack
+                     (const Auth__Rpc__V1__Challenge *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__rpc__v1__challenge__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__rpc__v1__challenge__pack_to_buffer
+                     (const Auth__Rpc__V1__Challenge *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__rpc__v1__challenge__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Rpc__V1__Challenge *
+       auth__rpc__v1__challenge__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Rpc__V1__Challenge *)
+     protobuf_c_message_unpack (&auth__rpc__v1__challenge__descriptor,
+                                allocator, len, data);
+}
+void   auth__rpc__v1__challenge__free_unpacked
+                     (Auth__Rpc__V1__Challenge *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__rpc__v1__challenge__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   auth__rpc__v1__hello__init
                      (Auth__Rpc__V1__Hello         *message)
 {
@@ -728,7 +773,7 @@ void   auth__rpc__v1__go_away__free_unpacked
   assert(message->base.descriptor == &auth__rpc__v1__go_away__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor auth__rpc__v1__frame__field_descriptors[8] =
+static const ProtobufCFieldDescriptor auth__rpc__v1__frame__field_descriptors[9] =
 {
   {
     "hello",
@@ -826,9 +871,22 @@ static const ProtobufCFieldDescriptor auth__rpc__v1__frame__field_descriptors[8]
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "challenge",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Auth__Rpc__V1__Frame, kind_case),
+    offsetof(Auth__Rpc__V1__Frame, challenge),
+    &auth__rpc__v1__challenge__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__rpc__v1__frame__field_indices_by_name[] = {
   4,   /* field[4] = cancel */
+  8,   /* field[8] = challenge */
   7,   /* field[7] = go_away */
   0,   /* field[0] = hello */
   1,   /* field[1] = hello_ack */
@@ -840,7 +898,7 @@ static const unsigned auth__rpc__v1__frame__field_indices_by_name[] = {
 static const ProtobufCIntRange auth__rpc__v1__frame__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 9 }
 };
 const ProtobufCMessageDescriptor auth__rpc__v1__frame__descriptor =
 {
@@ -850,11 +908,75 @@ const ProtobufCMessageDescriptor auth__rpc__v1__frame__descriptor =
   "Auth__Rpc__V1__Frame",
   "auth.rpc.v1",
   sizeof(Auth__Rpc__V1__Frame),
-  8,
+  9,
   auth__rpc__v1__frame__field_descriptors,
   auth__rpc__v1__frame__field_indices_by_name,
   1,  auth__rpc__v1__frame__number_ranges,
   (ProtobufCMessageInit) auth__rpc__v1__frame__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__rpc__v1__challenge__field_descriptors[3] =
+{
+  {
+    "protocol_version",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Rpc__V1__Challenge, protocol_version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "service",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Rpc__V1__Challenge, service),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "nonce",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Rpc__V1__Challenge, nonce),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__rpc__v1__challenge__field_indices_by_name[] = {
+  2,   /* field[2] = nonce */
+  0,   /* field[0] = protocol_version */
+  1,   /* field[1] = service */
+};
+static const ProtobufCIntRange auth__rpc__v1__challenge__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor auth__rpc__v1__challenge__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.rpc.v1.Challenge",
+  "Challenge",
+  "Auth__Rpc__V1__Challenge",
+  "auth.rpc.v1",
+  sizeof(Auth__Rpc__V1__Challenge),
+  3,
+  auth__rpc__v1__challenge__field_descriptors,
+  auth__rpc__v1__challenge__field_indices_by_name,
+  1,  auth__rpc__v1__challenge__number_ranges,
+  (ProtobufCMessageInit) auth__rpc__v1__challenge__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor auth__rpc__v1__hello__field_descriptors[5] =
@@ -884,18 +1006,6 @@ static const ProtobufCFieldDescriptor auth__rpc__v1__hello__field_descriptors[5]
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "timestamp_unix_ms",
-    3,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_INT64,
-    0,   /* quantifier_offset */
-    offsetof(Auth__Rpc__V1__Hello, timestamp_unix_ms),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-  {
     "nonce",
     4,
     PROTOBUF_C_LABEL_NONE,
@@ -919,17 +1029,30 @@ static const ProtobufCFieldDescriptor auth__rpc__v1__hello__field_descriptors[5]
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "server_service",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Rpc__V1__Hello, server_service),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__rpc__v1__hello__field_indices_by_name[] = {
-  4,   /* field[4] = mac */
-  3,   /* field[3] = nonce */
+  3,   /* field[3] = mac */
+  2,   /* field[2] = nonce */
   0,   /* field[0] = protocol_version */
+  4,   /* field[4] = server_service */
   1,   /* field[1] = service */
-  2,   /* field[2] = timestamp_unix_ms */
 };
-static const ProtobufCIntRange auth__rpc__v1__hello__number_ranges[1 + 1] =
+static const ProtobufCIntRange auth__rpc__v1__hello__number_ranges[2 + 1] =
 {
   { 1, 0 },
+  { 4, 2 },
   { 0, 5 }
 };
 const ProtobufCMessageDescriptor auth__rpc__v1__hello__descriptor =
@@ -943,11 +1066,11 @@ const ProtobufCMessageDescriptor auth__rpc__v1__hello__descriptor =
   5,
   auth__rpc__v1__hello__field_descriptors,
   auth__rpc__v1__hello__field_indices_by_name,
-  1,  auth__rpc__v1__hello__number_ranges,
+  2,  auth__rpc__v1__hello__number_ranges,
   (ProtobufCMessageInit) auth__rpc__v1__hello__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__rpc__v1__hello_ack__field_descriptors[5] =
+static const ProtobufCFieldDescriptor auth__rpc__v1__hello_ack__field_descriptors[6] =
 {
   {
     "protocol_version",
@@ -1009,9 +1132,22 @@ static const ProtobufCFieldDescriptor auth__rpc__v1__hello_ack__field_descriptor
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "mac",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Rpc__V1__HelloAck, mac),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__rpc__v1__hello_ack__field_indices_by_name[] = {
   4,   /* field[4] = idle_timeout_ms */
+  5,   /* field[5] = mac */
   3,   /* field[3] = max_concurrent_calls */
   2,   /* field[2] = max_frame_size */
   0,   /* field[0] = protocol_version */
@@ -1020,7 +1156,7 @@ static const unsigned auth__rpc__v1__hello_ack__field_indices_by_name[] = {
 static const ProtobufCIntRange auth__rpc__v1__hello_ack__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor auth__rpc__v1__hello_ack__descriptor =
 {
@@ -1030,7 +1166,7 @@ const ProtobufCMessageDescriptor auth__rpc__v1__hello_ack__descriptor =
   "Auth__Rpc__V1__HelloAck",
   "auth.rpc.v1",
   sizeof(Auth__Rpc__V1__HelloAck),
-  5,
+  6,
   auth__rpc__v1__hello_ack__field_descriptors,
   auth__rpc__v1__hello_ack__field_indices_by_name,
   1,  auth__rpc__v1__hello_ack__number_ranges,

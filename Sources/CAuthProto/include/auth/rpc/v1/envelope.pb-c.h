@@ -17,6 +17,7 @@ PROTOBUF_C__BEGIN_DECLS
 
 
 typedef struct Auth__Rpc__V1__Frame Auth__Rpc__V1__Frame;
+typedef struct Auth__Rpc__V1__Challenge Auth__Rpc__V1__Challenge;
 typedef struct Auth__Rpc__V1__Hello Auth__Rpc__V1__Hello;
 typedef struct Auth__Rpc__V1__HelloAck Auth__Rpc__V1__HelloAck;
 typedef struct Auth__Rpc__V1__Metadata Auth__Rpc__V1__Metadata;
@@ -71,7 +72,8 @@ typedef enum {
   AUTH__RPC__V1__FRAME__KIND_CANCEL = 5,
   AUTH__RPC__V1__FRAME__KIND_PING = 6,
   AUTH__RPC__V1__FRAME__KIND_PONG = 7,
-  AUTH__RPC__V1__FRAME__KIND_GO_AWAY = 8
+  AUTH__RPC__V1__FRAME__KIND_GO_AWAY = 8,
+  AUTH__RPC__V1__FRAME__KIND_CHALLENGE = 9
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUTH__RPC__V1__FRAME__KIND__CASE)
 } Auth__Rpc__V1__Frame__KindCase;
 
@@ -115,6 +117,10 @@ struct  Auth__Rpc__V1__Frame
      * either direction, graceful shutdown
      */
     Auth__Rpc__V1__GoAway *go_away;
+    /*
+     * server -> client, first frame on a connection
+     */
+    Auth__Rpc__V1__Challenge *challenge;
   };
 };
 #define AUTH__RPC__V1__FRAME__INIT \
@@ -123,36 +129,63 @@ struct  Auth__Rpc__V1__Frame
 
 
 /*
- * The first frame a client sends. The server answers HelloAck, or GoAway and closes.
+ * The first frame a server sends, as soon as the connection (and, with TLS, the handshake) is
+ * up. The client's Hello answers it: the Hello's credential covers this nonce, so a Hello is
+ * good for this one connection only.
+ */
+struct  Auth__Rpc__V1__Challenge
+{
+  ProtobufCMessage base;
+  /*
+   * The protocol version the server speaks. This document describes version 2.
+   */
+  uint32_t protocol_version;
+  /*
+   * The server's service name, e.g. "session".
+   */
+  char *service;
+  /*
+   * 32 fresh random bytes, new for every connection.
+   */
+  ProtobufCBinaryData nonce;
+};
+#define AUTH__RPC__V1__CHALLENGE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__rpc__v1__challenge__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, {0,NULL} }
+
+
+/*
+ * The client's first frame, sent after it received the server's Challenge. The server answers
+ * HelloAck, or GoAway and closes. See docs/protocol.md section 2 for what each mode checks.
  */
 struct  Auth__Rpc__V1__Hello
 {
   ProtobufCMessage base;
   /*
-   * The protocol version the client speaks. This document describes version 1.
+   * The protocol version the client speaks. This document describes version 2.
    */
   uint32_t protocol_version;
   /*
-   * The calling service's name, e.g. "gateway". Also the key id of the shared secret.
+   * The calling service's name, e.g. "gateway".
    */
   char *service;
   /*
-   * Milliseconds since the Unix epoch when the credential was made.
-   */
-  int64_t timestamp_unix_ms;
-  /*
-   * 16 fresh random bytes per connection: the server refuses a (service, nonce) it accepted
-   * while that hello's timestamp is still inside the allowed window.
+   * 32 fresh random bytes per connection, chosen by the client; the server's proof covers them.
    */
   ProtobufCBinaryData nonce;
   /*
-   * HMAC-SHA256(secret, "auth-rpc-hello-v1" 0x00 service 0x00 decimal(timestamp_unix_ms) 0x00 nonce)
+   * Plaintext mode: HMAC-SHA256(secret, "auth-rpc-hello-v2" 0x00 service 0x00 server_service 0x00
+   * challenge.nonce nonce). TLS mode: empty (the certificate authenticates the caller).
    */
   ProtobufCBinaryData mac;
+  /*
+   * The service the client means to reach; the server refuses a Hello meant for another service.
+   */
+  char *server_service;
 };
 #define AUTH__RPC__V1__HELLO__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__rpc__v1__hello__descriptor) \
-    , 0, (char *)protobuf_c_empty_string, 0, {0,NULL}, {0,NULL} }
+    , 0, (char *)protobuf_c_empty_string, {0,NULL}, {0,NULL}, (char *)protobuf_c_empty_string }
 
 
 struct  Auth__Rpc__V1__HelloAck
@@ -175,10 +208,16 @@ struct  Auth__Rpc__V1__HelloAck
    * The server closes a connection with no frame and no open call for this long (0 = never).
    */
   uint32_t idle_timeout_ms;
+  /*
+   * Plaintext mode: the server's proof that it holds the secret too,
+   * HMAC-SHA256(secret, "auth-rpc-hello-ack-v2" 0x00 service 0x00 hello.service 0x00
+   * challenge.nonce hello.nonce). TLS mode: empty (the server's certificate proves who it is).
+   */
+  ProtobufCBinaryData mac;
 };
 #define AUTH__RPC__V1__HELLO_ACK__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__rpc__v1__hello_ack__descriptor) \
-    , 0, (char *)protobuf_c_empty_string, 0, 0, 0 }
+    , 0, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL} }
 
 
 /*
@@ -405,6 +444,25 @@ Auth__Rpc__V1__Frame *
                       const uint8_t       *data);
 void   auth__rpc__v1__frame__free_unpacked
                      (Auth__Rpc__V1__Frame *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Rpc__V1__Challenge methods */
+void   auth__rpc__v1__challenge__init
+                     (Auth__Rpc__V1__Challenge         *message);
+size_t auth__rpc__v1__challenge__get_packed_size
+                     (const Auth__Rpc__V1__Challenge   *message);
+size_t auth__rpc__v1__challenge__pack
+                     (const Auth__Rpc__V1__Challenge   *message,
+                      uint8_t             *out);
+size_t auth__rpc__v1__challenge__pack_to_buffer
+                     (const Auth__Rpc__V1__Challenge   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Rpc__V1__Challenge *
+       auth__rpc__v1__challenge__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__rpc__v1__challenge__free_unpacked
+                     (Auth__Rpc__V1__Challenge *message,
                       ProtobufCAllocator *allocator);
 /* Auth__Rpc__V1__Hello methods */
 void   auth__rpc__v1__hello__init
@@ -696,6 +754,9 @@ void   auth__rpc__v1__go_away__free_unpacked
 typedef void (*Auth__Rpc__V1__Frame_Closure)
                  (const Auth__Rpc__V1__Frame *message,
                   void *closure_data);
+typedef void (*Auth__Rpc__V1__Challenge_Closure)
+                 (const Auth__Rpc__V1__Challenge *message,
+                  void *closure_data);
 typedef void (*Auth__Rpc__V1__Hello_Closure)
                  (const Auth__Rpc__V1__Hello *message,
                   void *closure_data);
@@ -749,6 +810,7 @@ typedef void (*Auth__Rpc__V1__GoAway_Closure)
 
 extern const ProtobufCEnumDescriptor    auth__rpc__v1__status_code__descriptor;
 extern const ProtobufCMessageDescriptor auth__rpc__v1__frame__descriptor;
+extern const ProtobufCMessageDescriptor auth__rpc__v1__challenge__descriptor;
 extern const ProtobufCMessageDescriptor auth__rpc__v1__hello__descriptor;
 extern const ProtobufCMessageDescriptor auth__rpc__v1__hello_ack__descriptor;
 extern const ProtobufCMessageDescriptor auth__rpc__v1__metadata__descriptor;
