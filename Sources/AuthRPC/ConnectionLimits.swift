@@ -12,7 +12,7 @@ public struct ConnectionLimits: Sendable, Hashable {
     /// The longest timeout a call may ask for; longer ones are cut to this.
     public var maxCallTimeout: Duration
     /// The largest first frame (the `Hello`) accepted, checked before anything is decoded. A
-    /// Hello is ~130 bytes today; 1024 leaves room for fields added in version 1.
+    /// A version-2 Hello is about 100 bytes; 1024 leaves room for fields added later.
     public var maxHelloFrameSize: Int
     /// Connections a server holds open at once; more are refused.
     public var maxConnections: Int

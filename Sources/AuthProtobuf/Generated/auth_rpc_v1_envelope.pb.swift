@@ -108,7 +108,7 @@ public enum Auth_Rpc_V1_StatusCode: ProtobufCEnum {
 /// One frame. Exactly one member of `kind` is set; a frame with none set is a protocol error.
 public struct Auth_Rpc_V1_Frame: ProtobufCMessage {
     public enum Kind: Sendable, Hashable {
-        /// client -> server, first frame on a connection
+        /// client -> server, the client's first frame (after the Challenge)
         case hello(Auth_Rpc_V1_Hello)
         /// server -> client, answer to Hello
         case helloAck(Auth_Rpc_V1_HelloAck)

@@ -86,7 +86,7 @@ struct  Auth__Rpc__V1__Frame
   Auth__Rpc__V1__Frame__KindCase kind_case;
   union {
     /*
-     * client -> server, first frame on a connection
+     * client -> server, the client's first frame (after the Challenge)
      */
     Auth__Rpc__V1__Hello *hello;
     /*
