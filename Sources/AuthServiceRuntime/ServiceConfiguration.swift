@@ -34,13 +34,15 @@ public enum AuthServiceName: String, Sendable, CaseIterable {
         }
     }
 
-    /// The `AUTH_<NAME>_ADDRESSES` variable clients read to find this service.
-    public var addressesVariable: String {
+    /// The `AUTH_<NAME>_ADDRESSES` variable clients read to find this service (none for the
+    /// gateway, which only serves HTTP).
+    public var addressesVariable: String? {
         switch self {
         case .identity: "AUTH_IDENTITY_ADDRESSES"
         case .otpDispatch: "AUTH_OTP_ADDRESSES"
         case .session: "AUTH_SESSION_ADDRESSES"
-        case .gateway: "AUTH_GATEWAY_ADDRESSES"
+        // Nothing calls the gateway over RPC: it serves HTTP only.
+        case .gateway: nil
         }
     }
 
@@ -131,9 +133,9 @@ public struct ServiceConfiguration: Sendable {
 
         var addresses: [AuthServiceName: [RPCAddress]] = [:]
         for other in AuthServiceName.allCases {
-            if let text = reader.string(other.addressesVariable) {
+            if let variable = other.addressesVariable, let text = reader.string(variable) {
                 guard let list = RPCAddress.list(text) else {
-                    throw ConfigurationError(variable: other.addressesVariable, problem: "must be a comma-separated list of host:port")
+                    throw ConfigurationError(variable: variable, problem: "must be a comma-separated list of host:port")
                 }
                 addresses[other] = list
             }

@@ -13,38 +13,6 @@ import Testing
 
 let rotateMethod = MethodDescriptor(service: "auth.session.v1.Session", method: "RotateSigningKey")
 
-/// Log lines a test can read back.
-final class RecordedLogs: Sendable {
-    let lines = Mutex<[String]>([])
-
-    var logger: Logger {
-        var logger = Logger(label: "test") { _ in RecordingLogHandler(logs: self) }
-        logger.logLevel = .info
-        return logger
-    }
-
-    func contains(_ parts: String...) -> Bool {
-        lines.withLock { $0.contains { line in parts.allSatisfy { line.contains($0) } } }
-    }
-}
-
-struct RecordingLogHandler: LogHandler {
-    let logs: RecordedLogs
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .info
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let all = metadata.merging(event.metadata ?? [:]) { $1 }
-        let text = all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        logs.lines.withLock { $0.append("\(event.level) \(event.message) \(text)") }
-    }
-}
-
 /// The names every shared test certificate set has.
 let testCertificateNames = ["session", "identity", "gateway", "authctl"]
 
@@ -76,7 +44,7 @@ struct TLSFixture {
 func withTLSServer(
     _ fixture: TLSFixture,
     tls: RPCTLSConfiguration? = nil,
-    logs: RecordedLogs = RecordedLogs(),
+    logs: CapturedLog = CapturedLog(),
     _ body: (Int, CallerLog) async throws -> Void
 ) async throws {
     let callers = CallerLog()
@@ -92,7 +60,7 @@ func withTLSServer(
     let server = try RPCServer(
         configuration: RPCServerConfiguration(serviceName: "session", secret: [], tls: try tls ?? fixture.tls("session")),
         router: router,
-        logger: logs.logger
+        logger: logs.logger(level: .info)
     )
     let port = try await server.bind()
     let run = Task { try await server.run() }
@@ -208,7 +176,7 @@ final class FirstFrameHandler: ChannelInboundHandler {
 
     @Test func aClientWithoutACertificateIsRefused() async throws {
         let fixture = try await TLSFixture.make()
-        let logs = RecordedLogs()
+        let logs = CapturedLog()
         try await withTLSServer(fixture, logs: logs) { port, callers in
             // The server holds its Challenge until the handshake, which fails without a client certificate.
             let frame = try await firstFrame(port: port, trusting: fixture.ca.caPEM)
@@ -227,7 +195,7 @@ final class FirstFrameHandler: ChannelInboundHandler {
 
     @Test func aClientCertificateFromAnotherCAIsRefused() async throws {
         let fixture = try await TLSFixture.make()
-        let logs = RecordedLogs()
+        let logs = CapturedLog()
         try await withTLSServer(fixture, logs: logs) { port, callers in
             // Trusts our CA (so it accepts the server), but presents a gateway certificate of another CA.
             let foreign = try fixture.tls("gateway", from: fixture.otherCA, trusting: fixture.ca)
@@ -276,7 +244,7 @@ final class FirstFrameHandler: ChannelInboundHandler {
 
     @Test func eachMethodServesOnlyTheCallersItAllows() async throws {
         let fixture = try await TLSFixture.make()
-        let logs = RecordedLogs()
+        let logs = CapturedLog()
         try await withTLSServer(fixture, logs: logs) { port, callers in
             let (gateway, gatewayTransport) = tlsClient(port: port, caller: "gateway", tls: try fixture.tls("gateway"))
             let error = await rpcError { _ = try await gateway.rotate() }

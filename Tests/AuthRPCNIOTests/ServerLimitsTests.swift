@@ -9,41 +9,6 @@ import Testing
 
 @testable import AuthRPCNIO
 
-/// Keeps every log record, for tests of what reaches the log.
-final class CapturedLog: Sendable {
-    struct Record: Sendable {
-        let level: Logger.Level
-        let message: String
-        let metadata: [String: String]
-    }
-
-    let records = Mutex<[Record]>([])
-
-    func logger(level: Logger.Level = .trace) -> Logger {
-        var logger = Logger(label: "captured") { _ in Handler(log: self) }
-        logger.logLevel = level
-        return logger
-    }
-
-    struct Handler: LogHandler {
-        let log: CapturedLog
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            var merged = metadata
-            for (key, value) in event.metadata ?? [:] { merged[key] = value }
-            let record = Record(level: event.level, message: "\(event.message)", metadata: merged.mapValues { "\($0)" })
-            log.records.withLock { $0.append(record) }
-        }
-    }
-}
-
 /// A Frame carrying `hello`, padded with an unknown field (field 100, bytes) so that its body
 /// is exactly `bodySize` bytes: still a valid Hello to any protobuf decoder.
 func paddedHelloFrame(
