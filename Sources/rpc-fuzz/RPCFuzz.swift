@@ -94,6 +94,7 @@ enum RPCFuzzTarget {
         _ = try? Auth_Session_V1_ListSessionsRequest(serializedBytes: payload)
         _ = try? Auth_Session_V1_GetJWKSRequest(serializedBytes: payload)
         _ = try? Auth_Session_V1_RotateSigningKeyRequest(serializedBytes: payload)
+        _ = try? Auth_Session_V1_RewrapSigningKeysRequest(serializedBytes: payload)
     }
 
     static func unpackResponse(_ payload: [UInt8]) {
@@ -103,6 +104,10 @@ enum RPCFuzzTarget {
         _ = try? Auth_Session_V1_ValidateResponse(serializedBytes: payload)
         _ = try? Auth_Session_V1_ListSessionsResponse(serializedBytes: payload)
         _ = try? Auth_Session_V1_GetJWKSResponse(serializedBytes: payload)
+        _ = try? Auth_Session_V1_RevokeResponse(serializedBytes: payload)
+        _ = try? Auth_Session_V1_RevokeAllResponse(serializedBytes: payload)
+        _ = try? Auth_Session_V1_RotateSigningKeyResponse(serializedBytes: payload)
+        _ = try? Auth_Session_V1_RewrapSigningKeysResponse(serializedBytes: payload)
     }
 }
 
