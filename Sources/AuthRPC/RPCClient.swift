@@ -36,11 +36,46 @@ public struct RPCClient: Sendable {
         }
     }
 
+    /// Calls `method` with a request already encoded, returning the response's bytes: for tools
+    /// that work from descriptors rather than generated types (authctl's `call` and `bench`).
+    public func unary(
+        _ method: MethodDescriptor,
+        payload: [UInt8],
+        options: CallOptions = CallOptions()
+    ) async throws -> [UInt8] {
+        try await transport.unary(try self.prepare(method, payload: { payload }, options: options))
+    }
+
     /// Resolves metadata and timeout against the call being served, if any.
     @inlinable
     func prepare<Request: ProtobufCMessage>(
         _ method: MethodDescriptor,
         request: Request,
+        options: CallOptions,
+        now: ContinuousClock.Instant = .now
+    ) throws -> ClientCall {
+        try self.prepare(
+            method,
+            payload: {
+                do {
+                    return try request.serializedBytes()
+                } catch {
+                    throw RPCError(
+                        code: .invalidArgument,
+                        message: "The request could not be encoded: \(error)",
+                        reason: "malformed_request"
+                    )
+                }
+            },
+            options: options,
+            now: now
+        )
+    }
+
+    @inlinable
+    func prepare(
+        _ method: MethodDescriptor,
+        payload encode: () throws -> [UInt8],
         options: CallOptions,
         now: ContinuousClock.Instant = .now
     ) throws -> ClientCall {
@@ -63,16 +98,7 @@ public struct RPCClient: Sendable {
             }
         }
         metadata.callerService = callerService
-        let payload: [UInt8]
-        do {
-            payload = try request.serializedBytes()
-        } catch {
-            throw RPCError(
-                code: .invalidArgument,
-                message: "The request could not be encoded: \(error)",
-                reason: "malformed_request"
-            )
-        }
+        let payload = try encode()
         return ClientCall(method: method, payload: payload, metadata: metadata, timeout: timeout)
     }
 }

@@ -92,6 +92,17 @@ public final class ServiceProcess: Sendable {
         throw ServiceProcessError(message: "\(name) did not log /\(pattern)/ (running: \(process.isRunning)); log:\n\(log)")
     }
 
+    /// Everything the process wrote, once it has exited and its output has been read to the end
+    /// (a short-lived command such as authctl); throws if that takes longer than `timeout`.
+    public func completeOutput(timeout: Duration = .seconds(30)) async throws -> String {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if !process.isRunning && output.ended { return log }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw ServiceProcessError(message: "\(name) did not finish its output (running: \(process.isRunning)); log:\n\(log)")
+    }
+
     private static func firstMatch(of regex: NSRegularExpression, in text: String) -> String? {
         guard let match = regex.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) else { return nil }
         let range = match.numberOfRanges > 1 ? match.range(at: 1) : match.range

@@ -13,16 +13,26 @@ struct AuthCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "authctl",
         abstract: "Administers the authentication backend.",
-        subcommands: [Health.self, Keys.self]
+        subcommands: [Health.self, Keys.self, List.self, Describe.self, Call.self]
     )
 }
 
-/// Options every command that talks to a service shares.
+/// Options every command that talks to a service shares: --target and the connection options.
 struct ServiceTargetOptions: ParsableArguments {
     @Option(help: "The service's address, host:port.")
     var target: String
 
-    @Option(help: "The service expected at --target (e.g. session): the connection is bound to it and, with TLS, its certificate must name it. Default: whichever service answers (its certificate still from the CA, or its HelloAck proving the secret).")
+    @OptionGroup var connection: ConnectionOptions
+
+    /// `defaultServer` is the service a command always talks to (keys: session), if any.
+    func makeClient(defaultServer: String? = nil) throws -> (RPCClient, TCPClientTransport) {
+        try connection.makeClient(target: target, defaultServer: defaultServer)
+    }
+}
+
+/// How to connect to a service: TLS or the shared secret, names, timeout.
+struct ConnectionOptions: ParsableArguments {
+    @Option(help: "The service expected at the address (e.g. session): the connection is bound to it and, with TLS, its certificate must name it. Default: whichever service answers (its certificate still from the CA, or its HelloAck proving the secret).")
     var serverName: String?
 
     @Option(help: "The caller name to present. Default: with TLS the first DNS name of the certificate, else authctl.")
@@ -40,10 +50,10 @@ struct ServiceTargetOptions: ParsableArguments {
     @Option(help: "Seconds to wait for an answer.")
     var timeout: Double = 5
 
-    /// `defaultServer` is the service a command always talks to (keys: session), if any.
-    func makeClient(defaultServer: String? = nil) throws -> (RPCClient, TCPClientTransport) {
+    /// The client configuration for `target` (host:port).
+    func clientConfiguration(target: String, defaultServer: String? = nil, connections: Int = 1) throws -> RPCClientConfiguration {
         guard let address = RPCAddress(target) else {
-            throw ValidationError("--target must be host:port")
+            throw ValidationError("the address must be host:port, got '\(target)'")
         }
         var environment = ProcessInfo.processInfo.environment
         for (variable, flag) in [
@@ -67,20 +77,27 @@ struct ServiceTargetOptions: ParsableArguments {
                 throw ValidationError("\(error.variable): \(error.problem)")
             }
         }
-        let callerName = caller ?? tls?.dnsNames.first ?? "authctl"
+        return RPCClientConfiguration(
+            addresses: [address],
+            connectionsPerAddress: connections,
+            serviceName: caller ?? tls?.dnsNames.first ?? "authctl",
+            secret: secret,
+            tls: tls,
+            serverName: serverName ?? defaultServer
+        )
+    }
+
+    func makeClient(target: String, defaultServer: String? = nil, connections: Int = 1) throws -> (RPCClient, TCPClientTransport) {
+        let configuration = try clientConfiguration(target: target, defaultServer: defaultServer, connections: connections)
         var logger = Logger(label: "authctl")
         logger.logLevel = .error
-        let transport = TCPClientTransport(
-            configuration: RPCClientConfiguration(
-                addresses: [address],
-                serviceName: callerName,
-                secret: secret,
-                tls: tls,
-                serverName: serverName ?? defaultServer
-            ),
-            logger: logger
+        let transport = TCPClientTransport(configuration: configuration, logger: logger)
+        let client = RPCClient(
+            transport: transport,
+            callerService: configuration.serviceName,
+            defaultTimeout: .milliseconds(Int64(timeout * 1000))
         )
-        return (RPCClient(transport: transport, callerService: callerName, defaultTimeout: .milliseconds(Int64(timeout * 1000))), transport)
+        return (client, transport)
     }
 }
 

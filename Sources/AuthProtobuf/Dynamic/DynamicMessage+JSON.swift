@@ -22,7 +22,7 @@ extension DynamicMessage {
         } catch {
             throw ProtobufCError(code: .invalidJSON, messageName: schema.fullName, detail: "not valid JSON")
         }
-        self = try Self(jsonValue: value, schema: schema, path: "")
+        self = try Self(jsonValue: value, schema: schema, path: "", root: schema.fullName)
     }
 
     /// The message as JSON: its set fields in field-number order, pretty-printed with two-space
@@ -33,59 +33,58 @@ extension DynamicMessage {
         return output
     }
 
-    init(jsonValue: JSONValue, schema: ProtobufMessageSchema, path: String) throws {
+    /// `root` is the message being parsed, named in errors (with the path to the field).
+    init(jsonValue: JSONValue, schema: ProtobufMessageSchema, path: String, root: String) throws {
         guard case .object(let members) = jsonValue else {
-            throw Self.jsonError(schema, path, "expected an object, got \(jsonValue.kindName)")
+            throw Self.jsonError(root, path, "expected an object, got \(jsonValue.kindName)")
         }
         var fields: [String: Value] = [:]
-        var oneofMembersSet = 0
         for (key, member) in members.sorted(by: { $0.key < $1.key }) {
             let fieldPath = path.isEmpty ? key : "\(path).\(key)"
             guard let field = schema.field(named: key) else {
                 let known = schema.fields.map(\.name).joined(separator: ", ")
-                throw Self.jsonError(schema, fieldPath, "unknown field (\(schema.fullName) has: \(known))")
+                throw Self.jsonError(root, fieldPath, "unknown field (\(schema.fullName) has: \(known))")
             }
             guard fields[field.name] == nil else {
-                throw Self.jsonError(schema, fieldPath, "given twice (as \(field.name) and \(field.jsonName))")
+                throw Self.jsonError(root, fieldPath, "given twice (as \(field.name) and \(field.jsonName))")
             }
             if case .null = member { continue }
             if field.isRepeated {
                 guard case .array(let elements) = member else {
-                    throw Self.jsonError(schema, fieldPath, "expected an array, got \(member.kindName)")
+                    throw Self.jsonError(root, fieldPath, "expected an array, got \(member.kindName)")
                 }
                 fields[field.name] = .list(
                     try elements.enumerated().map { index, element in
-                        try Self.value(element, field: field, schema: schema, path: "\(fieldPath)[\(index)]")
+                        try Self.value(element, field: field, root: root, path: "\(fieldPath)[\(index)]")
                     }
                 )
             } else {
-                fields[field.name] = try Self.value(member, field: field, schema: schema, path: fieldPath)
-                if field.isOneofMember { oneofMembersSet += 1 }
+                fields[field.name] = try Self.value(member, field: field, root: root, path: fieldPath)
             }
         }
-        // protoc-c keeps one case per oneof; the schema has at most one oneof in practice, but
-        // check per oneof by quantifier slot.
+        // protoc-c keeps one case per oneof (the members share its quantifier slot): at most
+        // one member of each oneof may be set.
         let chosenSlots = schema.fields.filter { $0.isOneofMember && fields[$0.name] != nil }.map(\.quantifierOffset)
         if Set(chosenSlots).count != chosenSlots.count {
-            throw Self.jsonError(schema, path, "sets more than one member of a oneof")
+            throw Self.jsonError(root, path, "sets more than one member of a oneof")
         }
         self.init(schema: schema, fields: fields)
     }
 
-    private static func value(_ json: JSONValue, field: ProtobufFieldSchema, schema: ProtobufMessageSchema, path: String) throws -> Value {
+    private static func value(_ json: JSONValue, field: ProtobufFieldSchema, root: String, path: String) throws -> Value {
         func wrongType(_ expected: String) -> ProtobufCError {
-            jsonError(schema, path, "expected \(expected) for \(field.kind.protoName), got \(json.kindName)")
+            jsonError(root, path, "expected \(expected) (\(field.kind.protoName) field), got \(json.kindName)")
         }
         func integer<T: FixedWidthInteger>(_: T.Type, quotedAllowed: Bool) throws -> T {
             let text: String
             switch json {
             case .integer(let literal): text = literal
             case .string(let literal) where quotedAllowed: text = literal
-            case .number: throw jsonError(schema, path, "expected a whole number for \(field.kind.protoName)")
+            case .number: throw jsonError(root, path, "expected a whole number for \(field.kind.protoName)")
             default: throw wrongType(quotedAllowed ? "a whole number or a string of one" : "a whole number")
             }
             guard let number = T(text) else {
-                throw jsonError(schema, path, "not a \(field.kind.protoName) (whole number in \(T.min)...\(T.max))")
+                throw jsonError(root, path, "not a \(field.kind.protoName) (whole number in \(T.min)...\(T.max))")
             }
             return number
         }
@@ -108,7 +107,7 @@ extension DynamicMessage {
         case .float:
             let number = try floating()
             guard !number.isFinite || abs(number) <= Double(Float.greatestFiniteMagnitude) else {
-                throw jsonError(schema, path, "out of range for float")
+                throw jsonError(root, path, "out of range for float")
             }
             return .float(Float(number))
         case .double: return .double(try floating())
@@ -120,7 +119,7 @@ extension DynamicMessage {
             return .string(text)
         case .bytes:
             guard case .string(let text) = json else { throw wrongType("a base64 string") }
-            guard let data = decodeBase64(text) else { throw jsonError(schema, path, "not base64") }
+            guard let data = decodeBase64(text) else { throw jsonError(root, path, "not base64") }
             return .bytes(data)
         case .enumeration(let name):
             let enumeration = ProtobufSchema.shared.enums[name]
@@ -128,19 +127,19 @@ extension DynamicMessage {
             case .string(let text):
                 guard let number = enumeration?.number(of: text) else {
                     let known = enumeration?.values.map(\.name).joined(separator: ", ") ?? ""
-                    throw jsonError(schema, path, "unknown value of \(name) (known: \(known))")
+                    throw jsonError(root, path, "unknown value of \(name) (known: \(known))")
                 }
                 return .enumeration(number)
             case .integer(let literal):
-                guard let number = Int32(literal) else { throw jsonError(schema, path, "not an enum number") }
+                guard let number = Int32(literal) else { throw jsonError(root, path, "not an enum number") }
                 return .enumeration(number)
             default: throw wrongType("a value name")
             }
         case .message(let name):
             guard let nested = ProtobufSchema.shared.message(name) else {
-                throw jsonError(schema, path, "unknown message type \(name)")
+                throw jsonError(root, path, "unknown message type \(name)")
             }
-            return .message(try DynamicMessage(jsonValue: json, schema: nested, path: path))
+            return .message(try DynamicMessage(jsonValue: json, schema: nested, path: path, root: root))
         }
     }
 
@@ -150,8 +149,8 @@ extension DynamicMessage {
         return Data(base64Encoded: standard).map { [UInt8]($0) }
     }
 
-    private static func jsonError(_ schema: ProtobufMessageSchema, _ path: String, _ detail: String) -> ProtobufCError {
-        ProtobufCError(code: .invalidJSON, messageName: schema.fullName, fieldName: path.isEmpty ? nil : path, detail: detail)
+    private static func jsonError(_ root: String, _ path: String, _ detail: String) -> ProtobufCError {
+        ProtobufCError(code: .invalidJSON, messageName: root, fieldName: path.isEmpty ? nil : path, detail: detail)
     }
 }
 

@@ -1,0 +1,123 @@
+import AuthCrypto
+import AuthTestSupport
+import Foundation
+import Testing
+
+/// `authctl list`, `describe` and `call` as processes against a real `session` process: any
+/// method through the protobuf-c descriptors, with JSON in and out.
+@Suite(.serialized) struct AuthctlTests {
+    let secretBase64 = Data(SecureRandom.bytes(count: 32)).base64EncodedString()
+
+    func startSession() async throws -> (ServiceProcess, Int) {
+        let session = try ServiceProcess(
+            executable: "session",
+            environment: [
+                "AUTH_RPC_SECRET": secretBase64,
+                "AUTH_DATABASE_URL": try await PostgresTestDatabase.connectionString(),
+                // The fixed key of the end-to-end tests: session's signing keys in the shared
+                // test database are wrapped with it.
+                "AUTH_MASTER_KEY": "ZTJlLXRlc3QtbWFzdGVyLWtleS0zMi1ieXRlcy0hISE=",
+                "AUTH_SESSION_PORT": "0",
+            ]
+        )
+        return (session, try await session.listeningPort())
+    }
+
+    /// Runs authctl to its end and returns its exit status and everything it printed.
+    func authctl(_ arguments: [String]) async throws -> (status: Int32?, output: String) {
+        let process = try ServiceProcess(
+            executable: "authctl",
+            arguments: arguments,
+            environment: ["AUTH_RPC_SECRET": secretBase64]
+        )
+        let status = await process.exitStatus()
+        return (status, try await process.completeOutput())
+    }
+
+    func object(_ text: String) throws -> [String: Any] {
+        let value = try JSONSerialization.jsonObject(with: Data(text.utf8))
+        return try #require(value as? [String: Any], "not a JSON object: \(text)")
+    }
+
+    @Test func listsOnlyTheServicesTheServerServes() async throws {
+        let (session, port) = try await startSession()
+        defer { _ = session }
+        let (status, output) = try await authctl(["list", "127.0.0.1:\(port)"])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("auth.session.v1.Session\n"))
+        #expect(output.contains("  Issue(auth.session.v1.IssueRequest) returns (auth.session.v1.IssueResponse)\n"))
+        #expect(output.contains("auth.health.v1.Health\n  Check(auth.health.v1.HealthCheckRequest) returns (auth.health.v1.HealthCheckResponse)"))
+        let listed = output.split(separator: "\n").filter { !$0.hasPrefix(" ") }
+        #expect(Set(listed) == ["auth.health.v1.Health", "auth.session.v1.Session"], "\(output)")
+    }
+
+    @Test func describesMessagesEnumsAndMethodsWithoutAServer() async throws {
+        let message = try await authctl(["describe", "auth.session.v1.IssueRequest"])
+        #expect(message.status == 0)
+        #expect(message.output.contains("repeated string amr = 2;"), "\(message.output)")
+        #expect(message.output.contains("optional auth.session.v1.Device device = 3;"), "\(message.output)")
+        let enumeration = try await authctl(["describe", "auth.rpc.v1.StatusCode"])
+        #expect(enumeration.output.contains("  UNAUTHENTICATED = 16;"))
+        let method = try await authctl(["describe", "auth.session.v1.Session/Refresh"])
+        #expect(method.output.contains("rpc /auth.session.v1.Session/Refresh(auth.session.v1.RefreshRequest) returns (auth.session.v1.RefreshResponse);"))
+        let unknown = try await authctl(["describe", "auth.nope.v1.Nope"])
+        #expect(unknown.status == 2 && unknown.output.contains("no message, enum, service or method called 'auth.nope.v1.Nope'"))
+    }
+
+    @Test func callsAnyMethodWithJSON() async throws {
+        let (session, port) = try await startSession()
+        defer { _ = session }
+        let address = "127.0.0.1:\(port)"
+
+        // Issue as the gateway (plaintext mode: the shared secret lets authctl name itself).
+        let issue = try await authctl([
+            "call", address, "auth.session.v1.Session/Issue",
+            #"{"user_id": "authctl-e2e", "amr": ["pwd"], "device": {"platform": "ios", "name": "Test"}, "clientIp": "203.0.113.9"}"#,
+            "--caller", "gateway",
+        ])
+        #expect(issue.status == 0, "\(issue.output)")
+        let issued = try object(issue.output)
+        #expect((issued["status"] as? [String: Any])?["code"] as? String == "OK")
+        let tokens = try #require((issued["response"] as? [String: Any])?["tokens"] as? [String: Any], "\(issue.output)")
+        let refreshToken = try #require(tokens["refresh_token"] as? String)
+        #expect(!refreshToken.isEmpty && (tokens["access_token"] as? String)?.isEmpty == false)
+
+        // The refresh token it printed works in the next call.
+        let refresh = try await authctl([
+            "call", address, "/auth.session.v1.Session/Refresh", #"{"refresh_token": "\#(refreshToken)"}"#, "--caller", "gateway",
+        ])
+        #expect(refresh.status == 0, "\(refresh.output)")
+
+        // An error status is printed as JSON with its code and reason; exit status 1.
+        let bogus = try await authctl([
+            "call", address, "auth.session.v1.Session.Refresh", #"{"refresh_token": "not-a-token"}"#, "--caller", "gateway",
+        ])
+        #expect(bogus.status == 1, "\(bogus.output)")
+        let status = try #require(try object(bogus.output)["status"] as? [String: Any])
+        #expect(status["code"] as? String == "UNAUTHENTICATED", "\(bogus.output)")
+        #expect(status["reason"] as? String == "invalid_refresh_token")
+
+        // Who may call what still holds: authctl may not issue tokens.
+        let refused = try await authctl(["call", address, "auth.session.v1.Session/Issue", #"{"user_id": "u"}"#])
+        #expect(refused.status == 1)
+        #expect((try object(refused.output)["status"] as? [String: Any])?["reason"] as? String == "caller_not_allowed")
+    }
+
+    @Test(arguments: [
+        (#"{"user_id": "u", "colour": "red"}"#, "field colour: unknown field"),
+        (#"{"user_id": 7}"#, "field user_id: expected a string"),
+        (#"{"device": {"platform": ["ios"]}}"#, "field device.platform: expected a string"),
+        (#"{"user_id": "#, "not valid JSON"),
+    ])
+    func refusesABadRequestNamingTheField(json: String, message: String) async throws {
+        // Refused before connecting: no server needed.
+        let result = try await authctl(["call", "127.0.0.1:9", "auth.session.v1.Session/Issue", json])
+        #expect(result.status == 2)
+        #expect(result.output.contains("authctl: invalid JSON for auth.session.v1.IssueRequest: \(message)"), "\(result.output)")
+    }
+
+    @Test func refusesAnUnknownMethod() async throws {
+        let result = try await authctl(["call", "127.0.0.1:9", "auth.session.v1.Session/Nope", "{}"])
+        #expect(result.status == 2 && result.output.contains("no method 'auth.session.v1.Session/Nope'"))
+    }
+}
