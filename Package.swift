@@ -192,6 +192,8 @@ let package = Package(
             name: "authctl",
             dependencies: [
                 "AuthServiceRuntime",
+                "BenchmarkHarness",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSwift
@@ -214,6 +216,7 @@ let package = Package(
             name: "BenchmarkHarness",
             dependencies: [
                 "AuthPostgres",
+                "AuthProtobuf",
                 "AuthRPC",
                 "AuthRPCNIO",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -278,7 +281,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BenchmarkHarnessTests",
-            dependencies: ["BenchmarkHarness"],
+            dependencies: ["BenchmarkHarness", "AuthProtobuf"],
             swiftSettings: strictSwift
         ),
         .testTarget(

@@ -74,6 +74,11 @@ public final class ServiceProcess: Sendable {
 
     public var isRunning: Bool { process.isRunning }
 
+    /// Sends `signal` (e.g. SIGINT, as Ctrl-C does) to the process.
+    public func send(_ signal: Int32) {
+        kill(process.processIdentifier, signal)
+    }
+
     /// Waits until the log matches `pattern` (a regular expression) and returns the first
     /// capture group (or the whole match).
     public func waitForLog(_ pattern: String, timeout: Duration = .seconds(30)) async throws -> String {

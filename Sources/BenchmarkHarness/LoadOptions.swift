@@ -43,7 +43,8 @@ public struct LoadOptions: ParsableArguments, Sendable {
         "\(Self.format(seconds)) s per row after \(Self.format(warmup)) s warm-up"
     }
 
-    static func format(_ value: Double) -> String {
+    /// A number of seconds as typed: `5`, `0.5`.
+    public static func format(_ value: Double) -> String {
         value == value.rounded() ? String(Int(value)) : String(value)
     }
 }

@@ -1,4 +1,6 @@
+import AuthProtobuf
 import BenchmarkHarness
+import Foundation
 import Synchronization
 import Testing
 
@@ -138,5 +140,68 @@ import Testing
             }
         }
         #expect(ContinuousClock.now - started < .seconds(30))
+    }
+}
+
+@Suite struct RequestTemplateTests {
+    let type = "auth.session.v1.IssueRequest"
+
+    func decode(_ bytes: [UInt8]) throws -> DynamicMessage {
+        try DynamicMessage(serializedBytes: bytes, type: type)
+    }
+
+    @Test func aTemplateWithoutPlaceholdersIsTheSameEveryTime() throws {
+        let template = try RequestTemplate(json: #"{"user_id": "u", "amr": ["pwd"]}"#, type: type)
+        #expect(try template.render(sequence: 0) == template.render(sequence: 7))
+        #expect(try decode(template.render(sequence: 3)).fields["user_id"] == .string("u"))
+    }
+
+    @Test func fillsPlaceholdersInNestedAndRepeatedStrings() throws {
+        let template = try RequestTemplate(
+            json: #"{"user_id": "user-{{seq}}", "amr": ["pwd", "{{uuid}}"], "device": {"name": "{{email}}", "platform": "{{phone}}"}}"#,
+            type: type
+        )
+        let first = try decode(template.render(sequence: 41))
+        let second = try decode(template.render(sequence: 42))
+        #expect(first.fields["user_id"] == .string("user-41"))
+        #expect(second.fields["user_id"] == .string("user-42"))
+        guard case .list(let amr) = first.fields["amr"], case .string(let uuid) = amr.last,
+            case .message(let device) = first.fields["device"], case .string(let email) = device.fields["name"],
+            case .string(let phone) = device.fields["platform"], case .message(let otherDevice) = second.fields["device"]
+        else {
+            Issue.record("unexpected shape: \(first)")
+            return
+        }
+        #expect(amr.first == .string("pwd"))
+        #expect(UUID(uuidString: uuid) != nil && uuid == uuid.lowercased())
+        #expect(email.hasPrefix("bench-41-") && email.hasSuffix("@example.com"))
+        #expect(otherDevice.fields["name"] != device.fields["name"])
+        #expect(phone.wholeMatch(of: /\+91[6-9][0-9]{9}/) != nil, "\(phone)")
+    }
+
+    @Test func takesValuesFromTheSetupResponse() throws {
+        let tokens = ProtobufSchema.shared.message("auth.session.v1.TokenPair")!
+        let response = DynamicMessage(
+            schema: ProtobufSchema.shared.message("auth.session.v1.IssueResponse")!,
+            fields: ["tokens": .message(DynamicMessage(schema: tokens, fields: ["refresh_token": .string("r-1"), "access_token_expires_in": .uint(900)]))]
+        )
+        let template = try RequestTemplate(
+            json: #"{"refresh_token": "{{setup.tokens.refresh_token}}", "client_ip": "{{setup.tokens.access_token_expires_in}}"}"#,
+            type: "auth.session.v1.RefreshRequest"
+        )
+        #expect(template.setupPaths == ["tokens.refresh_token", "tokens.access_token_expires_in"] || template.setupPaths == ["tokens.access_token_expires_in", "tokens.refresh_token"])
+        let rendered = try DynamicMessage(serializedBytes: template.render(sequence: 0, setup: response), type: "auth.session.v1.RefreshRequest")
+        #expect(rendered.fields["refresh_token"] == .string("r-1"))
+        #expect(rendered.fields["client_ip"] == .string("900"))
+        #expect(throws: RequestTemplate.TemplateError.self) {
+            try RequestTemplate.lookup("tokens.nope", in: response)
+        }
+        #expect(throws: RequestTemplate.TemplateError.self) { try template.render(sequence: 0) }
+    }
+
+    @Test func refusesUnknownOrUnclosedPlaceholders() {
+        #expect(throws: RequestTemplate.TemplateError.self) { try RequestTemplate(json: #"{"user_id": "{{nope}}"}"#, type: type) }
+        #expect(throws: RequestTemplate.TemplateError.self) { try RequestTemplate(json: #"{"user_id": "{{seq"}"#, type: type) }
+        #expect(throws: ProtobufCError.self) { try RequestTemplate(json: #"{"user": "{{seq}}"}"#, type: type) }
     }
 }

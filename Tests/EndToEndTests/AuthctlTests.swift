@@ -121,3 +121,90 @@ import Testing
         #expect(result.status == 2 && result.output.contains("no method 'auth.session.v1.Session/Nope'"))
     }
 }
+
+/// `authctl bench` as a process against a real `session` process.
+@Suite(.serialized) struct AuthctlBenchTests {
+    let calls = AuthctlTests()
+
+    func report(_ output: String) throws -> [String: Any] {
+        // The JSON report is the last thing printed.
+        let start = try #require(output.firstIndex(of: "{"), "no JSON in: \(output)")
+        return try calls.object(String(output[start...]))
+    }
+
+    @Test func closedLoopMakesExactlyTheTotalAndCountsStatuses() async throws {
+        let (session, port) = try await calls.startSession()
+        defer { _ = session }
+        let ok = try await calls.authctl([
+            "bench", "127.0.0.1:\(port)", "auth.health.v1.Health/Check", "--total", "500", "--concurrency", "8",
+            "--warmup", "0.2", "--json",
+        ])
+        #expect(ok.status == 0, "\(ok.output)")
+        let result = try report(ok.output)
+        #expect(result["calls"] as? Int == 500)
+        #expect(result["mode"] as? String == "closed")
+        let statuses = try #require(result["statuses"] as? [[String: Any]])
+        #expect(statuses.count == 1 && statuses[0]["code"] as? String == "OK" && statuses[0]["calls"] as? Int == 500)
+        let latency = try #require(result["latency_us"] as? [String: Double])
+        #expect(Set(latency.keys) == ["p50", "p90", "p99", "p99_9", "max"])
+        #expect(latency["p50"]! > 0 && latency["p50"]! <= latency["p99"]! && latency["p99"]! <= latency["max"]!)
+
+        // Refused calls are counted by code and reason (authctl may not issue tokens).
+        let refused = try await calls.authctl([
+            "bench", "127.0.0.1:\(port)", "auth.session.v1.Session/Issue", #"{"user_id": "u-{{seq}}", "amr": ["pwd"]}"#,
+            "--total", "50", "--warmup", "0", "--json",
+        ])
+        let refusedStatuses = try #require(try report(refused.output)["statuses"] as? [[String: Any]])
+        #expect(refusedStatuses.count == 1)
+        #expect(refusedStatuses.first?["code"] as? String == "PERMISSION_DENIED")
+        #expect(refusedStatuses.first?["reason"] as? String == "caller_not_allowed")
+        #expect(refusedStatuses.first?["calls"] as? Int == 50)
+    }
+
+    /// Open loop: one call due every 5 ms for 1 s is exactly 200 calls, however fast they answer.
+    @Test func openLoopMakesTheCallsThatFallDue() async throws {
+        let (session, port) = try await calls.startSession()
+        defer { _ = session }
+        let result = try await calls.authctl([
+            "bench", "127.0.0.1:\(port)", "auth.session.v1.Session/Validate",
+            #"{"access_token": "{{setup.tokens.access_token}}"}"#,
+            "--setup-method", "auth.session.v1.Session/Issue",
+            "--setup-json", #"{"user_id": "bench-e2e", "amr": ["pwd"], "client_ip": "203.0.113.5"}"#,
+            "--caller", "gateway", "--rate", "200", "--duration", "1", "--warmup", "0", "--concurrency", "4", "--json",
+        ])
+        #expect(result.status == 0, "\(result.output)")
+        let object = try report(result.output)
+        #expect(object["mode"] as? String == "open")
+        #expect(object["calls"] as? Int == 200)
+        let statuses = try #require(object["statuses"] as? [[String: Any]])
+        #expect(statuses.map { $0["code"] as? String } == ["OK"], "\(result.output)")
+    }
+
+    @Test func ctrlCPrintsWhatWasMeasured() async throws {
+        let (session, port) = try await calls.startSession()
+        defer { _ = session }
+        let bench = try ServiceProcess(
+            executable: "authctl",
+            arguments: [
+                "bench", "127.0.0.1:\(port)", "auth.health.v1.Health/Check", "--duration", "600", "--warmup", "0",
+                "--concurrency", "2", "--progress",
+            ],
+            environment: ["AUTH_RPC_SECRET": calls.secretBase64]
+        )
+        // Interrupt once its progress line shows answered calls: the report says it was
+        // interrupted and counts the calls made.
+        _ = try await bench.waitForLog("authctl: [1-9][0-9,]* calls")
+        bench.send(SIGINT)
+        #expect(await bench.exitStatus() == 0)
+        let output = try await bench.completeOutput()
+        #expect(output.contains("closed loop, 2 in flight, 1 connection(s), interrupted"), "\(output)")
+        #expect(output.contains("| OK | "), "\(output)")
+    }
+
+    @Test func refusesATemplateItCannotRender() async throws {
+        let unknown = try await calls.authctl(["bench", "127.0.0.1:9", "auth.health.v1.Health/Check", #"{"service": "{{nope}}"}"#])
+        #expect(unknown.status == 2 && unknown.output.contains("unknown placeholder {{nope}}"), "\(unknown.output)")
+        let noSetup = try await calls.authctl(["bench", "127.0.0.1:9", "auth.health.v1.Health/Check", #"{"service": "{{setup.x}}"}"#])
+        #expect(noSetup.status == 2 && noSetup.output.contains("no --setup-method"), "\(noSetup.output)")
+    }
+}

@@ -1,0 +1,331 @@
+import ArgumentParser
+import AuthProtobuf
+import AuthRPC
+import AuthRPCNIO
+import BenchmarkHarness
+import Dispatch
+import Foundation
+import Histogram
+import Synchronization
+
+extension AuthCtl {
+    struct Bench: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Load-tests one method: throughput, latency percentiles, and counts by status.",
+            discussion: """
+                Closed loop by default: --concurrency calls in flight, each sent when the previous \
+                one answers. With --rate, open loop: calls are due at a fixed rate and latency counts \
+                from when a call was due, so a server that falls behind shows it (no coordinated \
+                omission); --concurrency then caps the calls in flight. Stops after --total calls or \
+                --duration seconds, or at Ctrl-C, and prints what it measured. Placeholders in the \
+                template's strings vary each request: {{seq}}, {{uuid}}, {{phone}}, {{email}}, \
+                {{setup.PATH}} (docs/authctl.md).
+                """
+        )
+
+        @Argument(help: "The server's address, host:port.")
+        var address: String
+
+        @Argument(help: "The method, e.g. auth.health.v1.Health/Check.")
+        var method: String
+
+        @Argument(help: "The request template as JSON; '-' reads it from standard input.")
+        var template = "{}"
+
+        @Option(help: "Calls in flight (closed loop), or at most in flight (with --rate), 1-10000.")
+        var concurrency = 16
+
+        @Option(help: "RPC connections, 1-64.")
+        var connections = 1
+
+        @Option(help: "Calls to make (after warm-up); default: run for --duration.")
+        var total: Int?
+
+        @Option(help: "Seconds to run (after warm-up) when --total is not given, up to 3600.")
+        var duration: Double = 10
+
+        @Option(help: "Calls per second, open loop (latency measured from each call's due time).")
+        var rate: Double?
+
+        @Option(help: "Seconds of warm-up, not measured, up to 600.")
+        var warmup: Double = 1
+
+        @Option(help: "A method called once before the run; its response fills {{setup.PATH}}.")
+        var setupMethod: String?
+
+        @Option(help: "The setup call's request as JSON.")
+        var setupJson = "{}"
+
+        @Flag(help: "Print the result as JSON instead of a table.")
+        var json = false
+
+        @Flag(help: "Print the progress line (calls, calls/s, not OK) once a second even when standard error is not a terminal, one line each.")
+        var progress = false
+
+        @OptionGroup var connection: ConnectionOptions
+
+        func validate() throws {
+            guard (1...10_000).contains(concurrency) else { throw ValidationError("--concurrency must be in 1...10000") }
+            guard (1...64).contains(connections) else { throw ValidationError("--connections must be in 1...64") }
+            if let total, !(1...1_000_000_000).contains(total) { throw ValidationError("--total must be in 1...1000000000") }
+            guard duration > 0, duration <= 3600 else { throw ValidationError("--duration must be in (0, 3600]") }
+            guard warmup >= 0, warmup <= 600 else { throw ValidationError("--warmup must be in [0, 600]") }
+            if let rate, !(rate > 0 && rate <= 10_000_000) { throw ValidationError("--rate must be in (0, 10000000]") }
+        }
+
+        func run() async throws {
+            guard let method = ProtobufSchema.shared.method(method) else {
+                fail("no method '\(self.method)' in proto/ (see authctl list ADDRESS)")
+            }
+            let text = template == "-" ? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self) : template
+            let requests: RequestTemplate
+            do {
+                requests = try RequestTemplate(json: text, type: method.inputType)
+            } catch {
+                fail(error)
+            }
+            let (client, transport) = try connection.makeClient(target: address, connections: connections)
+            defer { Task { await transport.shutdown() } }
+            let descriptor = MethodDescriptor(service: method.service, method: method.name)
+
+            var setup: DynamicMessage?
+            if let setupMethod {
+                guard let setupSchema = ProtobufSchema.shared.method(setupMethod) else { fail("no method '\(setupMethod)' in proto/") }
+                do {
+                    let request = try DynamicMessage(json: setupJson, type: setupSchema.inputType)
+                    let answer = try await client.unary(
+                        MethodDescriptor(service: setupSchema.service, method: setupSchema.name),
+                        payload: try request.serializedBytes()
+                    )
+                    setup = try DynamicMessage(serializedBytes: answer, type: setupSchema.outputType)
+                } catch {
+                    fail("the setup call failed: \(error)")
+                }
+            } else if !requests.setupPaths.isEmpty {
+                fail("the template uses {{setup.\(requests.setupPaths[0])}} but no --setup-method is given")
+            }
+            // A template that cannot render (a setup path that is not there) fails here, not in the run.
+            do { _ = try requests.render(sequence: 0, setup: setup) } catch { fail(error) }
+
+            let plan = BenchPlan(
+                concurrency: concurrency,
+                total: total,
+                duration: .milliseconds(Int64(duration * 1000)),
+                warmup: .milliseconds(Int64(warmup * 1000)),
+                rate: rate
+            )
+            let run = BenchRun(plan: plan)
+            let interrupt = run.stopOnInterrupt()
+            let until = total.map { "\($0) calls" } ?? "\(LoadOptions.format(duration)) s"
+            FileHandle.standardError.write(Data("authctl: calling \(method.path) for \(until) after \(LoadOptions.format(warmup)) s warm-up; Ctrl-C stops and reports\n".utf8))
+            let terminal = isatty(STDERR_FILENO) == 1
+            let progressTask = terminal || progress ? run.showProgress(overwriting: terminal) : nil
+            let setupResponse = setup
+            await run.drive { sequence in
+                let payload = try requests.render(sequence: sequence, setup: setupResponse)
+                _ = try await client.unary(descriptor, payload: payload)
+            }
+            progressTask?.cancel()
+            interrupt.cancel()
+            let report = run.report(method: method.path, connections: connections)
+            print(json ? report.json : report.table)
+        }
+    }
+}
+
+/// What a bench run is asked to do.
+struct BenchPlan: Sendable {
+    var concurrency: Int
+    var total: Int?
+    var duration: Duration
+    var warmup: Duration
+    var rate: Double?
+}
+
+/// Drives the calls of one bench run and collects what they measured.
+final class BenchRun: Sendable {
+    let plan: BenchPlan
+    /// Calls taken (warm-up included): each call's sequence number.
+    private let issued = Atomic<Int>(0)
+    /// Calls taken after warm-up (with --total, the run stops at that many).
+    private let measuredTaken = Atomic<Int>(0)
+    private let measuredCalls = Atomic<Int>(0)
+    private let failedCalls = Atomic<Int>(0)
+    private let stopped = Atomic<Bool>(false)
+    private let results = Mutex<Results>(Results())
+    private let clock = ContinuousClock()
+    private let started: ContinuousClock.Instant
+    private let measuring = Mutex<(start: ContinuousClock.Instant, end: ContinuousClock.Instant?)?>(nil)
+
+    struct Results {
+        var histogram = LoadResult.emptyHistogram()
+        /// Calls by "CODE reason".
+        var statuses: [String: Int] = [:]
+    }
+
+    init(plan: BenchPlan) {
+        self.plan = plan
+        self.started = ContinuousClock.now
+    }
+
+    /// Runs `call` until the plan is done or the run is stopped.
+    func drive(_ call: @escaping @Sendable (Int) async throws -> Void) async {
+        let warmupEnd = started + plan.warmup
+        let measuredEnd = warmupEnd + plan.duration
+        // Open loop: call n is due at started + n / rate, whoever makes it.
+        let interval = plan.rate.map { Duration.nanoseconds(Int64(1e9 / $0)) }
+        let clock = self.clock
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<plan.concurrency {
+                group.addTask {
+                    var local = LoadResult.emptyHistogram()
+                    var statuses: [String: Int] = [:]
+                    while !self.stopped.load(ordering: .relaxed) {
+                        let sequence = self.issued.add(1, ordering: .relaxed).oldValue
+                        var due = clock.now
+                        if let interval {
+                            due = self.started + interval * sequence
+                            if due > clock.now { try? await clock.sleep(until: due) }
+                        }
+                        let inWarmup = due < warmupEnd
+                        if !inWarmup {
+                            self.markMeasuring(at: due)
+                            if let total = self.plan.total {
+                                if self.measuredTaken.add(1, ordering: .relaxed).oldValue >= total { break }
+                            } else if due >= measuredEnd {
+                                break
+                            }
+                        }
+                        var key = "OK"
+                        do {
+                            try await call(sequence)
+                        } catch let error as RPCError {
+                            key = error.reason.isEmpty ? "\(error.code)" : "\(error.code) \(error.reason)"
+                        } catch {
+                            key = "ERROR \(error)"
+                        }
+                        guard !inWarmup else { continue }
+                        _ = local.record((clock.now - due).nanoseconds)
+                        statuses[key, default: 0] += 1
+                        self.measuredCalls.add(1, ordering: .relaxed)
+                        if key != "OK" { self.failedCalls.add(1, ordering: .relaxed) }
+                    }
+                    self.results.withLock {
+                        $0.histogram.add(local)
+                        $0.statuses.merge(statuses, uniquingKeysWith: +)
+                    }
+                }
+            }
+        }
+        measuring.withLock { if let start = $0?.start { $0 = (start, clock.now) } }
+    }
+
+    private func markMeasuring(at instant: ContinuousClock.Instant) {
+        measuring.withLock { if $0 == nil { $0 = (instant, nil) } }
+    }
+
+    /// Stops the run at SIGINT; it then reports what it measured so far.
+    func stopOnInterrupt() -> any DispatchSourceSignal {
+        signal(SIGINT, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGINT)
+        source.setEventHandler { [self] in stopped.store(true, ordering: .relaxed) }
+        source.resume()
+        return source
+    }
+
+    /// A progress line on standard error once a second: rewritten in place on a terminal,
+    /// one line each otherwise.
+    func showProgress(overwriting: Bool) -> Task<Void, Never> {
+        Task.detached { [self] in
+            var last = 0
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                let calls = measuredCalls.load(ordering: .relaxed)
+                let text = "\(LoadResult.formatCount(Double(calls))) calls, \(LoadResult.formatCount(Double(calls - last)))/s, \(failedCalls.load(ordering: .relaxed)) not OK"
+                let line = overwriting ? "\r\(text)   " : "authctl: \(text)\n"
+                FileHandle.standardError.write(Data(line.utf8))
+                last = calls
+            }
+            if overwriting { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        }
+    }
+
+    func report(method: String, connections: Int) -> BenchReport {
+        let (histogram, statuses) = results.withLock { ($0.histogram, $0.statuses) }
+        let window = measuring.withLock { $0 }
+        let elapsed = window.map { ($0.end ?? clock.now) - $0.start } ?? .zero
+        return BenchReport(
+            method: method,
+            plan: plan,
+            connections: connections,
+            interrupted: stopped.load(ordering: .relaxed),
+            result: LoadResult(calls: Int(histogram.totalCount), elapsed: elapsed, histogram: histogram),
+            statuses: statuses
+        )
+    }
+}
+
+/// What `authctl bench` prints.
+struct BenchReport {
+    let method: String
+    let plan: BenchPlan
+    let connections: Int
+    let interrupted: Bool
+    let result: LoadResult
+    let statuses: [String: Int]
+
+    private var mode: String {
+        plan.rate.map { "open loop at \(LoadResult.formatCount($0)) calls/s, at most \(plan.concurrency) in flight" }
+            ?? "closed loop, \(plan.concurrency) in flight"
+    }
+
+    private var sortedStatuses: [(String, Int)] {
+        statuses.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
+    }
+
+    var table: String {
+        var lines = [
+            "\(method): \(mode), \(connections) connection(s)\(interrupted ? ", interrupted" : "")",
+            "",
+            "| calls | seconds | calls/s | p50 | p90 | p99 | p99.9 | max |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| \(LoadResult.formatCount(Double(result.calls))) | \(String(format: "%.2f", result.elapsed.seconds)) | "
+                + "\(LoadResult.formatCount(result.callsPerSecond)) | \(result.p50) | \(result.p90) | \(result.p99) | "
+                + "\(result.p999) | \(result.max) |",
+            "",
+            "| status | calls |",
+            "|---|---:|",
+        ]
+        for (status, count) in sortedStatuses {
+            lines.append("| \(status) | \(LoadResult.formatCount(Double(count))) |")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    var json: String {
+        func micros(_ percentile: Double) -> Double {
+            Double(result.histogram.valueAtPercentile(percentile)) / 1000
+        }
+        var object: [String: Any] = [
+            "method": method,
+            "mode": plan.rate == nil ? "closed" : "open",
+            "concurrency": plan.concurrency,
+            "connections": connections,
+            "interrupted": interrupted,
+            "calls": result.calls,
+            "seconds": result.elapsed.seconds,
+            "calls_per_second": result.callsPerSecond,
+            "latency_us": [
+                "p50": micros(50), "p90": micros(90), "p99": micros(99), "p99_9": micros(99.9),
+                "max": Double(result.histogram.max) / 1000,
+            ],
+            "statuses": sortedStatuses.map { status, count -> [String: Any] in
+                let parts = status.split(separator: " ", maxSplits: 1)
+                return ["code": String(parts[0]), "reason": parts.count > 1 ? String(parts[1]) : "", "calls": count]
+            },
+        ]
+        if let rate = plan.rate { object["rate"] = rate }
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+}
