@@ -32,6 +32,12 @@ struct RPCBenchmark: AsyncParsableCommand {
     @Flag(help: "Leave out the mutual-TLS columns.")
     var noTLS = false
 
+    @Option(help: "Only serve Health/Check in plaintext on this port (0: any; printed) for this many seconds, for an outside client such as `authctl bench` (secret: AUTH_RPC_SECRET). Measures nothing itself.")
+    var serve: Int?
+
+    @Option(help: "With --serve: seconds to serve, 1-3600.")
+    var serveSeconds: Double = 60
+
     @Option(help: "Folder with ca.pem and benchmark/benchmark-client certificates (made with scripts/lib/make-dev-certs.sh, run from the repository root, when not given).")
     var tlsDir: String?
 
@@ -39,6 +45,10 @@ struct RPCBenchmark: AsyncParsableCommand {
         let levels = try load.levels(default: [1, 16, 64])
         var logger = Logger(label: "rpc-benchmark")
         logger.logLevel = .error
+        if let serve {
+            try await serveOnly(port: serve, logger: logger)
+            return
+        }
 
         // The RPC server and client, and the same over mutual TLS 1.3.
         var router = RPCRouter()
@@ -139,6 +149,36 @@ struct RPCBenchmark: AsyncParsableCommand {
             try await client.close()
             try await server.close()
         }
+    }
+
+    /// Serves the same Health/Check as the measured rows for `--serve-seconds`, so another
+    /// process can drive it (docs/benchmarks.md: authctl bench beside rpc-benchmark).
+    func serveOnly(port: Int, logger: Logger) async throws {
+        guard (0...65535).contains(port), serveSeconds >= 1, serveSeconds <= 3600 else {
+            throw ValidationError("--serve must be a port in 0...65535 and --serve-seconds in 1...3600")
+        }
+        let secret: [UInt8]
+        do {
+            secret = try readRPCSecret(ProcessInfo.processInfo.environment)
+        } catch let error as ConfigurationError {
+            throw ValidationError("\(error.variable): \(error.problem)")
+        }
+        var router = RPCRouter()
+        router.register(HealthService(serviceNames: []) { true })
+        if inlineHandlers {
+            router.setExecution(.onEventLoopUntilFirstSuspension, for: Auth_Health_V1_Health.Method.check)
+        }
+        let server = try RPCServer(
+            configuration: RPCServerConfiguration(port: port, serviceName: "benchmark", secret: secret),
+            router: router,
+            logger: logger
+        )
+        let bound = try await server.bind()
+        let task = Task { try await server.run() }
+        print("serving Health/Check on 127.0.0.1:\(bound) for \(LoadOptions.format(serveSeconds)) s")
+        try await Task.sleep(for: .milliseconds(Int64(serveSeconds * 1000)))
+        server.beginShutdown()
+        try await task.value
     }
 
     /// `--tls-dir`, or a new folder made by scripts/lib/make-dev-certs.sh.
