@@ -12,6 +12,8 @@ ensure_system_packages
 echo "== generated code is up to date; the generator's own tests"
 scripts/generate-protos.sh --check
 python3 scripts/codegen/test_generate_swift.py
+echo "== the generator's kitchen-sink self-test (every field kind, built and run in a scratch package)"
+scripts/codegen/selftest.sh
 
 echo "== test code the compiler is known to miscompile (docs/testing.md)"
 scripts/check-test-patterns.sh

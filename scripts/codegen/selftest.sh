@@ -15,6 +15,7 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/Sources/AuthProtobuf" "$work/Sources/AuthRPC" "$work/Tests/KitchenSinkTests" "$work/c"
 cp -R "$ROOT/Sources/CProtobufC" "$work/Sources/"
 cp "$ROOT"/Sources/AuthProtobuf/*.swift "$work/Sources/AuthProtobuf/"
+cp -R "$ROOT"/Sources/AuthProtobuf/Dynamic "$work/Sources/AuthProtobuf/"
 cp "$HERE/AuthRPCStub/AuthRPCStub.swift" "$work/Sources/AuthRPC/"
 cp "$HERE/Tests/KitchenSinkTests.swift" "$work/Tests/KitchenSinkTests/"
 cat > "$work/Package.swift" <<'SWIFT'

@@ -10,16 +10,27 @@ public struct ServerContext: Sendable {
     public init() {}
 }
 
+/// Who may call a method.
+public struct AllowedCallers: Sendable, Hashable {
+    public let names: Set<String>?
+
+    public static func only(_ names: Set<String>) -> AllowedCallers { AllowedCallers(names: names) }
+    public static let anyAuthenticated = AllowedCallers(names: nil)
+}
+
 public struct RPCRouter: Sendable {
     public var count = 0
+    public var allowed: [AllowedCallers] = []
 
     public init() {}
 
     public mutating func register<Request: ProtobufCMessage, Response: ProtobufCMessage>(
         _ method: MethodDescriptor,
+        allowedCallers: AllowedCallers,
         handler: @escaping @Sendable (Request, ServerContext) async throws -> Response
     ) {
         self.count += 1
+        self.allowed.append(allowedCallers)
     }
 }
 
