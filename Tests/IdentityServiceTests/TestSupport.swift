@@ -115,10 +115,12 @@ func withIdentityService<R>(
         )
         let port = try await server.bind()
         let running = Task { try await server.run() }
+        let (client, clientTransport) = makeTCPClient(port: port, caller: "gateway")
+        let (operatorClient, operatorTransport) = makeTCPClient(port: port, caller: "authctl")
         let fixture = IdentityFixture(
             service: service,
-            client: makeTCPClient(port: port, caller: "gateway").0,
-            operatorClient: makeTCPClient(port: port, caller: "authctl").0,
+            client: client,
+            operatorClient: operatorClient,
             clock: clock,
             pool: pool,
             schema: schema,
@@ -130,6 +132,8 @@ func withIdentityService<R>(
         } catch {
             result = .failure(error)
         }
+        await clientTransport.shutdown()
+        await operatorTransport.shutdown()
         server.beginShutdown()
         _ = try? await running.value
         await service.shutdown()
