@@ -5,6 +5,7 @@ import AuthProtobuf
 import AuthRPC
 import Foundation
 import Logging
+import ServiceLifecycle
 
 /// `auth.identity.v1.Identity`: owns the users. Lookups, find-or-create from a contact proved by
 /// a one-time code, password sign-up and sign-in (with a lockout counted in PostgreSQL), sign-in
@@ -98,6 +99,19 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
     public func shutdown() async {
         await hashing.shutdown()
         await httpFetcher?.shutdown()
+    }
+
+    /// A `Service` for the process's `ServiceGroup` that calls ``shutdown()`` at graceful
+    /// shutdown (after the RPC server has drained, when listed before it).
+    public var lifecycle: some Service { Lifecycle(service: self) }
+
+    private struct Lifecycle: Service {
+        let service: IdentityService
+
+        func run() async throws {
+            try? await gracefulShutdown()
+            await service.shutdown()
+        }
     }
 
     /// Who may call each method: the gateway for everything the apps do; operators (`authctl`)

@@ -22,6 +22,8 @@ await ServiceMain.run(.identity, serviceNames: ["auth.identity.v1.Identity"]) { 
         logger: dependencies.logger
     )
     router.register(service)
+    // Stops the hashing threads and the JWKS HTTP client once the server has drained.
+    dependencies.addService(service.lifecycle)
     dependencies.logger.info(
         "Identity ready",
         metadata: [

@@ -292,3 +292,28 @@ import Testing
         }
     }
 }
+
+@Suite struct ProviderDeletionTests {
+    @Test func aDeletedProviderUserIsGoneAndTheIdentityStartsAfresh() async throws {
+        let provider = try TestProvider()
+        let clock = ManualClock()
+        try await withProviderService(provider, clock: clock) { fixture in
+            let first = try await fixture.signIn(
+                .google,
+                token: try provider.token(provider.claims(subject: "g-del", nonce: "n", email: "del@example.com", emailVerified: true, now: clock.now())),
+                rawNonce: "n"
+            )
+            let id = try #require(first.user?.id)
+            #expect(try await fixture.client.deleteUser(.init(userID: id)).deleted)
+            let rows = try await fixture.query("SELECT count(*) FROM @provider_identities")
+            #expect(try rows[0][0].int == 0)
+            let again = try await fixture.signIn(
+                .google,
+                token: try provider.token(provider.claims(subject: "g-del", nonce: "n", now: clock.now())),
+                rawNonce: "n"
+            )
+            #expect(again.created)
+            #expect(again.user?.id != id)
+        }
+    }
+}
