@@ -1,5 +1,7 @@
 import AuthCrypto
+import Foundation
 import NIOPosix
+import Synchronization
 
 /// scrypt hashing off the event loops and off Swift's cooperative pool: on a dedicated thread
 /// pool of ``concurrency`` threads, so at most that many hashes (each holding 128·r·N bytes)
@@ -13,6 +15,14 @@ public final class PasswordHashing: Sendable {
     private let threads: NIOThreadPool
     /// A hash no password matches, with the current parameters.
     let dummyHash: String
+    /// Hashes running now, and the most that ever ran at once (tests check the bound).
+    private let running = Atomic<Int>(0)
+    private let peak = Atomic<Int>(0)
+    /// Names of the threads hashes ran on (tests check they are the pool's own); at most 64 kept.
+    private let threadNames = Mutex<Set<String>>([])
+
+    var peakConcurrency: Int { peak.load(ordering: .relaxed) }
+    var hashingThreadNames: Set<String> { threadNames.withLock { $0 } }
 
     /// Starts the threads and computes the dummy hash (one hash's time).
     public init(parameters: ScryptPasswordHasher.Parameters, concurrency: Int) throws {
@@ -31,7 +41,23 @@ public final class PasswordHashing: Sendable {
     /// A new PHC string for an already normalised password.
     func hash(_ password: String) async throws -> String {
         let hasher = self.hasher
-        return try await threads.runIfActive { try hasher.hash(password: password) }
+        return try await threads.runIfActive { try self.counted { try hasher.hash(password: password) } }
+    }
+
+    /// Runs `body` on a pool thread, keeping ``peakConcurrency`` and ``hashingThreadNames``.
+    private func counted<R>(_ body: () throws -> R) rethrows -> R {
+        let now = running.add(1, ordering: .relaxed).newValue
+        defer { running.subtract(1, ordering: .relaxed) }
+        var seen = peak.load(ordering: .relaxed)
+        while now > seen {
+            let (exchanged, current) = peak.compareExchange(expected: seen, desired: now, ordering: .relaxed)
+            if exchanged { break }
+            seen = current
+        }
+        if let name = Thread.current.name {
+            threadNames.withLock { if $0.count < 64 { $0.insert(name) } }
+        }
+        return try body()
     }
 
     /// Whether `password` matches `phc`; with `phc` nil, verifies against ``dummyHash`` (always
@@ -40,7 +66,7 @@ public final class PasswordHashing: Sendable {
         let hasher = self.hasher
         let stored = phc ?? dummyHash
         let matches = try await threads.runIfActive {
-            (try? hasher.verify(password: password, against: stored)) ?? false
+            self.counted { (try? hasher.verify(password: password, against: stored)) ?? false }
         }
         return phc != nil && matches
     }

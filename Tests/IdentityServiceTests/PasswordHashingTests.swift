@@ -31,6 +31,12 @@ import Testing
             return try await group.reduce(into: [String]()) { $0.append($1) }
         }
         #expect(Set(hashes).count == 8)
+        #expect(hashing.peakConcurrency >= 1)
+        #expect(hashing.peakConcurrency <= 2)
+        // NIOThreadPool names its threads "TP-#<n>"; Swift's cooperative pool is not among them.
+        let names = hashing.hashingThreadNames
+        #expect(!names.isEmpty)
+        #expect(names.allSatisfy { $0.hasPrefix("TP-#") }, "\(names)")
         await hashing.shutdown()
     }
 
