@@ -154,4 +154,28 @@ import Testing
             await transport.shutdown()
         }
     }
+
+    @Test func auditRowsCarryTheRequestIDAndTheEndUserIPFromTheMetadata() async throws {
+        try await withIdentityService { fixture in
+            let options = CallOptions(metadata: RPCMetadata(requestID: "req-42", endUserIP: "2001:db8::7"))
+            let created = try await fixture.client.findOrCreateByContact(.init(phone: "+14155550199"), options: options)
+            let id = try #require(created.user?.id)
+            let events = try await fixture.operatorClient.listAuditEvents(.init(userID: id)).events
+            #expect(events.count == 1)
+            #expect(events.first?.kind == "sign_up")
+            #expect(events.first?.method == "otp_sms")
+            #expect(events.first?.requestID == "req-42")
+            #expect(events.first?.clientIP == "2001:db8::7")
+            #expect(events.first?.occurredAtUS == Int64(fixture.clock.now().timeIntervalSince1970 * 1_000_000))
+            // A request's own client_ip wins over the metadata's.
+            let again = try await fixture.client.findOrCreateByContact(
+                .init(phone: "+14155550199", clientIP: "198.51.100.1"),
+                options: options
+            )
+            #expect(!again.created)
+            let latest = try await fixture.operatorClient.listAuditEvents(.init(userID: id, limit: 1)).events
+            #expect(latest.map(\.kind) == ["sign_in"])
+            #expect(latest.first?.clientIP == "198.51.100.1")
+        }
+    }
 }
