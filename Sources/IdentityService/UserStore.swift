@@ -450,71 +450,71 @@ struct UserStore: Sendable {
         -> ProviderSignInResult
     {
         try await pool.transaction { connection in
-                if let existing = try connection.execute(
-                    "SELECT user_id FROM \(schema).provider_identities WHERE provider = $1::text AND subject = $2::text",
-                    [.text(identity.provider.rawValue), .text(identity.subject)]
-                ).first {
-                    let id = try existing[0].uuid
-                    var entry = audit
-                    entry.userID = id
-                    try self.insertAudit(entry, on: connection)
-                    guard let user = try self.user(id: id, on: connection) else {
-                        throw IdentityError(.internal, "A provider identity points to a missing user.")
-                    }
-                    return ProviderSignInResult(user: user, created: false, linked: false)
+            if let existing = try connection.execute(
+                "SELECT user_id FROM \(schema).provider_identities WHERE provider = $1::text AND subject = $2::text",
+                [.text(identity.provider.rawValue), .text(identity.subject)]
+            ).first {
+                let id = try existing[0].uuid
+                var entry = audit
+                entry.userID = id
+                try self.insertAudit(entry, on: connection)
+                guard let user = try self.user(id: id, on: connection) else {
+                    throw IdentityError(.internal, "A provider identity points to a missing user.")
                 }
+                return ProviderSignInResult(user: user, created: false, linked: false)
+            }
 
-                var owner: (id: UUID, emailVerified: Bool)?
-                if let email = identity.email {
-                    owner = try connection.execute(
-                        "SELECT id, email_verified FROM \(schema).users WHERE email = $1::text AND deleted_at IS NULL",
-                        [.text(email)]
-                    ).first.map { (try $0[0].uuid, try $0[1].bool) }
-                }
-                let linkTo = (owner?.emailVerified == true && identity.emailVerified) ? owner?.id : nil
-                let userID = linkTo ?? newID
-                if linkTo == nil {
-                    // A separate user holds no email while another account has it.
-                    let email = owner == nil ? identity.email : nil
-                    try connection.execute(
-                        """
-                        INSERT INTO \(schema).users (id, email, email_verified, display_name, photo_url, created_at, updated_at)
-                        VALUES ($1, $2::text, $3, $4::text, $5::text, $6, $6)
-                        """,
-                        [
-                            .uuid(newID), email.map(PostgresValue.text) ?? .null,
-                            .bool(email != nil && identity.emailVerified), .text(identity.name ?? ""),
-                            .text(identity.pictureURL ?? ""), .timestamptz(audit.occurredAt),
-                        ]
-                    )
-                }
-                let inserted = try connection.execute(
+            var owner: (id: UUID, emailVerified: Bool)?
+            if let email = identity.email {
+                owner = try connection.execute(
+                    "SELECT id, email_verified FROM \(schema).users WHERE email = $1::text AND deleted_at IS NULL",
+                    [.text(email)]
+                ).first.map { (try $0[0].uuid, try $0[1].bool) }
+            }
+            let linkTo = (owner?.emailVerified == true && identity.emailVerified) ? owner?.id : nil
+            let userID = linkTo ?? newID
+            if linkTo == nil {
+                // A separate user holds no email while another account has it.
+                let email = owner == nil ? identity.email : nil
+                try connection.execute(
                     """
-                    INSERT INTO \(schema).provider_identities (provider, subject, user_id, email, created_at)
-                    VALUES ($1::text, $2::text, $3, $4::text, $5) ON CONFLICT DO NOTHING RETURNING 1
+                    INSERT INTO \(schema).users (id, email, email_verified, display_name, photo_url, created_at, updated_at)
+                    VALUES ($1, $2::text, $3, $4::text, $5::text, $6, $6)
                     """,
                     [
-                        .text(identity.provider.rawValue), .text(identity.subject), .uuid(userID),
-                        identity.email.map(PostgresValue.text) ?? .null, .timestamptz(audit.occurredAt),
+                        .uuid(newID), email.map(PostgresValue.text) ?? .null,
+                        .bool(email != nil && identity.emailVerified), .text(identity.name ?? ""),
+                        .text(identity.pictureURL ?? ""), .timestamptz(audit.occurredAt),
                     ]
                 )
-                // Another sign-in with this identity committed first: undo ours, read theirs.
-                guard inserted.count == 1 else { throw RetrySignIn() }
-                var entry = audit
-                entry.userID = userID
-                if linkTo == nil {
-                    entry.kind = .signUp
-                } else {
-                    var link = audit
-                    link.userID = userID
-                    link.kind = .providerLinked
-                    try self.insertAudit(link, on: connection)
-                }
-                try self.insertAudit(entry, on: connection)
-                guard let user = try self.user(id: userID, on: connection) else {
-                    throw IdentityError(.internal, "The user just written is missing.")
-                }
-                return ProviderSignInResult(user: user, created: linkTo == nil, linked: linkTo != nil)
+            }
+            let inserted = try connection.execute(
+                """
+                INSERT INTO \(schema).provider_identities (provider, subject, user_id, email, created_at)
+                VALUES ($1::text, $2::text, $3, $4::text, $5) ON CONFLICT DO NOTHING RETURNING 1
+                """,
+                [
+                    .text(identity.provider.rawValue), .text(identity.subject), .uuid(userID),
+                    identity.email.map(PostgresValue.text) ?? .null, .timestamptz(audit.occurredAt),
+                ]
+            )
+            // Another sign-in with this identity committed first: undo ours, read theirs.
+            guard inserted.count == 1 else { throw RetrySignIn() }
+            var entry = audit
+            entry.userID = userID
+            if linkTo == nil {
+                entry.kind = .signUp
+            } else {
+                var link = audit
+                link.userID = userID
+                link.kind = .providerLinked
+                try self.insertAudit(link, on: connection)
+            }
+            try self.insertAudit(entry, on: connection)
+            guard let user = try self.user(id: userID, on: connection) else {
+                throw IdentityError(.internal, "The user just written is missing.")
+            }
+            return ProviderSignInResult(user: user, created: linkTo == nil, linked: linkTo != nil)
         }
     }
 }
