@@ -19,6 +19,7 @@ let package = Package(
         .executable(name: "authctl", targets: ["authctl"]),
         .executable(name: "rpc-benchmark", targets: ["rpc-benchmark"]),
         .executable(name: "session-benchmark", targets: ["session-benchmark"]),
+        .executable(name: "identity-benchmark", targets: ["identity-benchmark"]),
         .executable(name: "rpc-fuzz", targets: ["rpc-fuzz"]),
     ],
     dependencies: [
@@ -267,6 +268,22 @@ let package = Package(
                 "AuthPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        // Password sign-in and lookup-by-phone through the RPC with PostgreSQL, beside bare scrypt.
+        .executableTarget(
+            name: "identity-benchmark",
+            dependencies: [
+                "BenchmarkHarness",
+                "IdentityService",
+                "AuthRPC",
+                "AuthAPI",
+                "AuthProtobuf",
+                "AuthPostgres",
+                "AuthCrypto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift

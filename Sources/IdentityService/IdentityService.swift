@@ -17,7 +17,8 @@ import ServiceLifecycle
 public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
     public let configuration: IdentityServiceConfiguration
     let store: UserStore
-    let hashing: PasswordHashing
+    /// The service's scrypt pool (public for the benchmark, which measures it bare).
+    public let hashing: PasswordHashing
     let policy: PasswordPolicy
     let verifiers: [IdentityProvider: IDTokenVerifier]
     let httpFetcher: HTTPJWKSFetcher?

@@ -39,7 +39,7 @@ public final class PasswordHashing: Sendable {
     }
 
     /// A new PHC string for an already normalised password.
-    func hash(_ password: String) async throws -> String {
+    public func hash(_ password: String) async throws -> String {
         let hasher = self.hasher
         return try await threads.runIfActive { try self.counted { try hasher.hash(password: password) } }
     }
@@ -62,7 +62,7 @@ public final class PasswordHashing: Sendable {
 
     /// Whether `password` matches `phc`; with `phc` nil, verifies against ``dummyHash`` (always
     /// false) so the caller spends the same time. A malformed stored hash counts as no match.
-    func verify(_ password: String, against phc: String?) async throws -> Bool {
+    public func verify(_ password: String, against phc: String?) async throws -> Bool {
         let hasher = self.hasher
         let stored = phc ?? dummyHash
         let matches = try await threads.runIfActive {
