@@ -19,6 +19,7 @@ let package = Package(
         .executable(name: "authctl", targets: ["authctl"]),
         .executable(name: "rpc-benchmark", targets: ["rpc-benchmark"]),
         .executable(name: "session-benchmark", targets: ["session-benchmark"]),
+        .executable(name: "identity-benchmark", targets: ["identity-benchmark"]),
         .executable(name: "rpc-fuzz", targets: ["rpc-fuzz"]),
     ],
     dependencies: [
@@ -30,6 +31,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // MARK: C libraries of the customer's design card
@@ -150,6 +152,23 @@ let package = Package(
             resources: [.copy("Migrations")],
             swiftSettings: strictSwift
         ),
+        .target(
+            name: "IdentityService",
+            dependencies: [
+                "AuthAPI",
+                "AuthRPC",
+                "AuthProtobuf",
+                "AuthPostgres",
+                "AuthCrypto",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            resources: [.copy("Migrations"), .copy("PasswordBlocklist")],
+            swiftSettings: strictSwift
+        ),
 
         // The HTTP/JSON API the apps call, on Hummingbird.
         .target(
@@ -166,7 +185,7 @@ let package = Package(
         // MARK: Executables
         .executableTarget(
             name: "identity",
-            dependencies: ["AuthServiceRuntime"],
+            dependencies: ["AuthServiceRuntime", "IdentityService"],
             swiftSettings: strictSwift
         ),
         .executableTarget(
@@ -256,6 +275,22 @@ let package = Package(
             ],
             swiftSettings: strictSwift
         ),
+        // Password sign-in and lookup-by-phone through the RPC with PostgreSQL, beside bare scrypt.
+        .executableTarget(
+            name: "identity-benchmark",
+            dependencies: [
+                "BenchmarkHarness",
+                "IdentityService",
+                "AuthRPC",
+                "AuthAPI",
+                "AuthProtobuf",
+                "AuthPostgres",
+                "AuthCrypto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift
+        ),
 
         // MARK: Tests
         .target(
@@ -312,6 +347,16 @@ let package = Package(
             name: "SessionServiceTests",
             dependencies: [
                 "SessionService", "AuthTestSupport", "AuthAPI", "AuthRPC", "AuthCrypto", "AuthPostgres",
+            ],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "IdentityServiceTests",
+            dependencies: [
+                "IdentityService", "AuthTestSupport", "AuthAPI", "AuthRPC", "AuthCrypto", "AuthPostgres",
+                "AuthProtobuf", "AuthRPCNIO",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strictSwift
         ),

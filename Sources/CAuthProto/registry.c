@@ -4,17 +4,46 @@
 
 static const ProtobufCServiceDescriptor *const auth_proto_service_descriptors_list[] = {
     &auth__health__v1__health__descriptor,
+    &auth__identity__v1__identity__descriptor,
     &auth__session__v1__session__descriptor,
 };
 
 const ProtobufCServiceDescriptor *const *auth_proto_service_descriptors(size_t *count) {
-    *count = 2;
+    *count = 3;
     return auth_proto_service_descriptors_list;
 }
 
 static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_list[] = {
     &auth__health__v1__health_check_request__descriptor,
     &auth__health__v1__health_check_response__descriptor,
+    &auth__identity__v1__user__descriptor,
+    &auth__identity__v1__get_user_request__descriptor,
+    &auth__identity__v1__get_user_by_phone_request__descriptor,
+    &auth__identity__v1__get_user_by_email_request__descriptor,
+    &auth__identity__v1__get_user_response__descriptor,
+    &auth__identity__v1__contact_exists_request__descriptor,
+    &auth__identity__v1__contact_exists_response__descriptor,
+    &auth__identity__v1__find_or_create_by_contact_request__descriptor,
+    &auth__identity__v1__find_or_create_by_contact_response__descriptor,
+    &auth__identity__v1__sign_up_request__descriptor,
+    &auth__identity__v1__sign_up_response__descriptor,
+    &auth__identity__v1__sign_in_with_password_request__descriptor,
+    &auth__identity__v1__sign_in_with_password_response__descriptor,
+    &auth__identity__v1__sign_in_with_idtoken_request__descriptor,
+    &auth__identity__v1__sign_in_with_idtoken_response__descriptor,
+    &auth__identity__v1__string_value__descriptor,
+    &auth__identity__v1__bool_value__descriptor,
+    &auth__identity__v1__update_profile_request__descriptor,
+    &auth__identity__v1__update_profile_response__descriptor,
+    &auth__identity__v1__reset_password_request__descriptor,
+    &auth__identity__v1__reset_password_response__descriptor,
+    &auth__identity__v1__change_password_request__descriptor,
+    &auth__identity__v1__change_password_response__descriptor,
+    &auth__identity__v1__delete_user_request__descriptor,
+    &auth__identity__v1__delete_user_response__descriptor,
+    &auth__identity__v1__list_audit_events_request__descriptor,
+    &auth__identity__v1__audit_event__descriptor,
+    &auth__identity__v1__list_audit_events_response__descriptor,
     &auth__rpc__v1__frame__descriptor,
     &auth__rpc__v1__challenge__descriptor,
     &auth__rpc__v1__hello__descriptor,
@@ -57,6 +86,6 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
 };
 
 const ProtobufCMessageDescriptor *const *auth_proto_message_descriptors(size_t *count) {
-    *count = 41;
+    *count = 69;
     return auth_proto_message_descriptors_list;
 }

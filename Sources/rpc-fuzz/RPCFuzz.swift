@@ -95,6 +95,19 @@ enum RPCFuzzTarget {
         _ = try? Auth_Session_V1_GetJWKSRequest(serializedBytes: payload)
         _ = try? Auth_Session_V1_RotateSigningKeyRequest(serializedBytes: payload)
         _ = try? Auth_Session_V1_RewrapSigningKeysRequest(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_GetUserRequest(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_GetUserByPhoneRequest(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_GetUserByEmailRequest(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_ContactExistsRequest(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_FindOrCreateByContactRequest(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_SignUpRequest(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_SignInWithPasswordRequest(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_SignInWithIDTokenRequest(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_UpdateProfileRequest(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_ResetPasswordRequest(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_ChangePasswordRequest(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_DeleteUserRequest(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_ListAuditEventsRequest(serializedBytes: payload)
     }
 
     static func unpackResponse(_ payload: [UInt8]) {
@@ -108,6 +121,17 @@ enum RPCFuzzTarget {
         _ = try? Auth_Session_V1_RevokeAllResponse(serializedBytes: payload)
         _ = try? Auth_Session_V1_RotateSigningKeyResponse(serializedBytes: payload)
         _ = try? Auth_Session_V1_RewrapSigningKeysResponse(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_GetUserResponse(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_ContactExistsResponse(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_FindOrCreateByContactResponse(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_SignUpResponse(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_SignInWithPasswordResponse(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_SignInWithIDTokenResponse(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_UpdateProfileResponse(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_ResetPasswordResponse(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_ChangePasswordResponse(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_DeleteUserResponse(serializedBytes: payload)
+        _ = try? Auth_Identity_V1_ListAuditEventsResponse(serializedBytes: payload)
     }
 }
 

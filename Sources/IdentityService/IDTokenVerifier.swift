@@ -1,0 +1,142 @@
+import AuthCrypto
+import Foundation
+
+/// What a verified ID token says.
+struct VerifiedIDToken: Sendable {
+    var identity: ProviderIdentity
+    var expiresAt: Date
+    /// What makes the token unique for replay detection: `jti:<jti>`, or `sha256:<hex>` of the
+    /// whole token when it has no `jti`.
+    var replayKey: String
+}
+
+/// Checks a provider's ID token (docs/identity.md, "ID tokens"): RS256 or ES256 signature by a
+/// key of the provider's JWKS named by `kid`; `iss` one of the provider's issuers; `aud` one of
+/// the configured client ids; `exp` and `iat` present, within the allowed skew; `sub` present;
+/// the nonce rule of the provider. Every refusal names no part of the token.
+struct IDTokenVerifier: Sendable {
+    let configuration: OIDCProviderConfiguration
+    let keys: JWKSCache
+    let clockSkew: TimeInterval
+
+    static let acceptedAlgorithms: Set<String> = [JWSAlgorithm.rs256.rawValue, JWSAlgorithm.es256.rawValue]
+
+    private func invalid(_ why: String) -> IdentityError {
+        IdentityError(.invalidIDToken, "The sign-in token is not valid (\(why)).")
+    }
+
+    func verify(_ token: String, rawNonce: String, now: Date) async throws -> VerifiedIDToken {
+        let parts: JWS.Parts
+        do {
+            parts = try JWS.parse(token)
+        } catch {
+            throw invalid("malformed")
+        }
+        guard Self.acceptedAlgorithms.contains(parts.header.alg) else { throw invalid("algorithm not accepted") }
+        guard let kid = parts.header.kid, !kid.isEmpty else { throw invalid("no key id") }
+        guard let key = try await keys.key(kid: kid) else { throw invalid("unknown key") }
+        guard key.jwsAlgorithm.rawValue == parts.header.alg else { throw invalid("algorithm does not match the key") }
+        do {
+            _ = try JWS.verify(parts, expectedAlgorithm: key.jwsAlgorithm, key: key)
+        } catch {
+            throw invalid("bad signature")
+        }
+        guard let claims = (try? JSONSerialization.jsonObject(with: Data(parts.payload))) as? [String: Any] else {
+            throw invalid("claims are not a JSON object")
+        }
+        guard let issuer = claims["iss"] as? String, configuration.issuers.contains(issuer) else {
+            throw invalid("wrong issuer")
+        }
+        let audiences: [String]
+        if let single = claims["aud"] as? String {
+            audiences = [single]
+        } else if let many = claims["aud"] as? [String] {
+            audiences = many
+        } else {
+            throw invalid("no audience")
+        }
+        guard audiences.contains(where: configuration.clientIDs.contains) else { throw invalid("wrong audience") }
+        guard let exp = Self.number(claims["exp"]), let iat = Self.number(claims["iat"]) else {
+            throw invalid("exp and iat are required")
+        }
+        let nowSeconds = now.timeIntervalSince1970
+        guard iat <= nowSeconds + clockSkew else { throw invalid("issued in the future") }
+        guard exp + clockSkew > nowSeconds else {
+            throw IdentityError(.idTokenExpired, "The sign-in token has expired. Please sign in again.")
+        }
+        if let nbf = Self.number(claims["nbf"]), nbf > nowSeconds + clockSkew { throw invalid("not yet valid") }
+        guard let subject = claims["sub"] as? String, !subject.isEmpty, subject.utf8.count <= 255 else {
+            throw invalid("no subject")
+        }
+        try checkNonce(claims["nonce"] as? String, rawNonce: rawNonce, claimPresent: claims["nonce"] != nil)
+
+        var email: String?
+        if let text = claims["email"] as? String, ContactRules.isValidEmail(text) {
+            email = ContactRules.normalizedEmail(text)
+        }
+        let emailVerified: Bool =
+            switch claims["email_verified"] {
+            case let flag as Bool: flag
+            case let text as String: text == "true"
+            default: false
+            }
+        var name: String?
+        if let text = claims["name"] as? String, ContactRules.isValidDisplayName(text) {
+            name = text
+        } else if let given = claims["given_name"] as? String {
+            let joined = [given, claims["family_name"] as? String ?? ""].filter { !$0.isEmpty }.joined(separator: " ")
+            if ContactRules.isValidDisplayName(joined) { name = joined }
+        }
+        var picture: String?
+        if let text = claims["picture"] as? String, !text.isEmpty, ContactRules.isValidPhotoURL(text) {
+            picture = text
+        }
+        let replayKey: String
+        if let jti = claims["jti"] as? String, !jti.isEmpty, jti.utf8.count <= 255 {
+            replayKey = "jti:" + jti
+        } else {
+            replayKey = "sha256:" + hex(SHA256.hash(token))
+        }
+        return VerifiedIDToken(
+            identity: ProviderIdentity(
+                provider: configuration.provider,
+                subject: subject,
+                email: email,
+                emailVerified: email != nil && emailVerified,
+                name: name,
+                pictureURL: picture
+            ),
+            expiresAt: Date(timeIntervalSince1970: exp + clockSkew),
+            replayKey: replayKey
+        )
+    }
+
+    /// Apple: the token's `nonce` is hex SHA-256 of the raw nonce the app sends (seed 002 §2.5);
+    /// Google and Facebook: the raw nonce itself. Required for Apple and Google; for Facebook,
+    /// checked when either side has one.
+    private func checkNonce(_ claim: String?, rawNonce: String, claimPresent: Bool) throws {
+        let provider = configuration.provider
+        if !provider.requiresNonce && rawNonce.isEmpty && !claimPresent { return }
+        let refused = IdentityError(.invalidNonce, "The sign-in could not be verified. Please try again.")
+        guard !rawNonce.isEmpty, rawNonce.utf8.count <= 512, let claim, !claim.isEmpty else { throw refused }
+        let expected = provider == .apple ? hex(SHA256.hash(rawNonce)) : rawNonce
+        guard ConstantTime.equals(Array(expected.utf8), Array(claim.utf8)) else { throw refused }
+    }
+
+    private static func number(_ value: Any?) -> Double? {
+        guard let number = value as? NSNumber, !(value is Bool) else { return nil }
+        let double = number.doubleValue
+        return double.isFinite ? double : nil
+    }
+}
+
+func hex(_ bytes: [UInt8]) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var out = [UInt8]()
+    out.reserveCapacity(bytes.count * 2)
+    for byte in bytes {
+        out.append(digits[Int(byte >> 4)])
+        out.append(digits[Int(byte & 0x0F)])
+    }
+    return String(decoding: out, as: UTF8.self)
+}

@@ -1,0 +1,137 @@
+import AuthCrypto
+import AuthPostgres
+import AuthRPC
+
+/// The one error type of the identity service. Each ``Code`` has a stable `reason` and the RPC
+/// status it travels as; handlers throw this and the RPC layer converts it through
+/// ``RPCErrorConvertible``. Messages are what the apps show; none holds a password, code or token.
+public struct IdentityError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong: a stable reason (snake_case) with its RPC status code.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The reason sent on the wire, e.g. `email_taken`.
+        public let reason: String
+        /// The RPC status code it is sent with.
+        public let status: RPCError.Code
+
+        init(_ reason: String, _ status: RPCError.Code) {
+            self.reason = reason
+            self.status = status
+        }
+
+        /// Request fields broke a rule; see ``IdentityError/fieldViolations``.
+        public static let invalidArgument = Code("invalid_argument", .invalidArgument)
+        /// A phone number that is not E.164 (or not a valid Indian mobile number for +91).
+        public static let invalidPhone = Code("invalid_phone", .invalidArgument)
+        /// An email address that does not match the accepted form or is over 255 characters.
+        public static let invalidEmail = Code("invalid_email", .invalidArgument)
+        /// No such user (or it was deleted).
+        public static let userNotFound = Code("user_not_found", .notFound)
+        /// Sign-up with an email another account has.
+        public static let emailTaken = Code("email_taken", .alreadyExists)
+        /// Wrong email or password (the same answer for both).
+        public static let invalidCredentials = Code("invalid_credentials", .unauthenticated)
+        /// Too many failed password sign-ins for this email in the window.
+        public static let tooManyAttempts = Code("too_many_attempts", .resourceExhausted)
+        /// ChangePassword's old password is wrong.
+        public static let wrongPassword = Code("wrong_password", .unauthenticated)
+        /// The ID token is malformed, badly signed, for another audience or issuer, or mistimed.
+        public static let invalidIDToken = Code("invalid_id_token", .unauthenticated)
+        /// The ID token's `exp` has passed.
+        public static let idTokenExpired = Code("id_token_expired", .unauthenticated)
+        /// The ID token was already used to sign in.
+        public static let idTokenReplayed = Code("id_token_replayed", .unauthenticated)
+        /// The nonce is missing or does not match the token's.
+        public static let invalidNonce = Code("invalid_nonce", .unauthenticated)
+        /// The provider is not configured on this deployment.
+        public static let providerNotEnabled = Code("provider_not_enabled", .failedPrecondition)
+        /// The provider's keys could not be fetched; safe to retry.
+        public static let providerUnavailable = Code("provider_unavailable", .unavailable)
+        /// The database cannot be reached; safe to retry.
+        public static let unavailable = Code("unavailable", .unavailable)
+        /// A database statement ran out of time.
+        public static let deadlineExceeded = Code("deadline_exceeded", .deadlineExceeded)
+        /// The caller cancelled.
+        public static let cancelled = Code("cancelled", .cancelled)
+        /// A bug or a broken invariant; the message sent to callers says nothing more.
+        public static let `internal` = Code("internal", .internal)
+
+        public var description: String { reason }
+    }
+
+    public var code: Code
+    /// For the apps' users and for logs; never holds a password, code or token.
+    public var message: String
+    /// The fields that failed validation.
+    public var fieldViolations: [RPCError.FieldViolation]
+    /// For `too_many_attempts`: seconds until a new try can succeed.
+    public var retryAfterSeconds: UInt32?
+    /// The underlying error, for logs.
+    public var cause: (any Error & Sendable)?
+
+    public init(
+        _ code: Code,
+        _ message: String,
+        fieldViolations: [RPCError.FieldViolation] = [],
+        retryAfterSeconds: UInt32? = nil,
+        cause: (any Error & Sendable)? = nil
+    ) {
+        self.code = code
+        self.message = message
+        self.fieldViolations = fieldViolations
+        self.retryAfterSeconds = retryAfterSeconds
+        self.cause = cause
+    }
+
+    public var description: String {
+        var text = "\(code.reason): \(message)"
+        if let cause { text += " (cause: \(cause))" }
+        return text
+    }
+
+    static let invalidCredentialsMessage = "Invalid email or password"
+    static let emailTakenMessage = "This email is already registered. Try logging in instead."
+
+    /// Maps any error thrown while serving a call to an `IdentityError`: database unavailability
+    /// becomes UNAVAILABLE, statement timeouts DEADLINE_EXCEEDED, anything unexpected INTERNAL.
+    static func converting(_ error: any Error) -> any Error {
+        switch error {
+        case is IdentityError, is RPCError:
+            return error
+        case is CancellationError:
+            return IdentityError(.cancelled, "The call was cancelled.")
+        case let error as PostgresError:
+            if error.isUnavailable || error.code == .poolTimeout || error.code == .closed {
+                return IdentityError(.unavailable, "The identity database is unavailable.", cause: error)
+            }
+            switch error.code {
+            case .timeout: return IdentityError(.deadlineExceeded, "A database statement timed out.", cause: error)
+            case .cancelled: return IdentityError(.cancelled, "The call was cancelled.", cause: error)
+            default: return IdentityError(.internal, "A database statement failed.", cause: error)
+            }
+        case let error as CryptoError:
+            return IdentityError(.internal, "A cryptographic operation failed.", cause: error)
+        default:
+            return IdentityError(.internal, "Unexpected error.", cause: DescribedError(description: "\(error)"))
+        }
+    }
+}
+
+/// A non-Sendable error, kept as its description.
+struct DescribedError: Error, Sendable, CustomStringConvertible {
+    var description: String
+}
+
+extension IdentityError: RPCErrorConvertible {
+    public var rpcError: RPCError {
+        if code == .internal {
+            return RPCError(code: .internal, message: "Internal error.", reason: code.reason)
+        }
+        return RPCError(
+            code: code.status,
+            message: message,
+            reason: code.reason,
+            retryAfterSeconds: retryAfterSeconds,
+            fieldViolations: fieldViolations
+        )
+    }
+}

@@ -1,0 +1,551 @@
+import AuthAPI
+import AuthCrypto
+import AuthPostgres
+import AuthProtobuf
+import AuthRPC
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// `auth.identity.v1.Identity`: owns the users. Lookups, find-or-create from a contact proved by
+/// a one-time code, password sign-up and sign-in (with a lockout counted in PostgreSQL), sign-in
+/// with Apple/Google/Facebook ID tokens, profile changes, password reset and change, account
+/// deletion and the audit trail. docs/identity.md describes the rules and the error reasons.
+///
+/// Create it with ``start(database:configuration:clock:fetcher:logger:)``, register it with an
+/// `RPCRouter`, and call ``shutdown()`` when done (it owns the hashing threads and an HTTP client).
+public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
+    public let configuration: IdentityServiceConfiguration
+    let store: UserStore
+    /// The service's scrypt pool (public for the benchmark, which measures it bare).
+    public let hashing: PasswordHashing
+    let policy: PasswordPolicy
+    let verifiers: [IdentityProvider: IDTokenVerifier]
+    let httpFetcher: HTTPJWKSFetcher?
+    let clock: any WallClock
+    let logger: Logger
+
+    /// The schema's migrations, shipped as resources of this module.
+    public static func migrations() throws -> [PostgresMigration] {
+        guard let directory = Bundle.module.url(forResource: "Migrations", withExtension: nil) else {
+            throw IdentityError(.internal, "The identity migrations are missing from the module's resources.")
+        }
+        return try PostgresMigration.load(directory: directory)
+    }
+
+    /// Applies the migrations to ``IdentityServiceConfiguration/schema``, loads the password
+    /// blocklist, starts the hashing threads and returns the service.
+    ///
+    /// - Parameter fetcher: how JWK Sets are fetched; nil: over HTTPS with async-http-client.
+    public static func start(
+        database: PostgresPool,
+        configuration: IdentityServiceConfiguration,
+        clock: any WallClock = SystemWallClock(),
+        fetcher: (any JWKSFetching)? = nil,
+        logger: Logger
+    ) async throws -> IdentityService {
+        try await PostgresMigrator(pool: database, logger: logger)
+            .migrate(schema: configuration.schema, migrations: migrations())
+        let blocklist = try PasswordBlocklist.bundled()
+        let hashing = try PasswordHashing(
+            parameters: configuration.scryptParameters,
+            concurrency: configuration.hashConcurrency
+        )
+        return IdentityService(
+            database: database,
+            configuration: configuration,
+            blocklist: blocklist,
+            hashing: hashing,
+            clock: clock,
+            fetcher: fetcher,
+            logger: logger
+        )
+    }
+
+    init(
+        database: PostgresPool,
+        configuration: IdentityServiceConfiguration,
+        blocklist: PasswordBlocklist,
+        hashing: PasswordHashing,
+        clock: any WallClock,
+        fetcher: (any JWKSFetching)?,
+        logger: Logger
+    ) {
+        self.configuration = configuration
+        self.store = UserStore(pool: database, schema: configuration.schema)
+        self.hashing = hashing
+        self.policy = PasswordPolicy(mode: configuration.passwordPolicyMode, blocklist: blocklist)
+        let http = fetcher == nil && !configuration.providers.isEmpty ? HTTPJWKSFetcher() : nil
+        self.httpFetcher = http
+        var verifiers: [IdentityProvider: IDTokenVerifier] = [:]
+        for (provider, settings) in configuration.providers {
+            verifiers[provider] = IDTokenVerifier(
+                configuration: settings,
+                keys: JWKSCache(
+                    url: settings.jwksURL,
+                    fetcher: fetcher ?? http!,
+                    clock: clock,
+                    refetchInterval: configuration.jwksRefetchInterval,
+                    lifetime: configuration.jwksCacheLifetime
+                ),
+                clockSkew: configuration.idTokenClockSkew.timeInterval
+            )
+        }
+        self.verifiers = verifiers
+        self.clock = clock
+        self.logger = logger
+    }
+
+    /// Stops the hashing threads and the HTTP client.
+    public func shutdown() async {
+        await hashing.shutdown()
+        await httpFetcher?.shutdown()
+    }
+
+    /// A `Service` for the process's `ServiceGroup` that calls ``shutdown()`` at graceful
+    /// shutdown (after the RPC server has drained, when listed before it).
+    public var lifecycle: some Service { Lifecycle(service: self) }
+
+    private struct Lifecycle: Service {
+        let service: IdentityService
+
+        func run() async throws {
+            try? await gracefulShutdown()
+            await service.shutdown()
+        }
+    }
+
+    /// Who may call each method: the gateway for everything the apps do; operators (`authctl`)
+    /// may read users and audit trails.
+    public var allowedCallers: Auth_Identity_V1_Identity.AllowedCallersByMethod {
+        .init(
+            getUser: .only(["gateway", "authctl"]),
+            getUserByPhone: .only(["gateway", "authctl"]),
+            getUserByEmail: .only(["gateway", "authctl"]),
+            contactExists: .only(["gateway"]),
+            findOrCreateByContact: .only(["gateway"]),
+            signUp: .only(["gateway"]),
+            signInWithPassword: .only(["gateway"]),
+            signInWithIDToken: .only(["gateway"]),
+            updateProfile: .only(["gateway"]),
+            resetPassword: .only(["gateway"]),
+            changePassword: .only(["gateway"]),
+            deleteUser: .only(["gateway", "authctl"]),
+            listAuditEvents: .only(["gateway", "authctl"])
+        )
+    }
+
+    // MARK: Lookups
+
+    public func getUser(
+        request: Auth_Identity_V1_GetUserRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_GetUserResponse {
+        try await serving {
+            var validator = RequestValidator()
+            let id = validator.userID(request.userID)
+            try validator.check()
+            guard let id, let user = try await store.user(id: id) else { throw Self.notFound }
+            return Auth_Identity_V1_GetUserResponse(user: user.proto)
+        }
+    }
+
+    public func getUserByPhone(
+        request: Auth_Identity_V1_GetUserByPhoneRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_GetUserResponse {
+        try await serving {
+            var validator = RequestValidator()
+            let phone = validator.phone(request.phone)
+            try validator.check()
+            guard let phone, let user = try await store.user(phone: phone) else { throw Self.notFound }
+            return Auth_Identity_V1_GetUserResponse(user: user.proto)
+        }
+    }
+
+    public func getUserByEmail(
+        request: Auth_Identity_V1_GetUserByEmailRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_GetUserResponse {
+        try await serving {
+            var validator = RequestValidator()
+            let email = validator.email(request.email)
+            try validator.check()
+            guard let email, let user = try await store.user(email: email) else { throw Self.notFound }
+            return Auth_Identity_V1_GetUserResponse(user: user.proto)
+        }
+    }
+
+    public func contactExists(
+        request: Auth_Identity_V1_ContactExistsRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_ContactExistsResponse {
+        try await serving {
+            var validator = RequestValidator()
+            let contact = validator.contact(phone: request.phone, email: request.email)
+            try validator.check()
+            let user: UserRecord? =
+                switch contact {
+                case .phone(let phone): try await store.user(phone: phone)
+                case .email(let email): try await store.user(email: email)
+                case nil: nil
+                }
+            return Auth_Identity_V1_ContactExistsResponse(exists: user != nil)
+        }
+    }
+
+    // MARK: One-time codes
+
+    public func findOrCreateByContact(
+        request: Auth_Identity_V1_FindOrCreateByContactRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_FindOrCreateByContactResponse {
+        try await serving {
+            var validator = RequestValidator()
+            let contact = validator.contact(phone: request.phone, email: request.email)
+            validator.clientIP(request.clientIP)
+            try validator.check()
+            guard let contact else { throw IdentityError(.internal, "validated contact missing") }
+            let (user, created) = try await store.findOrCreate(
+                contact: contact,
+                newID: UUID(),
+                audit: audit(.signIn, method: contact.method, request.clientIP, context)
+            )
+            if created {
+                logger.info("User created", metadata: ["user.id": "\(user.id)", "identity.method": "\(contact.method)"])
+            }
+            return Auth_Identity_V1_FindOrCreateByContactResponse(user: user.proto, created: created)
+        }
+    }
+
+    // MARK: Passwords
+
+    public func signUp(
+        request: Auth_Identity_V1_SignUpRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_SignUpResponse {
+        try await serving {
+            var validator = RequestValidator()
+            validator.displayName(request.displayName)
+            let email = validator.email(request.email)
+            for violation in policy.violations(of: request.password) {
+                validator.fail(violation.field, violation.reason, violation.description)
+            }
+            validator.clientIP(request.clientIP)
+            try validator.check()
+            guard let email, let password = PasswordPolicy.normalized(request.password) else {
+                throw IdentityError(.internal, "validated fields missing")
+            }
+            // A cheap check first, so a taken email costs no hash; the unique index decides races.
+            if try await store.user(email: email) != nil {
+                throw IdentityError(.emailTaken, IdentityError.emailTakenMessage)
+            }
+            let hash = try await hashing.hash(password)
+            let user = try await store.signUp(
+                id: UUID(),
+                email: email,
+                displayName: request.displayName,
+                passwordHash: hash,
+                audit: audit(.signUp, method: "password", request.clientIP, context)
+            )
+            logger.info("User created", metadata: ["user.id": "\(user.id)", "identity.method": "password"])
+            return Auth_Identity_V1_SignUpResponse(user: user.proto)
+        }
+    }
+
+    public func signInWithPassword(
+        request: Auth_Identity_V1_SignInWithPasswordRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_SignInWithPasswordResponse {
+        try await serving {
+            var validator = RequestValidator()
+            let email = validator.email(request.email)
+            if request.password.isEmpty { validator.fail("password", "required", "Password is required.") }
+            validator.clientIP(request.clientIP)
+            try validator.check()
+            guard let email else { throw IdentityError(.internal, "validated email missing") }
+            let emailHash = SHA256.hash(email)
+            let now = clock.microsecondNow()
+            let window = configuration.signInFailureWindow.timeInterval
+            let windowStart = now.addingTimeInterval(-window)
+            let failures = try await store.recentFailures(
+                emailHash: emailHash,
+                since: windowStart,
+                limit: configuration.maxSignInFailures
+            )
+            if failures.count >= configuration.maxSignInFailures, let oldestCounted = failures.last {
+                let retryAfter = max(1, Int(oldestCounted.addingTimeInterval(window).timeIntervalSince(now).rounded(.up)))
+                throw IdentityError(
+                    .tooManyAttempts,
+                    "Too many failed attempts. Please try again in \(Self.minutes(retryAfter)).",
+                    retryAfterSeconds: UInt32(retryAfter)
+                )
+            }
+            let user = try await store.user(email: email)
+            var matches = false
+            if let password = PasswordPolicy.normalized(request.password) {
+                // Absent user or no password: verify against the dummy hash all the same.
+                matches = try await hashing.verify(password, against: user?.passwordHash)
+            }
+            guard matches, let user, let stored = user.passwordHash,
+                let password = PasswordPolicy.normalized(request.password)
+            else {
+                var entry = audit(.signInFailed, method: "password", request.clientIP, context, at: now)
+                entry.userID = user?.id
+                try await store.recordFailure(emailHash: emailHash, windowStart: windowStart, audit: entry)
+                throw IdentityError(.invalidCredentials, IdentityError.invalidCredentialsMessage)
+            }
+            var rehashed: String?
+            if hashing.needsRehash(stored) {
+                rehashed = try await hashing.hash(password)
+            }
+            var entry = audit(.signIn, method: "password", request.clientIP, context, at: now)
+            entry.userID = user.id
+            try await store.recordSignIn(
+                emailHash: emailHash,
+                userID: user.id,
+                rehashed: rehashed,
+                oldHash: stored,
+                audit: entry
+            )
+            return Auth_Identity_V1_SignInWithPasswordResponse(user: user.proto)
+        }
+    }
+
+    public func resetPassword(
+        request: Auth_Identity_V1_ResetPasswordRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_ResetPasswordResponse {
+        try await serving {
+            var validator = RequestValidator()
+            let email = validator.email(request.email)
+            for violation in policy.violations(of: request.newPassword, field: "new_password") {
+                validator.fail(violation.field, violation.reason, violation.description)
+            }
+            validator.clientIP(request.clientIP)
+            try validator.check()
+            guard let email, let password = PasswordPolicy.normalized(request.newPassword) else {
+                throw IdentityError(.internal, "validated fields missing")
+            }
+            guard try await store.user(email: email) != nil else { throw Self.notFound }
+            let hash = try await hashing.hash(password)
+            guard
+                let user = try await store.resetPassword(
+                    email: email,
+                    emailHash: SHA256.hash(email),
+                    passwordHash: hash,
+                    audit: audit(.passwordReset, method: "otp_email", request.clientIP, context)
+                )
+            else { throw Self.notFound }
+            return Auth_Identity_V1_ResetPasswordResponse(user: user.proto)
+        }
+    }
+
+    public func changePassword(
+        request: Auth_Identity_V1_ChangePasswordRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_ChangePasswordResponse {
+        try await serving {
+            var validator = RequestValidator()
+            let id = validator.userID(request.userID)
+            if request.oldPassword.isEmpty {
+                validator.fail("old_password", "required", "Your current password is required.")
+            }
+            for violation in policy.violations(of: request.newPassword, field: "new_password") {
+                validator.fail(violation.field, violation.reason, violation.description)
+            }
+            validator.clientIP(request.clientIP)
+            try validator.check()
+            guard let id, let newPassword = PasswordPolicy.normalized(request.newPassword) else {
+                throw IdentityError(.internal, "validated fields missing")
+            }
+            guard let user = try await store.user(id: id) else { throw Self.notFound }
+            let wrong = IdentityError(.wrongPassword, "Your current password is incorrect.")
+            guard let oldPassword = PasswordPolicy.normalized(request.oldPassword),
+                try await hashing.verify(oldPassword, against: user.passwordHash)
+            else { throw wrong }
+            let hash = try await hashing.hash(newPassword)
+            var entry = audit(.passwordChanged, method: "password", request.clientIP, context)
+            entry.userID = id
+            guard try await store.changePassword(userID: id, oldHash: user.passwordHash, newHash: hash, audit: entry)
+            else { throw wrong }
+            return Auth_Identity_V1_ChangePasswordResponse()
+        }
+    }
+
+    // MARK: ID tokens
+
+    public func signInWithIDToken(
+        request: Auth_Identity_V1_SignInWithIDTokenRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_SignInWithIDTokenResponse {
+        try await serving {
+            var validator = RequestValidator()
+            let provider: IdentityProvider? =
+                switch request.provider {
+                case .apple: .apple
+                case .google: .google
+                case .facebook: .facebook
+                default: nil
+                }
+            if provider == nil { validator.fail("provider", "required", "A provider is required.") }
+            if request.idToken.isEmpty { validator.fail("id_token", "required", "An ID token is required.") }
+            if !request.displayName.isEmpty { validator.displayName(request.displayName) }
+            validator.clientIP(request.clientIP)
+            try validator.check()
+            guard let provider else { throw IdentityError(.internal, "validated provider missing") }
+            guard let verifier = verifiers[provider] else {
+                throw IdentityError(
+                    .providerNotEnabled,
+                    "Sign in with \(provider.rawValue.capitalized) is not available."
+                )
+            }
+            let now = clock.microsecondNow()
+            let verified = try await verifier.verify(request.idToken, rawNonce: request.rawNonce, now: now)
+            guard
+                try await store.rememberToken(
+                    provider: provider,
+                    key: verified.replayKey,
+                    expiresAt: verified.expiresAt,
+                    now: now
+                )
+            else {
+                logger.warning(
+                    "An ID token was presented again",
+                    metadata: ["identity.provider": "\(provider.rawValue)", "rpc.caller": "\(PeerText.loggable(context.authenticatedCaller))"]
+                )
+                throw IdentityError(.idTokenReplayed, "This sign-in was already used. Please sign in again.")
+            }
+            var identity = verified.identity
+            if identity.name == nil, !request.displayName.isEmpty { identity.name = request.displayName }
+            let result = try await store.signIn(
+                with: identity,
+                newID: UUID(),
+                audit: audit(.signIn, method: provider.method, request.clientIP, context, at: now)
+            )
+            if result.created || result.linked {
+                logger.info(
+                    result.created ? "User created" : "Provider identity linked",
+                    metadata: ["user.id": "\(result.user.id)", "identity.method": "\(provider.method)"]
+                )
+            }
+            return Auth_Identity_V1_SignInWithIDTokenResponse(
+                user: result.user.proto,
+                created: result.created,
+                linked: result.linked
+            )
+        }
+    }
+
+    // MARK: Profile, deletion, audit
+
+    public func updateProfile(
+        request: Auth_Identity_V1_UpdateProfileRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_UpdateProfileResponse {
+        try await serving {
+            var validator = RequestValidator()
+            let id = validator.userID(request.userID)
+            if let name = request.displayName { validator.displayName(name.value) }
+            if let url = request.photoURL { validator.photoURL(url.value) }
+            validator.clientIP(request.clientIP)
+            try validator.check()
+            guard let id else { throw IdentityError(.internal, "validated user id missing") }
+            var entry = audit(.profileUpdated, method: "", request.clientIP, context)
+            entry.userID = id
+            guard
+                let user = try await store.updateProfile(
+                    userID: id,
+                    changes: ProfileChanges(
+                        displayName: request.displayName?.value,
+                        photoURL: request.photoURL?.value,
+                        onboardingCompleted: request.onboardingCompleted?.value
+                    ),
+                    audit: entry
+                )
+            else { throw Self.notFound }
+            return Auth_Identity_V1_UpdateProfileResponse(user: user.proto)
+        }
+    }
+
+    public func deleteUser(
+        request: Auth_Identity_V1_DeleteUserRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_DeleteUserResponse {
+        try await serving {
+            var validator = RequestValidator()
+            let id = validator.userID(request.userID)
+            validator.clientIP(request.clientIP)
+            try validator.check()
+            guard let id else { throw IdentityError(.internal, "validated user id missing") }
+            var entry = audit(.accountDeleted, method: "", request.clientIP, context)
+            entry.userID = id
+            guard let deleted = try await store.delete(userID: id, audit: entry) else { throw Self.notFound }
+            if deleted { logger.info("User deleted", metadata: ["user.id": "\(id)"]) }
+            return Auth_Identity_V1_DeleteUserResponse(deleted: deleted)
+        }
+    }
+
+    public func listAuditEvents(
+        request: Auth_Identity_V1_ListAuditEventsRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_ListAuditEventsResponse {
+        try await serving {
+            var validator = RequestValidator()
+            let id = validator.userID(request.userID)
+            if request.limit > 500 { validator.fail("limit", "too_large", "At most 500 events per call.") }
+            try validator.check()
+            guard let id else { throw IdentityError(.internal, "validated user id missing") }
+            let events = try await store.auditEvents(userID: id, limit: request.limit == 0 ? 100 : Int(request.limit))
+            return Auth_Identity_V1_ListAuditEventsResponse(events: events)
+        }
+    }
+
+    // MARK: Helpers
+
+    static let notFound = IdentityError(.userNotFound, "No account was found.")
+
+    static func minutes(_ seconds: Int) -> String {
+        let minutes = (seconds + 59) / 60
+        return minutes == 1 ? "1 minute" : "\(minutes) minutes"
+    }
+
+    /// An audit row for this call: the request's client IP (or the metadata's end-user IP), the
+    /// request id and the authenticated caller.
+    func audit(
+        _ kind: AuditEntry.Kind,
+        method: String,
+        _ clientIP: String,
+        _ context: ServerContext,
+        at time: Date? = nil
+    ) -> AuditEntry {
+        var ip = clientIP
+        if ip.isEmpty {
+            let fromMetadata = context.metadata.endUserIP
+            if fromMetadata.utf8.count <= 45, ContactRules.isIPAddress(fromMetadata) { ip = fromMetadata }
+        }
+        let requestID = context.metadata.requestID
+        return AuditEntry(
+            kind: kind,
+            userID: nil,
+            method: method,
+            occurredAt: time ?? clock.microsecondNow(),
+            clientIP: ip,
+            requestID: requestID.utf8.count <= 128 ? requestID : String(requestID.prefix(128)),
+            caller: context.authenticatedCaller
+        )
+    }
+
+    /// Runs a handler body, converting every error to an ``IdentityError`` once.
+    func serving<R>(_ body: () async throws -> R) async throws -> R {
+        do {
+            return try await body()
+        } catch {
+            let converted = IdentityError.converting(error)
+            if let identityError = converted as? IdentityError, identityError.code == .internal {
+                logger.error("Identity call failed", metadata: ["error": "\(identityError)"])
+            }
+            throw converted
+        }
+    }
+}

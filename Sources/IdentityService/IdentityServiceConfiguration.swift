@@ -1,0 +1,205 @@
+import AuthCrypto
+import Foundation
+
+/// A configuration value of the identity service that is missing or malformed; start-up stops
+/// with this message.
+public struct IdentityConfigurationError: Error, Sendable, CustomStringConvertible {
+    /// The environment variable.
+    public var variable: String
+    /// What is wrong with it.
+    public var problem: String
+
+    public var description: String { "\(variable): \(problem)" }
+}
+
+/// A provider whose ID tokens identity accepts.
+public enum IdentityProvider: String, Sendable, CaseIterable, Hashable {
+    case apple, google, facebook
+
+    /// The `AUTH_OIDC_<PROVIDER>_` prefix of its settings.
+    var variablePrefix: String { "AUTH_OIDC_\(rawValue.uppercased())_" }
+
+    /// The `amr`/audit method of a sign-in with it.
+    public var method: String { "oidc_\(rawValue)" }
+
+    /// The provider's real issuer values.
+    public var defaultIssuers: [String] {
+        switch self {
+        case .apple: ["https://appleid.apple.com"]
+        // Google's ID tokens carry either form.
+        case .google: ["https://accounts.google.com", "accounts.google.com"]
+        case .facebook: ["https://www.facebook.com"]
+        }
+    }
+
+    /// The provider's real JWKS address.
+    public var defaultJWKSURL: String {
+        switch self {
+        case .apple: "https://appleid.apple.com/auth/keys"
+        case .google: "https://www.googleapis.com/oauth2/v3/certs"
+        case .facebook: "https://limited.facebook.com/.well-known/oauth/openid/jwks/"
+        }
+    }
+
+    /// Whether sign-in with this provider requires a nonce.
+    public var requiresNonce: Bool { self != .facebook }
+}
+
+/// One enabled provider: the audiences (client ids) its tokens must name, the issuers they may
+/// carry and where its public keys are.
+public struct OIDCProviderConfiguration: Sendable, Hashable {
+    public var provider: IdentityProvider
+    public var clientIDs: [String]
+    public var issuers: [String]
+    public var jwksURL: URL
+
+    public init(provider: IdentityProvider, clientIDs: [String], issuers: [String]? = nil, jwksURL: URL? = nil) {
+        self.provider = provider
+        self.clientIDs = clientIDs
+        self.issuers = issuers ?? provider.defaultIssuers
+        self.jwksURL = jwksURL ?? URL(string: provider.defaultJWKSURL)!
+    }
+
+    /// HTTPS, or plain HTTP to a loopback address (tests, local development).
+    static func isAcceptableJWKSURL(_ url: URL) -> Bool {
+        guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased(), !host.isEmpty else {
+            return false
+        }
+        if scheme == "https" { return true }
+        guard scheme == "http" else { return false }
+        let bare = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        return bare == "localhost" || bare == "::1" || bare.hasPrefix("127.")
+            && bare.split(separator: ".").count == 4 && bare.split(separator: ".").allSatisfy { UInt8($0) != nil }
+    }
+}
+
+/// Which password rule applies to new passwords (``PasswordPolicy``).
+public enum PasswordPolicyMode: String, Sendable, CaseIterable {
+    /// The customer's rule (seed 002 §2.3): at least 8 characters with an upper-case letter, a
+    /// lower-case letter and a digit; not a common password.
+    case composition
+    /// NIST SP 800-63B §5.1.1.2: at least 8 characters, not a common password, no composition rule.
+    case nist
+}
+
+/// Everything the identity service needs besides its database. docs/identity.md lists the
+/// environment variables.
+public struct IdentityServiceConfiguration: Sendable {
+    /// The schema holding the service's tables (`identity`; tests use their own).
+    public var schema: String = "identity"
+    /// The rule new passwords must meet.
+    public var passwordPolicyMode: PasswordPolicyMode = .composition
+    /// scrypt parameters of new hashes: OWASP's (N = 2^17, r = 8, p = 1; 128 MiB, about 0.4 s).
+    public var scryptParameters: ScryptPasswordHasher.Parameters = .init(logN: 17, r: 8, p: 1)
+    /// How many hashes run at once (each holds 128·r·N bytes). Default: the processor count.
+    public var hashConcurrency: Int = max(1, ProcessInfo.processInfo.activeProcessorCount)
+    /// Failed password sign-ins for one email within ``signInFailureWindow`` before
+    /// `too_many_attempts`. Default 10.
+    public var maxSignInFailures: Int = 10
+    /// Default 15 minutes.
+    public var signInFailureWindow: Duration = .seconds(15 * 60)
+    /// Clock difference tolerated on ID tokens' `exp` and `iat`. 60 s.
+    public var idTokenClockSkew: Duration = .seconds(60)
+    /// A JWKS is refetched at most this often for an unknown `kid`. 1 minute.
+    public var jwksRefetchInterval: Duration = .seconds(60)
+    /// A fetched JWKS is used this long before it is fetched again. 1 hour.
+    public var jwksCacheLifetime: Duration = .seconds(3_600)
+    /// The enabled providers.
+    public var providers: [IdentityProvider: OIDCProviderConfiguration] = [:]
+
+    /// A configuration with the defaults documented on each property and no provider enabled.
+    public init() {}
+
+    /// Reads the configuration from `AUTH_IDENTITY_*` and `AUTH_OIDC_*` environment variables.
+    ///
+    /// - Throws: ``IdentityConfigurationError`` naming the variable.
+    public init(environment variables: [String: String]) throws {
+        self.init()
+        func string(_ name: String) -> String? {
+            guard let value = variables[name]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+            return value
+        }
+        func integer(_ name: String, _ range: ClosedRange<Int>, default fallback: Int, unit: String) throws -> Int {
+            guard let text = string(name) else { return fallback }
+            guard let value = Int(text), range.contains(value) else {
+                throw IdentityConfigurationError(
+                    variable: name,
+                    problem: "must be a whole number\(unit) in \(range.lowerBound)...\(range.upperBound)"
+                )
+            }
+            return value
+        }
+        func list(_ name: String) throws -> [String]? {
+            guard let text = string(name) else { return nil }
+            let items = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard !items.isEmpty, items.allSatisfy({ item in
+                !item.isEmpty && item.utf8.count <= 256 && item.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7F }
+            }) else {
+                throw IdentityConfigurationError(
+                    variable: name,
+                    problem: "must be a comma-separated list of 1-256 printable ASCII characters without spaces each"
+                )
+            }
+            return items
+        }
+
+        if let mode = string("AUTH_IDENTITY_PASSWORD_POLICY") {
+            guard let parsed = PasswordPolicyMode(rawValue: mode) else {
+                throw IdentityConfigurationError(
+                    variable: "AUTH_IDENTITY_PASSWORD_POLICY",
+                    problem: "must be composition or nist"
+                )
+            }
+            passwordPolicyMode = parsed
+        }
+        let parameters = ScryptPasswordHasher.Parameters(
+            logN: try integer("AUTH_IDENTITY_SCRYPT_LOG_N", 10...20, default: scryptParameters.logN, unit: ""),
+            r: try integer("AUTH_IDENTITY_SCRYPT_R", 1...32, default: scryptParameters.r, unit: ""),
+            p: try integer("AUTH_IDENTITY_SCRYPT_P", 1...16, default: scryptParameters.p, unit: "")
+        )
+        do {
+            try ScryptPasswordHasher.Limits.default.check(parameters)
+        } catch {
+            throw IdentityConfigurationError(
+                variable: "AUTH_IDENTITY_SCRYPT_LOG_N",
+                problem: "with AUTH_IDENTITY_SCRYPT_R and _P needs at most 256 MiB (128 * r * 2^log_n) and 1 GiB times p"
+            )
+        }
+        scryptParameters = parameters
+        hashConcurrency = try integer("AUTH_IDENTITY_HASH_CONCURRENCY", 1...256, default: hashConcurrency, unit: "")
+        maxSignInFailures = try integer("AUTH_IDENTITY_SIGNIN_MAX_FAILURES", 1...1000, default: maxSignInFailures, unit: "")
+        signInFailureWindow = .seconds(
+            try integer("AUTH_IDENTITY_SIGNIN_WINDOW_SECONDS", 60...86_400, default: 900, unit: " of seconds")
+        )
+
+        for provider in IdentityProvider.allCases {
+            let prefix = provider.variablePrefix
+            guard let clientIDs = try list(prefix + "CLIENT_IDS") else {
+                for suffix in ["ISSUER", "JWKS_URL"] where string(prefix + suffix) != nil {
+                    throw IdentityConfigurationError(
+                        variable: prefix + suffix,
+                        problem: "is set but \(prefix)CLIENT_IDS is not; set it to enable \(provider.rawValue) or unset this"
+                    )
+                }
+                continue
+            }
+            let issuers = try list(prefix + "ISSUER")
+            var jwksURL: URL?
+            if let text = string(prefix + "JWKS_URL") {
+                guard let url = URL(string: text), OIDCProviderConfiguration.isAcceptableJWKSURL(url) else {
+                    throw IdentityConfigurationError(
+                        variable: prefix + "JWKS_URL",
+                        problem: "must be an https:// URL (http:// only to a loopback address)"
+                    )
+                }
+                jwksURL = url
+            }
+            providers[provider] = OIDCProviderConfiguration(
+                provider: provider,
+                clientIDs: clientIDs,
+                issuers: issuers,
+                jwksURL: jwksURL
+            )
+        }
+    }
+}

@@ -1,0 +1,523 @@
+import AuthAPI
+import AuthCrypto
+import AuthPostgres
+import AuthProtobuf
+import Foundation
+
+/// A user row (live accounts only are ever returned).
+struct UserRecord: Sendable, Equatable {
+    var id: UUID
+    var phone: String?
+    var email: String?
+    var phoneVerified: Bool
+    var emailVerified: Bool
+    var displayName: String
+    var photoURL: String
+    var onboardingCompleted: Bool
+    var createdAt: Date
+    var updatedAt: Date
+    var passwordHash: String?
+    var providers: [String]
+
+    var proto: Auth_Identity_V1_User {
+        Auth_Identity_V1_User(
+            id: id.uuidString.lowercased(),
+            phone: phone ?? "",
+            email: email ?? "",
+            phoneVerified: phoneVerified,
+            emailVerified: emailVerified,
+            displayName: displayName,
+            photoURL: photoURL,
+            onboardingCompleted: onboardingCompleted,
+            createdAt: createdAt.unixSeconds,
+            updatedAt: updatedAt.unixSeconds,
+            hasPassword: passwordHash != nil,
+            providers: providers
+        )
+    }
+}
+
+/// Who did what, for the audit trail. Holds no password, code or token.
+struct AuditEntry: Sendable {
+    struct Kind: RawRepresentable, Hashable, Sendable {
+        let rawValue: String
+        static let signUp = Kind(rawValue: "sign_up")
+        static let signIn = Kind(rawValue: "sign_in")
+        static let signInFailed = Kind(rawValue: "sign_in_failed")
+        static let contactVerified = Kind(rawValue: "contact_verified")
+        static let providerLinked = Kind(rawValue: "provider_linked")
+        static let profileUpdated = Kind(rawValue: "profile_updated")
+        static let passwordChanged = Kind(rawValue: "password_changed")
+        static let passwordReset = Kind(rawValue: "password_reset")
+        static let passwordRehashed = Kind(rawValue: "password_rehashed")
+        static let accountDeleted = Kind(rawValue: "account_deleted")
+    }
+
+    var kind: Kind
+    var userID: UUID?
+    var method: String
+    var occurredAt: Date
+    var clientIP: String
+    var requestID: String
+    var caller: String
+}
+
+/// The changes UpdateProfile makes (nil: unchanged).
+struct ProfileChanges: Sendable {
+    var displayName: String?
+    var photoURL: String?
+    var onboardingCompleted: Bool?
+}
+
+/// What a provider sign-in found or made.
+struct ProviderSignInResult: Sendable {
+    var user: UserRecord
+    var created: Bool
+    var linked: Bool
+}
+
+/// Verified facts from an ID token, for find-or-create.
+struct ProviderIdentity: Sendable {
+    var provider: IdentityProvider
+    var subject: String
+    var email: String?
+    var emailVerified: Bool
+    var name: String?
+    var pictureURL: String?
+}
+
+/// The identity service's SQL. Every statement names its tables with the configured schema.
+struct UserStore: Sendable {
+    let pool: PostgresPool
+    let schema: String
+
+    init(pool: PostgresPool, schema: String) {
+        self.pool = pool
+        self.schema = quoted(schema)
+    }
+
+    private var selectUser: String {
+        """
+        SELECT u.id, u.phone, u.email, u.phone_verified, u.email_verified, u.display_name, u.photo_url,
+            u.onboarding_completed, u.created_at, u.updated_at, u.password_hash,
+            COALESCE((SELECT string_agg(p.provider, ',' ORDER BY p.provider)
+                FROM \(schema).provider_identities p WHERE p.user_id = u.id), '') AS providers
+        FROM \(schema).users u
+        """
+    }
+
+    static func record(_ row: PostgresRow) throws -> UserRecord {
+        let providers = try row[11].string
+        return UserRecord(
+            id: try row[0].uuid,
+            phone: try row[1].decode(String?.self),
+            email: try row[2].decode(String?.self),
+            phoneVerified: try row[3].bool,
+            emailVerified: try row[4].bool,
+            displayName: try row[5].string,
+            photoURL: try row[6].string,
+            onboardingCompleted: try row[7].bool,
+            createdAt: try row[8].date,
+            updatedAt: try row[9].date,
+            passwordHash: try row[10].decode(String?.self),
+            providers: providers.isEmpty ? [] : providers.split(separator: ",").map(String.init)
+        )
+    }
+
+    // MARK: Lookups
+
+    func user(id: UUID) async throws -> UserRecord? {
+        try await pool.query(selectUser + " WHERE u.id = $1 AND u.deleted_at IS NULL", [.uuid(id)]).first.map(Self.record)
+    }
+
+    func user(phone: String) async throws -> UserRecord? {
+        try await pool.query(selectUser + " WHERE u.phone = $1::text AND u.deleted_at IS NULL", [.text(phone)]).first
+            .map(Self.record)
+    }
+
+    func user(email: String) async throws -> UserRecord? {
+        try await pool.query(selectUser + " WHERE u.email = $1::text AND u.deleted_at IS NULL", [.text(email)]).first
+            .map(Self.record)
+    }
+
+    private func user(id: UUID, on connection: PostgresConnection) throws -> UserRecord? {
+        try connection.execute(selectUser + " WHERE u.id = $1 AND u.deleted_at IS NULL", [.uuid(id)]).first
+            .map(Self.record)
+    }
+
+    // MARK: Audit
+
+    func insertAudit(_ entry: AuditEntry, on connection: PostgresConnection) throws {
+        try connection.execute(
+            """
+            INSERT INTO \(schema).audit_events (user_id, kind, method, occurred_at, client_ip, request_id, caller)
+            VALUES ($1, $2::text, $3::text, $4, $5::text, $6::text, $7::text)
+            """,
+            [
+                entry.userID.map(PostgresValue.uuid) ?? .null, .text(entry.kind.rawValue), .text(entry.method),
+                .timestamptz(entry.occurredAt), .text(entry.clientIP), .text(entry.requestID), .text(entry.caller),
+            ]
+        )
+    }
+
+    func insertAudit(_ entry: AuditEntry) async throws {
+        try await pool.withConnection { try self.insertAudit(entry, on: $0) }
+    }
+
+    func auditEvents(userID: UUID, limit: Int) async throws -> [Auth_Identity_V1_AuditEvent] {
+        let rows = try await pool.query(
+            """
+            SELECT kind, method, occurred_at, client_ip, request_id, caller FROM \(schema).audit_events
+            WHERE user_id = $1 ORDER BY occurred_at DESC, id DESC LIMIT $2
+            """,
+            [.uuid(userID), .int64(Int64(limit))]
+        )
+        return try rows.map { row in
+            Auth_Identity_V1_AuditEvent(
+                kind: try row[0].string,
+                userID: userID.uuidString.lowercased(),
+                method: try row[1].string,
+                occurredAtUS: try row[2].microsecondsSinceEpoch,
+                clientIP: try row[3].string,
+                requestID: try row[4].string,
+                caller: try row[5].string
+            )
+        }
+    }
+
+    // MARK: One-time-code contacts
+
+    /// Finds the account with `contact` and marks the contact verified, or creates one.
+    func findOrCreate(contact: Contact, newID: UUID, audit: AuditEntry) async throws -> (UserRecord, Bool) {
+        let (column, verified, value): (String, String, String) =
+            switch contact {
+            case .phone(let phone): ("phone", "phone_verified", phone)
+            case .email(let email): ("email", "email_verified", email)
+            }
+        return try await pool.transaction { connection in
+            let rows = try connection.execute(
+                """
+                INSERT INTO \(schema).users AS u (id, \(column), \(verified), created_at, updated_at)
+                VALUES ($1, $2::text, true, $3, $3)
+                ON CONFLICT (\(column)) WHERE \(column) IS NOT NULL DO UPDATE
+                    SET \(verified) = true,
+                        updated_at = CASE WHEN u.\(verified) THEN u.updated_at ELSE EXCLUDED.updated_at END
+                RETURNING u.id, (xmax = 0) AS created
+                """,
+                [.uuid(newID), .text(value), .timestamptz(audit.occurredAt)]
+            )
+            let id = try rows[0][0].uuid
+            let created = try rows[0][1].bool
+            var entry = audit
+            entry.userID = id
+            entry.kind = created ? .signUp : audit.kind
+            try self.insertAudit(entry, on: connection)
+            guard let user = try self.user(id: id, on: connection) else {
+                throw IdentityError(.internal, "The user just written is missing.")
+            }
+            return (user, created)
+        }
+    }
+
+    // MARK: Passwords
+
+    /// Creates a password account. Throws `email_taken` when the email belongs to an account.
+    func signUp(id: UUID, email: String, displayName: String, passwordHash: String, audit: AuditEntry) async throws
+        -> UserRecord
+    {
+        do {
+            return try await pool.transaction { connection in
+                try connection.execute(
+                    """
+                    INSERT INTO \(schema).users (id, email, display_name, password_hash, created_at, updated_at)
+                    VALUES ($1, $2::text, $3::text, $4::text, $5, $5)
+                    """,
+                    [.uuid(id), .text(email), .text(displayName), .text(passwordHash), .timestamptz(audit.occurredAt)]
+                )
+                var entry = audit
+                entry.userID = id
+                try self.insertAudit(entry, on: connection)
+                guard let user = try self.user(id: id, on: connection) else {
+                    throw IdentityError(.internal, "The user just written is missing.")
+                }
+                return user
+            }
+        } catch let error as PostgresError where error.code == .uniqueViolation {
+            throw IdentityError(.emailTaken, IdentityError.emailTakenMessage)
+        }
+    }
+
+    /// The failures for `emailHash` within the window (newest first, at most `limit`).
+    func recentFailures(emailHash: [UInt8], since: Date, limit: Int) async throws -> [Date] {
+        try await pool.query(
+            """
+            SELECT failed_at FROM \(schema).password_failures WHERE email_hash = $1 AND failed_at > $2
+            ORDER BY failed_at DESC LIMIT $3
+            """,
+            [.bytea(emailHash), .timestamptz(since), .int64(Int64(limit))]
+        ).map { try $0[0].date }
+    }
+
+    /// Records a failed sign-in (and forgets this email's failures older than the window).
+    func recordFailure(emailHash: [UInt8], windowStart: Date, audit: AuditEntry) async throws {
+        try await pool.withConnection { connection in
+            try connection.execute(
+                """
+                WITH old AS (
+                    DELETE FROM \(schema).password_failures WHERE email_hash = $1 AND failed_at <= $3
+                )
+                INSERT INTO \(schema).password_failures (email_hash, failed_at) VALUES ($1, $2)
+                """,
+                [.bytea(emailHash), .timestamptz(audit.occurredAt), .timestamptz(windowStart)]
+            )
+            try self.insertAudit(audit, on: connection)
+        }
+    }
+
+    /// A successful sign-in: clears the failures, stores an upgraded hash if given, audits.
+    func recordSignIn(emailHash: [UInt8], userID: UUID, rehashed: String?, oldHash: String, audit: AuditEntry)
+        async throws
+    {
+        try await pool.transaction { connection in
+            try connection.execute(
+                "DELETE FROM \(schema).password_failures WHERE email_hash = $1",
+                [.bytea(emailHash)]
+            )
+            if let rehashed {
+                // Only if the hash is still the one verified (a concurrent change wins).
+                let updated = try connection.execute(
+                    """
+                    UPDATE \(schema).users SET password_hash = $2::text
+                    WHERE id = $1 AND password_hash = $3::text AND deleted_at IS NULL
+                    """,
+                    [.uuid(userID), .text(rehashed), .text(oldHash)]
+                )
+                if updated.affectedRows == 1 {
+                    var entry = audit
+                    entry.kind = .passwordRehashed
+                    try self.insertAudit(entry, on: connection)
+                }
+            }
+            try self.insertAudit(audit, on: connection)
+        }
+    }
+
+    /// Sets the password of the live account with `email` (reset after a proved email code):
+    /// the email counts as verified, the failures are cleared.
+    func resetPassword(email: String, emailHash: [UInt8], passwordHash: String, audit: AuditEntry) async throws
+        -> UserRecord?
+    {
+        try await pool.transaction { connection in
+            let rows = try connection.execute(
+                """
+                UPDATE \(schema).users SET password_hash = $2::text, email_verified = true, updated_at = $3
+                WHERE email = $1::text AND deleted_at IS NULL RETURNING id
+                """,
+                [.text(email), .text(passwordHash), .timestamptz(audit.occurredAt)]
+            )
+            guard let row = rows.first else { return nil }
+            let id = try row[0].uuid
+            try connection.execute(
+                "DELETE FROM \(schema).password_failures WHERE email_hash = $1",
+                [.bytea(emailHash)]
+            )
+            var entry = audit
+            entry.userID = id
+            try self.insertAudit(entry, on: connection)
+            return try self.user(id: id, on: connection)
+        }
+    }
+
+    /// Replaces the hash of `userID` if it is still `oldHash` (nil: the account had none).
+    func changePassword(userID: UUID, oldHash: String?, newHash: String, audit: AuditEntry) async throws -> Bool {
+        try await pool.transaction { connection in
+            let rows = try connection.execute(
+                """
+                UPDATE \(schema).users SET password_hash = $2::text, updated_at = $4
+                WHERE id = $1 AND deleted_at IS NULL AND password_hash IS NOT DISTINCT FROM $3::text
+                """,
+                [.uuid(userID), .text(newHash), oldHash.map(PostgresValue.text) ?? .null, .timestamptz(audit.occurredAt)]
+            )
+            guard rows.affectedRows == 1 else { return false }
+            try self.insertAudit(audit, on: connection)
+            return true
+        }
+    }
+
+    // MARK: Profile
+
+    func updateProfile(userID: UUID, changes: ProfileChanges, audit: AuditEntry) async throws -> UserRecord? {
+        try await pool.transaction { connection in
+            let rows = try connection.execute(
+                """
+                UPDATE \(schema).users SET
+                    display_name = COALESCE($2::text, display_name),
+                    photo_url = COALESCE($3::text, photo_url),
+                    onboarding_completed = COALESCE($4::boolean, onboarding_completed),
+                    updated_at = $5
+                WHERE id = $1 AND deleted_at IS NULL RETURNING id
+                """,
+                [
+                    .uuid(userID), changes.displayName.map(PostgresValue.text) ?? .null,
+                    changes.photoURL.map(PostgresValue.text) ?? .null,
+                    changes.onboardingCompleted.map(PostgresValue.bool) ?? .null, .timestamptz(audit.occurredAt),
+                ]
+            )
+            guard !rows.isEmpty else { return nil }
+            try self.insertAudit(audit, on: connection)
+            return try self.user(id: userID, on: connection)
+        }
+    }
+
+    // MARK: Deletion
+
+    /// Deletes the account: its personal fields are cleared (the row stays as a tombstone),
+    /// its provider identities and sign-in failures are deleted, and its audit rows lose their
+    /// client IP. Returns false when it was already deleted; nil when there is no such user.
+    func delete(userID: UUID, audit: AuditEntry) async throws -> Bool? {
+        try await pool.transaction { connection in
+            let rows = try connection.execute(
+                "SELECT email, deleted_at IS NOT NULL FROM \(schema).users WHERE id = $1 FOR UPDATE",
+                [.uuid(userID)]
+            )
+            guard let row = rows.first else { return nil }
+            if try row[1].bool { return false }
+            if let email = try row[0].decode(String?.self) {
+                try connection.execute(
+                    "DELETE FROM \(schema).password_failures WHERE email_hash = $1",
+                    [.bytea(SHA256.hash(email))]
+                )
+            }
+            try connection.execute(
+                "DELETE FROM \(schema).provider_identities WHERE user_id = $1",
+                [.uuid(userID)]
+            )
+            try connection.execute(
+                """
+                UPDATE \(schema).users SET phone = NULL, email = NULL, phone_verified = false, email_verified = false,
+                    display_name = '', photo_url = '', onboarding_completed = false, password_hash = NULL,
+                    updated_at = $2, deleted_at = $2
+                WHERE id = $1
+                """,
+                [.uuid(userID), .timestamptz(audit.occurredAt)]
+            )
+            try connection.execute(
+                "UPDATE \(schema).audit_events SET client_ip = '' WHERE user_id = $1 AND client_ip <> ''",
+                [.uuid(userID)]
+            )
+            var entry = audit
+            entry.clientIP = ""
+            try self.insertAudit(entry, on: connection)
+            return true
+        }
+    }
+
+    // MARK: Provider identities
+
+    /// Remembers a used ID token until it expires; false when it was already used.
+    func rememberToken(provider: IdentityProvider, key: String, expiresAt: Date, now: Date) async throws -> Bool {
+        let rows = try await pool.query(
+            """
+            WITH expired AS (
+                DELETE FROM \(schema).used_id_tokens WHERE expires_at < $4
+            )
+            INSERT INTO \(schema).used_id_tokens (provider, token_key, expires_at) VALUES ($1::text, $2::text, $3)
+            ON CONFLICT DO NOTHING RETURNING 1
+            """,
+            [.text(provider.rawValue), .text(key), .timestamptz(expiresAt), .timestamptz(now)]
+        )
+        return rows.count == 1
+    }
+
+    /// Finds the user of a provider identity, links it to the account with the same verified
+    /// email when both sides verified that email, or creates a user. Concurrent first sign-ins
+    /// with one identity make one user: the loser's insert of the identity finds the winner's.
+    func signIn(with identity: ProviderIdentity, newID: UUID, audit: AuditEntry) async throws -> ProviderSignInResult {
+        for _ in 0..<5 {
+            do {
+                return try await signInOnce(with: identity, newID: newID, audit: audit)
+            } catch is RetrySignIn {
+                continue
+            } catch let error as PostgresError where error.code == .uniqueViolation {
+                // A sign-up took the email between our read and our insert: decide again.
+                continue
+            }
+        }
+        throw IdentityError(.unavailable, "The sign-in did not settle; try again.")
+    }
+
+    private func signInOnce(with identity: ProviderIdentity, newID: UUID, audit: AuditEntry) async throws
+        -> ProviderSignInResult
+    {
+        try await pool.transaction { connection in
+            if let existing = try connection.execute(
+                "SELECT user_id FROM \(schema).provider_identities WHERE provider = $1::text AND subject = $2::text",
+                [.text(identity.provider.rawValue), .text(identity.subject)]
+            ).first {
+                let id = try existing[0].uuid
+                var entry = audit
+                entry.userID = id
+                try self.insertAudit(entry, on: connection)
+                guard let user = try self.user(id: id, on: connection) else {
+                    throw IdentityError(.internal, "A provider identity points to a missing user.")
+                }
+                return ProviderSignInResult(user: user, created: false, linked: false)
+            }
+
+            var owner: (id: UUID, emailVerified: Bool)?
+            if let email = identity.email {
+                owner = try connection.execute(
+                    "SELECT id, email_verified FROM \(schema).users WHERE email = $1::text AND deleted_at IS NULL",
+                    [.text(email)]
+                ).first.map { (try $0[0].uuid, try $0[1].bool) }
+            }
+            let linkTo = (owner?.emailVerified == true && identity.emailVerified) ? owner?.id : nil
+            let userID = linkTo ?? newID
+            if linkTo == nil {
+                // A separate user holds no email while another account has it.
+                let email = owner == nil ? identity.email : nil
+                try connection.execute(
+                    """
+                    INSERT INTO \(schema).users (id, email, email_verified, display_name, photo_url, created_at, updated_at)
+                    VALUES ($1, $2::text, $3, $4::text, $5::text, $6, $6)
+                    """,
+                    [
+                        .uuid(newID), email.map(PostgresValue.text) ?? .null,
+                        .bool(email != nil && identity.emailVerified), .text(identity.name ?? ""),
+                        .text(identity.pictureURL ?? ""), .timestamptz(audit.occurredAt),
+                    ]
+                )
+            }
+            let inserted = try connection.execute(
+                """
+                INSERT INTO \(schema).provider_identities (provider, subject, user_id, email, created_at)
+                VALUES ($1::text, $2::text, $3, $4::text, $5) ON CONFLICT DO NOTHING RETURNING 1
+                """,
+                [
+                    .text(identity.provider.rawValue), .text(identity.subject), .uuid(userID),
+                    identity.email.map(PostgresValue.text) ?? .null, .timestamptz(audit.occurredAt),
+                ]
+            )
+            // Another sign-in with this identity committed first: undo ours, read theirs.
+            guard inserted.count == 1 else { throw RetrySignIn() }
+            var entry = audit
+            entry.userID = userID
+            if linkTo == nil {
+                entry.kind = .signUp
+            } else {
+                var link = audit
+                link.userID = userID
+                link.kind = .providerLinked
+                try self.insertAudit(link, on: connection)
+            }
+            try self.insertAudit(entry, on: connection)
+            guard let user = try self.user(id: userID, on: connection) else {
+                throw IdentityError(.internal, "The user just written is missing.")
+            }
+            return ProviderSignInResult(user: user, created: linkTo == nil, linked: linkTo != nil)
+        }
+    }
+}
+
+/// Rolls a provider sign-in's transaction back so that it runs again.
+private struct RetrySignIn: Error {}

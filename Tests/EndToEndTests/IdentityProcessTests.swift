@@ -1,0 +1,90 @@
+import AuthAPI
+import AuthCrypto
+import AuthRPC
+import AuthRPCNIO
+import AuthTestSupport
+import Foundation
+import Logging
+import Testing
+
+/// The `identity` executable as a process: a bad setting of its own stops the start at once, and
+/// a sign-up then a sign-in go through the real server over TCP to the shared test database.
+@Suite(.serialized) struct IdentityProcessTests {
+    let secret = SecureRandom.bytes(count: 32)
+
+    @Test func aBadSettingStopsTheStartAtOnce() async throws {
+        let identity = try ServiceProcess(
+            executable: "identity",
+            environment: [
+                "AUTH_RPC_SECRET": Data(secret).base64EncodedString(),
+                "AUTH_DATABASE_URL": "host=127.0.0.1 port=1 dbname=auth connect_timeout=2",
+                "AUTH_OIDC_GOOGLE_CLIENT_IDS": "123.apps.googleusercontent.com",
+                "AUTH_OIDC_GOOGLE_JWKS_URL": "http://example.com/jwks",
+                "AUTH_DB_START_TIMEOUT_SECONDS": "60",
+            ]
+        )
+        let status = await identity.waitForExit(timeout: .seconds(20))
+        if status == nil { await identity.terminate() }
+        #expect(status == 2)
+        #expect(
+            identity.log.contains(
+                "identity: configuration error: AUTH_OIDC_GOOGLE_JWKS_URL: must be an https:// URL (http:// only to a loopback address)"
+            )
+        )
+        #expect(!identity.log.contains("The database is not reachable"))
+    }
+
+    @Test func signUpAndSignInThroughTheExecutable() async throws {
+        let identity = try ServiceProcess(
+            executable: "identity",
+            environment: [
+                "AUTH_RPC_SECRET": Data(secret).base64EncodedString(),
+                "AUTH_DATABASE_URL": try await PostgresTestDatabase.connectionString(),
+                "AUTH_IDENTITY_PORT": "0",
+                // Cheaper hashes than the production default, to keep the test quick.
+                "AUTH_IDENTITY_SCRYPT_LOG_N": "12",
+                "AUTH_OIDC_APPLE_CLIENT_IDS": "com.laten.app",
+            ]
+        )
+        let port = try await identity.listeningPort()
+        _ = try await identity.waitForLog(#"identity\.providers=apple .*Identity ready"#)
+        let transport = TCPClientTransport(
+            configuration: RPCClientConfiguration(
+                addresses: [RPCAddress(host: "127.0.0.1", port: port)],
+                connectionsPerAddress: 1,
+                serviceName: "gateway",
+                secret: secret
+            ),
+            logger: Logger(label: "identity-e2e", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
+        let client = Auth_Identity_V1_Identity.Client(
+            wrapping: RPCClient(transport: transport, callerService: "gateway", defaultTimeout: .seconds(30))
+        )
+        let email = "e2e-\(Base64URL.encode(SecureRandom.bytes(count: 6)).lowercased().filter(\.isLetter))@example.com"
+        let password = "Sunny-Meadow-31"
+        let created = try await client.signUp(.init(displayName: "End To End", email: email, password: password))
+        let user = try #require(created.user)
+        #expect(user.email == email)
+        let signedIn = try await client.signInWithPassword(.init(email: email, password: password))
+        #expect(signedIn.user?.id == user.id)
+        do {
+            _ = try await client.signInWithPassword(.init(email: email, password: "Wrong-Meadow-31"))
+            Issue.record("a wrong password signed in")
+        } catch let error as RPCError {
+            #expect(error.reason == "invalid_credentials")
+            #expect(error.message == "Invalid email or password")
+        }
+        let taken = try? await client.signUp(.init(displayName: "Again", email: email, password: password))
+        #expect(taken == nil)
+        let exists = try await client.contactExists(.init(email: email))
+        #expect(exists.exists)
+        _ = try await client.deleteUser(.init(userID: user.id))
+        let after = try await client.contactExists(.init(email: email))
+        #expect(!after.exists)
+        await transport.shutdown()
+        #expect(await identity.terminate() == 0)
+        // No password ever reaches the log.
+        #expect(!identity.log.contains(password))
+        #expect(!identity.log.contains("Wrong-Meadow-31"))
+    }
+}

@@ -1,0 +1,199 @@
+import AuthAPI
+import AuthProtobuf
+import AuthCrypto
+import AuthRPC
+import Foundation
+import Testing
+
+@testable import IdentityService
+
+@Suite struct PasswordSignInTests {
+    @Test func signUpThenSignIn() async throws {
+        try await withIdentityService { fixture in
+            let user = try await fixture.signUp(email: "Asha@Example.com")
+            #expect(user.email == "asha@example.com")
+            #expect(user.displayName == "Asha K")
+            #expect(user.hasPassword)
+            #expect(!user.emailVerified)
+            #expect(UUID(uuidString: user.id) != nil)
+            let signedIn = try await fixture.signIn(email: "ASHA@example.com")
+            #expect(signedIn.id == user.id)
+
+            // Stored: a scrypt PHC string, the email lower-cased; never the password.
+            let rows = try await fixture.query("SELECT email, password_hash FROM @users")
+            #expect(try rows[0][0].string == "asha@example.com")
+            let hash = try rows[0][1].string
+            #expect(hash.hasPrefix("$scrypt$ln=10,r=8,p=1$"))
+            #expect(!hash.contains(goodPassword))
+        }
+    }
+
+    @Test func aTakenEmailIsEmailTaken() async throws {
+        try await withIdentityService { fixture in
+            _ = try await fixture.signUp()
+            let error = await expectRPCError(.alreadyExists, "email_taken") {
+                try await fixture.signUp(email: "ASHA@example.com", displayName: "Other")
+            }
+            #expect(error?.message == "This email is already registered. Try logging in instead.")
+        }
+    }
+
+    @Test func twoConcurrentSignUpsWithOneEmailExactlyOneWins() async throws {
+        try await withIdentityService { fixture in
+            for round in 0..<5 {
+                let email = "race\(round)@example.com"
+                let outcomes = try await withThrowingTaskGroup(of: String.self) { group in
+                    for name in ["First One", "Second One"] {
+                        group.addTask {
+                            do {
+                                _ = try await fixture.signUp(email: email, displayName: name)
+                                return "ok"
+                            } catch let error as RPCError {
+                                return error.reason
+                            }
+                        }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+                #expect(outcomes.sorted() == ["email_taken", "ok"])
+                let rows = try await fixture.query("SELECT count(*) FROM @users WHERE email = $1", [.text(email)])
+                #expect(try rows[0][0].int == 1)
+            }
+        }
+    }
+
+    @Test func wrongPasswordAndUnknownEmailGetTheSameAnswer() async throws {
+        try await withIdentityService { fixture in
+            _ = try await fixture.signUp()
+            let wrong = await expectRPCError(.unauthenticated, "invalid_credentials") {
+                try await fixture.signIn(password: "Wrong-Password-1")
+            }
+            let unknown = await expectRPCError(.unauthenticated, "invalid_credentials") {
+                try await fixture.signIn(email: "nobody@example.com")
+            }
+            #expect(wrong?.message == "Invalid email or password")
+            #expect(unknown?.message == wrong?.message)
+            #expect(unknown?.fieldViolations == wrong?.fieldViolations)
+            // A password over 128 characters is refused the same way, without hashing.
+            await expectRPCError(.unauthenticated, "invalid_credentials") {
+                try await fixture.signIn(password: String(repeating: "A1a", count: 50))
+            }
+        }
+    }
+
+    @Test func tenFailuresIn15MinutesLockTheEmailUntilTheWindowPasses() async throws {
+        let clock = ManualClock()
+        try await withIdentityService(clock: clock) { fixture in
+            _ = try await fixture.signUp()
+            for _ in 0..<10 {
+                await expectRPCError(.unauthenticated, "invalid_credentials") {
+                    try await fixture.signIn(password: "Wrong-Password-1")
+                }
+                clock.advance(seconds: 30)
+            }
+            // 300 s after the first failure: locked, even with the right password.
+            let locked = await expectRPCError(.resourceExhausted, "too_many_attempts") {
+                try await fixture.signIn()
+            }
+            #expect(locked?.retryAfterSeconds == 600)
+            // An unknown email is locked the same way (the lockout tells nothing about accounts).
+            for _ in 0..<10 {
+                await expectRPCError(.unauthenticated, "invalid_credentials") {
+                    try await fixture.signIn(email: "ghost@example.com")
+                }
+            }
+            await expectRPCError(.resourceExhausted, "too_many_attempts") {
+                try await fixture.signIn(email: "ghost@example.com")
+            }
+            // When the first failure leaves the window, nine remain: the right password works
+            // and clears the count.
+            clock.advance(seconds: 600)
+            _ = try await fixture.signIn()
+            let rows = try await fixture.query("SELECT count(*) FROM @password_failures WHERE email_hash = $1", [.bytea(SHA256.hash("asha@example.com"))])
+            #expect(try rows[0][0].int == 0)
+        }
+    }
+
+    @Test func theLockoutHoldsAcrossReplicas() async throws {
+        let clock = ManualClock()
+        try await withIdentityService(clock: clock) { fixture in
+            _ = try await fixture.signUp()
+            // A second replica on the same schema.
+            let replica = try await IdentityService.start(
+                database: fixture.pool,
+                configuration: fixture.service.configuration,
+                clock: clock,
+                logger: testLogger
+            )
+            let context = ServerContext(
+                method: Auth_Identity_V1_Identity.Method.signInWithPassword,
+                metadata: RPCMetadata(),
+                deadline: nil,
+                authenticatedCaller: "gateway",
+                peer: "test"
+            )
+            for _ in 0..<10 {
+                await expectRPCError(.unauthenticated, "invalid_credentials") {
+                    try await fixture.signIn(password: "Wrong-Password-1")
+                }
+            }
+            do {
+                _ = try await replica.signInWithPassword(
+                    request: .init(email: "asha@example.com", password: goodPassword),
+                    context: context
+                )
+                Issue.record("the replica let a locked email sign in")
+            } catch let error as IdentityError {
+                #expect(error.code == .tooManyAttempts)
+            }
+            await replica.shutdown()
+        }
+    }
+
+    @Test func anOutdatedHashIsUpgradedAtTheNextSignIn() async throws {
+        try await withIdentityService { fixture in
+            _ = try await fixture.signUp()
+            // Store a hash with weaker parameters, as an older deployment would have.
+            let old = try ScryptPasswordHasher(parameters: .init(logN: 9, r: 8, p: 1)).hash(password: goodPassword)
+            _ = try await fixture.query("UPDATE @users SET password_hash = $1", [.text(old)])
+            _ = try await fixture.signIn()
+            let rows = try await fixture.query("SELECT password_hash FROM @users")
+            let upgraded = try rows[0][0].string
+            #expect(upgraded.hasPrefix("$scrypt$ln=10,r=8,p=1$"))
+            _ = try await fixture.signIn()
+            let kinds = try await fixture.query("SELECT kind FROM @audit_events ORDER BY id").map { try $0[0].string }
+            #expect(kinds == ["sign_up", "password_rehashed", "sign_in", "sign_in"])
+        }
+    }
+
+    @Test func passwordResetAndChange() async throws {
+        try await withIdentityService { fixture in
+            let user = try await fixture.signUp()
+            let reset = try await fixture.client.resetPassword(
+                .init(email: "asha@example.com", newPassword: "Fresh-Start-77")
+            )
+            #expect(reset.user?.emailVerified == true)
+            await expectRPCError(.unauthenticated, "invalid_credentials") { try await fixture.signIn() }
+            _ = try await fixture.signIn(password: "Fresh-Start-77")
+
+            await expectRPCError(.unauthenticated, "wrong_password") {
+                try await fixture.client.changePassword(
+                    .init(userID: user.id, oldPassword: "Not-It-123", newPassword: "Another-One-88")
+                )
+            }
+            let weak = await expectRPCError(.invalidArgument, "invalid_argument") {
+                try await fixture.client.changePassword(
+                    .init(userID: user.id, oldPassword: "Fresh-Start-77", newPassword: "weak")
+                )
+            }
+            #expect(weak?.fieldViolations.map(\.field) == ["new_password"])
+            _ = try await fixture.client.changePassword(
+                .init(userID: user.id, oldPassword: "Fresh-Start-77", newPassword: "Another-One-88")
+            )
+            _ = try await fixture.signIn(password: "Another-One-88")
+            await expectRPCError(.notFound, "user_not_found") {
+                try await fixture.client.resetPassword(.init(email: "nobody@example.com", newPassword: "Fresh-Start-77"))
+            }
+        }
+    }
+}
