@@ -180,6 +180,8 @@ final class BenchRun: Sendable {
                 group.addTask {
                     var local = LoadResult.emptyHistogram()
                     var statuses: [String: Int] = [:]
+                    var okCalls = 0
+                    var marked = false
                     while !self.stopped.load(ordering: .relaxed) {
                         let sequence = self.issued.add(1, ordering: .relaxed).oldValue
                         var due = clock.now
@@ -189,27 +191,35 @@ final class BenchRun: Sendable {
                         }
                         let inWarmup = due < warmupEnd
                         if !inWarmup {
-                            self.markMeasuring(at: due)
+                            if !marked {
+                                self.markMeasuring(at: due)
+                                marked = true
+                            }
                             if let total = self.plan.total {
                                 if self.measuredTaken.add(1, ordering: .relaxed).oldValue >= total { break }
                             } else if due >= measuredEnd {
                                 break
                             }
                         }
-                        var key = "OK"
+                        var failure: String?
                         do {
                             try await call(sequence)
                         } catch let error as RPCError {
-                            key = error.reason.isEmpty ? "\(error.code)" : "\(error.code) \(error.reason)"
+                            failure = error.reason.isEmpty ? "\(error.code)" : "\(error.code) \(error.reason)"
                         } catch {
-                            key = "ERROR \(error)"
+                            failure = "ERROR \(error)"
                         }
                         guard !inWarmup else { continue }
                         _ = local.record((clock.now - due).nanoseconds)
-                        statuses[key, default: 0] += 1
                         self.measuredCalls.add(1, ordering: .relaxed)
-                        if key != "OK" { self.failedCalls.add(1, ordering: .relaxed) }
+                        if let failure {
+                            statuses[failure, default: 0] += 1
+                            self.failedCalls.add(1, ordering: .relaxed)
+                        } else {
+                            okCalls += 1
+                        }
                     }
+                    if okCalls > 0 { statuses["OK", default: 0] += okCalls }
                     self.results.withLock {
                         $0.histogram.add(local)
                         $0.statuses.merge(statuses, uniquingKeysWith: +)

@@ -175,7 +175,8 @@ struct RPCBenchmark: AsyncParsableCommand {
         )
         let bound = try await server.bind()
         let task = Task { try await server.run() }
-        print("serving Health/Check on 127.0.0.1:\(bound) for \(LoadOptions.format(serveSeconds)) s")
+        // Written at once, not buffered: a script waits for this line in a file.
+        FileHandle.standardOutput.write(Data("serving Health/Check on 127.0.0.1:\(bound) for \(LoadOptions.format(serveSeconds)) s\n".utf8))
         try await Task.sleep(for: .milliseconds(Int64(serveSeconds * 1000)))
         server.beginShutdown()
         try await task.value

@@ -39,8 +39,8 @@ for level in 1 16 64; do
         python3 -c '
 import json, sys
 r = json.load(sys.stdin)
-fmt = lambda us: f"{us/1000:.2f} ms" if us >= 1000 else f"{us:.0f} µs"
+fmt = lambda us: "%.2f ms" % (us / 1000) if us >= 1000 else "%.0f µs" % us
 l = r["latency_us"]
 assert [s["code"] for s in r["statuses"]] == ["OK"], r["statuses"]
-print(f"| {r[\"concurrency\"]} | {round(r[\"calls_per_second\"]):,} | {fmt(l[\"p50\"])} | {fmt(l[\"p99\"])} |")'
+print("| %d | {:,} | %s | %s |".format(round(r["calls_per_second"])) % (r["concurrency"], fmt(l["p50"]), fmt(l["p99"])))'
 done
