@@ -30,6 +30,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // MARK: C libraries of the customer's design card
@@ -150,6 +153,28 @@ let package = Package(
             resources: [.copy("Migrations")],
             swiftSettings: strictSwift
         ),
+        // One-time codes: verifications, limits, the outbox and its providers (docs/otp.md).
+        .target(
+            name: "OTPService",
+            dependencies: [
+                "AuthAPI",
+                "AuthRPC",
+                "AuthProtobuf",
+                "AuthPostgres",
+                "AuthCrypto",
+                "AuthBackoff",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            resources: [.copy("Migrations")],
+            swiftSettings: strictSwift
+        ),
 
         // The HTTP/JSON API the apps call, on Hummingbird.
         .target(
@@ -171,7 +196,12 @@ let package = Package(
         ),
         .executableTarget(
             name: "otp-dispatch",
-            dependencies: ["AuthServiceRuntime"],
+            dependencies: [
+                "AuthServiceRuntime",
+                "OTPService",
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
             swiftSettings: strictSwift
         ),
         .executableTarget(
@@ -242,6 +272,7 @@ let package = Package(
         .target(
             name: "AuthTestSupport",
             dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
                 "AuthPostgres",
                 "AuthRPC",
                 "AuthProtobuf",
@@ -292,6 +323,17 @@ let package = Package(
             swiftSettings: strictSwift
         ),
         .testTarget(
+            name: "OTPServiceTests",
+            dependencies: [
+                "OTPService", "AuthTestSupport", "AuthAPI", "AuthRPC", "AuthCrypto", "AuthPostgres",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
             name: "AuthServiceRuntimeTests",
             dependencies: ["AuthServiceRuntime", "AuthRPC", "AuthPostgres", "AuthTestSupport"],
             swiftSettings: strictSwift
@@ -300,6 +342,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "AuthRPCNIO", "AuthAPI", "AuthTestSupport", "AuthServiceRuntime",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
