@@ -28,6 +28,9 @@ public final class OTPDispatcher: Service, Sendable {
     let workerName: String
     let logger: Logger
     let wake = WakeSignal()
+    /// Notifications received on the outbox channel (tests see the LISTEN path work with it).
+    let notificationsReceived = Atomic<Int>(0)
+    private let stopping = Atomic<Bool>(false)
     private let backoff: ExponentialBackoff
 
     /// Shut down (its HTTP client) when ``run()`` ends.
@@ -65,15 +68,22 @@ public final class OTPDispatcher: Service, Sendable {
                 "otp.notify_channel": "\(store.notifyChannel)",
             ]
         )
-        try? await cancelWhenGracefulShutdown { () async throws -> Void in
+        // At graceful shutdown the workers finish the message in hand (its send and the record
+        // of its outcome) and claim no more; then the listener and the sweep are cancelled.
+        await withGracefulShutdownHandler {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await self.listen() }
                 group.addTask { await self.sweep() }
-                for index in 0..<self.configuration.dispatchWorkers {
-                    group.addTask { await self.work(index) }
+                await withTaskGroup(of: Void.self) { workers in
+                    for index in 0..<self.configuration.dispatchWorkers {
+                        workers.addTask { await self.work(index) }
+                    }
                 }
-                await group.waitForAll()
+                group.cancelAll()
             }
+        } onGracefulShutdown: {
+            self.stopping.store(true, ordering: .relaxed)
+            self.wake.wake()
         }
         await factory?.shutdown()
         logger.info("OTP dispatcher stopped")
@@ -91,7 +101,10 @@ public final class OTPDispatcher: Service, Sendable {
                 let stream = try await store.pool.listen(channel: store.notifyChannel)
                 failures = 0
                 wake.wake()
-                for await _ in stream { wake.wake() }
+                for await _ in stream {
+                    notificationsReceived.add(1, ordering: .relaxed)
+                    wake.wake()
+                }
                 // The stream ends when the pool closes.
                 return
             } catch {
@@ -116,12 +129,12 @@ public final class OTPDispatcher: Service, Sendable {
     private func work(_ index: Int) async {
         let worker = "\(workerName)#\(index)"
         var failures = 0
-        while !Task.isCancelled {
+        while !Task.isCancelled, !stopping.load(ordering: .relaxed) {
             let seen = wake.generation
             do {
                 let processed = try await deliverBatch(worker: worker, limit: 1)
                 failures = 0
-                if processed == 0 { await wake.wait(past: seen) }
+                if processed == 0, !stopping.load(ordering: .relaxed) { await wake.wait(past: seen) }
             } catch {
                 if Task.isCancelled { return }
                 failures += 1
