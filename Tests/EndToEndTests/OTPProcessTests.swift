@@ -104,7 +104,7 @@ import Testing
                     "AUTH_OTP_CLAIM_LEASE_SECONDS": "5",
                     "AUTH_OTP_SWEEP_INTERVAL_MS": "500",
                     "AUTH_OTP_DISPATCH_WORKERS": "8",
-                    "AUTH_LOG_LEVEL": "warning",
+                    "AUTH_LOG_LEVEL": "info",
                 ]
                 let first = try ServiceProcess(executable: "otp-dispatch", environment: environment)
                 let port = try await first.listeningPort()
