@@ -63,6 +63,8 @@ public final class HTTPReceiver: Sendable {
             )
             let index = receiver.append(received)
             let (status, text) = await respond(received, index)
+            // Conditions may look at what the responder recorded: check them again.
+            receiver.recheck()
             return Response(
                 status: .init(code: status),
                 headers: [.contentType: "application/json"],
@@ -114,8 +116,20 @@ public final class HTTPReceiver: Sendable {
         return index
     }
 
+    private func recheck() {
+        let due = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
+            var due: [CheckedContinuation<Bool, Never>] = []
+            for (id, waiter) in state.waiters where waiter.condition(state.requests) {
+                due.append(waiter.continuation)
+                state.waiters[id] = nil
+            }
+            return due
+        }
+        for continuation in due { continuation.resume(returning: true) }
+    }
+
     /// Waits until `condition` holds for the requests received (checked at once and on every
-    /// new request); false if it still does not after `timeout`.
+    /// new request and after each answer); false if it still does not after `timeout`.
     public func wait(timeout: Duration = .seconds(60), until condition: @escaping @Sendable ([Received]) -> Bool) async -> Bool {
         let id = state.withLock { state -> UInt64 in
             state.nextID += 1
