@@ -95,6 +95,11 @@ enum RPCFuzzTarget {
         _ = try? Auth_Session_V1_GetJWKSRequest(serializedBytes: payload)
         _ = try? Auth_Session_V1_RotateSigningKeyRequest(serializedBytes: payload)
         _ = try? Auth_Session_V1_RewrapSigningKeysRequest(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_StartRequest(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_ResendRequest(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_CheckRequest(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_GetDeliveryStatusRequest(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_ReportDeliveryRequest(serializedBytes: payload)
     }
 
     static func unpackResponse(_ payload: [UInt8]) {
@@ -108,6 +113,11 @@ enum RPCFuzzTarget {
         _ = try? Auth_Session_V1_RevokeAllResponse(serializedBytes: payload)
         _ = try? Auth_Session_V1_RotateSigningKeyResponse(serializedBytes: payload)
         _ = try? Auth_Session_V1_RewrapSigningKeysResponse(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_StartResponse(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_ResendResponse(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_CheckResponse(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_GetDeliveryStatusResponse(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_ReportDeliveryResponse(serializedBytes: payload)
     }
 }
 

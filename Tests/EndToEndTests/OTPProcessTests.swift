@@ -105,6 +105,7 @@ import Testing
                     "AUTH_OTP_SWEEP_INTERVAL_MS": "500",
                     "AUTH_OTP_DISPATCH_WORKERS": "8",
                     "AUTH_LOG_LEVEL": "info",
+                    "AUTH_OTP_METRICS_PORT": "0",
                 ]
                 let first = try ServiceProcess(executable: "otp-dispatch", environment: environment)
                 let port = try await first.listeningPort()
@@ -134,6 +135,11 @@ import Testing
                 _ = try await second.listeningPort()
                 let all = await receiver.wait(timeout: .seconds(120)) { _ in counts.distinct == 1_000 }
                 #expect(all)
+                // The admin port serves the funnel in Prometheus text.
+                let metricsPort = try await second.waitForLog(#"Server started and listening on 127\.0\.0\.1:(\d+)"#)
+                let metrics = try await httpGet("http://127.0.0.1:\(metricsPort)/metrics")
+                #expect(metrics.status == 200)
+                #expect(metrics.body.contains(#"otp_codes_sent_total{channel="email",provider="webhook",calling_code="none"}"#))
                 await transport.shutdown()
                 #expect(await second.terminate() == 0)
                 let (distinct, duplicates, extra) = counts.summary
