@@ -97,7 +97,8 @@ public struct OTPServiceConfiguration: Sendable {
     public var httpTimeout: Duration = .seconds(10)
 
     // MARK: Dispatcher
-    /// Concurrent sends per process. 8.
+    /// Concurrent sends per process. 8. 0: this process serves the API and sends nothing
+    /// (other replicas' dispatchers send its messages).
     public var dispatchWorkers: Int = 8
     /// Attempts per provider before failover or dead letter. 5.
     public var deliveryAttempts: Int = 5
@@ -296,7 +297,7 @@ public struct OTPServiceConfiguration: Sendable {
             }
         }
 
-        dispatchWorkers = try integer("AUTH_OTP_DISPATCH_WORKERS", 1...256, default: dispatchWorkers)
+        dispatchWorkers = try integer("AUTH_OTP_DISPATCH_WORKERS", 0...256, default: dispatchWorkers)
         deliveryAttempts = try integer("AUTH_OTP_DELIVERY_ATTEMPTS", 1...100, default: deliveryAttempts)
         retryBackoff = try milliseconds("AUTH_OTP_RETRY_BACKOFF_MS", 1...3_600_000, default: retryBackoff)
         retryBackoffLimit = try milliseconds("AUTH_OTP_RETRY_BACKOFF_MAX_MS", 1...86_400_000, default: retryBackoffLimit)

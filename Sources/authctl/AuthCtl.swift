@@ -13,7 +13,7 @@ struct AuthCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "authctl",
         abstract: "Administers the authentication backend.",
-        subcommands: [Health.self, Keys.self]
+        subcommands: [Health.self, Keys.self, OTP.self]
     )
 }
 

@@ -29,8 +29,12 @@ await ServiceMain.run(.otpDispatch, serviceNames: ["auth.otp.v1.OTP"]) { router,
     )
     router.register(service)
     // Sends the outbox (LISTEN/NOTIFY and a periodic sweep), and removes expired verifications.
-    let providers = ProviderFactory(configuration: configuration, logger: dependencies.logger)
-    dependencies.addService(service.makeDispatcher(providers: providers.providerSet(), closing: providers))
+    if configuration.dispatchWorkers > 0 {
+        let providers = ProviderFactory(configuration: configuration, logger: dependencies.logger)
+        dependencies.addService(service.makeDispatcher(providers: providers.providerSet(), closing: providers))
+    } else {
+        dependencies.logger.notice("Not sending messages: AUTH_OTP_DISPATCH_WORKERS=0 (other replicas send the outbox)")
+    }
     dependencies.addService(OTPPurge(service: service, logger: dependencies.logger))
     if let port = configuration.metricsPort {
         dependencies.addService(

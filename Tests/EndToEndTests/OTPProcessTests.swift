@@ -107,8 +107,12 @@ import Testing
                     "AUTH_LOG_LEVEL": "info",
                     "AUTH_OTP_METRICS_PORT": "0",
                 ]
-                let first = try ServiceProcess(executable: "otp-dispatch", environment: environment)
-                let port = try await first.listeningPort()
+                // An API-only replica takes the 1,000 starts (its outbox fills up, nothing is sent),
+                // so the kill below lands mid-delivery however fast the machine is.
+                var apiOnly = environment
+                apiOnly["AUTH_OTP_DISPATCH_WORKERS"] = "0"
+                let api = try ServiceProcess(executable: "otp-dispatch", environment: apiOnly)
+                let port = try await api.listeningPort()
                 let (otp, transport) = client(port: port)
                 let enqueued = try await withThrowingTaskGroup(of: Int.self) { group in
                     for lane in 0..<16 {
@@ -124,6 +128,14 @@ import Testing
                     return try await group.reduce(0, +)
                 }
                 #expect(enqueued == 1_000)
+                await transport.shutdown()
+                #expect(await api.terminate() == 0)
+                #expect(receiver.requests.isEmpty)
+
+                var dispatching = environment
+                dispatching["AUTH_OTP_PORT"] = "0"
+                let first = try ServiceProcess(executable: "otp-dispatch", environment: dispatching)
+                _ = try await first.listeningPort()
                 let some = await receiver.wait(timeout: .seconds(60)) { $0.count >= 200 }
                 #expect(some)
                 first.kill()
@@ -131,7 +143,7 @@ import Testing
                 print("otp crash test: \(atKill) of 1000 messages received when the process was killed (kill -9)")
                 #expect(atKill < 1_000, "the kill came after delivery had finished: the test proved nothing")
 
-                let second = try ServiceProcess(executable: "otp-dispatch", environment: environment)
+                let second = try ServiceProcess(executable: "otp-dispatch", environment: dispatching)
                 _ = try await second.listeningPort()
                 let all = await receiver.wait(timeout: .seconds(120)) { _ in counts.distinct == 1_000 }
                 #expect(all)
@@ -140,7 +152,6 @@ import Testing
                 let metrics = try await httpGet("http://127.0.0.1:\(metricsPort)/metrics")
                 #expect(metrics.status == 200)
                 #expect(metrics.body.contains(#"otp_codes_sent_total{channel="email",provider="webhook",calling_code="none"}"#))
-                await transport.shutdown()
                 #expect(await second.terminate() == 0)
                 let (distinct, duplicates, extra) = counts.summary
                 print(

@@ -67,8 +67,10 @@ import Testing
     /// The receiver is not listening at all (connection refused) for 30 s, then comes up on
     /// the same port: every message queued meanwhile arrives.
     @Test func aReceiverDownForThirtySecondsStillGetsEveryMessage() async throws {
-        // Find a free port, then leave it closed.
-        let port = try await HTTPReceiver.with { $0.port }
+        // A port nobody listens on (connections are refused), held by a bound socket so that
+        // no other socket takes it until the receiver comes up on it.
+        let reserved = try ReservedPort()
+        let port = reserved.port
         try await withOTPService(clock: ManualClock(realTime: true), maxConnections: 10, configure: {
             Self.configureWebhook(&$0, port: port)
             $0.retryBackoffLimit = .seconds(2)
@@ -82,6 +84,7 @@ import Testing
                 let failures = try await otp.query("SELECT count(*) FROM @messages WHERE state = 'sent'")
                 #expect(try failures[0][0].int == 0)
                 let accepted = Accepted()
+                reserved.release()
                 try await HTTPReceiver.with(port: port, respond: { request, _ in
                     accepted.add(request)
                     return (200, "{}")
@@ -172,5 +175,39 @@ import Testing
                 await pool.close()
             }
         }
+    }
+}
+
+/// A loopback TCP port bound but not listening: connections to it are refused.
+final class ReservedPort: Sendable {
+    let port: Int
+    private let descriptor: Int32
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else {
+            close(fd)
+            throw POSIXError(.EADDRINUSE)
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        self.port = Int(UInt16(bigEndian: address.sin_port))
+        self.descriptor = fd
+    }
+
+    func release() {
+        close(descriptor)
     }
 }

@@ -110,7 +110,13 @@ func withOTPService<R>(
     configure: (inout OTPServiceConfiguration) -> Void = { _ in },
     _ body: (OTPFixture) async throws -> R
 ) async throws -> R {
-    try await PostgresTestDatabase.withTestSchema(maxConnections: maxConnections, logger: testLogger) { pool, schema in
+    try await PostgresTestDatabase.withTestSchema(
+        maxConnections: maxConnections,
+        // 100 concurrent checks queue for the pool; a busy machine must not turn that into
+        // pool timeouts.
+        configure: { $0.acquireTimeout = .seconds(60) },
+        logger: testLogger
+    ) { pool, schema in
         var configuration = testConfiguration()
         configuration.schema = schema
         configure(&configuration)
