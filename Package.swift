@@ -238,9 +238,24 @@ let package = Package(
             ],
             swiftSettings: strictSwift
         ),
+        // What every benchmark shares: load options, the closed-loop load, results, CPU accounting,
+        // an in-process RPC server and client, Markdown output.
+        .target(
+            name: "BenchmarkHarness",
+            dependencies: [
+                "AuthPostgres",
+                "AuthRPC",
+                "AuthRPCNIO",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift
+        ),
         .executableTarget(
             name: "rpc-benchmark",
             dependencies: [
+                "BenchmarkHarness",
                 "AuthServiceRuntime",
                 "AuthRPCNIO",
                 "AuthAPI",
@@ -255,6 +270,7 @@ let package = Package(
         .executableTarget(
             name: "session-benchmark",
             dependencies: [
+                "BenchmarkHarness",
                 "SessionService",
                 "AuthRPCNIO",
                 "AuthRPC",
@@ -289,6 +305,11 @@ let package = Package(
         .testTarget(
             name: "AuthCryptoTests",
             dependencies: ["AuthCrypto"],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "BenchmarkHarnessTests",
+            dependencies: ["BenchmarkHarness"],
             swiftSettings: strictSwift
         ),
         .testTarget(

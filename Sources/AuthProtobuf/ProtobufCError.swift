@@ -18,6 +18,8 @@ public struct ProtobufCError: Error, Hashable, CustomStringConvertible {
             case invalidUTF8
             case embeddedNUL
             case unsupportedValue
+            case unknownMessage
+            case invalidJSON
         }
 
         private let wrapped: Wrapped
@@ -40,12 +42,22 @@ public struct ProtobufCError: Error, Hashable, CustomStringConvertible {
         /// A value cannot be encoded: a string, bytes or message of 2 GiB or more.
         public static let unsupportedValue = Code(.unsupportedValue)
 
+        /// A message name that no `.proto` file of the schema declares (``DynamicMessage``).
+        public static let unknownMessage = Code(.unknownMessage)
+
+        /// JSON that is not a message of the type asked for (``DynamicMessage/init(json:type:)``):
+        /// not JSON, an unknown field, a value of the wrong type or out of range. ``detail`` says
+        /// which; ``fieldName`` is the path, e.g. `device.platform` or `amr[1]`.
+        public static let invalidJSON = Code(.invalidJSON)
+
         public var description: String {
             switch self.wrapped {
             case .malformedInput: "malformedInput"
             case .invalidUTF8: "invalidUTF8"
             case .embeddedNUL: "embeddedNUL"
             case .unsupportedValue: "unsupportedValue"
+            case .unknownMessage: "unknownMessage"
+            case .invalidJSON: "invalidJSON"
             }
         }
     }
@@ -61,10 +73,14 @@ public struct ProtobufCError: Error, Hashable, CustomStringConvertible {
     /// The protobuf name of the field (e.g. `service`), when the error is about one field.
     public var fieldName: String?
 
-    public init(code: Code, messageName: String, fieldName: String? = nil) {
+    /// What is wrong, in words, for ``Code/invalidJSON`` (never a field's contents).
+    public var detail: String?
+
+    public init(code: Code, messageName: String, fieldName: String? = nil, detail: String? = nil) {
         self.code = code
         self.messageName = messageName
         self.fieldName = fieldName
+        self.detail = detail
     }
 
     public var description: String {
@@ -74,7 +90,14 @@ public struct ProtobufCError: Error, Hashable, CustomStringConvertible {
         case .invalidUTF8: "ProtobufCError(invalidUTF8): string field \(field) is not valid UTF-8"
         case .embeddedNUL:
             "ProtobufCError(embeddedNUL): string field \(field) contains NUL, which protobuf-c cannot encode"
-        case .unsupportedValue: "ProtobufCError(unsupportedValue): \(field) is too large to encode (2 GiB or more)"
+        case .unsupportedValue: "ProtobufCError(unsupportedValue): \(field) cannot hold the value (wrong kind, out of range, or 2 GiB or more)"
+        case .unknownMessage: "ProtobufCError(unknownMessage): no message \(self.messageName) in the schema"
+        case .invalidJSON:
+            if let fieldName = self.fieldName {
+                "invalid JSON for \(self.messageName): field \(fieldName): \(self.detail ?? "invalid")"
+            } else {
+                "invalid JSON for \(self.messageName): \(self.detail ?? "invalid")"
+            }
         default: "ProtobufCError(\(self.code)): \(field)"
         }
     }

@@ -8,4 +8,9 @@
 #include "auth/rpc/v1/envelope.pb-c.h"
 #include "auth/session/v1/session.pb-c.h"
 
+/* Every service and message descriptor of proto/ (registry.c), for code that works from the
+ * descriptors alone (authctl's JSON conversion): `*count` gets the number of entries. */
+const ProtobufCServiceDescriptor *const *auth_proto_service_descriptors(size_t *count);
+const ProtobufCMessageDescriptor *const *auth_proto_message_descriptors(size_t *count);
+
 #endif /* CAUTHPROTO_H */

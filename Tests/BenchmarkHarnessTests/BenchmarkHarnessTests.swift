@@ -1,0 +1,142 @@
+import BenchmarkHarness
+import Synchronization
+import Testing
+
+@Suite struct LoadOptionsTests {
+    @Test func levelsDefaultWhenNotGiven() throws {
+        let options = try LoadOptions.parse([])
+        #expect(try options.levels(default: [16, 64]) == [16, 64])
+        #expect(options.description == "5 s per row after 1 s warm-up")
+    }
+
+    @Test func levelsParsedAndBounded() throws {
+        #expect(try LoadOptions.parse(["--concurrency", "1, 16,64"]).levels(default: []) == [1, 16, 64])
+        for bad in ["0", "16,x", "", "5000", "16,,64"] {
+            let options = try LoadOptions.parse(["--concurrency", bad])
+            #expect(throws: (any Error).self, "\(bad)") { try options.levels(default: [1]) }
+        }
+        #expect(throws: (any Error).self) { try LoadOptions.parse(["--concurrency", "2000"]).levels(default: [], limit: 1024) }
+    }
+
+    @Test func secondsAndWarmupValidated() {
+        #expect(throws: (any Error).self) { try LoadOptions.parse(["--seconds", "0"]) }
+        #expect(throws: (any Error).self) { try LoadOptions.parse(["--seconds", "121"]) }
+        #expect(throws: (any Error).self) { try LoadOptions.parse(["--warmup", "-1"]) }
+    }
+}
+
+@Suite struct LoadResultTests {
+    @Test func formatsCountsWithSeparators() {
+        #expect(LoadResult.formatCount(0) == "0")
+        #expect(LoadResult.formatCount(999) == "999")
+        #expect(LoadResult.formatCount(1_000) == "1,000")
+        #expect(LoadResult.formatCount(1_234_567.4) == "1,234,567")
+        #expect(LoadResult.formatCount(-12_345) == "-12,345")
+    }
+
+    @Test func formatsLatencies() {
+        #expect(LoadResult.formatNanoseconds(812_000) == "812 µs")
+        #expect(LoadResult.formatNanoseconds(1_250_000) == "1.25 ms")
+    }
+
+    @Test func cpuPerCallNeedsAccounting() {
+        var result = LoadResult(calls: 1_000, elapsed: .seconds(1), histogram: LoadResult.emptyHistogram())
+        #expect(result.cpuPerCall == "–")
+        result.cpuSeconds = 0.5
+        #expect(result.cpuPerCall == "500 µs")
+        #expect(result.callsPerCPUSecond == "2,000")
+        #expect(result.callsPerSecond == 1_000)
+    }
+}
+
+@Suite struct ClosedLoopLoadTests {
+    /// Every measured call is counted once and recorded once; each loop carries its own state.
+    @Test func countsEveryMeasuredCallAndCarriesState() async throws {
+        let made = Atomic<Int>(0)
+        let stepped = Atomic<Int>(0)
+        let broken = Atomic<Int>(0)
+        let lastSeen = Mutex<[Int: Int]>([:])
+        let load = ClosedLoopLoad(warmup: .milliseconds(20), duration: .milliseconds(100))
+        let result = try await load.run(
+            concurrency: 4,
+            setup: { made.add(1, ordering: .relaxed).newValue * 1_000_000 },
+            step: { state in
+                stepped.add(1, ordering: .relaxed)
+                // Each loop's state goes base, base + 1, … : the state a step returns is the next one's.
+                lastSeen.withLock { seen in
+                    let base = state / 1_000_000
+                    if let previous = seen[base], previous + 1 != state { broken.add(1, ordering: .relaxed) }
+                    seen[base] = state
+                }
+                await Task.yield()
+                return state + 1
+            }
+        )
+        #expect(broken.load(ordering: .relaxed) == 0)
+        #expect(lastSeen.withLock { $0.count } == 4)
+        #expect(made.load(ordering: .relaxed) == 4)
+        #expect(result.calls >= 4)  // every loop makes at least one call
+        #expect(Int(result.histogram.totalCount) == result.calls)
+        // Warm-up calls are made but not counted.
+        #expect(stepped.load(ordering: .relaxed) >= result.calls)
+        #expect(result.elapsed >= .milliseconds(100))
+    }
+
+    struct Refused: Error {}
+
+    @Test func aFailingCallEndsTheRun() async {
+        let load = ClosedLoopLoad(warmup: .zero, duration: .seconds(30))
+        await #expect(throws: Refused.self) {
+            _ = try await load.run(concurrency: 2) { throw Refused() }
+        }
+    }
+}
+
+@Suite struct ThreadedThroughputTests {
+    @Test func countsOperationsOnItsThreads() async throws {
+        let count = Atomic<Int>(0)
+        let perSecond = try await ThreadedThroughput.measure(threads: 2, duration: .milliseconds(50), batch: 10) {
+            count.add(1, ordering: .relaxed)
+        }
+        #expect(count.load(ordering: .relaxed) % 10 == 0)
+        #expect(count.load(ordering: .relaxed) >= 20)  // each thread runs at least one batch
+        #expect(perSecond > 0)
+    }
+
+    struct Broken: Error {}
+
+    @Test func anErrorEndsTheMeasurement() async {
+        await #expect(throws: Broken.self) {
+            _ = try await ThreadedThroughput.measure(threads: 2, duration: .seconds(30)) { throw Broken() }
+        }
+    }
+}
+
+@Suite struct StoppingTests {
+    struct Once: Error {}
+
+    /// One loop failing stops the others long before the 30 s the row would take.
+    @Test func oneFailingLoopStopsTheOthers() async {
+        let calls = Atomic<Int>(0)
+        let load = ClosedLoopLoad(warmup: .zero, duration: .seconds(30))
+        let started = ContinuousClock.now
+        await #expect(throws: Once.self) {
+            _ = try await load.run(concurrency: 4) {
+                if calls.add(1, ordering: .relaxed).newValue == 100 { throw Once() }
+                await Task.yield()
+            }
+        }
+        #expect(ContinuousClock.now - started < .seconds(30))
+    }
+
+    @Test func oneFailingThreadStopsTheOthers() async {
+        let calls = Atomic<Int>(0)
+        let started = ContinuousClock.now
+        await #expect(throws: Once.self) {
+            _ = try await ThreadedThroughput.measure(threads: 2, duration: .seconds(30)) {
+                if calls.add(1, ordering: .relaxed).newValue == 1_000 { throw Once() }
+            }
+        }
+        #expect(ContinuousClock.now - started < .seconds(30))
+    }
+}
