@@ -4,17 +4,28 @@
 
 static const ProtobufCServiceDescriptor *const auth_proto_service_descriptors_list[] = {
     &auth__health__v1__health__descriptor,
+    &auth__otp__v1__otp__descriptor,
     &auth__session__v1__session__descriptor,
 };
 
 const ProtobufCServiceDescriptor *const *auth_proto_service_descriptors(size_t *count) {
-    *count = 2;
+    *count = 3;
     return auth_proto_service_descriptors_list;
 }
 
 static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_list[] = {
     &auth__health__v1__health_check_request__descriptor,
     &auth__health__v1__health_check_response__descriptor,
+    &auth__otp__v1__start_request__descriptor,
+    &auth__otp__v1__start_response__descriptor,
+    &auth__otp__v1__resend_request__descriptor,
+    &auth__otp__v1__resend_response__descriptor,
+    &auth__otp__v1__check_request__descriptor,
+    &auth__otp__v1__check_response__descriptor,
+    &auth__otp__v1__get_delivery_status_request__descriptor,
+    &auth__otp__v1__get_delivery_status_response__descriptor,
+    &auth__otp__v1__report_delivery_request__descriptor,
+    &auth__otp__v1__report_delivery_response__descriptor,
     &auth__rpc__v1__frame__descriptor,
     &auth__rpc__v1__challenge__descriptor,
     &auth__rpc__v1__hello__descriptor,
@@ -57,6 +68,6 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
 };
 
 const ProtobufCMessageDescriptor *const *auth_proto_message_descriptors(size_t *count) {
-    *count = 41;
+    *count = 51;
     return auth_proto_message_descriptors_list;
 }
