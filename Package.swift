@@ -19,6 +19,7 @@ let package = Package(
         .executable(name: "authctl", targets: ["authctl"]),
         .executable(name: "rpc-benchmark", targets: ["rpc-benchmark"]),
         .executable(name: "session-benchmark", targets: ["session-benchmark"]),
+        .executable(name: "otp-benchmark", targets: ["otp-benchmark"]),
         .executable(name: "rpc-fuzz", targets: ["rpc-fuzz"]),
     ],
     dependencies: [
@@ -280,6 +281,26 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift
+        ),
+
+        // Start/Check through the RPC with PostgreSQL, and outbox delivery through the webhook provider.
+        .executableTarget(
+            name: "otp-benchmark",
+            dependencies: [
+                "BenchmarkHarness",
+                "OTPService",
+                "AuthRPCNIO",
+                "AuthRPC",
+                "AuthAPI",
+                "AuthProtobuf",
+                "AuthPostgres",
+                "AuthCrypto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strictSwift
         ),
