@@ -155,7 +155,7 @@ struct OTPBenchmark: AsyncParsableCommand {
             for level in levels {
                 // Verifications to check, with their codes read from the outbox (the provider's
                 // view): enough for the row at a generous rate.
-                let needed = Int((load.seconds + load.warmup) * 6_000) + level
+                let needed = Int((load.seconds + load.warmup) * 4_000) + level
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for lane in 0..<32 {
                         group.addTask {
@@ -180,16 +180,21 @@ struct OTPBenchmark: AsyncParsableCommand {
         try await rpc.shutdown()
 
         if selected.contains("deliver") {
-            // Messages already queued by the rows above count too: drain to empty.
-            let queued = try await pool.query("SELECT count(*) FROM \(identifier: schema).messages WHERE state = 'queued'")[0][0].int
-            if queued < messages {
-                let missing = messages - queued
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    for lane in 0..<32 {
-                        group.addTask { for _ in stride(from: lane, to: missing, by: 32) { _ = try await service.start(request: .init(destination: "deliver\(destinations.next())@example.com", purpose: .login), context: ServerContext(method: Auth_Otp_V1_OTP.Method.start, metadata: RPCMetadata(), deadline: nil, authenticatedCaller: "gateway", peer: "benchmark")) } }
+            // Exactly --messages queued: the rows above left theirs, which are set aside first.
+            try await pool.query(
+                "UPDATE \(identifier: schema).messages SET state = 'superseded', code = NULL WHERE state = 'queued'")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for lane in 0..<32 {
+                    group.addTask {
+                        for _ in stride(from: lane, to: messages, by: 32) {
+                            _ = try await service.start(
+                                request: .init(destination: "deliver\(destinations.next())@example.com", purpose: .login),
+                                context: ServerContext(method: Auth_Otp_V1_OTP.Method.start, authenticatedCaller: "gateway")
+                            )
+                        }
                     }
-                    try await group.waitForAll()
                 }
+                try await group.waitForAll()
             }
             let total = try await pool.query("SELECT count(*) FROM \(identifier: schema).messages WHERE state = 'queued'")[0][0].int
             let factory = ProviderFactory(configuration: configuration, logger: logger)
