@@ -20,6 +20,7 @@ let package = Package(
         .executable(name: "rpc-benchmark", targets: ["rpc-benchmark"]),
         .executable(name: "session-benchmark", targets: ["session-benchmark"]),
         .executable(name: "identity-benchmark", targets: ["identity-benchmark"]),
+        .executable(name: "otp-benchmark", targets: ["otp-benchmark"]),
         .executable(name: "rpc-fuzz", targets: ["rpc-fuzz"]),
     ],
     dependencies: [
@@ -32,6 +33,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // MARK: C libraries of the customer's design card
@@ -152,6 +155,7 @@ let package = Package(
             resources: [.copy("Migrations")],
             swiftSettings: strictSwift
         ),
+        // Accounts, passwords, provider sign-in, profiles, deletion, audit (docs/identity.md).
         .target(
             name: "IdentityService",
             dependencies: [
@@ -167,6 +171,28 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             resources: [.copy("Migrations"), .copy("PasswordBlocklist")],
+            swiftSettings: strictSwift
+        ),
+        // One-time codes: verifications, limits, the outbox and its providers (docs/otp.md).
+        .target(
+            name: "OTPService",
+            dependencies: [
+                "AuthAPI",
+                "AuthRPC",
+                "AuthProtobuf",
+                "AuthPostgres",
+                "AuthCrypto",
+                "AuthBackoff",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            resources: [.copy("Migrations")],
             swiftSettings: strictSwift
         ),
 
@@ -190,7 +216,12 @@ let package = Package(
         ),
         .executableTarget(
             name: "otp-dispatch",
-            dependencies: ["AuthServiceRuntime"],
+            dependencies: [
+                "AuthServiceRuntime",
+                "OTPService",
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
             swiftSettings: strictSwift
         ),
         .executableTarget(
@@ -292,10 +323,31 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
+        // Start/Check through the RPC with PostgreSQL, and outbox delivery through the webhook provider.
+        .executableTarget(
+            name: "otp-benchmark",
+            dependencies: [
+                "BenchmarkHarness",
+                "OTPService",
+                "AuthRPCNIO",
+                "AuthRPC",
+                "AuthAPI",
+                "AuthProtobuf",
+                "AuthPostgres",
+                "AuthCrypto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSwift
+        ),
+
         // MARK: Tests
         .target(
             name: "AuthTestSupport",
             dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
                 "AuthPostgres",
                 "AuthRPC",
                 "AuthProtobuf",
@@ -361,6 +413,17 @@ let package = Package(
             swiftSettings: strictSwift
         ),
         .testTarget(
+            name: "OTPServiceTests",
+            dependencies: [
+                "OTPService", "AuthTestSupport", "AuthAPI", "AuthRPC", "AuthCrypto", "AuthPostgres",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
             name: "AuthServiceRuntimeTests",
             dependencies: ["AuthServiceRuntime", "AuthRPC", "AuthPostgres", "AuthTestSupport"],
             swiftSettings: strictSwift
@@ -369,6 +432,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "AuthRPCNIO", "AuthAPI", "AuthTestSupport", "AuthServiceRuntime",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],

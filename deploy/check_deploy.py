@@ -27,7 +27,7 @@ OUR_SERVICES = set(RPC_SERVICES) | {"gateway"}
 # RPC authenticates with mutual TLS, each service's certificate and key mounted as files).
 SECRETS = {
     "identity": {"AUTH_DATABASE_URL"},
-    "otp-dispatch": {"AUTH_DATABASE_URL"},
+    "otp-dispatch": {"AUTH_DATABASE_URL", "AUTH_OTP_SECRET"},
     "session": {"AUTH_DATABASE_URL", "AUTH_MASTER_KEY"},
     "gateway": set(),
 }
@@ -185,7 +185,7 @@ def check_kubernetes(directory):
         problem("configmap", "AUTH_ENVIRONMENT is not production")
     if config.get("AUTH_BIND_HOST") != "0.0.0.0":
         problem("configmap", "AUTH_BIND_HOST is not 0.0.0.0")
-    for variable in ("AUTH_RPC_SECRET", "AUTH_DATABASE_URL", "AUTH_MASTER_KEY"):
+    for variable in ("AUTH_RPC_SECRET", "AUTH_DATABASE_URL", "AUTH_MASTER_KEY", "AUTH_OTP_SECRET"):
         if variable in config:
             problem("configmap", f"{variable} is a secret and belongs in the Secret")
     if "AUTH_RPC_MESH_MTLS" in config:

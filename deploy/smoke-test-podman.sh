@@ -196,6 +196,7 @@ chmod 755 "$work/tls"
 cat >"$work/smoke.env" <<EOF
 AUTH_TLS_DIR=$work/tls
 AUTH_MASTER_KEY=$(openssl rand -base64 32)
+AUTH_OTP_SECRET=$(openssl rand -base64 32)
 AUTH_POSTGRES_PASSWORD=$(openssl rand -hex 24)
 AUTH_IMAGE=$app_image
 AUTH_GATEWAY_PUBLISHED_PORT=$port

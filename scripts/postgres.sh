@@ -141,14 +141,15 @@ init_cluster() {
     as_owner test -w "$DATA" || die "the postgres user cannot write $DATA"
     as_owner "$PG_BIN/initdb" -D "$DATA" -U "$SUPERUSER" --auth=trust --encoding=UTF8 --locale=C.UTF-8 \
         --no-sync >&2
-    # listen_addresses, port and the socket folder come from pg_ctl -o at each start.
+    # listen_addresses, port, the socket folder and max_connections come from pg_ctl -o at each
+    # start (so a cluster made by an older version of this script gets them too). The test suite
+    # opens a pool per test, many tests at once: it peaked at ~330 connections with every service.
     cat >>"$DATA/postgresql.conf" <<'EOF'
 
 # --- throwaway test cluster (scripts/postgres.sh): speed over durability ---
 fsync = off
 synchronous_commit = off
 full_page_writes = off
-max_connections = 300
 shared_buffers = 64MB
 log_min_messages = warning
 log_line_prefix = '%m [%p] %q%a '
@@ -178,7 +179,7 @@ start_cluster() {
         if (
             close_inherited_fds
             as_owner "$PG_BIN/pg_ctl" -D "$DATA" -l "$LOG_FILE" -w -t 60 \
-                -o "-p $port -k '$RUN' -c listen_addresses=127.0.0.1" start >&2 </dev/null
+                -o "-p $port -k '$RUN' -c listen_addresses=127.0.0.1 -c max_connections=1000" start >&2 </dev/null
         ); then
             return 0
         fi

@@ -58,6 +58,16 @@ if [[ -z "${AUTH_MASTER_KEY:-}" ]]; then
     AUTH_MASTER_KEY=$(cat .data/master-key)
 fi
 export AUTH_MASTER_KEY
+# The secret otp-dispatch keys the codes' MACs with (codes in flight stop working without it).
+if [[ -z "${AUTH_OTP_SECRET:-}" ]]; then
+    if [[ ! -s .data/otp-secret ]]; then
+        (umask 077 && head -c 32 /dev/urandom | base64 > .data/otp-secret)
+    fi
+    AUTH_OTP_SECRET=$(cat .data/otp-secret)
+fi
+export AUTH_OTP_SECRET
+# otp-dispatch's Prometheus metrics (GET /metrics).
+export AUTH_OTP_METRICS_PORT="${AUTH_OTP_METRICS_PORT:-9102}"
 export AUTH_ENVIRONMENT="${AUTH_ENVIRONMENT:-development}"
 export AUTH_GATEWAY_PORT="${AUTH_GATEWAY_PORT:-8080}"
 export AUTH_IDENTITY_PORT="${AUTH_IDENTITY_PORT:-7101}"

@@ -1,6 +1,10 @@
 import Foundation
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// One of the project's executables started as a real process for an end-to-end test.
 /// Standard error is collected so a test can wait for a log line (e.g. the bound port).
 public final class ServiceProcess: Sendable {
@@ -76,7 +80,7 @@ public final class ServiceProcess: Sendable {
 
     /// Sends `signal` (e.g. SIGINT, as Ctrl-C does) to the process.
     public func send(_ signal: Int32) {
-        kill(process.processIdentifier, signal)
+        Glibc.kill(process.processIdentifier, signal)
     }
 
     /// Waits until the log matches `pattern` (a regular expression) and returns the first
@@ -146,15 +150,23 @@ public final class ServiceProcess: Sendable {
             try? await Task.sleep(for: .milliseconds(20))
         }
         if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
+            Glibc.kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
         return process.terminationStatus
     }
 
+    /// SIGKILL (`kill -9`: no shutdown, as a crash), then waits for the exit.
+    public func kill() {
+        if process.isRunning {
+            Glibc.kill(process.processIdentifier, SIGKILL)
+        }
+        process.waitUntilExit()
+    }
+
     deinit {
         if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
+            Glibc.kill(process.processIdentifier, SIGKILL)
         }
     }
 }

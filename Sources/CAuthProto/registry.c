@@ -5,11 +5,12 @@
 static const ProtobufCServiceDescriptor *const auth_proto_service_descriptors_list[] = {
     &auth__health__v1__health__descriptor,
     &auth__identity__v1__identity__descriptor,
+    &auth__otp__v1__otp__descriptor,
     &auth__session__v1__session__descriptor,
 };
 
 const ProtobufCServiceDescriptor *const *auth_proto_service_descriptors(size_t *count) {
-    *count = 3;
+    *count = 4;
     return auth_proto_service_descriptors_list;
 }
 
@@ -44,6 +45,16 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
     &auth__identity__v1__list_audit_events_request__descriptor,
     &auth__identity__v1__audit_event__descriptor,
     &auth__identity__v1__list_audit_events_response__descriptor,
+    &auth__otp__v1__start_request__descriptor,
+    &auth__otp__v1__start_response__descriptor,
+    &auth__otp__v1__resend_request__descriptor,
+    &auth__otp__v1__resend_response__descriptor,
+    &auth__otp__v1__check_request__descriptor,
+    &auth__otp__v1__check_response__descriptor,
+    &auth__otp__v1__get_delivery_status_request__descriptor,
+    &auth__otp__v1__get_delivery_status_response__descriptor,
+    &auth__otp__v1__report_delivery_request__descriptor,
+    &auth__otp__v1__report_delivery_response__descriptor,
     &auth__rpc__v1__frame__descriptor,
     &auth__rpc__v1__challenge__descriptor,
     &auth__rpc__v1__hello__descriptor,
@@ -86,6 +97,6 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
 };
 
 const ProtobufCMessageDescriptor *const *auth_proto_message_descriptors(size_t *count) {
-    *count = 69;
+    *count = 79;
     return auth_proto_message_descriptors_list;
 }

@@ -1,4 +1,45 @@
 import AuthServiceRuntime
+import Foundation
+import Metrics
+import OTPService
+import Prometheus
 
-// The otp-dispatch service. Until its features land it serves only auth.health.v1.Health.
-await ServiceMain.run(.otpDispatch)
+// The otp-dispatch service: one-time codes by SMS and email, their limits, and the outbox
+// that delivers them (docs/otp.md).
+
+// Its own settings are checked before anything else: a bad value stops the start at once
+// (status 2), without waiting for the database first.
+let environment = ProcessInfo.processInfo.environment
+let configuration: OTPServiceConfiguration
+do {
+    configuration = try OTPServiceConfiguration(environment: environment)
+} catch {
+    FileHandle.standardError.write(Data("otp-dispatch: configuration error: \(error)\n".utf8))
+    exit(2)
+}
+
+let registry = PrometheusCollectorRegistry()
+MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+
+await ServiceMain.run(.otpDispatch, serviceNames: ["auth.otp.v1.OTP"]) { router, dependencies in
+    let service = try await OTPService.start(
+        database: dependencies.database,
+        configuration: configuration,
+        logger: dependencies.logger
+    )
+    router.register(service)
+    // Sends the outbox (LISTEN/NOTIFY and a periodic sweep), and removes expired verifications.
+    if configuration.dispatchWorkers > 0 {
+        let providers = ProviderFactory(configuration: configuration, logger: dependencies.logger)
+        dependencies.addService(service.makeDispatcher(providers: providers.providerSet(), closing: providers))
+    } else {
+        dependencies.logger.notice("Not sending messages: AUTH_OTP_DISPATCH_WORKERS=0 (other replicas send the outbox)")
+    }
+    dependencies.addService(OTPPurge(service: service, logger: dependencies.logger))
+    if let port = configuration.metricsPort {
+        dependencies.addService(
+            MetricsServer(
+                registry: registry, host: dependencies.configuration.bindHost, port: port, logger: dependencies.logger)
+        )
+    }
+}

@@ -108,6 +108,11 @@ enum RPCFuzzTarget {
         _ = try? Auth_Identity_V1_ChangePasswordRequest(serializedBytes: payload)
         _ = try? Auth_Identity_V1_DeleteUserRequest(serializedBytes: payload)
         _ = try? Auth_Identity_V1_ListAuditEventsRequest(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_StartRequest(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_ResendRequest(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_CheckRequest(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_GetDeliveryStatusRequest(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_ReportDeliveryRequest(serializedBytes: payload)
     }
 
     static func unpackResponse(_ payload: [UInt8]) {
@@ -132,6 +137,11 @@ enum RPCFuzzTarget {
         _ = try? Auth_Identity_V1_ChangePasswordResponse(serializedBytes: payload)
         _ = try? Auth_Identity_V1_DeleteUserResponse(serializedBytes: payload)
         _ = try? Auth_Identity_V1_ListAuditEventsResponse(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_StartResponse(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_ResendResponse(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_CheckResponse(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_GetDeliveryStatusResponse(serializedBytes: payload)
+        _ = try? Auth_Otp_V1_ReportDeliveryResponse(serializedBytes: payload)
     }
 }
 

@@ -5,6 +5,7 @@
 
 #include "auth/health/v1/health.pb-c.h"
 #include "auth/identity/v1/identity.pb-c.h"
+#include "auth/otp/v1/otp.pb-c.h"
 #include "auth/rpc/v1/envelope.pb-c.h"
 #include "auth/session/v1/session.pb-c.h"
 

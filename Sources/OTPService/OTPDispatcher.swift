@@ -1,0 +1,329 @@
+import AuthBackoff
+import AuthPostgres
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// Sends the outbox: workers claim due messages with `FOR UPDATE SKIP LOCKED` (so any number
+/// of replicas share the work), send each through its channel's provider, and record the
+/// outcome. They are woken by the outbox's `NOTIFY` (written in the same transaction as the
+/// message) and by a periodic sweep, which also picks up retries that came due and claims
+/// whose lease expired (a worker that died mid-send): such a message is sent again within
+/// ``OTPServiceConfiguration/claimLease`` + ``OTPServiceConfiguration/sweepInterval``.
+///
+/// Failures are retried with exponential backoff and jitter (`AuthBackoff`), up to
+/// ``OTPServiceConfiguration/deliveryAttempts`` per provider; then the message fails over to
+/// the channel's secondary provider (same message, same code), and when that is spent too it
+/// is dead-lettered (`failed`, counted, logged). A sent or dead message's code is wiped.
+///
+/// Delivery is at least once: a crash between a provider's acceptance and the row's update
+/// sends the message again after the lease. Receivers deduplicate by the message id.
+public final class OTPDispatcher: Service, Sendable {
+    let store: OTPStore
+    let configuration: OTPServiceConfiguration
+    let providers: ProviderSet
+    let clock: any WallClock
+    let metrics: OTPMetrics
+    let workerName: String
+    let logger: Logger
+    let wake = WakeSignal()
+    /// Notifications received on the outbox channel (tests see the LISTEN path work with it).
+    let notificationsReceived = Atomic<Int>(0)
+    private let stopping = Atomic<Bool>(false)
+    private let backoff: ExponentialBackoff
+
+    /// Shut down (its HTTP client) when ``run()`` ends.
+    let factory: ProviderFactory?
+
+    init(
+        factory: ProviderFactory?,
+        store: OTPStore,
+        configuration: OTPServiceConfiguration,
+        providers: ProviderSet,
+        clock: any WallClock,
+        metrics: OTPMetrics,
+        workerName: String,
+        logger: Logger
+    ) {
+        self.factory = factory
+        self.store = store
+        self.configuration = configuration
+        self.providers = providers
+        self.clock = clock
+        self.metrics = metrics
+        self.workerName = workerName
+        self.logger = logger
+        self.backoff = ExponentialBackoff(
+            initial: configuration.retryBackoff, limit: configuration.retryBackoffLimit, jitter: 0.5...1.5)
+    }
+
+    public func run() async throws {
+        logger.info(
+            "OTP dispatcher running",
+            metadata: [
+                "otp.workers": "\(configuration.dispatchWorkers)",
+                "otp.sms_providers": "\(providers.sms.map(\.name).joined(separator: ","))",
+                "otp.email_providers": "\(providers.email.map(\.name).joined(separator: ","))",
+                "otp.notify_channel": "\(store.notifyChannel)",
+            ]
+        )
+        // At graceful shutdown the workers finish the message in hand (its send and the record
+        // of its outcome) and claim no more; then the listener and the sweep are cancelled.
+        await withGracefulShutdownHandler {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await self.listen() }
+                group.addTask { await self.sweep() }
+                await withTaskGroup(of: Void.self) { workers in
+                    for index in 0..<self.configuration.dispatchWorkers {
+                        workers.addTask { await self.work(index) }
+                    }
+                }
+                group.cancelAll()
+            }
+        } onGracefulShutdown: {
+            self.stopping.store(true, ordering: .relaxed)
+            self.wake.wake()
+        }
+        await factory?.shutdown()
+        logger.info("OTP dispatcher stopped")
+    }
+
+    /// Wakes the workers on every `NOTIFY` of the outbox channel. The pool's listener
+    /// reconnects by itself after a database restart; a first `LISTEN` that fails (database
+    /// down at start) is tried again with backoff. Notifications lost while disconnected are
+    /// made up for by the sweep.
+    private func listen() async {
+        let retry = ExponentialBackoff(initial: .milliseconds(100), limit: .seconds(5), jitter: 0.5...1.5)
+        var failures = 0
+        while !Task.isCancelled {
+            do {
+                let stream = try await store.pool.listen(channel: store.notifyChannel)
+                failures = 0
+                wake.wake()
+                for await _ in stream {
+                    notificationsReceived.add(1, ordering: .relaxed)
+                    wake.wake()
+                }
+                // The stream ends when the pool closes.
+                return
+            } catch {
+                failures += 1
+                logger.warning("Could not LISTEN for the outbox; trying again", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: retry.delay(afterFailures: failures))
+            }
+        }
+    }
+
+    private func sweep() async {
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: configuration.sweepInterval)
+            } catch {
+                return
+            }
+            wake.wake()
+        }
+    }
+
+    private func work(_ index: Int) async {
+        let worker = "\(workerName)#\(index)"
+        var failures = 0
+        while !Task.isCancelled, !stopping.load(ordering: .relaxed) {
+            let seen = wake.generation
+            do {
+                let processed = try await deliverBatch(worker: worker, limit: 1)
+                failures = 0
+                if processed == 0, !stopping.load(ordering: .relaxed) { await wake.wait(past: seen) }
+            } catch {
+                if Task.isCancelled { return }
+                failures += 1
+                logger.warning(
+                    "Could not claim outbox messages; trying again",
+                    metadata: ["error": "\(error)", "otp.worker": "\(worker)"]
+                )
+                try? await Task.sleep(for: ExponentialBackoff(initial: .milliseconds(100), limit: .seconds(5), jitter: 0.5...1.5).delay(afterFailures: failures))
+            }
+        }
+    }
+
+    /// Claims and sends every message due now, `limit` at a time, until none is left; returns
+    /// how many it handled. (Tests drive the dispatcher with it and a hand-moved clock.)
+    @discardableResult
+    public func deliverDue(limit: Int = 16) async throws -> Int {
+        var total = 0
+        while true {
+            let processed = try await deliverBatch(worker: "\(workerName)#direct", limit: limit)
+            total += processed
+            if processed == 0 { return total }
+        }
+    }
+
+    func deliverBatch(worker: String, limit: Int) async throws -> Int {
+        let now = clock.microsecondNow()
+        let claimed = try await store.claim(
+            now: now,
+            leaseUntil: now.addingTimeInterval(configuration.claimLease.timeInterval),
+            worker: worker,
+            limit: limit
+        )
+        await withTaskGroup(of: Void.self) { group in
+            for message in claimed {
+                group.addTask { await self.deliver(message, worker: worker) }
+            }
+        }
+        return claimed.count
+    }
+
+    /// Sends one claimed message and records the outcome. Errors recording it are logged: the
+    /// claim then expires and the message is sent again (at least once).
+    func deliver(_ message: ClaimedMessage, worker: String) async {
+        let chain = providers.providers(for: message.channel)
+        guard !chain.isEmpty else { return }
+        let index = min(message.providerIndex, chain.count - 1)
+        let provider = chain[index]
+        let text = MessageTemplates.render(
+            channel: message.channel,
+            code: message.code,
+            locale: message.locale,
+            appName: configuration.appName,
+            smsDomain: configuration.smsDomain,
+            codeLifetimeMinutes: Int(configuration.codeLifetime.components.seconds / 60)
+        )
+        let outgoing = OutgoingMessage(
+            id: message.id,
+            verificationID: message.verificationID,
+            channel: message.channel,
+            to: message.destination,
+            code: message.code,
+            purpose: message.purpose,
+            locale: message.locale,
+            createdAt: message.createdAt,
+            text: text
+        )
+        let result: Result<ProviderReceipt, ProviderError>
+        do {
+            result = .success(try await provider.send(outgoing))
+        } catch let error as ProviderError {
+            result = .failure(error)
+        } catch {
+            result = .failure(ProviderError(retryable: true, "\(provider.name): \(error)"))
+        }
+        let now = clock.microsecondNow()
+        do {
+            switch result {
+            case .success(let receipt):
+                try await store.markSent(
+                    id: message.id, provider: provider.name, providerMessageID: receipt.providerMessageID, now: now)
+                metrics.sent(channel: message.channel, provider: provider.name, callingCode: message.callingCode)
+                logger.debug(
+                    "OTP message sent",
+                    metadata: ["otp.message_id": "\(message.id)", "otp.provider": "\(provider.name)"]
+                )
+            case .failure(let error):
+                metrics.sendFailed(
+                    channel: message.channel, provider: provider.name, callingCode: message.callingCode,
+                    retryable: error.retryable)
+                if error.retryable && message.attempts < configuration.deliveryAttempts {
+                    let delay = backoff.delay(afterFailures: message.attempts)
+                    try await store.markRetry(
+                        id: message.id, worker: worker, at: now.addingTimeInterval(delay.timeInterval),
+                        providerIndex: index, resetAttempts: false, provider: provider.name, error: error.message,
+                        now: now
+                    )
+                    scheduleWake(after: delay)
+                    logger.info(
+                        "OTP message send failed; retrying",
+                        metadata: [
+                            "otp.message_id": "\(message.id)", "otp.provider": "\(provider.name)",
+                            "otp.attempt": "\(message.attempts)", "otp.retry_in": "\(delay)", "error": "\(error)",
+                        ]
+                    )
+                } else if index + 1 < chain.count {
+                    let next = chain[index + 1]
+                    try await store.markRetry(
+                        id: message.id, worker: worker, at: now, providerIndex: index + 1, resetAttempts: true,
+                        provider: next.name, error: error.message, now: now
+                    )
+                    metrics.failedOver(channel: message.channel, from: provider.name, to: next.name)
+                    wake.wake()
+                    logger.warning(
+                        "OTP provider failed past its retry budget; failing over",
+                        metadata: [
+                            "otp.message_id": "\(message.id)", "otp.provider": "\(provider.name)",
+                            "otp.next_provider": "\(next.name)", "error": "\(error)",
+                        ]
+                    )
+                } else {
+                    try await store.markDead(id: message.id, provider: provider.name, error: error.message, now: now)
+                    metrics.deadLettered(channel: message.channel, provider: provider.name, callingCode: message.callingCode)
+                    logger.error(
+                        "OTP message dead-lettered: every provider failed",
+                        metadata: [
+                            "otp.message_id": "\(message.id)", "otp.verification_id": "\(message.verificationID)",
+                            "otp.provider": "\(provider.name)", "error": "\(error)",
+                        ]
+                    )
+                }
+            }
+        } catch {
+            logger.warning(
+                "Could not record an OTP message's outcome; it will be retried after its claim expires",
+                metadata: ["otp.message_id": "\(message.id)", "error": "\(error)"]
+            )
+        }
+    }
+
+    private func scheduleWake(after delay: Duration) {
+        let wake = self.wake
+        Task {
+            try? await Task.sleep(for: delay)
+            wake.wake()
+        }
+    }
+}
+
+/// Wakes waiting workers: ``wait(past:)`` returns once ``wake()`` was called after the
+/// generation the caller saw, so a wake between a worker's empty claim and its wait is not lost.
+final class WakeSignal: Sendable {
+    private struct State {
+        var generation: UInt64 = 0
+        var nextID: UInt64 = 0
+        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    var generation: UInt64 { state.withLock { $0.generation } }
+
+    func wake() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.generation &+= 1
+            let all = Array(state.waiters.values)
+            state.waiters.removeAll()
+            return all
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns when the generation moved past `seen`, or when the task is cancelled.
+    func wait(past seen: UInt64) async {
+        let id = state.withLock { state -> UInt64 in
+            state.nextID &+= 1
+            return state.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state -> Bool in
+                    if state.generation != seen || Task.isCancelled { return true }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
+            waiter?.resume()
+        }
+    }
+}

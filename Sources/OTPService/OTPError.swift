@@ -1,0 +1,122 @@
+import AuthCrypto
+import AuthPostgres
+import AuthRPC
+
+/// The one error type of the otp-dispatch service. Each ``Code`` has a stable `reason` and the
+/// RPC status it travels as; handlers throw this and the RPC layer converts it through
+/// ``RPCErrorConvertible``. `retry_after_seconds` and `attempts_remaining` travel in the
+/// status details.
+public struct OTPError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong: a stable reason (snake_case) with its RPC status code.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let reason: String
+        public let status: RPCError.Code
+
+        init(_ reason: String, _ status: RPCError.Code) {
+            self.reason = reason
+            self.status = status
+        }
+
+        /// A request field is missing or malformed; see ``OTPError/fieldViolations``.
+        public static let invalidArgument = Code("invalid_argument", .invalidArgument)
+        /// The code is wrong; `attempts_remaining` says how many more the destination may try.
+        public static let invalidCode = Code("invalid_code", .unauthenticated)
+        /// The destination entered too many wrong codes and is locked; `retry_after_seconds`.
+        public static let tooManyAttempts = Code("too_many_attempts", .resourceExhausted)
+        /// The code has expired; start again (or resend).
+        public static let codeExpired = Code("code_expired", .failedPrecondition)
+        /// No such verification, or it was already used.
+        public static let verificationNotFound = Code("verification_not_found", .notFound)
+        /// Resend earlier than allowed; `retry_after_seconds`.
+        public static let resendTooSoon = Code("resend_too_soon", .resourceExhausted)
+        /// Too many starts or resends for the destination or client IP; `retry_after_seconds`.
+        public static let rateLimited = Code("rate_limited", .resourceExhausted)
+        /// The SMS-pumping guard refuses new SMS starts to this calling code for now.
+        public static let countryThrottled = Code("country_throttled", .resourceExhausted)
+        /// SMS to this calling code is not allowed by configuration (allow/deny list).
+        public static let destinationNotAllowed = Code("destination_not_allowed", .failedPrecondition)
+        /// The database cannot be reached; safe to retry.
+        public static let unavailable = Code("unavailable", .unavailable)
+        public static let deadlineExceeded = Code("deadline_exceeded", .deadlineExceeded)
+        public static let cancelled = Code("cancelled", .cancelled)
+        /// A bug or a broken invariant; the message sent to callers says nothing more.
+        public static let `internal` = Code("internal", .internal)
+
+        public var description: String { reason }
+    }
+
+    public var code: Code
+    /// For logs and people; never parsed by programs. Holds no code or secret.
+    public var message: String
+    public var retryAfterSeconds: UInt32?
+    public var attemptsRemaining: UInt32?
+    public var fieldViolations: [RPCError.FieldViolation]
+    public var cause: (any Error & Sendable)?
+
+    public init(
+        _ code: Code,
+        _ message: String,
+        retryAfterSeconds: UInt32? = nil,
+        attemptsRemaining: UInt32? = nil,
+        fieldViolations: [RPCError.FieldViolation] = [],
+        cause: (any Error & Sendable)? = nil
+    ) {
+        self.code = code
+        self.message = message
+        self.retryAfterSeconds = retryAfterSeconds
+        self.attemptsRemaining = attemptsRemaining
+        self.fieldViolations = fieldViolations
+        self.cause = cause
+    }
+
+    public var description: String {
+        var text = "\(code.reason): \(message)"
+        if let cause { text += " (cause: \(cause))" }
+        return text
+    }
+
+    /// Maps any error thrown while serving a call: database unavailability becomes
+    /// UNAVAILABLE, statement timeouts DEADLINE_EXCEEDED, anything unexpected INTERNAL.
+    static func converting(_ error: any Error) -> any Error {
+        switch error {
+        case is OTPError, is RPCError:
+            return error
+        case is CancellationError:
+            return OTPError(.cancelled, "The call was cancelled.")
+        case let error as PostgresError:
+            if error.isUnavailable || error.code == .poolTimeout || error.code == .closed {
+                return OTPError(.unavailable, "The otp database is unavailable.", cause: error)
+            }
+            switch error.code {
+            case .timeout: return OTPError(.deadlineExceeded, "A database statement timed out.", cause: error)
+            case .cancelled: return OTPError(.cancelled, "The call was cancelled.", cause: error)
+            default: return OTPError(.internal, "A database statement failed.", cause: error)
+            }
+        case let error as CryptoError:
+            return OTPError(.internal, "A cryptographic operation failed.", cause: error)
+        default:
+            return OTPError(.internal, "Unexpected error.", cause: DescribedError(description: "\(error)"))
+        }
+    }
+}
+
+/// A non-Sendable error, kept as its description.
+struct DescribedError: Error, Sendable, CustomStringConvertible {
+    var description: String
+}
+
+extension OTPError: RPCErrorConvertible {
+    public var rpcError: RPCError {
+        if code == .internal {
+            return RPCError(code: .internal, message: "Internal error.", reason: code.reason)
+        }
+        return RPCError(
+            code: code.status,
+            message: message,
+            reason: code.reason,
+            retryAfterSeconds: retryAfterSeconds,
+            attemptsRemaining: attemptsRemaining,
+            fieldViolations: fieldViolations
+        )
+    }
+}

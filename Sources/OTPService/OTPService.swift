@@ -1,0 +1,558 @@
+import AuthAPI
+import AuthCrypto
+import AuthPostgres
+import AuthProtobuf
+import AuthRPC
+import Foundation
+import Logging
+
+/// `auth.otp.v1.OTP`: issues one-time codes, queues their messages in a transactional outbox
+/// (sent by ``OTPDispatcher``), checks them, and enforces every limit in PostgreSQL so that
+/// they hold across replicas and restarts. docs/otp.md describes the rules and reasons.
+///
+/// Create it with ``start(database:configuration:clock:logger:)``, which applies the schema's
+/// migrations, then register it with an `RPCRouter`.
+public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
+    public let configuration: OTPServiceConfiguration
+    let store: OTPStore
+    let codes: CodeMAC
+    let clock: any WallClock
+    let logger: Logger
+    let metrics: OTPMetrics
+
+    /// The schema's migrations, shipped as resources of this module.
+    public static func migrations() throws -> [PostgresMigration] {
+        guard let directory = Bundle.module.url(forResource: "Migrations", withExtension: nil) else {
+            throw OTPError(.internal, "The otp migrations are missing from the module's resources.")
+        }
+        return try PostgresMigration.load(directory: directory)
+    }
+
+    /// Applies the migrations to ``OTPServiceConfiguration/schema`` and returns the service.
+    public static func start(
+        database: PostgresPool,
+        configuration: OTPServiceConfiguration,
+        clock: any WallClock = SystemWallClock(),
+        metrics: OTPMetrics = OTPMetrics(),
+        logger: Logger
+    ) async throws -> OTPService {
+        try await PostgresMigrator(pool: database, logger: logger)
+            .migrate(schema: configuration.schema, migrations: migrations())
+        return OTPService(database: database, configuration: configuration, clock: clock, metrics: metrics, logger: logger)
+    }
+
+    init(
+        database: PostgresPool,
+        configuration: OTPServiceConfiguration,
+        clock: any WallClock,
+        metrics: OTPMetrics,
+        logger: Logger
+    ) {
+        self.configuration = configuration
+        self.store = OTPStore(pool: database, schema: configuration.schema)
+        self.codes = CodeMAC(secret: configuration.secret)
+        self.clock = clock
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    /// A dispatcher for this service's outbox (same schema, clock and metrics).
+    public func makeDispatcher(
+        providers: ProviderSet,
+        closing factory: ProviderFactory? = nil,
+        workerName: String = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)"
+    ) -> OTPDispatcher {
+        OTPDispatcher(
+            factory: factory,
+            store: store,
+            configuration: configuration,
+            providers: providers,
+            clock: clock,
+            metrics: metrics,
+            workerName: workerName,
+            logger: logger
+        )
+    }
+
+    /// Who may call each method: the gateway serves the apps; authctl reads delivery states
+    /// and may record a provider's report.
+    public var allowedCallers: Auth_Otp_V1_OTP.AllowedCallersByMethod {
+        .init(
+            start: .only(["gateway"]),
+            resend: .only(["gateway"]),
+            check: .only(["gateway"]),
+            getDeliveryStatus: .only(["gateway", "authctl"]),
+            reportDelivery: .only(["gateway", "authctl"])
+        )
+    }
+
+    // MARK: Start
+
+    enum StartOutcome: Sendable {
+        case started(attemptsRemaining: Int)
+        case refused(OTPError)
+    }
+
+    public func start(
+        request: Auth_Otp_V1_StartRequest,
+        context: ServerContext
+    ) async throws -> Auth_Otp_V1_StartResponse {
+        try await serving {
+            var violations: [RPCError.FieldViolation] = []
+            let destination = Destination(parsing: request.destination)
+            if request.destination.isEmpty {
+                violations.append(.init(field: "destination", reason: "required", description: "A phone number or email address is required."))
+            } else if destination == nil {
+                violations.append(
+                    .init(field: "destination", reason: "invalid_value", description: "An E.164 phone number (+ and 8-15 digits) or an email address.")
+                )
+            }
+            let purpose = Purpose(request.purpose)
+            if purpose == nil {
+                violations.append(.init(field: "purpose", reason: "required", description: "login, signup, verify or password_reset."))
+            }
+            let locale = Self.locale(request.locale, violations: &violations)
+            let ip = Self.clientIP(request.clientIP, context, violations: &violations)
+            guard violations.isEmpty, let destination, let purpose else {
+                throw OTPError(.invalidArgument, "The request has invalid fields.", fieldViolations: violations)
+            }
+            if destination.channel == .sms {
+                let code = destination.callingCode
+                if configuration.smsDeniedCallingCodes.contains(code)
+                    || (!configuration.smsAllowedCallingCodes.isEmpty && !configuration.smsAllowedCallingCodes.contains(code))
+                {
+                    throw OTPError(.destinationNotAllowed, "SMS to calling code +\(code) is not offered.")
+                }
+            }
+
+            let now = clock.microsecondNow()
+            let id = CodeMAC.newID()
+            let testCode = configuration.testDestinations[destination.normalized]
+            let code = testCode ?? SecureRandom.numericCode(digits: configuration.codeDigits)
+            let mac = codes.mac(verificationID: id, code: code)
+            let expiresAt = now.addingTimeInterval(configuration.codeLifetime.timeInterval)
+            let configuration = self.configuration
+            let store = self.store
+            let outcome = try await store.pool.transaction { connection -> StartOutcome in
+                let key = "destination:\(destination.normalized)"
+                try store.lock(connection, key)
+                let wrong = try store.events(
+                    connection, "wrong_code", destination.normalized,
+                    since: now.addingTimeInterval(-configuration.attemptWindow.timeInterval)
+                ).count
+                if testCode == nil {
+                    if let until = try store.lockedUntil(connection, destination: destination.normalized, now: now) {
+                        return .refused(Self.tooManyAttempts(until: until, now: now))
+                    }
+                    let hourAgo = now.addingTimeInterval(-3_600)
+                    let starts = try store.events(connection, "start_destination", destination.normalized, since: hourAgo)
+                    if starts.count >= configuration.startsPerDestinationPerHour {
+                        let frees = starts[starts.count - configuration.startsPerDestinationPerHour].addingTimeInterval(3_600)
+                        return .refused(
+                            OTPError(
+                                .rateLimited, "Too many codes for this destination; try again later.",
+                                retryAfterSeconds: secondsUntil(frees, from: now)
+                            )
+                        )
+                    }
+                    if !ip.isEmpty {
+                        try store.lock(connection, "ip:\(ip)")
+                        let ipStarts = try store.events(connection, "start_ip", ip, since: hourAgo)
+                        if ipStarts.count >= configuration.startsPerIPPerHour {
+                            let frees = ipStarts[ipStarts.count - configuration.startsPerIPPerHour].addingTimeInterval(3_600)
+                            return .refused(
+                                OTPError(
+                                    .rateLimited, "Too many codes from this address; try again later.",
+                                    retryAfterSeconds: secondsUntil(frees, from: now)
+                                )
+                            )
+                        }
+                    }
+                    if destination.channel == .sms {
+                        let stats = try store.pumpingStatistics(connection, callingCode: destination.callingCode, since: hourAgo)
+                        if stats.started > configuration.pumpingMinimumSent,
+                            stats.verified * 100 < stats.started * configuration.pumpingMinimumVerifiedPercent
+                        {
+                            let frees = (stats.oldest ?? now).addingTimeInterval(3_600)
+                            return .refused(
+                                OTPError(
+                                    .countryThrottled,
+                                    "SMS codes to +\(destination.callingCode) are paused: too few of the last hour's codes were used.",
+                                    retryAfterSeconds: secondsUntil(frees, from: now)
+                                )
+                            )
+                        }
+                    }
+                }
+                try store.insertVerification(
+                    connection, id: id, destination: destination, purpose: purpose, locale: locale, clientIP: ip,
+                    codeMAC: mac, now: now, expiresAt: expiresAt, test: testCode != nil
+                )
+                if testCode == nil {
+                    try store.record(connection, "start_destination", destination.normalized, at: now)
+                    if !ip.isEmpty { try store.record(connection, "start_ip", ip, at: now) }
+                    try store.enqueue(
+                        connection, verificationID: id, destination: destination, code: code, purpose: purpose,
+                        locale: locale, now: now
+                    )
+                }
+                return .started(attemptsRemaining: testCode == nil ? max(0, configuration.maxWrongCodes - wrong) : configuration.maxWrongCodes)
+            }
+            switch outcome {
+            case .refused(let error):
+                metrics.refused(error.code.reason, channel: destination.channel, callingCode: destination.callingCode)
+                throw error
+            case .started(let remaining):
+                metrics.started(channel: destination.channel, callingCode: destination.callingCode, test: testCode != nil)
+                return Auth_Otp_V1_StartResponse(
+                    verificationID: id.uuidString.lowercased(),
+                    channel: destination.channel.proto,
+                    maskedDestination: destination.masked,
+                    expiresIn: UInt32(configuration.codeLifetime.components.seconds),
+                    resendAfter: UInt32(configuration.firstResendDelay.components.seconds),
+                    attemptsRemaining: UInt32(remaining)
+                )
+            }
+        }
+    }
+
+    // MARK: Resend
+
+    enum ResendOutcome: Sendable {
+        case resent(VerificationRow, attemptsRemaining: Int, resendsRemaining: Int)
+        case refused(OTPError)
+    }
+
+    public func resend(
+        request: Auth_Otp_V1_ResendRequest,
+        context: ServerContext
+    ) async throws -> Auth_Otp_V1_ResendResponse {
+        try await serving {
+            var violations: [RPCError.FieldViolation] = []
+            let id = Self.verificationID(request.verificationID, violations: &violations)
+            _ = Self.clientIP(request.clientIP, context, violations: &violations)
+            guard violations.isEmpty, let id else {
+                throw OTPError(.invalidArgument, "The request has invalid fields.", fieldViolations: violations)
+            }
+            let now = clock.microsecondNow()
+            let configuration = self.configuration
+            let store = self.store
+            let codes = self.codes
+            let outcome = try await store.pool.transaction { connection -> ResendOutcome in
+                guard let row = try store.lockVerification(connection, id: id), row.status != "verified" else {
+                    return .refused(Self.notFound())
+                }
+                let destination = row.destination
+                try store.lock(connection, "destination:\(destination.normalized)")
+                if !row.testDestination,
+                    let until = try store.lockedUntil(connection, destination: destination.normalized, now: now)
+                {
+                    return .refused(Self.tooManyAttempts(until: until, now: now))
+                }
+                guard row.status == "pending" else { return .refused(Self.notFound()) }
+                let allowedAt =
+                    row.resends == 0
+                    ? row.createdAt.addingTimeInterval(configuration.firstResendDelay.timeInterval)
+                    : row.lastSentAt.addingTimeInterval(configuration.resendInterval.timeInterval)
+                if now < allowedAt {
+                    return .refused(
+                        OTPError(
+                            .resendTooSoon, "A new code can be sent a little later.",
+                            retryAfterSeconds: secondsUntil(allowedAt, from: now)
+                        )
+                    )
+                }
+                var resendsLeft = configuration.maxResends
+                if !row.testDestination {
+                    let window = configuration.resendWindow.timeInterval
+                    let resends = try store.events(
+                        connection, "resend", destination.normalized, since: now.addingTimeInterval(-window))
+                    if resends.count >= configuration.maxResends {
+                        let frees =
+                            configuration.maxResends == 0
+                            ? now.addingTimeInterval(window)
+                            : resends[resends.count - configuration.maxResends].addingTimeInterval(window)
+                        return .refused(
+                            OTPError(
+                                .rateLimited, "Too many codes for this destination; try again later.",
+                                retryAfterSeconds: secondsUntil(frees, from: now)
+                            )
+                        )
+                    }
+                    resendsLeft = configuration.maxResends - resends.count - 1
+                }
+                let code =
+                    configuration.testDestinations[destination.normalized]
+                    ?? SecureRandom.numericCode(digits: configuration.codeDigits)
+                let expiresAt = now.addingTimeInterval(configuration.codeLifetime.timeInterval)
+                try store.replaceCode(
+                    connection, id: id, codeMAC: codes.mac(verificationID: id, code: code), now: now, expiresAt: expiresAt
+                )
+                var updated = row
+                updated.expiresAt = expiresAt
+                let wrong = try store.events(
+                    connection, "wrong_code", destination.normalized,
+                    since: now.addingTimeInterval(-configuration.attemptWindow.timeInterval)
+                ).count
+                if !row.testDestination {
+                    try store.record(connection, "resend", destination.normalized, at: now)
+                    try store.supersede(connection, verificationID: id, now: now)
+                    try store.enqueue(
+                        connection, verificationID: id, destination: destination, code: code, purpose: row.purpose,
+                        locale: row.locale, now: now
+                    )
+                }
+                return .resent(
+                    updated,
+                    attemptsRemaining: row.testDestination ? configuration.maxWrongCodes : max(0, configuration.maxWrongCodes - wrong),
+                    resendsRemaining: resendsLeft
+                )
+            }
+            switch outcome {
+            case .refused(let error):
+                throw error
+            case .resent(let row, let attempts, let resends):
+                metrics.resent(channel: row.destination.channel, callingCode: row.destination.callingCode)
+                return Auth_Otp_V1_ResendResponse(
+                    verificationID: id.uuidString.lowercased(),
+                    channel: row.destination.channel.proto,
+                    maskedDestination: row.destination.masked,
+                    expiresIn: UInt32(configuration.codeLifetime.components.seconds),
+                    resendAfter: UInt32(configuration.resendInterval.components.seconds),
+                    attemptsRemaining: UInt32(attempts),
+                    resendsRemaining: UInt32(max(0, resends))
+                )
+            }
+        }
+    }
+
+    // MARK: Check
+
+    enum CheckOutcome: Sendable {
+        case verified(VerificationRow)
+        case refused(OTPError)
+        /// A wrong code; `locked` when it was the last allowed one.
+        case wrong(remaining: Int, locked: Bool, VerificationRow)
+    }
+
+    /// One transaction: the verification's row lock (`FOR UPDATE`) serializes every check of
+    /// it, and the destination's advisory lock every check and start of the destination, so
+    /// the count of wrong codes cannot be overshot by concurrent calls, and a right code
+    /// succeeds once.
+    public func check(
+        request: Auth_Otp_V1_CheckRequest,
+        context: ServerContext
+    ) async throws -> Auth_Otp_V1_CheckResponse {
+        try await serving {
+            var violations: [RPCError.FieldViolation] = []
+            let id = Self.verificationID(request.verificationID, violations: &violations)
+            if request.code.isEmpty {
+                violations.append(.init(field: "code", reason: "required", description: "The code is required."))
+            } else if request.code.utf8.count > 32 {
+                violations.append(.init(field: "code", reason: "too_long", description: "At most 32 bytes."))
+            }
+            _ = Self.clientIP(request.clientIP, context, violations: &violations)
+            guard violations.isEmpty, let id else {
+                throw OTPError(.invalidArgument, "The request has invalid fields.", fieldViolations: violations)
+            }
+            let presented = request.code.trimmingCharacters(in: .whitespaces)
+            let now = clock.microsecondNow()
+            let configuration = self.configuration
+            let store = self.store
+            let codes = self.codes
+            let outcome = try await store.pool.transaction { connection -> CheckOutcome in
+                guard let row = try store.lockVerification(connection, id: id), row.status != "verified" else {
+                    return .refused(Self.notFound())
+                }
+                let destination = row.destination.normalized
+                try store.lock(connection, "destination:\(destination)")
+                if !row.testDestination, let until = try store.lockedUntil(connection, destination: destination, now: now) {
+                    return .refused(Self.tooManyAttempts(until: until, now: now))
+                }
+                guard row.status == "pending" else { return .refused(Self.notFound()) }
+                if row.expiresAt <= now {
+                    return .refused(OTPError(.codeExpired, "The code has expired; ask for a new one."))
+                }
+                if codes.matches(row.codeMAC, verificationID: id, code: presented) {
+                    try store.markVerified(connection, id: id, now: now)
+                    return .verified(row)
+                }
+                if row.testDestination {
+                    return .wrong(remaining: configuration.maxWrongCodes, locked: false, row)
+                }
+                try store.record(connection, "wrong_code", destination, at: now)
+                let wrong = try store.events(
+                    connection, "wrong_code", destination,
+                    since: now.addingTimeInterval(-configuration.attemptWindow.timeInterval)
+                ).count
+                let remaining = max(0, configuration.maxWrongCodes - wrong)
+                if remaining == 0 {
+                    try store.markFailed(connection, id: id)
+                    try store.lockDestination(
+                        connection, destination: destination, until: now.addingTimeInterval(configuration.lockout.timeInterval))
+                }
+                return .wrong(remaining: remaining, locked: remaining == 0, row)
+            }
+            switch outcome {
+            case .refused(let error):
+                throw error
+            case .wrong(let remaining, let locked, let row):
+                metrics.wrongCode(channel: row.destination.channel)
+                if locked {
+                    logger.notice(
+                        "A destination entered too many wrong codes and is locked",
+                        metadata: [
+                            "otp.verification_id": "\(id)", "otp.destination": "\(row.destination.masked)",
+                            "otp.locked_seconds": "\(configuration.lockout.components.seconds)",
+                        ]
+                    )
+                }
+                throw OTPError(.invalidCode, "The code is not right.", attemptsRemaining: UInt32(remaining))
+            case .verified(let row):
+                metrics.verified(channel: row.destination.channel, callingCode: row.destination.callingCode)
+                return Auth_Otp_V1_CheckResponse(
+                    destination: row.destination.normalized,
+                    channel: row.destination.channel.proto,
+                    purpose: row.purpose.proto
+                )
+            }
+        }
+    }
+
+    // MARK: Delivery state
+
+    public func getDeliveryStatus(
+        request: Auth_Otp_V1_GetDeliveryStatusRequest,
+        context: ServerContext
+    ) async throws -> Auth_Otp_V1_GetDeliveryStatusResponse {
+        try await serving {
+            var violations: [RPCError.FieldViolation] = []
+            let id = Self.verificationID(request.verificationID, violations: &violations)
+            guard violations.isEmpty, let id else {
+                throw OTPError(.invalidArgument, "The request has invalid fields.", fieldViolations: violations)
+            }
+            guard let status = try await store.deliveryStatus(verificationID: id),
+                let destination = Destination(parsing: status.destination)
+            else {
+                throw Self.notFound()
+            }
+            var response = Auth_Otp_V1_GetDeliveryStatusResponse(
+                channel: destination.channel.proto,
+                maskedDestination: destination.masked
+            )
+            if status.test {
+                response.state = .notSentTestDestination
+                return response
+            }
+            if let record = status.record {
+                response.state =
+                    switch record.state {
+                    case "queued", "sending": .queued
+                    case "sent": .sent
+                    case "delivered": .delivered
+                    default: .failed
+                    }
+                response.provider = record.provider
+                response.attempts = UInt32(clamping: record.attempts)
+                response.updatedAt = record.updatedAt.unixSeconds
+                response.lastError = record.lastError
+                response.messages = UInt32(clamping: record.messages)
+            }
+            return response
+        }
+    }
+
+    public func reportDelivery(
+        request: Auth_Otp_V1_ReportDeliveryRequest,
+        context: ServerContext
+    ) async throws -> Auth_Otp_V1_ReportDeliveryResponse {
+        try await serving {
+            guard !request.providerMessageID.isEmpty, request.providerMessageID.utf8.count <= 128 else {
+                throw OTPError(
+                    .invalidArgument, "The request has invalid fields.",
+                    fieldViolations: [.init(field: "provider_message_id", reason: "required", description: "1-128 bytes.")]
+                )
+            }
+            let found = try await store.reportDelivery(
+                providerMessageID: request.providerMessageID,
+                delivered: request.delivered,
+                error: String(request.error.prefix(256)),
+                now: clock.microsecondNow()
+            )
+            if found { metrics.reported(delivered: request.delivered) }
+            return Auth_Otp_V1_ReportDeliveryResponse(found: found)
+        }
+    }
+
+    // MARK: Helpers
+
+    private func serving<R>(_ body: () async throws -> R) async throws -> R {
+        do {
+            return try await body()
+        } catch {
+            let converted = OTPError.converting(error)
+            if let error = converted as? OTPError, error.code == .internal || error.code == .unavailable {
+                logger.error("OTP call failed", metadata: ["error": "\(error)"])
+            }
+            throw converted
+        }
+    }
+
+    static func notFound() -> OTPError {
+        OTPError(.verificationNotFound, "No such verification, or it was already used.")
+    }
+
+    static func tooManyAttempts(until: Date, now: Date) -> OTPError {
+        OTPError(
+            .tooManyAttempts, "Too many wrong codes; try again later.",
+            retryAfterSeconds: secondsUntil(until, from: now)
+        )
+    }
+
+    static func verificationID(_ text: String, violations: inout [RPCError.FieldViolation]) -> UUID? {
+        if text.isEmpty {
+            violations.append(.init(field: "verification_id", reason: "required", description: "A verification id is required."))
+            return nil
+        }
+        guard text.utf8.count == 36, let id = UUID(uuidString: text) else {
+            violations.append(.init(field: "verification_id", reason: "invalid_value", description: "Not a verification id."))
+            return nil
+        }
+        return id
+    }
+
+    /// A BCP 47-like tag: letters, digits and `-`, at most 35 bytes; empty means `en`.
+    static func locale(_ text: String, violations: inout [RPCError.FieldViolation]) -> String {
+        if text.isEmpty { return "en" }
+        let valid =
+            text.utf8.count <= 35
+            && text.split(separator: "-", omittingEmptySubsequences: false).allSatisfy { part in
+                (1...8).contains(part.count) && part.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)) }
+            }
+        guard valid else {
+            violations.append(.init(field: "locale", reason: "invalid_value", description: "A BCP 47 language tag such as en or hi-IN."))
+            return "en"
+        }
+        return text
+    }
+
+    /// The request's client IP (which must be an address), else the end user's IP the gateway
+    /// put in the metadata (dropped silently when it is not one).
+    static func clientIP(_ text: String, _ context: ServerContext, violations: inout [RPCError.FieldViolation]) -> String {
+        if !text.isEmpty {
+            guard text.utf8.count <= 45, isIPAddress(text) else {
+                violations.append(.init(field: "client_ip", reason: "invalid_value", description: "An IPv4 or IPv6 address."))
+                return ""
+            }
+            return text
+        }
+        let fromMetadata = context.metadata.endUserIP
+        return fromMetadata.utf8.count <= 45 && isIPAddress(fromMetadata) ? fromMetadata : ""
+    }
+
+    static func isIPAddress(_ text: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return text.withCString { inet_pton(AF_INET, $0, &v4) == 1 || inet_pton(AF_INET6, $0, &v6) == 1 }
+    }
+}

@@ -1,0 +1,408 @@
+import AuthPostgres
+import Foundation
+
+/// A verification row as Check and Resend read it (locked with `FOR UPDATE`).
+struct VerificationRow: Sendable {
+    var id: UUID
+    var destination: Destination
+    var purpose: Purpose
+    var locale: String
+    var codeMAC: [UInt8]
+    var createdAt: Date
+    var expiresAt: Date
+    var lastSentAt: Date
+    var resends: Int
+    var status: String
+    var testDestination: Bool
+}
+
+/// A message claimed by a dispatcher worker.
+struct ClaimedMessage: Sendable {
+    var id: UUID
+    var verificationID: UUID
+    var channel: Channel
+    var destination: String
+    var callingCode: String
+    var code: String
+    var purpose: String
+    var locale: String
+    var createdAt: Date
+    var providerIndex: Int
+    var attempts: Int
+}
+
+/// The latest message of a verification, for GetDeliveryStatus.
+struct DeliveryRecord: Sendable {
+    var state: String
+    var provider: String
+    var attempts: Int
+    var updatedAt: Date
+    var lastError: String
+    var messages: Int
+}
+
+/// The otp-dispatch service's SQL. Every statement names its tables with the configured schema.
+/// The limits run inside transactions that take transaction-scoped advisory locks on what they
+/// count (a destination, a client IP), so concurrent calls on different replicas are
+/// serialized where they must be and nowhere else.
+struct OTPStore: Sendable {
+    let pool: PostgresPool
+    let schema: String
+    let t: Tables
+    /// The channel the outbox announces new messages on (one per schema).
+    let notifyChannel: String
+
+    struct Tables: Sendable {
+        let verifications: String
+        let limitEvents: String
+        let locks: String
+        let messages: String
+    }
+
+    init(pool: PostgresPool, schema: String) {
+        self.pool = pool
+        self.schema = schema
+        let q = "\"" + schema.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        self.t = Tables(
+            verifications: "\(q).verifications",
+            limitEvents: "\(q).limit_events",
+            locks: "\(q).destination_locks",
+            messages: "\(q).messages"
+        )
+        // Channel names must be identifiers: the schema's letters, digits and underscores.
+        let safe = String(schema.unicodeScalars.filter { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_") }.map(Character.init))
+        self.notifyChannel = String("otp_outbox_\(safe)".prefix(63))
+    }
+
+    // MARK: Locks and limit events (inside a transaction)
+
+    /// Serializes the transactions that count or change what belongs to `key` (released at
+    /// commit or rollback).
+    func lock(_ connection: PostgresConnection, _ key: String) throws {
+        try connection.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+            [.text("auth.otp.\(schema).\(key)")]
+        )
+    }
+
+    /// The times of `kind` events for `key` after `since`, oldest first.
+    func events(_ connection: PostgresConnection, _ kind: String, _ key: String, since: Date) throws -> [Date] {
+        let rows = try connection.execute(
+            "SELECT occurred_at FROM \(t.limitEvents) WHERE kind = $1 AND key = $2 AND occurred_at > $3 ORDER BY occurred_at",
+            [.text(kind), .text(key), .timestamptz(since)]
+        )
+        return try rows.map { try $0[0].date }
+    }
+
+    func record(_ connection: PostgresConnection, _ kind: String, _ key: String, at: Date) throws {
+        try connection.execute(
+            "INSERT INTO \(t.limitEvents) (kind, key, occurred_at) VALUES ($1, $2, $3)",
+            [.text(kind), .text(key), .timestamptz(at)]
+        )
+    }
+
+    /// Until when `destination` is locked, if it is at `now`.
+    func lockedUntil(_ connection: PostgresConnection, destination: String, now: Date) throws -> Date? {
+        let rows = try connection.execute(
+            "SELECT locked_until FROM \(t.locks) WHERE destination = $1 AND locked_until > $2",
+            [.text(destination), .timestamptz(now)]
+        )
+        return try rows.first.map { try $0[0].date }
+    }
+
+    func lockDestination(_ connection: PostgresConnection, destination: String, until: Date) throws {
+        try connection.execute(
+            """
+            INSERT INTO \(t.locks) (destination, locked_until) VALUES ($1, $2)
+            ON CONFLICT (destination) DO UPDATE SET locked_until = GREATEST(\(t.locks).locked_until, EXCLUDED.locked_until)
+            """,
+            [.text(destination), .timestamptz(until)]
+        )
+    }
+
+    /// SMS codes started to `callingCode` since `since` (test destinations excluded), how many
+    /// of them were verified, and when the oldest was started.
+    func pumpingStatistics(_ connection: PostgresConnection, callingCode: String, since: Date) throws
+        -> (started: Int, verified: Int, oldest: Date?)
+    {
+        let rows = try connection.execute(
+            """
+            SELECT count(*), count(*) FILTER (WHERE status = 'verified'), min(created_at) FROM \(t.verifications)
+            WHERE channel = 'sms' AND NOT test_destination AND calling_code = $1 AND created_at > $2
+            """,
+            [.text(callingCode), .timestamptz(since)]
+        )
+        let row = rows[0]
+        return (try row[0].int, try row[1].int, try row[2].decode(Date?.self))
+    }
+
+    // MARK: Verifications
+
+    func insertVerification(
+        _ connection: PostgresConnection,
+        id: UUID,
+        destination: Destination,
+        purpose: Purpose,
+        locale: String,
+        clientIP: String,
+        codeMAC: [UInt8],
+        now: Date,
+        expiresAt: Date,
+        test: Bool
+    ) throws {
+        try connection.execute(
+            """
+            INSERT INTO \(t.verifications) (id, channel, destination, calling_code, purpose, locale, client_ip, code_mac,
+                created_at, expires_at, last_sent_at, test_destination)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $9, $11)
+            """,
+            [
+                .uuid(id), .text(destination.channel.rawValue), .text(destination.normalized),
+                .text(destination.callingCode), .text(purpose.rawValue), .text(locale), .text(clientIP),
+                .bytea(codeMAC), .timestamptz(now), .timestamptz(expiresAt), .bool(test),
+            ]
+        )
+    }
+
+    func lockVerification(_ connection: PostgresConnection, id: UUID) throws -> VerificationRow? {
+        let rows = try connection.execute(
+            """
+            SELECT id, channel, destination, purpose, locale, code_mac, created_at, expires_at, last_sent_at, resends,
+                status, test_destination
+            FROM \(t.verifications) WHERE id = $1 FOR UPDATE
+            """,
+            [.uuid(id)]
+        )
+        guard let row = rows.first else { return nil }
+        guard let destination = Destination(parsing: try row[2].string),
+            let purpose = Purpose(rawValue: try row[3].string)
+        else {
+            throw PostgresError(code: .decodingFailed, message: "a stored verification has an unreadable destination or purpose")
+        }
+        return VerificationRow(
+            id: try row[0].uuid,
+            destination: destination,
+            purpose: purpose,
+            locale: try row[4].string,
+            codeMAC: try row[5].bytes,
+            createdAt: try row[6].date,
+            expiresAt: try row[7].date,
+            lastSentAt: try row[8].date,
+            resends: try row[9].int,
+            status: try row[10].string,
+            testDestination: try row[11].bool
+        )
+    }
+
+    func replaceCode(_ connection: PostgresConnection, id: UUID, codeMAC: [UInt8], now: Date, expiresAt: Date) throws {
+        try connection.execute(
+            """
+            UPDATE \(t.verifications) SET code_mac = $2, expires_at = $3, last_sent_at = $4, resends = resends + 1
+            WHERE id = $1
+            """,
+            [.uuid(id), .bytea(codeMAC), .timestamptz(expiresAt), .timestamptz(now)]
+        )
+    }
+
+    func markVerified(_ connection: PostgresConnection, id: UUID, now: Date) throws {
+        try connection.execute(
+            "UPDATE \(t.verifications) SET status = 'verified', verified_at = $2 WHERE id = $1",
+            [.uuid(id), .timestamptz(now)]
+        )
+    }
+
+    func markFailed(_ connection: PostgresConnection, id: UUID) throws {
+        try connection.execute("UPDATE \(t.verifications) SET status = 'failed' WHERE id = $1", [.uuid(id)])
+    }
+
+    // MARK: Outbox
+
+    /// Writes a message to the outbox and announces it (the notification is delivered when the
+    /// transaction commits, together with the row).
+    func enqueue(
+        _ connection: PostgresConnection,
+        verificationID: UUID,
+        destination: Destination,
+        code: String,
+        purpose: Purpose,
+        locale: String,
+        now: Date
+    ) throws {
+        try connection.execute(
+            """
+            INSERT INTO \(t.messages) (id, verification_id, channel, destination, calling_code, code, purpose, locale,
+                created_at, next_attempt_at, updated_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $9)
+            """,
+            [
+                .uuid(CodeMAC.newID()), .uuid(verificationID), .text(destination.channel.rawValue),
+                .text(destination.normalized), .text(destination.callingCode), .text(code), .text(purpose.rawValue),
+                .text(locale), .timestamptz(now),
+            ]
+        )
+        try connection.execute("SELECT pg_notify($1, '')", [.text(notifyChannel)])
+    }
+
+    /// A resend makes the verification's unsent messages pointless (their code no longer
+    /// works): they are marked superseded and their codes wiped. One being sent right now is
+    /// left alone.
+    func supersede(_ connection: PostgresConnection, verificationID: UUID, now: Date) throws {
+        try connection.execute(
+            """
+            UPDATE \(t.messages) SET state = 'superseded', code = NULL, updated_at = $2
+            WHERE verification_id = $1 AND state = 'queued'
+            """,
+            [.uuid(verificationID), .timestamptz(now)]
+        )
+    }
+
+    /// Claims up to `limit` messages that are due (queued and past `next_attempt_at`) or whose
+    /// claim expired (the worker died or hung), skipping rows other workers hold.
+    func claim(now: Date, leaseUntil: Date, worker: String, limit: Int) async throws -> [ClaimedMessage] {
+        let rows = try await pool.query(
+            """
+            WITH due AS (
+                SELECT id FROM \(t.messages)
+                WHERE (state = 'queued' AND next_attempt_at <= $1) OR (state = 'sending' AND claimed_until <= $1)
+                ORDER BY next_attempt_at
+                LIMIT $4
+                FOR UPDATE SKIP LOCKED
+            )
+            UPDATE \(t.messages) m SET state = 'sending', claimed_until = $2, claimed_by = $3,
+                attempts = m.attempts + 1, total_attempts = m.total_attempts + 1, updated_at = $1
+            FROM due WHERE m.id = due.id
+            RETURNING m.id, m.verification_id, m.channel, m.destination, m.calling_code, m.code, m.purpose, m.locale,
+                m.created_at, m.provider_index, m.attempts
+            """,
+            [.timestamptz(now), .timestamptz(leaseUntil), .text(worker), .int64(Int64(limit))]
+        )
+        return try rows.map { row in
+            ClaimedMessage(
+                id: try row[0].uuid,
+                verificationID: try row[1].uuid,
+                channel: Channel(rawValue: try row[2].string) ?? .sms,
+                destination: try row[3].string,
+                callingCode: try row[4].string,
+                code: try row[5].decode(String?.self) ?? "",
+                purpose: try row[6].string,
+                locale: try row[7].string,
+                createdAt: try row[8].date,
+                providerIndex: try row[9].int,
+                attempts: try row[10].int
+            )
+        }
+    }
+
+    /// A provider accepted the message: sent, code wiped.
+    func markSent(id: UUID, provider: String, providerMessageID: String?, now: Date) async throws {
+        try await pool.query(
+            """
+            UPDATE \(t.messages) SET state = 'sent', code = NULL, provider = $2, provider_message_id = $3, sent_at = $4,
+                updated_at = $4, claimed_until = NULL, claimed_by = NULL
+            WHERE id = $1 AND state IN ('queued', 'sending')
+            """,
+            [.uuid(id), .text(provider), providerMessageID.map { .text($0) } ?? .null, .timestamptz(now)]
+        )
+    }
+
+    /// Try again at `at`, with the provider at `providerIndex` (a failover resets the attempts).
+    func markRetry(
+        id: UUID, worker: String, at: Date, providerIndex: Int, resetAttempts: Bool, provider: String, error: String,
+        now: Date
+    ) async throws {
+        try await pool.query(
+            """
+            UPDATE \(t.messages) SET state = 'queued', next_attempt_at = $3, provider_index = $4,
+                attempts = CASE WHEN $5 THEN 0 ELSE attempts END, provider = $6, last_error = $7, updated_at = $8,
+                claimed_until = NULL, claimed_by = NULL
+            WHERE id = $1 AND state = 'sending' AND claimed_by = $2
+            """,
+            [
+                .uuid(id), .text(worker), .timestamptz(at), .int32(Int32(providerIndex)), .bool(resetAttempts),
+                .text(provider), .text(error), .timestamptz(now),
+            ]
+        )
+    }
+
+    /// Dead letter: every provider failed past its budget. The code is wiped.
+    func markDead(id: UUID, provider: String, error: String, now: Date) async throws {
+        try await pool.query(
+            """
+            UPDATE \(t.messages) SET state = 'failed', code = NULL, provider = $2, last_error = $3, updated_at = $4,
+                claimed_until = NULL, claimed_by = NULL
+            WHERE id = $1 AND state IN ('queued', 'sending')
+            """,
+            [.uuid(id), .text(provider), .text(error), .timestamptz(now)]
+        )
+    }
+
+    /// A provider's delivery report; returns whether the message was found.
+    func reportDelivery(providerMessageID: String, delivered: Bool, error: String, now: Date) async throws -> Bool {
+        let rows = try await pool.query(
+            """
+            UPDATE \(t.messages) SET state = $2, last_error = CASE WHEN $2 = 'failed' THEN $3 ELSE last_error END,
+                updated_at = $4, code = NULL
+            WHERE provider_message_id = $1 AND state IN ('sent', 'delivered', 'failed')
+            """,
+            [.text(providerMessageID), .text(delivered ? "delivered" : "failed"), .text(error), .timestamptz(now)]
+        )
+        return (rows.affectedRows ?? 0) > 0
+    }
+
+    /// The verification's latest message and how many it has; nil if the verification is
+    /// unknown. `test` tells a test destination (which has none).
+    func deliveryStatus(verificationID: UUID) async throws -> (destination: String, test: Bool, record: DeliveryRecord?)? {
+        let rows = try await pool.query(
+            """
+            SELECT v.destination, v.test_destination, m.state, m.provider, m.total_attempts, m.updated_at, m.last_error,
+                (SELECT count(*) FROM \(t.messages) c WHERE c.verification_id = v.id)
+            FROM \(t.verifications) v
+            LEFT JOIN LATERAL (
+                SELECT * FROM \(t.messages) x WHERE x.verification_id = v.id AND x.state <> 'superseded'
+                ORDER BY x.created_at DESC LIMIT 1
+            ) m ON true
+            WHERE v.id = $1
+            """,
+            [.uuid(verificationID)]
+        )
+        guard let row = rows.first else { return nil }
+        let destination = try row[0].string
+        let test = try row[1].bool
+        guard let state = try row[2].decode(String?.self) else { return (destination, test, nil) }
+        return (
+            destination, test,
+            DeliveryRecord(
+                state: state,
+                provider: try row[3].string,
+                attempts: try row[4].int,
+                updatedAt: try row[5].date,
+                lastError: try row[6].string,
+                messages: try row[7].int
+            )
+        )
+    }
+
+    // MARK: Purge
+
+    /// Deletes verifications that expired before `cutoff` (with their messages, unless one is
+    /// still waiting to be sent) and limit events older than `eventCutoff`; returns how many
+    /// verifications and events.
+    func purge(before cutoff: Date, eventsBefore eventCutoff: Date, batch: Int) async throws -> (Int, Int) {
+        let verifications = try await pool.query(
+            """
+            DELETE FROM \(t.verifications) WHERE id IN (
+                SELECT v.id FROM \(t.verifications) v
+                WHERE v.expires_at < $1
+                  AND NOT EXISTS (SELECT 1 FROM \(t.messages) m WHERE m.verification_id = v.id AND m.state IN ('queued', 'sending'))
+                LIMIT $2)
+            """,
+            [.timestamptz(cutoff), .int64(Int64(batch))]
+        )
+        let events = try await pool.query(
+            "DELETE FROM \(t.limitEvents) WHERE ctid IN (SELECT ctid FROM \(t.limitEvents) WHERE occurred_at < $1 LIMIT $2)",
+            [.timestamptz(eventCutoff), .int64(Int64(batch))]
+        )
+        try await pool.query("DELETE FROM \(t.locks) WHERE locked_until < $1", [.timestamptz(eventCutoff)])
+        return (verifications.affectedRows ?? 0, events.affectedRows ?? 0)
+    }
+}

@@ -1,0 +1,225 @@
+import AsyncHTTPClient
+import AuthCrypto
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// `log`: writes the message to the service log instead of sending it (local runs; the code
+/// is in the line, so never use it in production).
+public struct LogProvider: MessageProvider {
+    public let name = "log"
+    let logger: Logger
+
+    public init(logger: Logger) {
+        self.logger = logger
+    }
+
+    public func send(_ message: OutgoingMessage) async throws -> ProviderReceipt {
+        var metadata: Logger.Metadata = [
+            "otp.message_id": "\(message.id)", "otp.channel": "\(message.channel.rawValue)", "otp.to": "\(message.to)",
+            "otp.body": "\(message.text.body)",
+        ]
+        if let subject = message.text.subject { metadata["otp.subject"] = "\(subject)" }
+        logger.notice("OTP message (log provider: not sent)", metadata: metadata)
+        return ProviderReceipt()
+    }
+}
+
+/// Sends an HTTP request with a timeout and classifies the outcome: 2xx is success; 408, 429
+/// and 5xx, timeouts and connection errors are retryable; any other status is not.
+struct ProviderHTTP: Sendable {
+    let client: HTTPClient
+    let timeout: Duration
+
+    func send(_ request: HTTPClientRequest, provider: String) async throws -> (HTTPResponseStatus, ByteBuffer) {
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(request, timeout: .nanoseconds(Int64(timeout.timeInterval * 1e9)))
+        } catch {
+            throw ProviderError(retryable: true, "\(provider): request failed: \(Self.describe(error))")
+        }
+        let body: ByteBuffer
+        do {
+            body = try await response.body.collect(upTo: 64 * 1024)
+        } catch {
+            throw ProviderError(retryable: true, "\(provider): reading the response failed: \(Self.describe(error))")
+        }
+        let code = response.status.code
+        if (200..<300).contains(code) { return (response.status, body) }
+        let retryable = code == 408 || code == 429 || code >= 500
+        throw ProviderError(retryable: retryable, "\(provider): HTTP \(code)")
+    }
+
+    static func describe(_ error: any Error) -> String {
+        String("\(error)".prefix(200))
+    }
+}
+
+/// `webhook`: POSTs the message as JSON to `AUTH_OTP_WEBHOOK_URL`, signed with HMAC-SHA256
+/// over the exact request body in `X-Auth-Signature: sha256=<hex>`, the key being the UTF-8
+/// bytes of `AUTH_OTP_WEBHOOK_SECRET`. Any 2xx answer is delivered (docs/otp.md has the
+/// payload and a verification example for receivers).
+public struct WebhookProvider: MessageProvider {
+    public let name = "webhook"
+    let url: String
+    let signer: HMACSHA256
+    let http: ProviderHTTP
+
+    init(url: String, secret: String, http: ProviderHTTP) {
+        self.url = url
+        self.signer = HMACSHA256(key: Array(secret.utf8))
+        self.http = http
+    }
+
+    struct Payload: Encodable {
+        var id: String
+        var channel: String
+        var to: String
+        var subject: String?
+        var body: String
+        var code: String
+        var purpose: String
+        var locale: String
+        var created_at: String
+    }
+
+    /// The exact bytes POSTed: JSON with sorted keys, no insignificant whitespace.
+    static func body(of message: OutgoingMessage) throws -> [UInt8] {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        let payload = Payload(
+            id: message.id.uuidString.lowercased(),
+            channel: message.channel.rawValue,
+            to: message.to,
+            subject: message.text.subject,
+            body: message.text.body,
+            code: message.code,
+            purpose: message.purpose,
+            locale: message.locale,
+            created_at: formatter.string(from: message.createdAt)
+        )
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return Array(try encoder.encode(payload))
+    }
+
+    /// `sha256=` and the lower-case hex HMAC of `body`.
+    static func signature(of body: [UInt8], secret: String) -> String {
+        "sha256=" + HMACSHA256.authenticationCode(for: body, key: Array(secret.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    public func send(_ message: OutgoingMessage) async throws -> ProviderReceipt {
+        let body = try Self.body(of: message)
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: "User-Agent", value: "auth-otp-dispatch/1")
+        request.headers.add(
+            name: "X-Auth-Signature",
+            value: "sha256=" + signer.authenticationCode(for: body).map { String(format: "%02x", $0) }.joined()
+        )
+        request.body = .bytes(ByteBuffer(bytes: body))
+        _ = try await http.send(request, provider: name)
+        return ProviderReceipt(providerMessageID: message.id.uuidString.lowercased())
+    }
+}
+
+/// `twilio`: Twilio Programmable Messaging, `POST {base}/2010-04-01/Accounts/{sid}/Messages.json`
+/// with a form body (`To`, `From` or `MessagingServiceSid`, `Body`) and HTTP basic auth
+/// (account SID, auth token). 201 with the message's `sid` is success; 429 and 5xx are retried.
+public struct TwilioProvider: MessageProvider {
+    public let name = "twilio"
+    let baseURL: String
+    let accountSID: String
+    let authToken: String
+    let from: String
+    let http: ProviderHTTP
+
+    init(baseURL: String, accountSID: String, authToken: String, from: String, http: ProviderHTTP) {
+        self.baseURL = baseURL
+        self.accountSID = accountSID
+        self.authToken = authToken
+        self.from = from
+        self.http = http
+    }
+
+    static func formEncode(_ fields: [(String, String)]) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return fields.map { key, value in
+            let k = key.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
+            let v = value.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
+            return "\(k)=\(v)"
+        }.joined(separator: "&")
+    }
+
+    public func send(_ message: OutgoingMessage) async throws -> ProviderReceipt {
+        guard message.channel == .sms else {
+            throw ProviderError(retryable: false, "twilio: sends SMS only")
+        }
+        let sender = from.hasPrefix("MG") ? ("MessagingServiceSid", from) : ("From", from)
+        let form = Self.formEncode([("To", message.to), sender, ("Body", message.text.body)])
+        var request = HTTPClientRequest(url: "\(baseURL)/2010-04-01/Accounts/\(accountSID)/Messages.json")
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        request.headers.add(name: "Accept", value: "application/json")
+        request.headers.add(
+            name: "Authorization",
+            value: "Basic " + Base64.encode(Array("\(accountSID):\(authToken)".utf8))
+        )
+        request.body = .bytes(ByteBuffer(string: form))
+        let (_, body) = try await http.send(request, provider: name)
+        let json = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
+        return ProviderReceipt(providerMessageID: json?["sid"] as? String)
+    }
+}
+
+/// Builds the providers the configuration names, sharing one HTTP client (call
+/// ``shutdown()`` when done).
+public final class ProviderFactory: Sendable {
+    public let httpClient: HTTPClient
+    let configuration: OTPServiceConfiguration
+    let logger: Logger
+
+    public init(configuration: OTPServiceConfiguration, logger: Logger) {
+        var httpConfiguration = HTTPClient.Configuration()
+        let timeout = TimeAmount.nanoseconds(Int64(configuration.httpTimeout.timeInterval * 1e9))
+        httpConfiguration.timeout = HTTPClient.Configuration.Timeout(connect: timeout, read: timeout)
+        httpConfiguration.redirectConfiguration = .disallow
+        self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: httpConfiguration)
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    public func provider(_ kind: ProviderKind) -> any MessageProvider {
+        let http = ProviderHTTP(client: httpClient, timeout: configuration.httpTimeout)
+        switch kind {
+        case .log:
+            return LogProvider(logger: logger)
+        case .webhook:
+            return WebhookProvider(
+                url: configuration.webhookURL ?? "", secret: configuration.webhookSecret ?? "", http: http)
+        case .twilio:
+            return TwilioProvider(
+                baseURL: configuration.twilioBaseURL,
+                accountSID: configuration.twilioAccountSID ?? "",
+                authToken: configuration.twilioAuthToken ?? "",
+                from: configuration.twilioFrom ?? "",
+                http: http
+            )
+        }
+    }
+
+    /// The configured providers of both channels.
+    public func providerSet() -> ProviderSet {
+        ProviderSet(
+            sms: configuration.providers(for: .sms).map(provider),
+            email: configuration.providers(for: .email).map(provider)
+        )
+    }
+
+    public func shutdown() async {
+        try? await httpClient.shutdown()
+    }
+}

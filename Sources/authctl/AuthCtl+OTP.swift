@@ -1,0 +1,62 @@
+import ArgumentParser
+import AuthAPI
+import AuthProtobuf
+import Foundation
+
+extension AuthCtl {
+    struct OTP: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "otp",
+            abstract: "Reads the otp-dispatch service's state.",
+            subcommands: [Status.self]
+        )
+
+        struct Status: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Shows where a verification's code message is (queued, sent, delivered, failed).",
+                discussion: "Answers why a user got no code: the provider, the attempts and the last error (docs/otp.md)."
+            )
+
+            @OptionGroup var target: ServiceTargetOptions
+
+            @Argument(help: "The verification id Start returned.")
+            var verificationID: String
+
+            func run() async throws {
+                let (client, transport) = try target.makeClient(defaultServer: "otp-dispatch")
+                let result: Result<Auth_Otp_V1_GetDeliveryStatusResponse, any Error>
+                do {
+                    result = .success(try await Auth_Otp_V1_OTP.Client(wrapping: client)
+                        .getDeliveryStatus(Auth_Otp_V1_GetDeliveryStatusRequest(verificationID: verificationID)))
+                } catch {
+                    result = .failure(error)
+                }
+                await transport.shutdown()
+                switch result {
+                case .success(let response):
+                    let state: String =
+                        switch response.state {
+                        case .queued: "queued"
+                        case .sent: "sent"
+                        case .delivered: "delivered"
+                        case .failed: "failed"
+                        case .notSentTestDestination: "not sent (test destination)"
+                        default: "unknown"
+                        }
+                    let channel = response.channel == .sms ? "sms" : "email"
+                    var line = "\(state): \(channel) to \(response.maskedDestination)"
+                    if !response.provider.isEmpty { line += " via \(response.provider)" }
+                    line += ", \(response.attempts) attempt(s), \(response.messages) message(s)"
+                    if response.updatedAt > 0 {
+                        line += ", updated \(Date(timeIntervalSince1970: TimeInterval(response.updatedAt)).ISO8601Format())"
+                    }
+                    print(line)
+                    if !response.lastError.isEmpty { print("last error: \(response.lastError)") }
+                case .failure(let error):
+                    FileHandle.standardError.write(Data("authctl: \(error)\n".utf8))
+                    throw ExitCode(2)
+                }
+            }
+        }
+    }
+}

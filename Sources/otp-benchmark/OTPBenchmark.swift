@@ -1,0 +1,228 @@
+import ArgumentParser
+import AuthAPI
+import AuthCrypto
+import AuthPostgres
+import AuthProtobuf
+import AuthRPC
+import AuthRPCNIO
+import BenchmarkHarness
+import Foundation
+import Hummingbird
+import Logging
+import OTPService
+import ServiceLifecycle
+import Synchronization
+
+/// Measures the otp-dispatch service through the RPC layer, with PostgreSQL on the same
+/// machine: Start and Check calls/s with p50/p99 at several numbers of calls in flight, and
+/// delivered messages/s through the webhook provider to a local receiver. Runs on its own
+/// schema, which it drops at the end; every row is bounded in time and the run stops by itself.
+@main
+struct OTPBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "otp-benchmark",
+        abstract: "Benchmarks Start and Check over the RPC with PostgreSQL, and outbox delivery through the webhook provider."
+    )
+
+    @Option(help: "libpq connection string of the PostgreSQL to use (default: AUTH_DATABASE_URL).")
+    var databaseURL: String?
+
+    @OptionGroup var load: LoadOptions
+
+    @Option(help: "PostgreSQL connections of the service's pool (the services' default is 10).")
+    var poolSize = 10
+
+    @Option(help: "RPC connections from the client to the server.")
+    var connections = 1
+
+    @Option(help: "Messages drained through the webhook provider in the delivery measurement.")
+    var messages = 5_000
+
+    @Option(help: "Dispatcher workers for the delivery measurement (the service's default is 8).")
+    var workers = 8
+
+    @Option(help: "Which measurements, comma-separated: start, check, deliver.")
+    var calls = "start,check,deliver"
+
+    func run() async throws {
+        guard let url = databaseURL ?? ProcessInfo.processInfo.environment["AUTH_DATABASE_URL"], !url.isEmpty else {
+            throw ValidationError(
+                "give --database-url or AUTH_DATABASE_URL (e.g. `scripts/postgres.sh start .data/pg-bench | tail -1`)"
+            )
+        }
+        let levels = try load.levels(default: [16, 64], limit: 1024)
+        let selected = Set(calls.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+        guard !selected.isEmpty, selected.isSubset(of: ["start", "check", "deliver"]) else {
+            throw ValidationError("--calls takes start, check, deliver")
+        }
+        guard (1...200).contains(poolSize), (1...16).contains(connections), (1...200_000).contains(messages),
+            (1...256).contains(workers)
+        else {
+            throw ValidationError("--pool-size in 1...200, --connections in 1...16, --messages in 1...200000, --workers in 1...256")
+        }
+        var logger = Logger(label: "otp-benchmark")
+        logger.logLevel = .error
+        let schema = "otp_bench_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased()
+        let pool = PostgresPool(
+            configuration: PostgresConfiguration(
+                connectionString: url, maxConnections: poolSize, acquireTimeout: .seconds(30),
+                applicationName: "otp-benchmark"),
+            logger: logger
+        )
+        let serverVersion = try await pool.query("SHOW server_version")[0][0].string
+        let durability = try await pool.query(
+            "SELECT current_setting('fsync') || '/' || current_setting('synchronous_commit')")[0][0].string
+        let outcome: Result<Void, any Error>
+        do {
+            try await benchmark(pool: pool, schema: schema, levels: levels, selected: selected, logger: logger,
+                                header: "PostgreSQL \(serverVersion) (fsync/synchronous_commit \(durability)), \(ProcessInfo.processInfo.activeProcessorCount) cores, pool \(poolSize), \(load.description)")
+            outcome = .success(())
+        } catch {
+            outcome = .failure(error)
+        }
+        _ = try? await pool.query("DROP SCHEMA IF EXISTS \(identifier: schema) CASCADE")
+        await pool.close()
+        try outcome.get()
+    }
+
+    /// The service with every abuse limit out of the way (the benchmark measures the work of a
+    /// call, not the limits' refusals), webhook provider to `receiverPort`.
+    func configuration(schema: String, receiverPort: Int) -> OTPServiceConfiguration {
+        var configuration = OTPServiceConfiguration(secret: SecureRandom.bytes(count: 32))
+        configuration.schema = schema
+        configuration.startsPerIPPerHour = 1_000_000
+        configuration.startsPerDestinationPerHour = 100_000
+        configuration.pumpingMinimumSent = 1_000_000
+        configuration.emailProvider = .webhook
+        configuration.smsProvider = .webhook
+        configuration.webhookURL = "http://127.0.0.1:\(receiverPort)/otp"
+        configuration.webhookSecret = "otp-benchmark"
+        configuration.dispatchWorkers = workers
+        configuration.sweepInterval = .milliseconds(200)
+        return configuration
+    }
+
+    func benchmark(
+        pool: PostgresPool, schema: String, levels: [Int], selected: Set<String>, logger: Logger, header: String
+    ) async throws {
+        // The webhook receiver: answers 200 to every POST.
+        let received = Atomic<Int>(0)
+        let router = Router()
+        router.post("/otp") { request, _ -> Response in
+            _ = try await request.body.collect(upTo: 1 << 16)
+            received.add(1, ordering: .relaxed)
+            return Response(status: .ok)
+        }
+        let portStream = AsyncStream<Int>.makeStream()
+        let application = Application(
+            router: router,
+            configuration: ApplicationConfiguration(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { portStream.continuation.yield($0.localAddress?.port ?? 0) },
+            logger: logger
+        )
+        let receiverGroup = ServiceGroup(services: [application], logger: logger)
+        let receiverTask = Task { try await receiverGroup.run() }
+        var ports = portStream.stream.makeAsyncIterator()
+        let receiverPort = await ports.next() ?? 0
+        defer { receiverTask.cancel() }
+
+        let configuration = configuration(schema: schema, receiverPort: receiverPort)
+        let service = try await OTPService.start(database: pool, configuration: configuration, logger: logger)
+        var rpcRouter = RPCRouter()
+        rpcRouter.register(service)
+        let rpc = try await LoopbackRPC.start(
+            router: rpcRouter, serviceName: "otp-dispatch", callerName: "gateway", connections: connections, logger: logger)
+        let client = Auth_Otp_V1_OTP.Client(wrapping: rpc.client)
+        let cpu = CPUAccounting(pool: pool, applicationName: "otp-benchmark")
+        let runner = load.closedLoop
+        let destinations = SharedCounter()
+        @Sendable func start() async throws -> Auth_Otp_V1_StartResponse {
+            let n = destinations.next()
+            return try await client.start(.init(destination: "bench\(n)@example.com", purpose: .login, locale: "en"))
+        }
+
+        print("otp-benchmark: \(header)")
+        let table = MarkdownTable([
+            .left("call"), .right("in flight"), .right("calls/s"), .right("p50"), .right("p99"), .right("CPU per call"),
+        ])
+        if selected.contains("start") {
+            for level in levels {
+                let result = try await runner.run(concurrency: level, cpu: cpu) { _ = try await start() }
+                table.row(["Start", "\(level)", LoadResult.formatCount(result.callsPerSecond), result.p50, result.p99, result.cpuPerCall])
+            }
+        }
+        if selected.contains("check") {
+            for level in levels {
+                // Verifications to check, with their codes read from the outbox (the provider's
+                // view): enough for the row at a generous rate.
+                let needed = Int((load.seconds + load.warmup) * 4_000) + level
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for lane in 0..<32 {
+                        group.addTask {
+                            for _ in stride(from: lane, to: needed, by: 32) { _ = try await start() }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                let rows = try await pool.query(
+                    "SELECT m.verification_id, m.code FROM \(identifier: schema).messages m JOIN \(identifier: schema).verifications v ON v.id = m.verification_id WHERE m.code IS NOT NULL AND v.status = 'pending'"
+                )
+                let pending = Mutex(try rows.map { (try $0[0].uuid.uuidString.lowercased(), try $0[1].string) })
+                let result = try await runner.run(concurrency: level, cpu: cpu) {
+                    guard let (id, code) = pending.withLock({ $0.popLast() }) else {
+                        throw ValidationError("ran out of verifications to check")
+                    }
+                    _ = try await client.check(.init(verificationID: id, code: code))
+                }
+                table.row(["Check (right code)", "\(level)", LoadResult.formatCount(result.callsPerSecond), result.p50, result.p99, result.cpuPerCall])
+            }
+        }
+        try await rpc.shutdown()
+
+        if selected.contains("deliver") {
+            // Exactly --messages queued: the rows above left theirs, which are set aside first.
+            try await pool.query(
+                "UPDATE \(identifier: schema).messages SET state = 'superseded', code = NULL WHERE state = 'queued'")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for lane in 0..<32 {
+                    group.addTask {
+                        for _ in stride(from: lane, to: messages, by: 32) {
+                            _ = try await service.start(
+                                request: .init(destination: "deliver\(destinations.next())@example.com", purpose: .login),
+                                context: ServerContext(method: Auth_Otp_V1_OTP.Method.start, authenticatedCaller: "gateway")
+                            )
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let total = try await pool.query("SELECT count(*) FROM \(identifier: schema).messages WHERE state = 'queued'")[0][0].int
+            let factory = ProviderFactory(configuration: configuration, logger: logger)
+            let dispatcher = service.makeDispatcher(providers: factory.providerSet(), closing: factory, workerName: "bench")
+            let before = received.load(ordering: .relaxed)
+            let started = ContinuousClock.now
+            let group = ServiceGroup(services: [dispatcher], logger: logger)
+            let task = Task { try await group.run() }
+            let deadline = started + .seconds(300)
+            while received.load(ordering: .relaxed) - before < total, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            let elapsed = ContinuousClock.now - started
+            await group.triggerGracefulShutdown()
+            _ = await task.result
+            let delivered = received.load(ordering: .relaxed) - before
+            let rate = Double(delivered) / elapsed.seconds
+            print("")
+            print("Delivered through the webhook provider: \(LoadResult.formatCount(Double(delivered))) messages in \(String(format: "%.2f", elapsed.seconds)) s = \(LoadResult.formatCount(rate)) messages/s (\(workers) workers, receiver on loopback answering 200)")
+        }
+        await receiverGroup.triggerGracefulShutdown()
+        _ = await receiverTask.result
+    }
+}
+
+/// A counter the load's tasks share.
+final class SharedCounter: Sendable {
+    private let value = Atomic<Int>(0)
+
+    func next() -> Int { value.add(1, ordering: .relaxed).newValue }
+}

@@ -1,0 +1,180 @@
+import AuthAPI
+import AuthCrypto
+import AuthPostgres
+import AuthProtobuf
+import AuthRPC
+import AuthRPCNIO
+import AuthTestSupport
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+/// The `otp-dispatch` executable as a process: its start-up checks, and the outbox surviving
+/// `kill -9` in the middle of delivering 1,000 codes through the webhook provider.
+@Suite(.serialized) struct OTPProcessTests {
+    let rpcSecret = SecureRandom.bytes(count: 32)
+    let otpSecret = Data(SecureRandom.bytes(count: 32)).base64EncodedString()
+
+    /// Runs `body` with a database of its own in the test cluster (its `otp` schema is the
+    /// process's, so nothing of earlier runs is in it), dropped afterwards.
+    func withFreshDatabase<R>(_ body: (String) async throws -> R) async throws -> R {
+        let url = try await PostgresTestDatabase.connectionString()
+        let name = "otp_e2e_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased()
+        let admin = PostgresPool(
+            configuration: PostgresConfiguration(connectionString: url, maxConnections: 1, applicationName: "otp-e2e-admin"),
+            logger: Logger(label: "otp-e2e")
+        )
+        try await admin.query("CREATE DATABASE \(identifier: name)")
+        let fresh = url.replacingOccurrences(of: "dbname=auth", with: "dbname=\(name)")
+        do {
+            let result = try await body(fresh)
+            _ = try? await admin.query("DROP DATABASE IF EXISTS \(identifier: name) WITH (FORCE)")
+            await admin.close()
+            return result
+        } catch {
+            _ = try? await admin.query("DROP DATABASE IF EXISTS \(identifier: name) WITH (FORCE)")
+            await admin.close()
+            throw error
+        }
+    }
+
+    func client(port: Int) -> (Auth_Otp_V1_OTP.Client, TCPClientTransport) {
+        var logger = Logger(label: "e2e")
+        logger.logLevel = .critical
+        let transport = TCPClientTransport(
+            configuration: RPCClientConfiguration(
+                addresses: [RPCAddress(host: "127.0.0.1", port: port)],
+                connectionsPerAddress: 2,
+                serviceName: "gateway",
+                secret: rpcSecret,
+                initialBackoff: .milliseconds(20),
+                maxBackoff: .milliseconds(200)
+            ),
+            logger: logger
+        )
+        return (Auth_Otp_V1_OTP.Client(wrapping: RPCClient(transport: transport, callerService: "gateway")), transport)
+    }
+
+    @Test func aMissingOrShortSecretStopsTheStartAtOnce() async throws {
+        for (value, expected) in [
+            (nil, "otp-dispatch: configuration error: AUTH_OTP_SECRET: is required"),
+            ("c2hvcnQ=", "otp-dispatch: configuration error: AUTH_OTP_SECRET: must be standard base64 (with = padding) of at least 32 bytes"),
+        ] as [(String?, String)] {
+            var environment = [
+                "AUTH_RPC_SECRET": Data(rpcSecret).base64EncodedString(),
+                "AUTH_DATABASE_URL": "host=127.0.0.1 port=1 dbname=auth connect_timeout=2",
+                "AUTH_DB_START_TIMEOUT_SECONDS": "60",
+            ]
+            environment["AUTH_OTP_SECRET"] = value
+            let otp = try ServiceProcess(executable: "otp-dispatch", environment: environment)
+            let status = await otp.waitForExit(timeout: .seconds(20))
+            if status == nil { await otp.terminate() }
+            #expect(status == 2)
+            #expect(otp.log.contains(expected))
+            #expect(!otp.log.contains("The database is not reachable"))
+        }
+    }
+
+    /// 1,000 codes enqueued through the RPC; the process is killed with SIGKILL while the
+    /// webhook receiver is getting them, and started again: every message arrives at least
+    /// once. The ones the dead process had in flight arrive twice (printed).
+    @Test func aKilledProcessLosesNoMessage() async throws {
+        let counts = Counts()
+        try await HTTPReceiver.with(respond: { request, _ in
+            // Slow enough that the kill lands mid-delivery.
+            try? await Task.sleep(for: .milliseconds(40))
+            if let json = try? JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any],
+                let id = json["id"] as? String
+            {
+                counts.add(id)
+            }
+            return (200, "{}")
+        }) { receiver in
+            try await withFreshDatabase { databaseURL in
+                let environment = [
+                    "AUTH_RPC_SECRET": Data(rpcSecret).base64EncodedString(),
+                    "AUTH_DATABASE_URL": databaseURL,
+                    "AUTH_OTP_PORT": "0",
+                    "AUTH_OTP_SECRET": otpSecret,
+                    "AUTH_OTP_EMAIL_PROVIDER": "webhook",
+                    "AUTH_OTP_WEBHOOK_URL": "http://127.0.0.1:\(receiver.port)/otp",
+                    "AUTH_OTP_WEBHOOK_SECRET": "e2e",
+                    "AUTH_OTP_HTTP_TIMEOUT_MS": "2000",
+                    "AUTH_OTP_CLAIM_LEASE_SECONDS": "5",
+                    "AUTH_OTP_SWEEP_INTERVAL_MS": "500",
+                    "AUTH_OTP_DISPATCH_WORKERS": "8",
+                    "AUTH_LOG_LEVEL": "info",
+                    "AUTH_OTP_METRICS_PORT": "0",
+                ]
+                // An API-only replica takes the 1,000 starts (its outbox fills up, nothing is sent),
+                // so the kill below lands mid-delivery however fast the machine is.
+                var apiOnly = environment
+                apiOnly["AUTH_OTP_DISPATCH_WORKERS"] = "0"
+                let api = try ServiceProcess(executable: "otp-dispatch", environment: apiOnly)
+                let port = try await api.listeningPort()
+                let (otp, transport) = client(port: port)
+                let enqueued = try await withThrowingTaskGroup(of: Int.self) { group in
+                    for lane in 0..<16 {
+                        group.addTask {
+                            var count = 0
+                            for index in stride(from: lane, to: 1_000, by: 16) {
+                                _ = try await otp.start(.init(destination: "crash\(index)@example.com", purpose: .login))
+                                count += 1
+                            }
+                            return count
+                        }
+                    }
+                    return try await group.reduce(0, +)
+                }
+                #expect(enqueued == 1_000)
+                await transport.shutdown()
+                #expect(await api.terminate() == 0)
+                #expect(receiver.requests.isEmpty)
+
+                var dispatching = environment
+                dispatching["AUTH_OTP_PORT"] = "0"
+                let first = try ServiceProcess(executable: "otp-dispatch", environment: dispatching)
+                _ = try await first.listeningPort()
+                let some = await receiver.wait(timeout: .seconds(60)) { $0.count >= 200 }
+                #expect(some)
+                first.kill()
+                let atKill = counts.distinct
+                print("otp crash test: \(atKill) of 1000 messages received when the process was killed (kill -9)")
+                #expect(atKill < 1_000, "the kill came after delivery had finished: the test proved nothing")
+
+                let second = try ServiceProcess(executable: "otp-dispatch", environment: dispatching)
+                _ = try await second.listeningPort()
+                let all = await receiver.wait(timeout: .seconds(120)) { _ in counts.distinct == 1_000 }
+                #expect(all)
+                // The admin port serves the funnel in Prometheus text.
+                let metricsPort = try await second.waitForLog(#"Server started and listening on 127\.0\.0\.1:(\d+)"#)
+                let metrics = try await httpGet("http://127.0.0.1:\(metricsPort)/metrics")
+                #expect(metrics.status == 200)
+                #expect(metrics.body.contains(#"otp_codes_sent_total{channel="email",provider="webhook",calling_code="none"}"#))
+                #expect(await second.terminate() == 0)
+                let (distinct, duplicates, extra) = counts.summary
+                print(
+                    "otp crash test: \(distinct) distinct messages received, \(duplicates) of them more than once "
+                        + "(\(extra) extra deliveries): at least once, as promised"
+                )
+                #expect(distinct == 1_000)
+                #expect(duplicates <= 16)
+            }
+        }
+    }
+}
+
+/// How often the receiver got each message id.
+final class Counts: Sendable {
+    private let counts = Mutex<[String: Int]>([:])
+
+    func add(_ id: String) { counts.withLock { $0[id, default: 0] += 1 } }
+
+    var distinct: Int { counts.withLock { $0.count } }
+
+    /// Distinct ids, ids received more than once, and extra deliveries in all.
+    var summary: (Int, Int, Int) {
+        counts.withLock { ($0.count, $0.values.filter { $0 > 1 }.count, $0.values.reduce(0, +) - $0.count) }
+    }
+}

@@ -1,0 +1,191 @@
+import AuthAPI
+import AuthCrypto
+import AuthProtobuf
+import AuthRPC
+import AuthTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+@testable import OTPService
+
+@Suite struct OTPDispatcherTests {
+    @Test func aSentMessageLosesItsCode() async throws {
+        try await withOTPService { otp in
+            let provider = ScriptedProvider(name: "log")
+            let dispatcher = otp.service.makeDispatcher(providers: ProviderSet(sms: [provider], email: [provider]))
+            let started = try await otp.start("+919999900010")
+            let code = try await otp.queuedCode(started.verificationID)
+            let queued = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
+            #expect(queued.state == .queued)
+            #expect(try await dispatcher.deliverDue() == 1)
+            #expect(provider.sent.count == 1)
+            #expect(provider.sent.first?.code == code)
+            #expect(provider.sent.first?.text.body == "\(code) is your Auth verification code")
+            let rows = try await otp.query("SELECT state, code IS NULL, provider_message_id FROM @messages")
+            #expect(try rows[0][0].string == "sent")
+            #expect(try rows[0][1].bool)
+            let status = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
+            #expect(status.state == .sent)
+            #expect(status.provider == "log")
+            #expect(status.attempts == 1)
+            #expect(status.maskedDestination == "+91******0010")
+            // A delivery report from the provider.
+            let report = try await otp.client.reportDelivery(
+                .init(providerMessageID: try rows[0][2].string, delivered: true, error: ""))
+            #expect(report.found)
+            let delivered = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
+            #expect(delivered.state == .delivered)
+            // The code still works: sending does not consume it.
+            _ = try await otp.check(started.verificationID, code)
+        }
+    }
+
+    @Test func retriesWithBackoffThenDeadLetters() async throws {
+        try await withOTPService(configure: {
+            $0.deliveryAttempts = 3
+            $0.retryBackoff = .seconds(2)
+            $0.retryBackoffLimit = .seconds(60)
+        }) { otp in
+            let provider = ScriptedProvider(name: "webhook") { _ in ProviderError(retryable: true, "webhook: HTTP 503") }
+            let dispatcher = otp.service.makeDispatcher(providers: ProviderSet(sms: [provider], email: [provider]))
+            let started = try await otp.start("asha@example.com")
+            #expect(try await dispatcher.deliverDue() == 1)
+            // Backoff 2 s × jitter 0.5–1.5 after the first failure: not due yet at +0.9 s, due at +3 s.
+            otp.clock.advance(seconds: 0.9)
+            #expect(try await dispatcher.deliverDue() == 0)
+            otp.clock.advance(seconds: 2.1)
+            #expect(try await dispatcher.deliverDue() == 1)
+            // Second backoff 4 s × 0.5–1.5.
+            otp.clock.advance(seconds: 1.9)
+            #expect(try await dispatcher.deliverDue() == 0)
+            otp.clock.advance(seconds: 4.2)
+            #expect(try await dispatcher.deliverDue() == 1)
+            #expect(provider.sent.count == 3)
+            let rows = try await otp.query("SELECT state, code IS NULL, last_error, total_attempts FROM @messages")
+            #expect(try rows[0][0].string == "failed")
+            #expect(try rows[0][1].bool)
+            #expect(try rows[0][2].string == "webhook: HTTP 503")
+            #expect(try rows[0][3].int == 3)
+            let status = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
+            #expect(status.state == .failed)
+            #expect(status.lastError == "webhook: HTTP 503")
+            otp.clock.advance(seconds: 3_600)
+            #expect(try await dispatcher.deliverDue() == 0)
+        }
+    }
+
+    @Test func failoverHandsTheSameCodeToTheSecondary() async throws {
+        try await withOTPService(configure: { $0.deliveryAttempts = 2 }) { otp in
+            let primary = ScriptedProvider(name: "twilio") { _ in ProviderError(retryable: false, "twilio: HTTP 400") }
+            let secondary = ScriptedProvider(name: "webhook")
+            let dispatcher = otp.service.makeDispatcher(
+                providers: ProviderSet(sms: [primary, secondary], email: [secondary]))
+            let started = try await otp.start("+447700900111")
+            let code = try await otp.queuedCode(started.verificationID)
+            // A refusal (not retryable) fails over at once; the secondary is due immediately.
+            #expect(try await dispatcher.deliverDue() == 2)
+            #expect(primary.sent.count == 1)
+            #expect(secondary.sent.map(\.code) == [code])
+            #expect(secondary.sent.first?.id == primary.sent.first?.id)
+            let status = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
+            #expect(status.state == .sent)
+            #expect(status.provider == "webhook")
+        }
+    }
+
+    @Test func aClaimOfADeadWorkerExpiresAndTheMessageIsSentAgain() async throws {
+        try await withOTPService { otp in
+            let provider = ScriptedProvider(name: "log")
+            let dispatcher = otp.service.makeDispatcher(providers: ProviderSet(sms: [provider], email: [provider]))
+            _ = try await otp.start("asha@example.com")
+            // A worker claims the message and dies before sending it.
+            let now = otp.clock.now()
+            let claimed = try await otp.service.store.claim(
+                now: now, leaseUntil: now.addingTimeInterval(30), worker: "dead#0", limit: 10)
+            #expect(claimed.count == 1)
+            #expect(try await dispatcher.deliverDue() == 0)
+            otp.clock.advance(seconds: 29)
+            #expect(try await dispatcher.deliverDue() == 0)
+            otp.clock.advance(seconds: 1)
+            #expect(try await dispatcher.deliverDue() == 1)
+            #expect(provider.sent.count == 1)
+            let rows = try await otp.query("SELECT state, total_attempts FROM @messages")
+            #expect(try rows[0][0].string == "sent")
+            #expect(try rows[0][1].int == 2)
+        }
+    }
+
+    @Test func twoDispatchersNeverClaimTheSameMessage() async throws {
+        try await withOTPService(maxConnections: 12) { otp in
+            let first = ScriptedProvider(name: "log")
+            let second = ScriptedProvider(name: "log")
+            let a = otp.service.makeDispatcher(providers: ProviderSet(sms: [first], email: [first]), workerName: "a")
+            let b = otp.service.makeDispatcher(providers: ProviderSet(sms: [second], email: [second]), workerName: "b")
+            for index in 0..<60 { _ = try await otp.start("user\(index)@example.com", clientIP: "") }
+            async let x = a.deliverDue(limit: 3)
+            async let y = b.deliverDue(limit: 3)
+            let (sentA, sentB) = try await (x, y)
+            #expect(sentA + sentB == 60)
+            let ids = (first.sent + second.sent).map(\.id)
+            #expect(Set(ids).count == 60)
+            #expect(ids.count == 60)
+        }
+    }
+
+    @Test func webhookPostsTheSignedJSON() async throws {
+        try await HTTPReceiver.with { receiver in
+            try await withOTPService(configure: {
+                $0.emailProvider = .webhook
+                $0.webhookURL = "http://127.0.0.1:\(receiver.port)/otp"
+                $0.webhookSecret = "shared webhook secret ✓"
+                $0.appName = "Laten"
+            }) { otp in
+                let factory = ProviderFactory(configuration: otp.configuration, logger: testLogger)
+                let dispatcher = otp.service.makeDispatcher(providers: factory.providerSet())
+                let started = try await otp.start("asha@example.com", purpose: .passwordReset, locale: "es-MX")
+                let code = try await otp.queuedCode(started.verificationID)
+                #expect(try await dispatcher.deliverDue() == 1)
+                await factory.shutdown()
+                let request = try #require(receiver.requests.first)
+                #expect(request.method == "POST")
+                #expect(request.path == "/otp")
+                #expect(request.headers["content-type"] == "application/json")
+                let expected =
+                    "sha256="
+                    + HMACSHA256.authenticationCode(for: request.body, key: Array("shared webhook secret ✓".utf8))
+                    .map { String(format: "%02x", $0) }.joined()
+                #expect(request.headers["x-auth-signature"] == expected)
+                let json = try #require(try JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any])
+                #expect(json["channel"] as? String == "email")
+                #expect(json["to"] as? String == "asha@example.com")
+                #expect(json["code"] as? String == code)
+                #expect(json["purpose"] as? String == "password_reset")
+                #expect(json["locale"] as? String == "es-MX")
+                #expect(json["subject"] as? String == "Tu código de verificación de Laten")
+                #expect((json["body"] as? String)?.contains(code) == true)
+                #expect((json["id"] as? String).flatMap(UUID.init(uuidString:)) != nil)
+                #expect(json["created_at"] as? String == "2026-06-01T00:00:00Z")
+                let status = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
+                #expect(status.state == .sent)
+                #expect(status.provider == "webhook")
+            }
+        }
+    }
+
+    @Test func smsTextCarriesTheAutofillLineWhenADomainIsSet() {
+        let sms = MessageTemplates.render(
+            channel: .sms, code: "532917", locale: "en-IN", appName: "UrbanNest", smsDomain: "urbannest.com",
+            codeLifetimeMinutes: 10)
+        #expect(sms.body == "532917 is your UrbanNest verification code\n\n@urbannest.com #532917")
+        #expect(sms.subject == nil)
+        let plain = MessageTemplates.render(
+            channel: .sms, code: "532917", locale: "xx", appName: "UrbanNest", smsDomain: nil, codeLifetimeMinutes: 10)
+        #expect(plain.body == "532917 is your UrbanNest verification code")
+        let email = MessageTemplates.render(
+            channel: .email, code: "000123", locale: "", appName: "Laten", smsDomain: "x.com", codeLifetimeMinutes: 10)
+        #expect(email.subject == "Your Laten verification code")
+        #expect(email.body.hasPrefix("Your Laten verification code is 000123."))
+        #expect(email.body.contains("10 minutes"))
+    }
+}

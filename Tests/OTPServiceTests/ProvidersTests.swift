@@ -1,0 +1,122 @@
+import AuthAPI
+import AuthCrypto
+import AuthProtobuf
+import AuthRPC
+import AuthTestSupport
+import Foundation
+import Testing
+
+@testable import OTPService
+
+/// The HTTP providers against local servers: a Twilio imitation (429 and 5xx included) and a
+/// webhook receiver that refuses.
+@Suite struct ProvidersTests {
+    static func form(_ text: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        for pair in text.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "" }
+            if parts.count == 2 { fields[parts[0]] = parts[1] }
+        }
+        return fields
+    }
+
+    @Test func twilioIsRetriedOn429And5xxThenSends() async throws {
+        try await HTTPReceiver.with(respond: { _, index in
+            switch index {
+            case 0: (429, #"{"code":20429,"message":"Too Many Requests"}"#)
+            case 1: (503, "{}")
+            default: (201, #"{"sid":"SM0123456789abcdef","status":"queued"}"#)
+            }
+        }) { twilio in
+            try await withOTPService(configure: {
+                $0.smsProvider = .twilio
+                $0.twilioBaseURL = "http://127.0.0.1:\(twilio.port)"
+                $0.twilioAccountSID = "AC00000000000000000000000000000001"
+                $0.twilioAuthToken = "token"
+                $0.twilioFrom = "+15005550006"
+                $0.appName = "UrbanNest"
+                $0.smsDomain = "urbannest.com"
+            }) { otp in
+                let factory = ProviderFactory(configuration: otp.configuration, logger: testLogger)
+                let dispatcher = otp.service.makeDispatcher(providers: factory.providerSet())
+                let started = try await otp.start("+919999912345")
+                let code = try await otp.queuedCode(started.verificationID)
+                #expect(try await dispatcher.deliverDue() == 1)
+                otp.clock.advance(seconds: 2)
+                #expect(try await dispatcher.deliverDue() == 1)
+                otp.clock.advance(seconds: 4)
+                #expect(try await dispatcher.deliverDue() == 1)
+                await factory.shutdown()
+                #expect(twilio.requests.count == 3)
+                let request = try #require(twilio.requests.last)
+                #expect(request.method == "POST")
+                #expect(request.path == "/2010-04-01/Accounts/AC00000000000000000000000000000001/Messages.json")
+                #expect(request.headers["content-type"] == "application/x-www-form-urlencoded")
+                #expect(
+                    request.headers["authorization"]
+                        == "Basic " + Base64.encode(Array("AC00000000000000000000000000000001:token".utf8)))
+                let fields = Self.form(request.bodyText)
+                #expect(fields["To"] == "+919999912345")
+                #expect(fields["From"] == "+15005550006")
+                #expect(fields["Body"] == "\(code) is your UrbanNest verification code\n\n@urbannest.com #\(code)")
+                let status = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
+                #expect(status.state == .sent)
+                #expect(status.provider == "twilio")
+                #expect(status.attempts == 3)
+                // Twilio's status callback, relayed by the gateway.
+                let report = try await otp.client.reportDelivery(
+                    .init(providerMessageID: "SM0123456789abcdef", delivered: true, error: ""))
+                #expect(report.found)
+                let delivered = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
+                #expect(delivered.state == .delivered)
+            }
+        }
+    }
+
+    @Test func aTwilioRefusalIsNotRetried() async throws {
+        try await HTTPReceiver.with(respond: { _, _ in (400, #"{"code":21211,"message":"Invalid 'To' Phone Number"}"#) }) {
+            twilio in
+            try await withOTPService(configure: {
+                $0.smsProvider = .twilio
+                $0.twilioBaseURL = "http://127.0.0.1:\(twilio.port)"
+                $0.twilioAccountSID = "AC1"
+                $0.twilioAuthToken = "token"
+                $0.twilioFrom = "MG0000000000000000000000000000000a"
+            }) { otp in
+                let factory = ProviderFactory(configuration: otp.configuration, logger: testLogger)
+                let dispatcher = otp.service.makeDispatcher(providers: factory.providerSet())
+                let started = try await otp.start("+919999912346")
+                #expect(try await dispatcher.deliverDue() == 1)
+                await factory.shutdown()
+                #expect(twilio.requests.count == 1)
+                #expect(Self.form(try #require(twilio.requests.first).bodyText)["MessagingServiceSid"] != nil)
+                let status = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
+                #expect(status.state == .failed)
+                #expect(status.lastError == "twilio: HTTP 400")
+            }
+        }
+    }
+
+    @Test func aTimeoutIsRetryable() async throws {
+        try await HTTPReceiver.with(respond: { _, _ in
+            try? await Task.sleep(for: .seconds(2))
+            return (200, "{}")
+        }) { receiver in
+            var configuration = testConfiguration()
+            configuration.webhookURL = "http://127.0.0.1:\(receiver.port)/hook"
+            configuration.webhookSecret = "s"
+            configuration.httpTimeout = .milliseconds(200)
+            let factory = ProviderFactory(configuration: configuration, logger: testLogger)
+            let message = OutgoingMessage(
+                id: UUID(), verificationID: UUID(), channel: .email, to: "a@example.com", code: "123456",
+                purpose: "login", locale: "en", createdAt: Date(), text: RenderedMessage(subject: "s", body: "b"))
+            do {
+                _ = try await factory.provider(.webhook).send(message)
+                Issue.record("the send should have timed out")
+            } catch let error as ProviderError {
+                #expect(error.retryable)
+            }
+            await factory.shutdown()
+        }
+    }
+}

@@ -1,0 +1,130 @@
+import AuthAPI
+import AuthProtobuf
+import AuthRPC
+import Foundation
+import Testing
+
+@testable import OTPService
+
+@Suite struct StartTests {
+    @Test func startReturnsTheVerificationAndQueuesItsMessage() async throws {
+        try await withOTPService { otp in
+            let sms = try await otp.start("+919999999999", locale: "hi-IN")
+            #expect(sms.channel == .sms)
+            #expect(sms.maskedDestination == "+91******9999")
+            #expect(sms.expiresIn == 600)
+            #expect(sms.resendAfter == 60)
+            #expect(sms.attemptsRemaining == 5)
+            #expect(UUID(uuidString: sms.verificationID) != nil)
+            let email = try await otp.start(" Asha.Rao@Example.COM ")
+            #expect(email.channel == .email)
+            #expect(email.maskedDestination == "a***@example.com")
+            // One message each, in the outbox, written with the verification.
+            let rows = try await otp.query("SELECT channel, destination, state, locale FROM @messages ORDER BY channel DESC")
+            #expect(rows.count == 2)
+            #expect(try rows[0][1].string == "+919999999999")
+            #expect(try rows[0][3].string == "hi-IN")
+            #expect(try rows[1][1].string == "asha.rao@example.com")
+            #expect(try rows.allSatisfy { try $0[2].string == "queued" })
+        }
+    }
+
+    @Test func idsAreRandomVersion4UUIDs() {
+        let ids = (0..<1000).map { _ in CodeMAC.newID() }
+        #expect(Set(ids).count == 1000)
+        #expect(ids.allSatisfy { $0.uuidString.lowercased().dropFirst(14).first == "4" })
+    }
+
+    @Test func invalidRequestsListEveryBadField() async throws {
+        try await withOTPService { otp in
+            let error = await expectRPCError(.invalidArgument, "invalid_argument") {
+                try await otp.client.start(
+                    Auth_Otp_V1_StartRequest(destination: "0999", purpose: .unspecified, locale: "en_US!", clientIP: "1.2.3")
+                )
+            }
+            #expect(Set(error?.fieldViolations.map(\.field) ?? []) == ["destination", "purpose", "locale", "client_ip"])
+            for bad in ["+0123456789", "+12", "asha@", "@example.com", "a b@example.com", "asha@example", "+91999999999x"] {
+                await expectRPCError(.invalidArgument, "invalid_argument") { try await otp.start(bad) }
+            }
+        }
+    }
+
+    @Test func startsPerDestinationPerHour() async throws {
+        try await withOTPService { otp in
+            for _ in 0..<10 {
+                _ = try await otp.start("+15550100001")
+                otp.clock.advance(seconds: 60)
+            }
+            let refused = await expectRPCError(.resourceExhausted, "rate_limited") { try await otp.start("+15550100001") }
+            // The first start leaves the hour 3600 s after it: 600 s have passed since then.
+            #expect(refused?.retryAfterSeconds == 3_000)
+            // Other destinations are not affected.
+            _ = try await otp.start("+15550100002")
+            otp.clock.advance(seconds: 3_000)
+            _ = try await otp.start("+15550100001")
+        }
+    }
+
+    @Test func startsPerClientIPPerHour() async throws {
+        try await withOTPService(configure: { $0.startsPerIPPerHour = 3 }) { otp in
+            for index in 0..<3 { _ = try await otp.start("user\(index)@example.com", clientIP: "198.51.100.9") }
+            let refused = await expectRPCError(.resourceExhausted, "rate_limited") {
+                try await otp.start("other@example.com", clientIP: "198.51.100.9")
+            }
+            #expect(refused?.retryAfterSeconds == 3_600)
+            _ = try await otp.start("other@example.com", clientIP: "198.51.100.10")
+        }
+    }
+
+    @Test func callingCodeAllowAndDenyLists() async throws {
+        try await withOTPService(configure: { $0.smsDeniedCallingCodes = ["7"] }) { otp in
+            await expectRPCError(.failedPrecondition, "destination_not_allowed") { try await otp.start("+79991234567") }
+            _ = try await otp.start("+919999912345")
+            _ = try await otp.start("anyone@example.com")
+        }
+        try await withOTPService(configure: { $0.smsAllowedCallingCodes = ["91", "44"] }) { otp in
+            await expectRPCError(.failedPrecondition, "destination_not_allowed") { try await otp.start("+15550100003") }
+            _ = try await otp.start("+447700900123")
+        }
+    }
+
+    /// More than N SMS codes to a calling code in the last hour with fewer than X % verified:
+    /// new SMS starts there are throttled until the ratio recovers; other countries and email
+    /// are not affected.
+    @Test func smsPumpingGuard() async throws {
+        try await withOTPService(configure: {
+            $0.pumpingMinimumSent = 10
+            $0.pumpingMinimumVerifiedPercent = 20
+        }) { otp in
+            var started: [Auth_Otp_V1_StartResponse] = []
+            for index in 0..<11 {
+                started.append(try await otp.start("+23480000000\(String(format: "%02d", index))"))
+            }
+            let refused = await expectRPCError(.resourceExhausted, "country_throttled") {
+                try await otp.start("+2348000000099")
+            }
+            #expect(refused?.retryAfterSeconds == 3_600)
+            _ = try await otp.start("+919999912345")
+            _ = try await otp.start("pumped@example.com")
+            // 3 of 11 verified (27 %): the ratio recovers.
+            for verification in started.prefix(3) {
+                _ = try await otp.check(verification.verificationID, try await otp.queuedCode(verification.verificationID))
+            }
+            _ = try await otp.start("+2348000000099")
+        }
+    }
+
+    @Test func destinationsParseAndMask() throws {
+        let indian = try #require(Destination(parsing: "+91 (999) 99-99.999"))
+        #expect(indian.normalized == "+919999999999")
+        #expect(indian.callingCode == "91")
+        #expect(indian.masked == "+91******9999")
+        #expect(Destination(parsing: "+15550100001")?.callingCode == "1")
+        #expect(Destination(parsing: "+15550100001")?.masked == "+1******0001")
+        #expect(Destination(parsing: "+2348000000001")?.callingCode == "234")
+        #expect(Destination(parsing: "+447700900123")?.callingCode == "44")
+        #expect(Destination(parsing: "Zed@Mail.Example.org")?.masked == "z***@mail.example.org")
+        #expect(Destination(parsing: "+1234567") == nil)
+        #expect(Destination(parsing: "+1234567890123456") == nil)
+    }
+}
