@@ -15,21 +15,29 @@ public struct PostgresNotification: Sendable, Hashable {
     public var channel: String
     /// The payload ("" when none was given).
     public var payload: String
-    /// The server process that sent it.
+    /// The server process that sent it (0 for a resumption).
     public var backendPID: Int32
+    /// Not a `NOTIFY` but the listener saying it is listening again after its connection was
+    /// lost and re-established: notifications sent in between are gone (PostgreSQL keeps none
+    /// for a listener that is not connected), so a subscriber re-reads whatever the channel
+    /// signals (an outbox sweeps). Payload "", backend 0.
+    public var isResumption: Bool
 
     /// Creates a notification.
-    public init(channel: String, payload: String, backendPID: Int32) {
+    public init(channel: String, payload: String, backendPID: Int32, isResumption: Bool = false) {
         self.channel = channel
         self.payload = payload
         self.backendPID = backendPID
+        self.isResumption = isResumption
     }
 }
 
 /// The pool's dedicated LISTEN connection, served by one thread of its own: the thread owns the
 /// libpq connection, waits on its socket with `poll(2)`, feeds the subscribers' `AsyncStream`s,
 /// runs `LISTEN`/`UNLISTEN` for new and departing subscribers, and after the connection breaks
-/// reconnects with backoff and `LISTEN`s again on every channel that still has subscribers.
+/// reconnects with backoff and `LISTEN`s again on every channel that still has subscribers,
+/// then hands each subscriber a resumption (``PostgresNotification/isResumption``): what was
+/// notified while it was away is lost, so the subscriber re-reads its state.
 ///
 /// Why a thread and not a `DispatchSource`: libdispatch's epoll back end on Linux keeps per-
 /// descriptor records that other code in the process can corrupt (registering and tearing down
@@ -317,6 +325,10 @@ final class PostgresListener: @unchecked Sendable {
         do {
             let connection = try self.connectIfNeeded()
             self.logger.info("PostgreSQL LISTEN connection re-established")
+            // What was sent while the connection was down is lost: tell every subscriber.
+            self.deliver(self.subscribers.keys.sorted().map {
+                PostgresNotification(channel: $0, payload: "", backendPID: 0, isResumption: true)
+            })
             self.deliver(connection.takeNotifications())
         } catch {
             self.failures += 1

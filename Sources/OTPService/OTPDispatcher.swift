@@ -91,8 +91,9 @@ public final class OTPDispatcher: Service, Sendable {
 
     /// Wakes the workers on every `NOTIFY` of the outbox channel. The pool's listener
     /// reconnects by itself after a database restart; a first `LISTEN` that fails (database
-    /// down at start) is tried again with backoff. Notifications lost while disconnected are
-    /// made up for by the sweep.
+    /// down at start) is tried again with backoff. After a reconnect the listener hands over a
+    /// resumption (notifications sent while it was away are lost), which wakes the workers like
+    /// any notification, so they claim what was queued meanwhile without waiting for the sweep.
     private func listen() async {
         let retry = ExponentialBackoff(initial: .milliseconds(100), limit: .seconds(5), jitter: 0.5...1.5)
         var failures = 0

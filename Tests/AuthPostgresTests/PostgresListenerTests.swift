@@ -80,6 +80,34 @@ struct PostgresListenerTests {
         }
     }
 
+    /// Notifications sent while the listener is away are lost (PostgreSQL keeps none for it), so
+    /// after it is back each subscriber gets a resumption to re-read its state, with no NOTIFY.
+    @Test func aReconnectHandsEverySubscriberAResumption() async throws {
+        let applicationName = "listen_resume_\(uniqueSuffix())"
+        try await PostgresTestDatabase.withTestSchema(configure: {
+            $0.applicationName = applicationName
+            $0.reconnectBackoff = .milliseconds(20)
+        }) { pool, _ in
+            let channel = "resume_\(uniqueSuffix())"
+            let (received, task) = collect(try await pool.listen(channel: channel))
+            defer { task.cancel() }
+            try await pool.notify(channel: channel, payload: "before")
+            let beforeArrived = await received.wait { $0.count == 1 }
+            #expect(beforeArrived)
+            let firstIsNotify = await received.wait { $0.first?.isResumption == false }
+            #expect(firstIsNotify)
+
+            let killed = try await killListenerBackend(of: pool, applicationName: applicationName)
+            #expect(killed == 1)
+            let resumed = await received.wait { $0.contains { $0.isResumption } }
+            #expect(resumed)
+            let resumptionIsEmpty = await received.wait { items in
+                items.filter(\.isResumption).allSatisfy { $0.channel == channel && $0.payload == "" && $0.backendPID == 0 }
+            }
+            #expect(resumptionIsEmpty)
+        }
+    }
+
     /// libpq closes its socket itself when it meets EOF, and a socket opened elsewhere in the
     /// process can take the number at once. This kills the listener's backend again and again
     /// while another thread opens and closes sockets, and requires every reconnect to deliver.
