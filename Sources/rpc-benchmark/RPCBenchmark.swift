@@ -35,6 +35,9 @@ struct RPCBenchmark: AsyncParsableCommand {
     @Option(help: "Only serve Health/Check in plaintext on this port (0: any; printed) for this many seconds, for an outside client such as `authctl bench` (secret: AUTH_RPC_SECRET). Measures nothing itself.")
     var serve: Int?
 
+    @Option(help: "Only drive Health/Check on this server (host:port, e.g. another rpc-benchmark --serve) with this benchmark's own client, plaintext with AUTH_RPC_SECRET: the RPC columns alone.")
+    var target: String?
+
     @Option(help: "With --serve: seconds to serve, 1-3600.")
     var serveSeconds: Double = 60
 
@@ -47,6 +50,10 @@ struct RPCBenchmark: AsyncParsableCommand {
         logger.logLevel = .error
         if let serve {
             try await serveOnly(port: serve, logger: logger)
+            return
+        }
+        if let target {
+            try await driveOnly(target: target, levels: levels, logger: logger)
             return
         }
 
@@ -180,6 +187,35 @@ struct RPCBenchmark: AsyncParsableCommand {
         try await Task.sleep(for: .milliseconds(Int64(serveSeconds * 1000)))
         server.beginShutdown()
         try await task.value
+    }
+
+    /// Drives Health/Check on a server in another process with this benchmark's client: the
+    /// same client as the RPC columns, for comparing with another client (authctl bench).
+    func driveOnly(target: String, levels: [Int], logger: Logger) async throws {
+        guard let address = RPCAddress(target) else { throw ValidationError("--target must be host:port") }
+        let secret: [UInt8]
+        do {
+            secret = try readRPCSecret(ProcessInfo.processInfo.environment)
+        } catch let error as ConfigurationError {
+            throw ValidationError("\(error.variable): \(error.problem)")
+        }
+        let transport = TCPClientTransport(
+            configuration: RPCClientConfiguration(addresses: [address], serviceName: "benchmark-client", secret: secret),
+            logger: logger
+        )
+        let health = Auth_Health_V1_Health.Client(wrapping: RPCClient(transport: transport, callerService: "benchmark-client"))
+        print("Health/Check on \(target) (another process), one connection, \(load.description)")
+        print("")
+        let table = MarkdownTable([.right("in flight"), .right("RPC calls/s"), .right("RPC p50"), .right("RPC p99")])
+        let request = Auth_Health_V1_HealthCheckRequest()
+        for level in levels {
+            let result = try await load.closedLoop.run(concurrency: level) {
+                let response = try await health.check(request)
+                precondition(response.status == .serving)
+            }
+            table.row(["\(level)", LoadResult.formatCount(result.callsPerSecond), result.p50, result.p99])
+        }
+        await transport.shutdown()
     }
 
     /// `--tls-dir`, or a new folder made by scripts/lib/make-dev-certs.sh.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Shows that `authctl bench` is not the bottleneck: it drives the same Health/Check server to the
-# rate rpc-benchmark's own in-process client reaches, at 1, 16 and 64 calls in flight on one
-# connection. Release builds; every run is bounded (SECONDS per row, default 5).
+# Shows whether `authctl bench` is the bottleneck: rpc-benchmark's own client (in process with its
+# server, then as a separate process) and authctl bench (a separate process) drive the same
+# Health/Check server at 1, 16 and 64 calls in flight on one connection. Release builds; every run is bounded (SECONDS per row, default 5).
 #
 # Usage: scripts/bench/authctl-vs-rpc-benchmark.sh [SECONDS]
 set -euo pipefail
@@ -18,7 +18,7 @@ echo "## rpc-benchmark: its own client, in process"
 export AUTH_RPC_SECRET
 AUTH_RPC_SECRET="$(head -c 32 /dev/urandom | base64)"
 log="$(mktemp)"
-"$bin/rpc-benchmark" --serve 0 --serve-seconds $(( (seconds + 2) * 3 + 10 )) >"$log" 2>&1 &
+"$bin/rpc-benchmark" --serve 0 --serve-seconds $(( (seconds + 2) * 6 + 20 )) >"$log" 2>&1 &
 server=$!
 trap 'kill "$server" 2>/dev/null || true; rm -f "$log"' EXIT
 for _ in $(seq 100); do
@@ -29,7 +29,11 @@ address="$(sed -n 's/^serving Health\/Check on \([^ ]*\) .*/\1/p' "$log")"
 [ -n "$address" ] || { echo "the server did not start:" >&2; cat "$log" >&2; exit 1; }
 
 echo
-echo "## authctl bench: a separate process driving rpc-benchmark --serve ($address)"
+echo "## rpc-benchmark --target: its own client in a separate process, driving rpc-benchmark --serve ($address)"
+"$bin/rpc-benchmark" --target "$address" --concurrency 1,16,64 --seconds "$seconds" --warmup 1
+
+echo
+echo "## authctl bench: a separate process driving the same rpc-benchmark --serve"
 echo
 echo "| in flight | calls/s | p50 | p99 |"
 echo "|---:|---:|---:|---:|"
