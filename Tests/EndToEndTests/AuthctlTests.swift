@@ -208,3 +208,52 @@ import Testing
         #expect(noSetup.status == 2 && noSetup.output.contains("no --setup-method"), "\(noSetup.output)")
     }
 }
+
+/// authctl against a real `otp-dispatch` process: the generic `call` reaches a service it has no
+/// code for, and `otp status` reads what became of the code's message.
+@Suite(.serialized) struct AuthctlOTPTests {
+    let calls = AuthctlTests()
+
+    @Test func startsACodeAndReadsItsDeliveryStatus() async throws {
+        let otp = try ServiceProcess(
+            executable: "otp-dispatch",
+            environment: [
+                "AUTH_RPC_SECRET": calls.secretBase64,
+                "AUTH_DATABASE_URL": try await PostgresTestDatabase.connectionString(),
+                "AUTH_OTP_SECRET": Data(SecureRandom.bytes(count: 32)).base64EncodedString(),
+                "AUTH_OTP_PORT": "0",
+                "AUTH_OTP_METRICS_PORT": "0",
+                "AUTH_OTP_EMAIL_PROVIDER": "log",
+            ]
+        )
+        let port = try await otp.listeningPort()
+        let address = "127.0.0.1:\(port)"
+        // A destination and an IP of its own, so the hourly limits of the shared test database
+        // are not in play.
+        let suffix = UUID().uuidString.prefix(8).lowercased()
+        let ip = "10.\(Int.random(in: 0...255)).\(Int.random(in: 0...255)).\(Int.random(in: 1...254))"
+        let started = try await calls.authctl([
+            "call", address, "auth.otp.v1.OTP/Start",
+            #"{"destination": "authctl-\#(suffix)@example.com", "purpose": "PURPOSE_LOGIN", "client_ip": "\#(ip)"}"#,
+            "--caller", "gateway",
+        ])
+        #expect(started.status == 0, "\(started.output)")
+        let response = try #require(try calls.object(started.output)["response"] as? [String: Any])
+        #expect(response["channel"] as? String == "CHANNEL_EMAIL", "\(started.output)")
+        #expect(response["masked_destination"] as? String == "a***@example.com")
+        let id = try #require(response["verification_id"] as? String)
+
+        // The log provider "sends" it; authctl (allowed to read delivery status) sees that.
+        var line = ""
+        for _ in 0..<100 {
+            let status = try await calls.authctl(["otp", "status", "--target", address, id])
+            #expect(status.status == 0, "\(status.output)")
+            line = status.output
+            if line.hasPrefix("sent") || line.hasPrefix("delivered") { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(line.hasPrefix("sent: email to a***@example.com via log"), "\(line)")
+        let unknown = try await calls.authctl(["otp", "status", "--target", address, UUID().uuidString.lowercased()])
+        #expect(unknown.status == 2 && unknown.output.contains("verification_not_found"), "\(unknown.output)")
+    }
+}
