@@ -75,6 +75,11 @@ let package = Package(
             dependencies: ["COpenSSL", "CAuthCryptoShims"],
             swiftSettings: strictSwift
         ),
+        // The wall clock services date things with, injected so tests move it by hand. No dependencies.
+        .target(
+            name: "AuthTime",
+            swiftSettings: strictSwift
+        ),
         // The one exponential backoff rule (reconnects and retries). No dependencies.
         .target(
             name: "AuthBackoff",
@@ -145,6 +150,7 @@ let package = Package(
             name: "SessionService",
             dependencies: [
                 "AuthAPI",
+                "AuthTime",
                 "AuthRPC",
                 "AuthProtobuf",
                 "AuthPostgres",
@@ -160,6 +166,7 @@ let package = Package(
             name: "IdentityService",
             dependencies: [
                 "AuthAPI",
+                "AuthTime",
                 "AuthRPC",
                 "AuthProtobuf",
                 "AuthPostgres",
@@ -178,6 +185,7 @@ let package = Package(
             name: "OTPService",
             dependencies: [
                 "AuthAPI",
+                "AuthTime",
                 "AuthRPC",
                 "AuthProtobuf",
                 "AuthPostgres",
@@ -398,14 +406,14 @@ let package = Package(
         .testTarget(
             name: "SessionServiceTests",
             dependencies: [
-                "SessionService", "AuthTestSupport", "AuthAPI", "AuthRPC", "AuthCrypto", "AuthPostgres",
+                "AuthTime", "SessionService", "AuthTestSupport", "AuthAPI", "AuthRPC", "AuthCrypto", "AuthPostgres",
             ],
             swiftSettings: strictSwift
         ),
         .testTarget(
             name: "IdentityServiceTests",
             dependencies: [
-                "IdentityService", "AuthTestSupport", "AuthAPI", "AuthRPC", "AuthCrypto", "AuthPostgres",
+                "AuthTime", "IdentityService", "AuthTestSupport", "AuthAPI", "AuthRPC", "AuthCrypto", "AuthPostgres",
                 "AuthProtobuf", "AuthRPCNIO",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -415,7 +423,7 @@ let package = Package(
         .testTarget(
             name: "OTPServiceTests",
             dependencies: [
-                "OTPService", "AuthTestSupport", "AuthAPI", "AuthRPC", "AuthCrypto", "AuthPostgres",
+                "AuthTime", "OTPService", "AuthTestSupport", "AuthAPI", "AuthRPC", "AuthCrypto", "AuthPostgres",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

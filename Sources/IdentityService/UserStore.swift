@@ -2,6 +2,7 @@ import AuthAPI
 import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
+import AuthTime
 import Foundation
 
 /// A user row (live accounts only are ever returned).

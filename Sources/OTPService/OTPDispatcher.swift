@@ -1,5 +1,6 @@
 import AuthBackoff
 import AuthPostgres
+import AuthTime
 import Foundation
 import Logging
 import ServiceLifecycle

@@ -1,3 +1,4 @@
+import AuthTime
 import Logging
 import ServiceLifecycle
 

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import AuthCrypto
+import AuthTime
 import Foundation
 import Logging
 import NIOCore

@@ -1,4 +1,5 @@
 import AuthCrypto
+import AuthTime
 import Foundation
 
 /// The claims of an access token (a JWT, RFC 9068 profile): header

@@ -1,3 +1,4 @@
+import AuthTime
 import Foundation
 
 /// A refresh token and its session as one snapshot of the database shows them.

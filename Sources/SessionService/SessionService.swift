@@ -3,6 +3,7 @@ import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
 import AuthRPC
+import AuthTime
 import Foundation
 import Logging
 

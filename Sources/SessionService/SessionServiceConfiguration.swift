@@ -1,3 +1,4 @@
+import AuthTime
 import Foundation
 
 /// A configuration value of the session service that is missing or malformed; start-up stops

@@ -1,5 +1,6 @@
 import AuthCrypto
 import AuthPostgres
+import AuthTime
 import Foundation
 import Logging
 import Synchronization

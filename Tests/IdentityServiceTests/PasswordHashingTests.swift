@@ -2,6 +2,7 @@ import AuthAPI
 import AuthProtobuf
 import AuthCrypto
 import AuthRPC
+import AuthTime
 import Foundation
 import Testing
 

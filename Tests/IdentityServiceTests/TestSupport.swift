@@ -5,6 +5,7 @@ import AuthProtobuf
 import AuthRPC
 import AuthRPCNIO
 import AuthTestSupport
+import AuthTime
 import Foundation
 import Hummingbird
 import Logging

@@ -1,6 +1,7 @@
 import AuthAPI
 import AuthCrypto
 import AuthRPC
+import AuthTime
 import Foundation
 import Testing
 

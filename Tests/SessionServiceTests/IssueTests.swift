@@ -2,6 +2,7 @@ import AuthAPI
 import AuthCrypto
 import AuthProtobuf
 import AuthRPC
+import AuthTime
 import Foundation
 import Testing
 

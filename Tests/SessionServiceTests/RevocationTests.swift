@@ -1,5 +1,6 @@
 import AuthAPI
 import AuthRPC
+import AuthTime
 import Foundation
 import Testing
 

@@ -4,6 +4,7 @@ import AuthPostgres
 import AuthProtobuf
 import AuthRPC
 import AuthTestSupport
+import AuthTime
 import Foundation
 import Logging
 import Synchronization

@@ -1,10 +1,10 @@
 import Foundation
 
-/// The wall-clock time the session service reads for everything it dates: token claims
-/// (`iat`, `exp`), expiry checks, the refresh grace window, key publication and the key cache.
+/// The wall-clock time a service reads for everything it dates: token claims, expiry checks,
+/// limit windows, resend spacing, lockouts, outbox claims and retries, cache lifetimes.
 ///
-/// The service never sleeps on it; tests pass a clock they move by hand to step through
-/// windows and lifetimes without waiting.
+/// Services never sleep on it; tests pass a clock they move by hand to step through windows
+/// and lifetimes without waiting (docs/testing.md).
 public protocol WallClock: Sendable {
     /// The current time.
     func now() -> Date
@@ -18,10 +18,10 @@ public struct SystemWallClock: WallClock {
 }
 
 extension WallClock {
-    /// `now()` truncated to whole microseconds, the precision of `timestamptz`: a time the
-    /// service stores and reads back (a key's `created_at`, say) compares equal to the instant
-    /// it was taken at, never a rounding step after it.
-    func microsecondNow() -> Date {
+    /// `now()` truncated to whole microseconds, the precision of `timestamptz`: a time a service
+    /// stores and reads back (a key's `created_at`, say) compares equal to the instant it was
+    /// taken at, never a rounding step after it.
+    public func microsecondNow() -> Date {
         let micros = (now().timeIntervalSince1970 * 1_000_000).rounded(.down)
         return Date(timeIntervalSince1970: micros / 1_000_000)
     }
@@ -29,7 +29,7 @@ extension WallClock {
 
 extension Duration {
     /// The duration in (fractional) seconds, for `Date` arithmetic.
-    var timeInterval: TimeInterval {
+    public var timeInterval: TimeInterval {
         let (seconds, attoseconds) = self.components
         return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
     }
@@ -37,5 +37,5 @@ extension Duration {
 
 extension Date {
     /// Whole seconds since 1970 (rounded down), as JWT `iat`/`exp` carry them.
-    var unixSeconds: Int64 { Int64(self.timeIntervalSince1970.rounded(.down)) }
+    public var unixSeconds: Int64 { Int64(self.timeIntervalSince1970.rounded(.down)) }
 }
