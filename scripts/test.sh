@@ -22,6 +22,8 @@ mkdir -p .data
 pg_dir="$root/.data/pg-test"
 echo "== deployment files (docker-compose config, kubernetes-validate)"
 scripts/check-deploy.sh
+echo "== the gateway's OpenAPI document (openapi-spec-validator, issue 11's contract)"
+scripts/check-openapi.sh
 
 echo "== starting a throwaway PostgreSQL in $pg_dir"
 url=$(scripts/postgres.sh start "$pg_dir" | tail -n 1)
