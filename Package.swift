@@ -213,6 +213,8 @@ let package = Package(
                 "AuthRPCNIO",
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
+            // The API's contract (spec first; issue 11), served at /openapi.json.
+            resources: [.copy("openapi.yaml")],
             swiftSettings: strictSwift
         ),
 
