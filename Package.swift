@@ -75,6 +75,13 @@ let package = Package(
             dependencies: ["COpenSSL", "CAuthCryptoShims"],
             swiftSettings: strictSwift
         ),
+        // Access tokens (JWT, RFC 9068 profile): written by session, verified by session and the
+        // gateway against the published JWK Set.
+        .target(
+            name: "AuthAccessToken",
+            dependencies: ["AuthCrypto", "AuthTime"],
+            swiftSettings: strictSwift
+        ),
         // The wall clock services date things with, injected so tests move it by hand. No dependencies.
         .target(
             name: "AuthTime",
@@ -149,6 +156,7 @@ let package = Package(
         .target(
             name: "SessionService",
             dependencies: [
+                "AuthAccessToken",
                 "AuthAPI",
                 "AuthTime",
                 "AuthRPC",
@@ -303,6 +311,7 @@ let package = Package(
         .executableTarget(
             name: "session-benchmark",
             dependencies: [
+                "AuthAccessToken",
                 "BenchmarkHarness",
                 "SessionService",
                 "AuthRPCNIO",
@@ -408,7 +417,7 @@ let package = Package(
         .testTarget(
             name: "SessionServiceTests",
             dependencies: [
-                "AuthTime", "SessionService", "AuthTestSupport", "AuthAPI", "AuthRPC", "AuthCrypto", "AuthPostgres",
+                "AuthAccessToken", "AuthTime", "SessionService", "AuthTestSupport", "AuthAPI", "AuthRPC", "AuthCrypto", "AuthPostgres",
             ],
             swiftSettings: strictSwift
         ),

@@ -1,3 +1,4 @@
+import AuthAccessToken
 import AuthCrypto
 import AuthPostgres
 import AuthRPC
@@ -69,6 +70,15 @@ public struct SessionError: Error, Sendable, CustomStringConvertible {
         self.message = message
         self.fieldViolations = fieldViolations
         self.cause = cause
+    }
+
+    /// An access token refused by ``AccessTokenVerifier``, as the reason callers see.
+    init(_ error: AccessTokenError) {
+        switch error.code {
+        case .invalid: self.init(.invalidAccessToken, error.message)
+        case .expired: self.init(.accessTokenExpired, error.message)
+        case .unknownSigningKey: self.init(.unknownSigningKey, error.message)
+        }
     }
 
     public var description: String {

@@ -1,4 +1,5 @@
 import AuthAPI
+import AuthAccessToken
 import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
@@ -276,7 +277,12 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
             try validator.check()
             let now = clock.microsecondNow()
             let keySet = try await keys.current()
-            let claims = try verifier.verify(request.accessToken, now: now) { keySet.verificationKey(kid: $0, at: now) }
+            let claims: AccessTokenClaims
+            do throws(AccessTokenError) {
+                claims = try verifier.verify(request.accessToken, now: now) { keySet.verificationKey(kid: $0, at: now) }
+            } catch {
+                throw SessionError(error)
+            }
             var live = false
             if request.checkSession, let sessionID = UUID(uuidString: claims.sessionID) {
                 live = try await store.isLive(sessionID: sessionID, userID: claims.subject, now: now)

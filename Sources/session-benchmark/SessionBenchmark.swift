@@ -1,5 +1,6 @@
 import ArgumentParser
 import AuthAPI
+import AuthAccessToken
 import AuthPostgres
 import AuthProtobuf
 import AuthRPC

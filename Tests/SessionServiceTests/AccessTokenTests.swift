@@ -1,4 +1,5 @@
 import AuthAPI
+import AuthAccessToken
 import AuthCrypto
 import AuthRPC
 import AuthTime
@@ -222,7 +223,7 @@ import Testing
                 audience: fixture.configuration.audience
             )
             #expect(try local.verify(pair.accessToken, now: fixture.clock.now()).sessionID == pair.sessionID)
-            #expect(throws: SessionError.self) {
+            #expect(throws: AccessTokenError.self) {
                 try local.verify(pair.accessToken, now: fixture.clock.now().addingTimeInterval(3600))
             }
             let wrongAudience = try LocalAccessTokenVerifier(
@@ -230,7 +231,7 @@ import Testing
                 issuer: fixture.configuration.issuer,
                 audience: "someone-else"
             )
-            #expect(throws: SessionError.self) { try wrongAudience.verify(pair.accessToken, now: fixture.clock.now()) }
+            #expect(throws: AccessTokenError.self) { try wrongAudience.verify(pair.accessToken, now: fixture.clock.now()) }
         }
     }
 

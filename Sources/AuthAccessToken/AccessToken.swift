@@ -43,21 +43,46 @@ public struct AccessTokenClaims: Sendable, Equatable {
     }
 }
 
+/// Why an access token was refused. The session service sends these as its
+/// `invalid_access_token`, `access_token_expired` and `unknown_signing_key` reasons; the gateway
+/// answers each with 401 `invalid_token`.
+public struct AccessTokenError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Code: Sendable, Equatable {
+        /// Malformed, wrong algorithm, type, signature, issuer or audience, or issued in the future.
+        case invalid
+        /// `exp` has passed.
+        case expired
+        /// The `kid` is missing or not (or no longer) published.
+        case unknownSigningKey
+    }
+
+    public var code: Code
+    /// For logs; holds no part of the token.
+    public var message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
 /// Writes and reads access tokens.
-enum AccessTokenCodec {
+public enum AccessTokenCodec {
     /// The JOSE `typ` of our access tokens (RFC 9068 §2.1), so that no other JWT (an ID token
     /// from a provider, say) can pass as one (RFC 8725 §3.11).
-    static let type = "at+jwt"
+    public static let type = "at+jwt"
     /// Longest access token the service accepts for validation.
-    static let maximumLength = 8 * 1024
+    public static let maximumLength = 8 * 1024
 
     /// Signs `claims` with `key` under `kid`.
-    static func sign(_ claims: AccessTokenClaims, key: ES256PrivateKey, kid: String) throws(CryptoError) -> String {
+    public static func sign(_ claims: AccessTokenClaims, key: ES256PrivateKey, kid: String) throws(CryptoError) -> String {
         try JWS.signES256(payload: payload(claims), key: key, kid: kid, typ: type)
     }
 
     /// The JSON payload, members sorted, written by hand (no JSONEncoder on the hot path).
-    static func payload(_ claims: AccessTokenClaims) -> [UInt8] {
+    public static func payload(_ claims: AccessTokenClaims) -> [UInt8] {
         var json = #"{"amr":["#
         for (index, method) in claims.amr.enumerated() {
             if index > 0 { json += "," }
@@ -140,14 +165,14 @@ enum AccessTokenCodec {
 /// `iat`/`nbf`. Checks run in this order and the first failure is thrown:
 ///
 /// 1. malformed (not a compact JWS, bad base64url, duplicate or `crit` header members,
-///    longer than 8 KiB) → ``SessionError/Code/invalidAccessToken``
-/// 2. `alg` other than `ES256` (`none`, `HS256`, …) → ``SessionError/Code/invalidAccessToken``
-/// 3. `typ` other than `at+jwt` → ``SessionError/Code/invalidAccessToken``
-/// 4. missing or unpublished `kid` → ``SessionError/Code/unknownSigningKey``
-/// 5. signature → ``SessionError/Code/invalidAccessToken``
+///    longer than 8 KiB) → ``AccessTokenError/Code/invalid``
+/// 2. `alg` other than `ES256` (`none`, `HS256`, …) → ``AccessTokenError/Code/invalid``
+/// 3. `typ` other than `at+jwt` → ``AccessTokenError/Code/invalid``
+/// 4. missing or unpublished `kid` → ``AccessTokenError/Code/unknownSigningKey``
+/// 5. signature → ``AccessTokenError/Code/invalid``
 /// 6. claims missing or of the wrong type, wrong `iss` or `aud`, `iat`/`nbf` in the future →
-///    ``SessionError/Code/invalidAccessToken``
-/// 7. `exp` passed → ``SessionError/Code/accessTokenExpired``
+///    ``AccessTokenError/Code/invalid``
+/// 7. `exp` passed → ``AccessTokenError/Code/expired``
 public struct AccessTokenVerifier: Sendable {
     public var issuer: String
     public var audience: String
@@ -165,9 +190,9 @@ public struct AccessTokenVerifier: Sendable {
         _ token: String,
         now: Date,
         key: (String) -> ES256PublicKey?
-    ) throws(SessionError) -> AccessTokenClaims {
-        func invalid(_ why: String) -> SessionError {
-            SessionError(.invalidAccessToken, "The access token is not valid: \(why).")
+    ) throws(AccessTokenError) -> AccessTokenClaims {
+        func invalid(_ why: String) -> AccessTokenError {
+            AccessTokenError(.invalid, "The access token is not valid: \(why).")
         }
         guard token.utf8.count <= AccessTokenCodec.maximumLength else { throw invalid("too long") }
         let parts: JWS.Parts
@@ -183,7 +208,7 @@ public struct AccessTokenVerifier: Sendable {
             throw invalid("typ is not at+jwt")
         }
         guard let kid = parts.header.kid, let publicKey = key(kid) else {
-            throw SessionError(.unknownSigningKey, "The access token's signing key is not known (or retired).")
+            throw AccessTokenError(.unknownSigningKey, "The access token's signing key is not known (or retired).")
         }
         let payload: [UInt8]
         do {
@@ -204,7 +229,7 @@ public struct AccessTokenVerifier: Sendable {
         guard decoded.iat <= nowSeconds + skew else { throw invalid("issued in the future") }
         if let nbf = decoded.nbf, nbf > nowSeconds + skew { throw invalid("not yet valid") }
         guard nowSeconds < decoded.exp + skew else {
-            throw SessionError(.accessTokenExpired, "The access token has expired.")
+            throw AccessTokenError(.expired, "The access token has expired.")
         }
         return AccessTokenClaims(
             issuer: decoded.iss,
@@ -247,7 +272,7 @@ public struct LocalAccessTokenVerifier: Sendable {
     }
 
     /// Verifies `token`; see ``AccessTokenVerifier`` for the checks and errors.
-    public func verify(_ token: String, now: Date = Date()) throws(SessionError) -> AccessTokenClaims {
+    public func verify(_ token: String, now: Date = Date()) throws(AccessTokenError) -> AccessTokenClaims {
         try verifier.verify(token, now: now) { keys[$0] }
     }
 }
