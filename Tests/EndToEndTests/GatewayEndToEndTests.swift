@@ -1,0 +1,487 @@
+import AsyncHTTPClient
+import AuthCrypto
+import AuthTestSupport
+import Foundation
+import NIOHTTP1
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The gateway's HTTP API end to end (issue 11, "Must show"): identity, otp-dispatch, session
+/// and gateway as processes over a fresh PostgreSQL database, driven with a real HTTP client;
+/// codes arrive at the test's webhook receiver, Apple's keys come from the test's JWKS server.
+/// One set of processes (``GatewayFixture``) serves every test of the nested suites.
+@Suite(.gatewayFixture) struct GatewayEndToEndTests {}
+
+typealias Reply = GatewayFixture.Reply
+
+func fixture() throws -> GatewayFixture {
+    try #require(GatewayFixture.current, "the gateway fixture is not running")
+}
+
+/// The reply is the error answer `status` `reason`, with every member the conventions require.
+func expectError(
+    _ reply: Reply, _ status: Int, _ reason: String, message: String? = nil,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
+    #expect(reply.status == status, "\(reply)", sourceLocation: sourceLocation)
+    #expect(reply.error == reason, "\(reply)", sourceLocation: sourceLocation)
+    #expect(!(reply.message ?? "").isEmpty, "\(reply)", sourceLocation: sourceLocation)
+    if let message { #expect(reply.message == message, "\(reply)", sourceLocation: sourceLocation) }
+    if status == 429 {
+        let retryAfter = reply.int("retry_after") ?? 0
+        #expect(retryAfter >= 1, "\(reply)", sourceLocation: sourceLocation)
+        #expect(reply.header("Retry-After") == String(retryAfter), "\(reply)", sourceLocation: sourceLocation)
+    }
+    #expect(!(reply.header("X-Request-Id") ?? "").isEmpty, sourceLocation: sourceLocation)
+}
+
+/// A session body as the contract has it: tokens, `bearer`, 900 s, every key of `user`.
+func expectSessionBody(_ reply: Reply, isNewUser: Bool, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(reply.status == 200 || reply.status == 201, "\(reply)", sourceLocation: sourceLocation)
+    #expect(!reply.accessToken.isEmpty, sourceLocation: sourceLocation)
+    #expect(!reply.refreshToken.isEmpty, sourceLocation: sourceLocation)
+    #expect(reply.string("token_type") == "bearer", sourceLocation: sourceLocation)
+    #expect(reply.int("expires_in") == 900, sourceLocation: sourceLocation)
+    #expect(reply["is_new_user"] as? Bool == isNewUser, "\(reply)", sourceLocation: sourceLocation)
+    let keys = Set(reply.user.keys)
+    #expect(
+        keys == ["id", "phone", "email", "name", "photo_url", "onboarding_completed", "email_verified", "phone_verified", "created_at"],
+        sourceLocation: sourceLocation)
+    #expect(UUID(uuidString: reply.user["id"] as? String ?? "") != nil, sourceLocation: sourceLocation)
+    #expect((reply.user["created_at"] as? String ?? "").hasSuffix("Z"), sourceLocation: sourceLocation)
+}
+
+extension Reply {
+    var userID: String { user["id"] as? String ?? "" }
+}
+
+extension GatewayFixture {
+    /// The session id of `token` (from /v1/session).
+    func sessionID(_ token: String) async throws -> String {
+        let reply = try await get("/v1/session", token: token)
+        return (reply["session"] as? [String: Any])?["id"] as? String ?? ""
+    }
+}
+
+// MARK: - Flows
+
+extension GatewayEndToEndTests {
+    @Suite(.timeLimit(.minutes(1))) struct Flows {
+        @Test func phoneLoginOfAnExistingAccount() async throws {
+            let fixture = try fixture()
+            let phone = GatewayFixture.newPhone()
+            let created = try await fixture.signInWithCode(phone: phone)
+            expectSessionBody(created, isNewUser: true)
+
+            let sent = try await fixture.post("/v1/otp/send", ["phone": phone, "purpose": "login"])
+            #expect(sent.status == 200, "\(sent)")
+            #expect(sent.string("channel") == "sms")
+            let destination = sent.string("destination") ?? ""
+            #expect(destination.hasPrefix("+1") && destination.hasSuffix(String(phone.suffix(4))) && destination.contains("*"), "\(destination)")
+            #expect(!destination.contains(String(phone.dropFirst(2).prefix(6))))
+            #expect(sent.int("expires_in") == 600)
+            #expect(sent.int("attempts_remaining") == 5)
+            #expect(sent.int("resend_after") != nil)
+            let code = try await fixture.code(to: phone, index: 1)
+            #expect(fixture.messages(to: phone)[1]["purpose"] == "login")
+            let verified = try await fixture.post(
+                "/v1/otp/verify", ["verification_id": sent.string("verification_id") ?? "", "code": code])
+            expectSessionBody(verified, isNewUser: false)
+            #expect(verified.userID == created.userID)
+            #expect(verified.user["phone"] as? String == phone)
+            #expect(verified.user["phone_verified"] as? Bool == true)
+            #expect(verified.user["email"] is NSNull)
+
+            let session = try await fixture.get("/v1/session", token: verified.accessToken)
+            #expect(session.status == 200, "\(session)")
+            let info = session["session"] as? [String: Any] ?? [:]
+            #expect(info["amr"] as? [String] == ["otp_sms"])
+            #expect(UUID(uuidString: info["id"] as? String ?? "") != nil)
+            #expect((session["user"] as? [String: Any])?["id"] as? String == created.userID)
+        }
+
+        @Test func autoSignUpByPhoneThenOnboarding() async throws {
+            let fixture = try fixture()
+            let phone = GatewayFixture.newPhone()
+            let sent = try await fixture.post("/v1/otp/send", ["phone": phone])
+            #expect(sent.status == 200, "\(sent)")
+            let code = try await fixture.code(to: phone)
+            #expect(fixture.messages(to: phone).first?["purpose"] == "signup")
+            let verified = try await fixture.post(
+                "/v1/otp/verify", ["verification_id": sent.string("verification_id") ?? "", "code": code])
+            expectSessionBody(verified, isNewUser: true)
+            #expect(verified.user["onboarding_completed"] as? Bool == false)
+            #expect(verified.user["name"] is NSNull)
+
+            let patched = try await fixture.send(
+                .PATCH, "/v1/me", json: ["onboarding_completed": true, "display_name": "Asha K"], token: verified.accessToken)
+            #expect(patched.status == 200, "\(patched)")
+            #expect(patched["onboarding_completed"] as? Bool == true)
+            #expect(patched["name"] as? String == "Asha K")
+            let me = try await fixture.get("/v1/me", token: verified.accessToken)
+            #expect(me.status == 200)
+            #expect(me["onboarding_completed"] as? Bool == true)
+            #expect(me["name"] as? String == "Asha K")
+            #expect(me["phone"] as? String == phone)
+
+            // A photo, then null clears it.
+            let photo = try await fixture.send(
+                .PATCH, "/v1/me", json: ["photo_url": "https://cdn.example.com/a.png"], token: verified.accessToken)
+            #expect(photo["photo_url"] as? String == "https://cdn.example.com/a.png")
+            let cleared = try await fixture.send(.PATCH, "/v1/me", json: ["photo_url": NSNull()], token: verified.accessToken)
+            #expect(cleared.status == 200, "\(cleared)")
+            #expect(cleared["photo_url"] is NSNull)
+            #expect(cleared["name"] as? String == "Asha K")
+        }
+
+        @Test func emailCode() async throws {
+            let fixture = try fixture()
+            let email = GatewayFixture.newEmail("otp")
+            let sent = try await fixture.post("/v1/otp/send", ["email": email, "purpose": "auto", "locale": "en-IN"])
+            #expect(sent.status == 200, "\(sent)")
+            #expect(sent.string("channel") == "email")
+            #expect(sent.string("destination") == "o***@example.com")
+            let code = try await fixture.code(to: email)
+            let verified = try await fixture.post(
+                "/v1/otp/verify", ["verification_id": sent.string("verification_id") ?? "", "code": code])
+            expectSessionBody(verified, isNewUser: true)
+            #expect(verified.user["email"] as? String == email)
+            #expect(verified.user["email_verified"] as? Bool == true)
+            #expect(verified.user["phone"] is NSNull)
+            let session = try await fixture.get("/v1/session", token: verified.accessToken)
+            #expect((session["session"] as? [String: Any])?["amr"] as? [String] == ["otp_email"])
+            // A code works once.
+            let again = try await fixture.post(
+                "/v1/otp/verify", ["verification_id": sent.string("verification_id") ?? "", "code": code])
+            expectError(again, 404, "verification_not_found")
+        }
+
+        @Test func passwordSignUpVerifyEmailAndLogInOnBothRoutes() async throws {
+            let fixture = try fixture()
+            let email = GatewayFixture.newEmail("pwd")
+            let created = try await fixture.signUp(email: email, name: "Pat Doe")
+            #expect(created.status == 201)
+            expectSessionBody(created, isNewUser: true)
+            #expect(created.user["email_verified"] as? Bool == false)
+            #expect(created.user["name"] as? String == "Pat Doe")
+            let verificationID = try #require(created.string("verification_id"))
+            let code = try await fixture.code(to: email)
+            #expect(fixture.messages(to: email).first?["purpose"] == "verify")
+            let verified = try await fixture.post("/v1/otp/verify", ["verification_id": verificationID, "code": code])
+            #expect(verified.status == 200, "\(verified)")
+            #expect(verified.userID == created.userID)
+            #expect(verified.user["email_verified"] as? Bool == true)
+            #expect(verified["is_new_user"] as? Bool == false)
+
+            for path in ["/v1/login", "/api/auth/login"] {
+                let login = try await fixture.logIn(email: email, path: path)
+                expectSessionBody(login, isNewUser: false)
+                #expect(login.userID == created.userID)
+                #expect(login.user["email_verified"] as? Bool == true)
+                let session = try await fixture.get("/v1/session", token: login.accessToken)
+                #expect((session["session"] as? [String: Any])?["amr"] as? [String] == ["pwd"])
+            }
+            // The email is compared lower-cased.
+            let upper = try await fixture.logIn(email: email.uppercased())
+            #expect(upper.status == 200, "\(upper)")
+        }
+
+        @Test func passwordReset() async throws {
+            let fixture = try fixture()
+            let email = GatewayFixture.newEmail("reset")
+            let created = try await fixture.signUp(email: email)
+            let other = try await fixture.logIn(email: email)
+            #expect(other.status == 200)
+
+            let unknownEmail = GatewayFixture.newEmail("nobody")
+            let unknown = try await fixture.post("/v1/password/reset", ["email": unknownEmail])
+            let known = try await fixture.post("/v1/password/reset", ["email": email])
+            #expect(unknown.status == 202, "\(unknown)")
+            #expect(known.status == 202, "\(known)")
+            #expect(Set(unknown.json.keys) == ["verification_id"])
+            #expect(Set(known.json.keys) == ["verification_id"])
+            #expect(UUID(uuidString: unknown.string("verification_id") ?? "") != nil)
+            #expect(UUID(uuidString: known.string("verification_id") ?? "") != nil)
+
+            // The sign-up's verification code was message 0; the reset code is message 1.
+            let code = try await fixture.code(to: email, index: 1)
+            #expect(fixture.messages(to: email)[1]["purpose"] == "password_reset")
+            let unknownCount = try await fixture.outboxCount(to: unknownEmail)
+            #expect(unknownCount == 0)
+            #expect(fixture.messages(to: unknownEmail).isEmpty)
+            // The unknown email's id is not a live verification.
+            let notLive = try await fixture.post(
+                "/v1/password/reset/confirm",
+                ["verification_id": unknown.string("verification_id") ?? "", "code": code, "password": "Another-Pass-77"])
+            expectError(notLive, 404, "verification_not_found")
+
+            // A weak password is refused before the code is checked: the code still works after.
+            let weak = try await fixture.post(
+                "/v1/password/reset/confirm",
+                ["verification_id": known.string("verification_id") ?? "", "code": code, "password": "short"])
+            expectError(weak, 422, "validation_failed")
+            #expect((weak["fields"] as? [String: String])?["password"] != nil, "\(weak)")
+            #expect((weak["fields"] as? [String: String])?.count == 1, "\(weak)")
+
+            let newPassword = "Brand-New-Pass-93"
+            let confirmed = try await fixture.post(
+                "/v1/password/reset/confirm",
+                ["verification_id": known.string("verification_id") ?? "", "code": code, "password": newPassword])
+            expectSessionBody(confirmed, isNewUser: false)
+            #expect(confirmed.userID == created.userID)
+            #expect(confirmed.user["email_verified"] as? Bool == true)
+
+            // Every other session is revoked; the new one works.
+            let otherSession = try await fixture.get("/v1/session", token: other.accessToken)
+            expectError(otherSession, 401, "invalid_token")
+            let firstSession = try await fixture.get("/v1/session", token: created.accessToken)
+            expectError(firstSession, 401, "invalid_token")
+            let otherRefresh = try await fixture.post("/v1/token/refresh", ["refresh_token": other.refreshToken])
+            #expect(otherRefresh.status == 401, "\(otherRefresh)")
+            let current = try await fixture.get("/v1/session", token: confirmed.accessToken)
+            #expect(current.status == 200, "\(current)")
+
+            let old = try await fixture.logIn(email: email)
+            expectError(old, 401, "invalid_credentials", message: "Invalid email or password")
+            let new = try await fixture.logIn(email: email, password: newPassword)
+            #expect(new.status == 200, "\(new)")
+        }
+
+        @Test func appleSignInWithHashedNonce() async throws {
+            let fixture = try fixture()
+            let subject = "001234." + Base64URL.encode(SecureRandom.bytes(count: 8))
+            let email = GatewayFixture.newEmail("apple")
+            let rawNonce = "raw-" + Base64URL.encode(SecureRandom.bytes(count: 16))
+            let token = try fixture.apple.idToken(
+                subject: subject, nonce: AppleStandIn.hashedNonce(rawNonce), email: email)
+            let first = try await fixture.post(
+                "/v1/idtoken", ["provider": "apple", "id_token": token, "nonce": rawNonce, "display_name": "Apple User"])
+            expectSessionBody(first, isNewUser: true)
+            #expect(first.user["email"] as? String == email)
+            #expect(first.user["name"] as? String == "Apple User")
+            let session = try await fixture.get("/v1/session", token: first.accessToken)
+            #expect((session["session"] as? [String: Any])?["amr"] as? [String] == ["oidc_apple"])
+
+            let secondNonce = "raw-" + Base64URL.encode(SecureRandom.bytes(count: 16))
+            let secondToken = try fixture.apple.idToken(subject: subject, nonce: AppleStandIn.hashedNonce(secondNonce))
+            let second = try await fixture.post("/v1/idtoken", ["provider": "apple", "id_token": secondToken, "nonce": secondNonce])
+            expectSessionBody(second, isNewUser: false)
+            #expect(second.userID == first.userID)
+
+            // The token carries the hash: sending the hash as the nonce, or another nonce, fails.
+            let thirdNonce = "raw-" + Base64URL.encode(SecureRandom.bytes(count: 16))
+            let hashed = AppleStandIn.hashedNonce(thirdNonce)
+            let thirdToken = try fixture.apple.idToken(subject: subject, nonce: hashed)
+            let wrongNonce = try await fixture.post("/v1/idtoken", ["provider": "apple", "id_token": thirdToken, "nonce": hashed])
+            expectError(wrongNonce, 401, "invalid_id_token", message: "Authentication verification failed. Please try again.")
+        }
+
+        @Test func refresh() async throws {
+            let fixture = try fixture()
+            let signedIn = try await fixture.signInWithCode(phone: GatewayFixture.newPhone())
+            let refreshed = try await fixture.post("/v1/token/refresh", ["refresh_token": signedIn.refreshToken])
+            expectSessionBody(refreshed, isNewUser: false)
+            #expect(refreshed.userID == signedIn.userID)
+            #expect(refreshed.refreshToken != signedIn.refreshToken)
+            #expect(refreshed.accessToken != signedIn.accessToken)
+            let before = try await fixture.sessionID(signedIn.accessToken)
+            let after = try await fixture.sessionID(refreshed.accessToken)
+            #expect(!before.isEmpty && before == after)
+            let again = try await fixture.post("/v1/token/refresh", ["refresh_token": refreshed.refreshToken])
+            #expect(again.status == 200, "\(again)")
+            let sessions = try await fixture.get("/v1/sessions", token: again.accessToken)
+            let item = (sessions["sessions"] as? [[String: Any]])?.first ?? [:]
+            #expect(item["last_refreshed_at"] is String, "\(sessions)")
+        }
+
+        /// The session runs with a 0 s grace window (AUTH_SESSION_REFRESH_GRACE_SECONDS), so a
+        /// replay is a reuse at once, as any replay after 10 s is with the default.
+        @Test func refreshTokenReuseRevokesTheSession() async throws {
+            let fixture = try fixture()
+            let signedIn = try await fixture.signInWithCode(phone: GatewayFixture.newPhone())
+            let refreshed = try await fixture.post("/v1/token/refresh", ["refresh_token": signedIn.refreshToken])
+            #expect(refreshed.status == 200)
+            let replayed = try await fixture.post("/v1/token/refresh", ["refresh_token": signedIn.refreshToken])
+            expectError(replayed, 401, "refresh_token_reused")
+            let newer = try await fixture.post("/v1/token/refresh", ["refresh_token": refreshed.refreshToken])
+            expectError(newer, 401, "session_revoked")
+            let session = try await fixture.get("/v1/session", token: refreshed.accessToken)
+            expectError(session, 401, "invalid_token")
+        }
+
+        @Test func logoutInEachScope() async throws {
+            let fixture = try fixture()
+            let phone = GatewayFixture.newPhone()
+            let a = try await fixture.signInWithCode(phone: phone)
+            let b = try await fixture.signInWithCode(phone: phone)
+            let c = try await fixture.signInWithCode(phone: phone)
+
+            let others = try await fixture.post("/v1/logout", ["scope": "others"], token: a.accessToken)
+            #expect(others.status == 204, "\(others)")
+            for (token, status) in [(a.accessToken, 200), (b.accessToken, 401), (c.accessToken, 401)] {
+                let reply = try await fixture.get("/v1/session", token: token)
+                #expect(reply.status == status, "\(reply)")
+            }
+
+            // local, explicitly and by default (no body at all).
+            let d = try await fixture.signInWithCode(phone: phone)
+            let local = try await fixture.post("/v1/logout", ["scope": "local"], token: d.accessToken)
+            #expect(local.status == 204, "\(local)")
+            let e = try await fixture.signInWithCode(phone: phone)
+            let bare = try await fixture.send(.POST, "/v1/logout", token: e.accessToken)
+            #expect(bare.status == 204, "\(bare)")
+            for (token, status) in [(a.accessToken, 200), (d.accessToken, 401), (e.accessToken, 401)] {
+                let reply = try await fixture.get("/v1/me", token: token)
+                #expect(reply.status == status, "\(reply)")
+            }
+            let dRefresh = try await fixture.post("/v1/token/refresh", ["refresh_token": d.refreshToken])
+            expectError(dRefresh, 401, "session_revoked")
+
+            let f = try await fixture.signInWithCode(phone: phone)
+            let global = try await fixture.post("/v1/logout", ["scope": "global"], token: a.accessToken)
+            #expect(global.status == 204, "\(global)")
+            for token in [a.accessToken, f.accessToken] {
+                let reply = try await fixture.get("/v1/sessions", token: token)
+                expectError(reply, 401, "invalid_token")
+                let logout = try await fixture.post("/v1/logout", [:], token: token)
+                expectError(logout, 401, "invalid_token")
+            }
+        }
+
+        @Test func sessionListAndRevoke() async throws {
+            let fixture = try fixture()
+            let phone = GatewayFixture.newPhone()
+            let a = try await fixture.signInWithCode(phone: phone)
+            let b = try await fixture.signInWithCode(phone: phone)
+            let aID = try await fixture.sessionID(a.accessToken)
+            let bID = try await fixture.sessionID(b.accessToken)
+
+            let listed = try await fixture.get("/v1/sessions", token: a.accessToken)
+            #expect(listed.status == 200, "\(listed)")
+            let items = listed["sessions"] as? [[String: Any]] ?? []
+            #expect(Set(items.compactMap { $0["id"] as? String }) == [aID, bID])
+            for item in items {
+                #expect(Set(item.keys) == ["id", "amr", "device", "ip", "created_at", "last_refreshed_at", "expires_at", "current"])
+                #expect(item["current"] as? Bool == (item["id"] as? String == aID))
+                #expect(item["amr"] as? [String] == ["otp_sms"])
+                #expect(Set((item["device"] as? [String: Any])?.keys ?? [:].keys) == ["platform", "name", "user_agent"])
+            }
+
+            // Another user's session, a malformed id and an unknown id: 404.
+            let stranger = try await fixture.signInWithCode(phone: GatewayFixture.newPhone())
+            let strangerID = try await fixture.sessionID(stranger.accessToken)
+            for id in [strangerID, "not-a-session", UUID().uuidString.lowercased(), "%20"] {
+                let reply = try await fixture.send(.DELETE, "/v1/sessions/\(id)", token: a.accessToken)
+                expectError(reply, 404, "session_not_found")
+            }
+            let strangerStill = try await fixture.get("/v1/session", token: stranger.accessToken)
+            #expect(strangerStill.status == 200)
+
+            let revoked = try await fixture.send(.DELETE, "/v1/sessions/\(bID)", token: a.accessToken)
+            #expect(revoked.status == 204, "\(revoked)")
+            let bAfter = try await fixture.get("/v1/session", token: b.accessToken)
+            expectError(bAfter, 401, "invalid_token")
+            let twice = try await fixture.send(.DELETE, "/v1/sessions/\(bID)", token: a.accessToken)
+            expectError(twice, 404, "session_not_found")
+            let after = try await fixture.get("/v1/sessions", token: a.accessToken)
+            #expect((after["sessions"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [aID])
+        }
+
+        @Test func accountDeletion() async throws {
+            let fixture = try fixture()
+            let email = GatewayFixture.newEmail("delete")
+            let created = try await fixture.signUp(email: email)
+            let other = try await fixture.logIn(email: email)
+            let deleted = try await fixture.send(.DELETE, "/v1/me", token: created.accessToken)
+            #expect(deleted.status == 204, "\(deleted)")
+            for token in [created.accessToken, other.accessToken] {
+                for path in ["/v1/me", "/v1/session", "/v1/sessions"] {
+                    let reply = try await fixture.get(path, token: token)
+                    expectError(reply, 401, "invalid_token")
+                }
+            }
+            let refresh = try await fixture.post("/v1/token/refresh", ["refresh_token": other.refreshToken])
+            #expect(refresh.status == 401, "\(refresh)")
+            let login = try await fixture.logIn(email: email)
+            expectError(login, 401, "invalid_credentials")
+            // The email is free again: a code sign-in makes a new user.
+            let again = try await fixture.signInWithCode(email: email)
+            #expect(again["is_new_user"] as? Bool == true)
+            #expect(again.userID != created.userID)
+        }
+
+        @Test func changePassword() async throws {
+            let fixture = try fixture()
+            let email = GatewayFixture.newEmail("change")
+            let created = try await fixture.signUp(email: email)
+            let other = try await fixture.logIn(email: email)
+            let wrong = try await fixture.post(
+                "/v1/me/password", ["current_password": "Wrong-Pass-11", "new_password": "Fresh-Pass-22"], token: created.accessToken)
+            expectError(wrong, 401, "invalid_credentials")
+            let weak = try await fixture.post(
+                "/v1/me/password", ["current_password": GatewayFixture.password, "new_password": "weak"], token: created.accessToken)
+            expectError(weak, 422, "validation_failed")
+            #expect((weak["fields"] as? [String: String])?.keys.sorted() == ["new_password"], "\(weak)")
+            let changed = try await fixture.post(
+                "/v1/me/password", ["current_password": GatewayFixture.password, "new_password": "Fresh-Pass-22"], token: created.accessToken)
+            #expect(changed.status == 204, "\(changed)")
+            let mine = try await fixture.get("/v1/session", token: created.accessToken)
+            #expect(mine.status == 200)
+            let others = try await fixture.get("/v1/session", token: other.accessToken)
+            expectError(others, 401, "invalid_token")
+            let login = try await fixture.logIn(email: email, password: "Fresh-Pass-22")
+            #expect(login.status == 200)
+        }
+
+        @Test func jwksAndOpenAPIDocument() async throws {
+            let fixture = try fixture()
+            let jwks = try await fixture.get("/.well-known/jwks.json")
+            #expect(jwks.status == 200)
+            #expect(jwks.header("Cache-Control") == "public, max-age=300")
+            let keys = jwks["keys"] as? [[String: Any]] ?? []
+            #expect(!keys.isEmpty)
+            #expect(keys.allSatisfy { $0["kty"] as? String == "EC" && $0["kid"] is String })
+            // The access tokens are signed with one of them.
+            let signedIn = try await fixture.signInWithCode(phone: GatewayFixture.newPhone())
+            let header = try JWS.parse(signedIn.accessToken).header
+            #expect(keys.contains { $0["kid"] as? String == header.kid })
+
+            let document = try await fixture.get("/openapi.json")
+            #expect(document.status == 200)
+            #expect(document.header("Content-Type")?.hasPrefix("application/json") == true)
+            #expect(document.string("openapi") == "3.1.0")
+            let paths = document["paths"] as? [String: Any] ?? [:]
+            #expect(paths["/v1/otp/send"] != nil && paths["/api/auth/login"] != nil && paths["/v1/sessions/{id}"] != nil)
+
+            let live = try await fixture.get("/health/live")
+            #expect(live.status == 200)
+            let ready = try await fixture.get("/health/ready")
+            #expect(ready.status == 200, "\(ready)")
+        }
+
+        /// X-Request-Id is on every answer (``GatewayFixture/send`` checks each one) and in the
+        /// services' log lines written for that request.
+        @Test func requestIDReachesTheServicesLogs() async throws {
+            let fixture = try fixture()
+            let created = try await fixture.signUp(email: GatewayFixture.newEmail("rid"))
+            let signUpID = try #require(created.header("X-Request-Id"))
+            let identityLine = try await fixture.identity.waitForLog(#"([^\n]*User created[^\n]*request_id=\#(signUpID)[^\n]*)"#)
+            #expect(identityLine.contains("identity.method=password"))
+
+            let logout = try await fixture.send(.POST, "/v1/logout", token: created.accessToken)
+            let logoutID = try #require(logout.header("X-Request-Id"))
+            #expect(logoutID != signUpID)
+            _ = try await fixture.session.waitForLog(#"([^\n]*Session revoked[^\n]*request_id=\#(logoutID)[^\n]*)"#)
+
+            // Errors and unknown routes carry one too.
+            let missing = try await fixture.get("/v1/no-such-route")
+            #expect(missing.status == 404)
+            #expect(missing.header("X-Request-Id") != nil)
+            let badMethod = try await fixture.send(.PUT, "/v1/me")
+            #expect(badMethod.header("X-Request-Id") != nil, "\(badMethod)")
+        }
+    }
+}
