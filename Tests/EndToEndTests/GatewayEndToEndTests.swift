@@ -468,13 +468,13 @@ extension GatewayEndToEndTests {
             let fixture = try fixture()
             let created = try await fixture.signUp(email: GatewayFixture.newEmail("rid"))
             let signUpID = try #require(created.header("X-Request-Id"))
-            let identityLine = try await fixture.identity.waitForLog(#"([^\n]*User created[^\n]*request_id=\#(signUpID)[^\n]*)"#)
+            let identityLine = try await fixture.identity.waitForLog(#"([^\n]*request_id=\#(signUpID)[^\n]*User created[^\n]*)"#)
             #expect(identityLine.contains("identity.method=password"))
 
             let logout = try await fixture.send(.POST, "/v1/logout", token: created.accessToken)
             let logoutID = try #require(logout.header("X-Request-Id"))
             #expect(logoutID != signUpID)
-            _ = try await fixture.session.waitForLog(#"([^\n]*Session revoked[^\n]*request_id=\#(logoutID)[^\n]*)"#)
+            _ = try await fixture.session.waitForLog(#"([^\n]*request_id=\#(logoutID)[^\n]*Session revoked[^\n]*)"#)
 
             // Errors and unknown routes carry one too.
             let missing = try await fixture.get("/v1/no-such-route")

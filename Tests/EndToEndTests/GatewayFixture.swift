@@ -288,9 +288,15 @@ final class GatewayFixture: Sendable {
 
     /// The messages the webhook received for `destination`, in order, one per message id.
     func messages(to destination: String) -> [[String: String]] {
+        Self.messages(to: destination, in: webhook.requests)
+    }
+
+    /// The same over `requests` (inside the receiver's wait condition, which runs under its
+    /// lock: the condition must not read `webhook.requests` itself).
+    static func messages(to destination: String, in requests: [HTTPReceiver.Received]) -> [[String: String]] {
         var seen = Set<String>()
         var messages: [[String: String]] = []
-        for request in webhook.requests {
+        for request in requests {
             guard let object = (try? JSONSerialization.jsonObject(with: Data(request.body))) as? [String: Any],
                 object["to"] as? String == destination, let id = object["id"] as? String, seen.insert(id).inserted
             else { continue }
@@ -301,7 +307,9 @@ final class GatewayFixture: Sendable {
 
     /// The code of the `index`-th message to `destination` (0: the first), waiting for it.
     func code(to destination: String, index: Int = 0) async throws -> String {
-        let arrived = await webhook.wait(timeout: .seconds(30)) { [self] _ in messages(to: destination).count > index }
+        let arrived = await webhook.wait(timeout: .seconds(30)) { requests in
+            Self.messages(to: destination, in: requests).count > index
+        }
         guard arrived, let code = messages(to: destination)[index]["code"] else {
             throw ServiceProcessError(message: "no code #\(index) reached the webhook for \(destination)")
         }
@@ -352,7 +360,8 @@ final class GatewayFixture: Sendable {
     /// How many outbox messages otp-dispatch wrote for `destination` (its `otp` schema): the
     /// outbox is written with the verification, so 0 means no code was ever started for it.
     func outboxCount(to destination: String) async throws -> Int {
-        let rows = try await database.query("SELECT count(*)::int8 FROM otp.messages WHERE destination = \(destination)")
+        let statement: PostgresStatement = "SELECT count(*)::int8 FROM otp.messages WHERE destination = \(destination)"
+        let rows = try await database.query(statement)
         return Int(try rows[0].decode(Int64.self, at: 0))
     }
 
@@ -360,7 +369,8 @@ final class GatewayFixture: Sendable {
     /// waiting the minimum code lifetime (60 s) out.
     func expireVerification(_ id: String) async throws {
         guard let uuid = UUID(uuidString: id) else { throw ServiceProcessError(message: "bad id \(id)") }
-        try await database.query("UPDATE otp.verifications SET expires_at = now() - interval '1 minute' WHERE id = \(uuid)")
+        let statement: PostgresStatement = "UPDATE otp.verifications SET expires_at = now() - interval '1 minute' WHERE id = \(uuid)"
+        _ = try await database.query(statement)
     }
 }
 
@@ -428,7 +438,10 @@ extension Trait where Self == GatewayFixtureTrait {
 /// with the bytes waiting in each one's receive queue: how a test sees that a request reached
 /// a process it has stopped (SIGSTOP), without timing anything.
 func receiveQueueBytes(localPort port: Int) -> Int {
-    guard let table = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return 0 }
+    // Read to the end: /proc files report a size of 0.
+    guard let handle = FileHandle(forReadingAtPath: "/proc/net/tcp") else { return 0 }
+    defer { try? handle.close() }
+    let table = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
     var total = 0
     for line in table.split(separator: "\n").dropFirst() {
         let fields = line.split(separator: " ", omittingEmptySubsequences: true)
