@@ -35,6 +35,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         // MARK: C libraries of the customer's design card
@@ -216,13 +217,24 @@ let package = Package(
         .target(
             name: "AuthGateway",
             dependencies: [
+                "AuthAccessToken",
                 "AuthServiceRuntime",
                 "AuthAPI",
+                "AuthProtobuf",
+                "AuthRPC",
                 "AuthRPCNIO",
+                "AuthTime",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
-            // The API's contract (spec first; issue 11), served at /openapi.json.
-            resources: [.copy("openapi.yaml")],
+            // The API's contract (spec first; issue 11): openapi.yaml is the source,
+            // openapi.json (generated from it) is served at /openapi.json.
+            exclude: ["openapi.yaml"],
+            resources: [.copy("openapi.json")],
             swiftSettings: strictSwift
         ),
 
@@ -388,6 +400,11 @@ let package = Package(
         .testTarget(
             name: "BenchmarkHarnessTests",
             dependencies: ["BenchmarkHarness", "AuthProtobuf"],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "AuthGatewayTests",
+            dependencies: ["AuthGateway", "AuthRPC"],
             swiftSettings: strictSwift
         ),
         .testTarget(

@@ -6,37 +6,128 @@ import AuthServiceRuntime
 import Foundation
 import Hummingbird
 import Logging
+import Prometheus
 
-/// The HTTP/JSON API the apps call. Each route is implemented by calling the backend services
-/// over RPC. Until those have features, it serves health only.
+/// The HTTP/JSON API the apps call (docs/gateway.md, `openapi.yaml`). Each route is implemented
+/// by calling identity, otp-dispatch and session over RPC; the gateway holds no state but its
+/// rate-limit buckets and the cached JWK Set, and never opens the database.
 public struct GatewayApplication: Sendable {
     public let configuration: ServiceConfiguration
+    public let gateway: GatewayConfiguration
     public let logger: Logger
+    let registry: PrometheusCollectorRegistry
     let identity: RPCClient
     let otpDispatch: RPCClient
     let session: RPCClient
 
-    public init(configuration: ServiceConfiguration, logger: Logger) {
+    public init(
+        configuration: ServiceConfiguration,
+        gateway: GatewayConfiguration,
+        registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
+        logger: Logger
+    ) {
         self.configuration = configuration
+        self.gateway = gateway
+        self.registry = registry
         self.logger = logger
         func client(_ service: AuthServiceName) -> RPCClient {
-            configuration.rpcClient(for: service, logger: logger, defaultTimeout: .seconds(5))
+            configuration.rpcClient(for: service, logger: logger, defaultTimeout: gateway.rpcTimeout)
         }
         self.identity = client(.identity)
         self.otpDispatch = client(.otpDispatch)
         self.session = client(.session)
     }
 
+    /// The API's OpenAPI document as JSON (`openapi.json`, generated from `openapi.yaml` by
+    /// scripts/openapi/yaml-to-json.py; CI checks it is current).
+    static let openAPIDocument: ByteBuffer = {
+        guard let url = Bundle.module.url(forResource: "openapi", withExtension: "json"),
+            let data = try? Data(contentsOf: url)
+        else { return ByteBuffer(string: "{}") }
+        return ByteBuffer(bytes: Array(data))
+    }()
+
     /// The Hummingbird application, ready to run as a `Service`.
     public func makeApplication() -> some ApplicationProtocol {
-        let router = Router()
+        let metrics = GatewayMetrics(factory: PrometheusMetricsFactory(registry: registry))
+        let backends = Backends(
+            identity: Auth_Identity_V1_Identity.Client(wrapping: identity),
+            otp: Auth_Otp_V1_OTP.Client(wrapping: otpDispatch),
+            session: Auth_Session_V1_Session.Client(wrapping: session),
+            timeout: gateway.rpcTimeout,
+            metrics: metrics
+        )
+        let sessionClient = backends.session
+        let timeout = gateway.rpcTimeout
+        let jwks = JWKSCache(
+            maxAge: gateway.jwksMaxAge,
+            refetchInterval: gateway.jwksRefetchInterval,
+            issuer: gateway.tokenIssuer,
+            audience: gateway.tokenAudience
+        ) {
+            try await sessionClient.getJWKS(Auth_Session_V1_GetJWKSRequest(), options: CallOptions(timeout: timeout)).jwksJson
+        }
+        let routes = GatewayRoutes(
+            backends: backends,
+            authenticator: AccessTokenAuthenticator(jwks: jwks, backends: backends),
+            routeLimiter: RateLimiter(
+                capacity: gateway.requestsPerMinutePerRoute, per: .seconds(60), maxKeys: gateway.maxTrackedClients),
+            accountCheckLimiter: RateLimiter(
+                capacity: gateway.accountChecksPerHour, per: .seconds(3600), maxKeys: gateway.maxTrackedClients),
+            jwksMaxAge: gateway.jwksMaxAge,
+            logger: logger
+        )
+
+        let router = Router(context: GatewayRequestContext.self)
+        router.add(middleware: RequestIdentityMiddleware(resolver: ClientAddressResolver(trustedProxies: gateway.trustedProxies)))
+        router.add(middleware: MetricsMiddleware(metrics: metrics))
+        router.add(middleware: ErrorResponseMiddleware(logger: logger))
+
+        router.post("/v1/otp/send", use: routes.sendCode)
+        router.post("/v1/otp/resend", use: routes.resendCode)
+        router.post("/v1/otp/verify", use: routes.verifyCode)
+        router.post("/v1/signup", use: routes.signUp)
+        router.post("/v1/login", use: routes.logIn)
+        router.post("/api/auth/login", use: routes.logIn)
+        router.post("/v1/idtoken", use: routes.signInWithIDToken)
+        router.post("/v1/password/reset", use: routes.requestPasswordReset)
+        router.post("/v1/password/reset/confirm", use: routes.confirmPasswordReset)
+        router.post("/v1/me/password", use: routes.changePassword)
+        router.post("/v1/token/refresh", use: routes.refresh)
+        router.post("/v1/logout", use: routes.logOut)
+        router.get("/v1/session", use: routes.currentSession)
+        router.get("/v1/me", use: routes.me)
+        router.patch("/v1/me", use: routes.updateMe)
+        router.delete("/v1/me", use: routes.deleteMe)
+        router.get("/v1/sessions", use: routes.listSessions)
+        router.delete("/v1/sessions/{id}", use: routes.revokeSession)
+        router.get("/.well-known/jwks.json", use: routes.jwks)
+
         router.get("/health/live") { _, _ in
-            HealthReport(status: "SERVING", services: [:])
+            try JSONResponse.make(HealthReport(status: "SERVING", services: [:]))
         }
-        router.get("/health/ready") { _, _ -> EditedResponse<HealthReport> in
+        router.get("/health/ready") { _, _ in
             let report = await self.readiness()
-            return EditedResponse(status: report.status == "SERVING" ? .ok : .serviceUnavailable, response: report)
+            return try JSONResponse.make(report, status: report.status == "SERVING" ? .ok : .serviceUnavailable)
         }
+        router.get("/metrics") { _, _ in
+            var buffer: [UInt8] = []
+            buffer.reserveCapacity(16 * 1024)
+            registry.emit(into: &buffer)
+            return Response(
+                status: .ok,
+                headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: buffer))
+            )
+        }
+        router.get("/openapi.json") { _, _ in
+            Response(
+                status: .ok,
+                headers: [.contentType: "application/json; charset=utf-8"],
+                body: ResponseBody(byteBuffer: Self.openAPIDocument)
+            )
+        }
+
         return Application(
             router: router,
             configuration: ApplicationConfiguration(
@@ -75,8 +166,7 @@ public struct GatewayApplication: Sendable {
     }
 }
 
-/// `GET /health/ready` body.
-struct HealthReport: ResponseCodable {
-    var status: String
-    var services: [String: String]
+extension GatewayApplication {
+    /// `request_id` of the HTTP request the current task serves, for the process's log handler.
+    public static var logMetadata: Logger.MetadataProvider { RequestIdentityMiddleware.logMetadata }
 }

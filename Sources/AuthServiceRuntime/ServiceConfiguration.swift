@@ -209,17 +209,21 @@ extension RPCTLSConfiguration {
 }
 
 /// Reads and validates environment variables; unknown values name the variable in the error.
-struct EnvironmentReader {
-    let variables: [String: String]
+public struct EnvironmentReader: Sendable {
+    public let variables: [String: String]
 
-    func string(_ name: String) -> String? {
+    public init(variables: [String: String]) {
+        self.variables = variables
+    }
+
+    public func string(_ name: String) -> String? {
         guard let value = variables[name]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
         return value
     }
 
     /// The parsed value of `name`, `fallback` when unset; a value `parse` refuses stops start-up
     /// with "must be \(expected)".
-    func value<T>(_ name: String, default fallback: T, expected: String, parse: (String) -> T?) throws -> T {
+    public func value<T>(_ name: String, default fallback: T, expected: String, parse: (String) -> T?) throws -> T {
         guard let text = string(name) else { return fallback }
         guard let value = parse(text) else {
             throw ConfigurationError(variable: name, problem: "must be \(expected)")
@@ -228,7 +232,7 @@ struct EnvironmentReader {
     }
 
     /// A whole number in `range`; the refusal names the range.
-    func integer(_ name: String, default fallback: Int, in range: ClosedRange<Int>, unit: String = "", note: String = "") throws -> Int {
+    public func integer(_ name: String, default fallback: Int, in range: ClosedRange<Int>, unit: String = "", note: String = "") throws -> Int {
         try value(name, default: fallback, expected: "a whole number\(unit) in \(range.lowerBound)...\(range.upperBound)\(note)") {
             Int($0).flatMap { range.contains($0) ? $0 : nil }
         }

@@ -3,17 +3,21 @@ import AuthServiceRuntime
 import Foundation
 import Hummingbird
 
-// The gateway: the HTTP/JSON API the apps call.
+// The gateway: the HTTP/JSON API the apps call (docs/gateway.md).
 let configuration: ServiceConfiguration
+let gatewayConfiguration: GatewayConfiguration
 do {
     configuration = try ServiceConfiguration(service: .gateway)
+    gatewayConfiguration = try GatewayConfiguration(environment: ProcessInfo.processInfo.environment)
 } catch {
     FileHandle.standardError.write(Data("gateway: configuration error: \(error)\n".utf8))
     exit(2)
 }
-let logger = ServiceMain.bootstrapLogging(service: "gateway", level: configuration.logLevel)
+let logger = ServiceMain.bootstrapLogging(
+    service: "gateway", level: configuration.logLevel, metadataProvider: GatewayApplication.logMetadata)
 do {
-    try await GatewayApplication(configuration: configuration, logger: logger).makeApplication().runService()
+    try await GatewayApplication(configuration: configuration, gateway: gatewayConfiguration, logger: logger)
+        .makeApplication().runService()
 } catch {
     logger.critical("Gateway stopped with an error", metadata: ["error": "\(error)"])
     exit(1)

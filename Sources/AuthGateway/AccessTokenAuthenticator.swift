@@ -1,0 +1,159 @@
+import AuthAccessToken
+import AuthAPI
+import AuthProtobuf
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Synchronization
+
+/// The session service's JWK Set as the gateway uses it: fetched with GetJWKS, kept for
+/// `maxAge`, fetched again early when a token names a `kid` it does not hold (at most once per
+/// `refetchInterval`). One fetch at a time; callers that need keys meanwhile wait for it.
+final class JWKSCache: Sendable {
+    struct Keys: Sendable {
+        /// The JWK Set JSON as session published it (served at `/.well-known/jwks.json`).
+        let json: String
+        let verifier: LocalAccessTokenVerifier
+        let fetchedAt: ContinuousClock.Instant
+    }
+
+    private actor Fetcher {
+        var inFlight: Task<Keys, any Error>?
+
+        func fetch(_ load: @escaping @Sendable () async throws -> Keys) async throws -> Keys {
+            if let inFlight { return try await inFlight.value }
+            let task = Task { try await load() }
+            inFlight = task
+            defer { inFlight = nil }
+            return try await task.value
+        }
+    }
+
+    let maxAge: Duration
+    let refetchInterval: Duration
+    private let load: @Sendable () async throws -> Keys
+    private let current = Mutex<Keys?>(nil)
+    private let fetcher = Fetcher()
+
+    /// - Parameter fetchJSON: GetJWKS (its `jwks_json`).
+    init(
+        maxAge: Duration,
+        refetchInterval: Duration,
+        issuer: String,
+        audience: String,
+        fetchJSON: @escaping @Sendable () async throws -> String
+    ) {
+        self.maxAge = maxAge
+        self.refetchInterval = refetchInterval
+        self.load = {
+            let json = try await fetchJSON()
+            let verifier = try LocalAccessTokenVerifier(jwksJSON: json, issuer: issuer, audience: audience)
+            return Keys(json: json, verifier: verifier, fetchedAt: .now)
+        }
+    }
+
+    /// Keys fetched less than `maxAge` ago, or freshly fetched ones.
+    func keys() async throws -> Keys {
+        if let keys = current.withLock({ $0 }), ContinuousClock.now - keys.fetchedAt < maxAge { return keys }
+        return try await refresh()
+    }
+
+    /// Fetches again, unless the keys were fetched within `refetchInterval`.
+    func keysAfterUnknownKeyID() async throws -> Keys {
+        if let keys = current.withLock({ $0 }), ContinuousClock.now - keys.fetchedAt < refetchInterval { return keys }
+        return try await refresh()
+    }
+
+    private func refresh() async throws -> Keys {
+        let keys = try await fetcher.fetch(load)
+        current.withLock { $0 = keys }
+        return keys
+    }
+}
+
+/// Verifies the `Authorization: Bearer` access token of a request: locally against the JWK
+/// Set (signature, `typ`, `iss`, `aud`, `exp`), then, so that a logged-out token stops at once,
+/// with session's Validate (`check_session`). Any failure is 401 `invalid_token`.
+struct AccessTokenAuthenticator: Sendable {
+    /// What an authenticated route knows about its caller.
+    struct SignedIn: Sendable {
+        let token: String
+        let claims: AccessTokenClaims
+        /// The session's start and absolute expiry (Unix seconds), from Validate.
+        let sessionCreatedAt: Int64
+        let sessionExpiresAt: Int64
+
+        var userID: String { claims.subject }
+        var sessionID: String { claims.sessionID }
+    }
+
+    let jwks: JWKSCache
+    let backends: Backends
+
+    /// The bearer token of `request`, or 401.
+    static func bearerToken(_ request: Request) throws -> String {
+        guard let header = request.headers[.authorization] else { throw APIError.invalidToken }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw APIError.invalidToken }
+        let token = parts[1].trimmingCharacters(in: .whitespaces)
+        guard !token.isEmpty, token.utf8.count <= AccessTokenCodec.maximumLength else { throw APIError.invalidToken }
+        return token
+    }
+
+    /// Verifies `token` against the JWK Set only (no revocation check).
+    func verifyLocally(_ token: String) async throws -> AccessTokenClaims {
+        let keys = try await jwksKeys()
+        do {
+            return try keys.verifier.verify(token)
+        } catch let error where error.code == .unknownSigningKey {
+            // A key published since the last fetch (rotation), or a forged kid: fetch again, but
+            // not more than once per refetch interval.
+            let fresh: JWKSCache.Keys
+            do {
+                fresh = try await jwks.keysAfterUnknownKeyID()
+            } catch {
+                throw Self.unavailable(error)
+            }
+            guard fresh.fetchedAt != keys.fetchedAt else { throw APIError.invalidToken }
+            do {
+                return try fresh.verifier.verify(token)
+            } catch {
+                throw APIError.invalidToken
+            }
+        } catch {
+            throw APIError.invalidToken
+        }
+    }
+
+    /// The caller of `request`: a valid token of a live session, or 401.
+    func authenticate(_ request: Request, context: GatewayRequestContext) async throws -> SignedIn {
+        let token = try Self.bearerToken(request)
+        let claims = try await verifyLocally(token)
+        let validation = try await backends.call(.session, "Validate", context) { options in
+            try await backends.session.validate(
+                Auth_Session_V1_ValidateRequest(accessToken: token, checkSession: true), options: options)
+        }
+        guard validation.sessionLive else { throw APIError.invalidToken }
+        return SignedIn(
+            token: token,
+            claims: claims,
+            sessionCreatedAt: validation.sessionCreatedAt,
+            sessionExpiresAt: validation.sessionExpiresAt
+        )
+    }
+
+    func jwksKeys() async throws -> JWKSCache.Keys {
+        do {
+            return try await jwks.keys()
+        } catch {
+            throw Self.unavailable(error)
+        }
+    }
+
+    private static func unavailable(_ error: any Error) -> APIError {
+        if let error = error as? APIError { return error }
+        var unavailable = APIError.unavailable
+        unavailable.detail = "JWK Set: \(error)"
+        return unavailable
+    }
+}

@@ -1,0 +1,168 @@
+import AuthAPI
+import AuthProtobuf
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+// The authenticated routes: the signed-in user's session, profile, password, sessions.
+extension GatewayRoutes {
+    /// The signed-in caller of `request` (401 `invalid_token` otherwise).
+    func signedIn(_ request: Request, _ context: GatewayRequestContext) async throws -> AccessTokenAuthenticator.SignedIn {
+        try await authenticator.authenticate(request, context: context)
+    }
+
+    // MARK: POST /v1/logout
+
+    func logOut(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        let caller = try await signedIn(request, context)
+        let body = try await JSONRequest.read(request, allowed: ["scope"], optional: true)
+        let scope = try body.choice("scope", default: Scope.local)
+        switch scope {
+        case .local:
+            _ = try await backends.call(.session, "Revoke", context) { options in
+                try await backends.session.revoke(
+                    Auth_Session_V1_RevokeRequest(sessionID: caller.sessionID, userID: caller.userID, reason: "logout"),
+                    options: options)
+            }
+        case .global, .others:
+            _ = try await backends.call(.session, "RevokeAll", context) { options in
+                try await backends.session.revokeAll(
+                    Auth_Session_V1_RevokeAllRequest(
+                        userID: caller.userID,
+                        exceptSessionID: scope == .others ? caller.sessionID : "",
+                        reason: scope == .others ? "logout_others" : "logout_global"),
+                    options: options)
+            }
+        }
+        return JSONResponse.noContent
+    }
+
+    // MARK: GET /v1/session
+
+    func currentSession(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        let caller = try await signedIn(request, context)
+        let user = try await getUser(caller.userID, context: context)
+        let session = SessionInfoBody(
+            id: caller.sessionID,
+            amr: caller.claims.amr,
+            createdAt: Timestamp.rfc3339(caller.sessionCreatedAt),
+            expiresAt: Timestamp.rfc3339(caller.sessionExpiresAt)
+        )
+        return try JSONResponse.make(CurrentSessionBody(user: UserBody(user), session: session))
+    }
+
+    // MARK: GET /v1/me, PATCH /v1/me, DELETE /v1/me
+
+    func me(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        let caller = try await signedIn(request, context)
+        return try JSONResponse.make(UserBody(try await getUser(caller.userID, context: context)))
+    }
+
+    func updateMe(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        let caller = try await signedIn(request, context)
+        let body = try await JSONRequest.read(request, allowed: ["display_name", "photo_url", "onboarding_completed"])
+        var update = Auth_Identity_V1_UpdateProfileRequest()
+        update.userID = caller.userID
+        update.clientIP = context.clientIP
+        if let name = try body.string("display_name") { update.displayName = Auth_Identity_V1_StringValue(value: name) }
+        if let photo = try body.nullableString("photo_url") {
+            // null or "" clears the photo.
+            update.photoURL = Auth_Identity_V1_StringValue(value: photo ?? "")
+        }
+        if let done = try body.bool("onboarding_completed") {
+            update.onboardingCompleted = Auth_Identity_V1_BoolValue(value: done)
+        }
+        var rules = ServiceErrorMapping.Rules()
+        rules.signedInUser = true
+        rules.validationFields = ["display_name": "display_name", "photo_url": "photo_url"]
+        let updated = try await backends.call(.identity, "UpdateProfile", context, rules: rules) { options in
+            try await backends.identity.updateProfile(update, options: options)
+        }
+        guard let user = updated.user else { throw APIError.internalError }
+        return try JSONResponse.make(UserBody(user))
+    }
+
+    func deleteMe(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        let caller = try await signedIn(request, context)
+        var rules = ServiceErrorMapping.Rules()
+        rules.signedInUser = true
+        // Delete first, then end every session: a retry after a failed revoke finds the user
+        // already deleted (`deleted` false) and revokes again.
+        _ = try await backends.call(.identity, "DeleteUser", context, rules: rules) { options in
+            try await backends.identity.deleteUser(
+                Auth_Identity_V1_DeleteUserRequest(userID: caller.userID, clientIP: context.clientIP), options: options)
+        }
+        _ = try await backends.call(.session, "RevokeAll", context) { options in
+            try await backends.session.revokeAll(
+                Auth_Session_V1_RevokeAllRequest(userID: caller.userID, reason: "account_deleted"), options: options)
+        }
+        return JSONResponse.noContent
+    }
+
+    // MARK: POST /v1/me/password
+
+    func changePassword(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        let caller = try await signedIn(request, context)
+        let body = try await JSONRequest.read(request, allowed: ["current_password", "new_password"])
+        let current = try body.requiredString("current_password")
+        let new = try body.requiredString("new_password")
+        var rules = ServiceErrorMapping.Rules()
+        rules.signedInUser = true
+        rules.validationFields = ["old_password": "current_password", "new_password": "new_password"]
+        _ = try await backends.call(.identity, "ChangePassword", context, rules: rules) { options in
+            try await backends.identity.changePassword(
+                Auth_Identity_V1_ChangePasswordRequest(
+                    userID: caller.userID, oldPassword: current, newPassword: new, clientIP: context.clientIP),
+                options: options)
+        }
+        _ = try await backends.call(.session, "RevokeAll", context) { options in
+            try await backends.session.revokeAll(
+                Auth_Session_V1_RevokeAllRequest(
+                    userID: caller.userID, exceptSessionID: caller.sessionID, reason: "password_changed"),
+                options: options)
+        }
+        return JSONResponse.noContent
+    }
+
+    // MARK: GET /v1/sessions, DELETE /v1/sessions/{id}
+
+    func listSessions(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        let caller = try await signedIn(request, context)
+        let listed = try await backends.call(.session, "ListSessions", context) { options in
+            try await backends.session.listSessions(
+                Auth_Session_V1_ListSessionsRequest(userID: caller.userID), options: options)
+        }
+        let items = listed.sessions.map { SessionItemBody($0, currentSessionID: caller.sessionID) }
+        return try JSONResponse.make(SessionListBody(sessions: items))
+    }
+
+    func revokeSession(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        let caller = try await signedIn(request, context)
+        // Whatever its shape, an id that is not one of the caller's live sessions is 404.
+        guard let text = context.parameters.get("id"), let id = UUID(uuidString: text) else {
+            throw APIError.sessionNotFound
+        }
+        let revoked = try await backends.call(.session, "Revoke", context) { options in
+            try await backends.session.revoke(
+                Auth_Session_V1_RevokeRequest(
+                    sessionID: id.uuidString.lowercased(), userID: caller.userID, reason: "revoked_by_user"),
+                options: options)
+        }
+        guard revoked.revoked else { throw APIError.sessionNotFound }
+        return JSONResponse.noContent
+    }
+
+    // MARK: GET /.well-known/jwks.json
+
+    func jwks(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        let keys = try await authenticator.jwksKeys()
+        return Response(
+            status: .ok,
+            headers: [
+                .contentType: "application/json; charset=utf-8",
+                .cacheControl: "public, max-age=\(jwksMaxAge.components.seconds)",
+            ],
+            body: ResponseBody(byteBuffer: ByteBuffer(string: keys.json))
+        )
+    }
+}

@@ -1,0 +1,61 @@
+import AuthServiceRuntime
+import Foundation
+
+/// The gateway's own settings, beside the ones every process reads (``ServiceConfiguration``).
+/// docs/gateway.md#configuration lists the variables.
+public struct GatewayConfiguration: Sendable {
+    /// Requests per client IP per minute to each unauthenticated `/v1` and `/api` route
+    /// (`AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE`, default 60).
+    public var requestsPerMinutePerRoute: Int = 60
+    /// Account checks per client IP per hour: `POST /v1/otp/send` with `purpose` `login`
+    /// (`AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR`, default 30).
+    public var accountChecksPerHour: Int = 30
+    /// Peers whose `X-Forwarded-For` is believed (`AUTH_GATEWAY_TRUSTED_PROXIES`, default none).
+    public var trustedProxies: [IPAddressRange] = []
+    /// How long each call to a service may take before the request answers 503
+    /// (`AUTH_GATEWAY_RPC_TIMEOUT_MS`, default 5000).
+    public var rpcTimeout: Duration = .seconds(5)
+    /// `Cache-Control: max-age` of `/.well-known/jwks.json`, and how long the gateway itself uses
+    /// a fetched JWK Set before fetching it again (`AUTH_GATEWAY_JWKS_MAX_AGE_SECONDS`, default 300).
+    public var jwksMaxAge: Duration = .seconds(300)
+    /// The shortest time between two fetches of the JWK Set caused by tokens with an unknown
+    /// `kid` (10 s), so forged `kid`s cannot make the gateway hammer session.
+    public var jwksRefetchInterval: Duration = .seconds(10)
+    /// `iss` and `aud` access tokens must have: session's `AUTH_SESSION_ISSUER` and
+    /// `AUTH_SESSION_AUDIENCE` (defaults `auth.session`, `auth.api`).
+    public var tokenIssuer: String = "auth.session"
+    public var tokenAudience: String = "auth.api"
+    /// The most rate-limit buckets kept in memory (per limit); beyond it the idle ones are dropped.
+    public var maxTrackedClients: Int = 100_000
+
+    public init() {}
+
+    /// Reads the variables from `environment`; a malformed value names its variable.
+    public init(environment variables: [String: String] = ProcessInfo.processInfo.environment) throws {
+        let reader = EnvironmentReader(variables: variables)
+        self.requestsPerMinutePerRoute = try reader.integer("AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE", default: 60, in: 1...1_000_000_000)
+        self.accountChecksPerHour = try reader.integer("AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR", default: 30, in: 1...1_000_000_000)
+        self.rpcTimeout = .milliseconds(try reader.integer("AUTH_GATEWAY_RPC_TIMEOUT_MS", default: 5000, in: 10...120_000, unit: " of milliseconds"))
+        self.jwksMaxAge = .seconds(try reader.integer("AUTH_GATEWAY_JWKS_MAX_AGE_SECONDS", default: 300, in: 1...86_400, unit: " of seconds"))
+        self.trustedProxies = try reader.value(
+            "AUTH_GATEWAY_TRUSTED_PROXIES",
+            default: [],
+            expected: "a comma-separated list of IP addresses or CIDR ranges, e.g. 10.0.0.0/8,fd00::/8"
+        ) { text in
+            var ranges: [IPAddressRange] = []
+            for item in text.split(separator: ",") {
+                guard let range = IPAddressRange(item.trimmingCharacters(in: .whitespaces)) else { return nil }
+                ranges.append(range)
+            }
+            return ranges
+        }
+        let printable = "1-256 printable ASCII characters without spaces"
+        func token(_ name: String, _ fallback: String) throws -> String {
+            try reader.value(name, default: fallback, expected: printable) { value in
+                value.utf8.count <= 256 && value.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F } ? value : nil
+            }
+        }
+        self.tokenIssuer = try token("AUTH_SESSION_ISSUER", "auth.session")
+        self.tokenAudience = try token("AUTH_SESSION_AUDIENCE", "auth.api")
+    }
+}

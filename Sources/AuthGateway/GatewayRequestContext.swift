@@ -1,0 +1,158 @@
+import AuthRPC
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+
+/// What the gateway knows about the request it serves: the socket peer, and, once
+/// ``RequestIdentityMiddleware`` has run, the request id, the client's address and the trace.
+public struct GatewayRequestContext: RequestContext, RemoteAddressRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let remoteAddress: SocketAddress?
+    /// `X-Request-Id`: made by the gateway for each request.
+    public var requestID = ""
+    /// The end user's address (``ClientAddressResolver``); "" when unknown.
+    public var clientIP = ""
+    /// W3C `traceparent` sent on to the services: the caller's when well-formed, else a new one.
+    public var traceparent = ""
+
+    public init(source: ApplicationRequestContextSource) {
+        self.coreContext = .init(source: source)
+        self.remoteAddress = source.channel.remoteAddress
+    }
+
+    /// The request body limit (Hummingbird's own collectors honour it too).
+    public var maxUploadSize: Int { JSONRequest.maxBodyBytes }
+
+    /// What every RPC made for this request carries.
+    var rpcMetadata: RPCMetadata {
+        RPCMetadata(requestID: requestID, traceparent: traceparent, endUserIP: clientIP)
+    }
+}
+
+/// The request being served, for log lines written while serving it (see
+/// ``RequestIdentityMiddleware/logMetadata``).
+enum CurrentRequest {
+    @TaskLocal static var requestID: String?
+}
+
+/// Gives each request its id, client address and trace, serves it with them, and stamps
+/// `X-Request-Id` on the answer (also on errors: it runs outside ``ErrorResponseMiddleware``).
+struct RequestIdentityMiddleware: RouterMiddleware {
+    typealias Context = GatewayRequestContext
+    let resolver: ClientAddressResolver
+
+    func handle(
+        _ request: Request,
+        context: GatewayRequestContext,
+        next: (Request, GatewayRequestContext) async throws -> Response
+    ) async throws -> Response {
+        var context = context
+        context.requestID = UUID().uuidString.lowercased()
+        context.clientIP = resolver.clientAddress(
+            peer: context.remoteAddress?.ipAddress,
+            forwardedFor: request.headers[values: .xForwardedFor]
+        )
+        context.traceparent = Self.traceparent(request.headers[.traceparent])
+        var response = try await CurrentRequest.$requestID.withValue(context.requestID) {
+            try await next(request, context)
+        }
+        response.headers[.xRequestID] = context.requestID
+        return response
+    }
+
+    /// The caller's `traceparent` when it is a well-formed version-00 one (W3C Trace Context
+    /// §3.2), else a new trace with a random trace id and parent id, sampled.
+    static func traceparent(_ header: String?) -> String {
+        if let header, isValidTraceparent(header) { return header.lowercased() }
+        var random = SystemRandomNumberGenerator()
+        func hex(_ bytes: Int) -> String {
+            (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &random)) }.joined()
+        }
+        return "00-\(hex(16))-\(hex(8))-01"
+    }
+
+    static func isValidTraceparent(_ value: String) -> Bool {
+        let parts = value.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 4, parts[0] == "00", parts[1].count == 32, parts[2].count == 16, parts[3].count == 2 else {
+            return false
+        }
+        guard parts.allSatisfy({ $0.allSatisfy(\.isHexDigit) }) else { return false }
+        return parts[1].contains { $0 != "0" } && parts[2].contains { $0 != "0" }
+    }
+
+    /// `request_id` of the request the current task serves.
+    static let logMetadata = Logger.MetadataProvider {
+        guard let requestID = CurrentRequest.requestID else { return [:] }
+        return ["request_id": "\(requestID)"]
+    }
+}
+
+/// Turns every failure into the API's JSON error answer: ``APIError``s as they are, a route
+/// that does not exist as 404, anything else as 500 (logged: a bug).
+struct ErrorResponseMiddleware: RouterMiddleware {
+    typealias Context = GatewayRequestContext
+    let logger: Logger
+
+    func handle(
+        _ request: Request,
+        context: GatewayRequestContext,
+        next: (Request, GatewayRequestContext) async throws -> Response
+    ) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch {
+            let apiError = Self.apiError(error)
+            var metadata: Logger.Metadata = [
+                "request_id": "\(context.requestID)", "http.status": "\(apiError.status.code)",
+                "http.route": "\(context.endpointPath ?? "")",
+            ]
+            if let detail = apiError.detail { metadata["error.detail"] = "\(detail)" }
+            if apiError.status.code >= 500 {
+                metadata["error"] = "\(error)"
+                logger.error("Request failed: \(apiError.reason)", metadata: metadata)
+            } else {
+                logger.debug("Request refused: \(apiError.reason)", metadata: metadata)
+            }
+            return Self.response(apiError)
+        }
+    }
+
+    static func apiError(_ error: any Error) -> APIError {
+        switch error {
+        case let error as APIError: return error
+        case let error as HTTPError:
+            switch error.status {
+            case .notFound: return .routeNotFound
+            case .methodNotAllowed: return .methodNotAllowed
+            case .contentTooLarge: return .payloadTooLarge
+            default:
+                return APIError(error.status, "http_error", error.body ?? error.status.reasonPhrase)
+            }
+        case let error as RPCError:
+            return ServiceErrorMapping.apiError(for: error, service: "unknown")
+        default:
+            var internalError = APIError.internalError
+            internalError.detail = "\(error)"
+            return internalError
+        }
+    }
+
+    static func response(_ error: APIError) -> Response {
+        var headers: HTTPFields = [:]
+        if let retryAfter = error.retryAfter, error.status == .tooManyRequests {
+            headers[.retryAfter] = String(retryAfter)
+        }
+        if let response = try? JSONResponse.make(ErrorBody(error), status: error.status, headers: headers) {
+            return response
+        }
+        return Response(status: error.status, headers: headers)
+    }
+}
+
+extension HTTPField.Name {
+    static let xRequestID = Self("X-Request-Id")!
+    static let xForwardedFor = Self("X-Forwarded-For")!
+    static let traceparent = Self("traceparent")!
+}

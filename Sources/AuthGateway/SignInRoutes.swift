@@ -1,0 +1,397 @@
+import AuthAPI
+import AuthProtobuf
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// The routes of the API (docs/gateway.md#routes), each implemented by calls to the services.
+/// This file: the unauthenticated routes that send codes and sign in.
+struct GatewayRoutes: Sendable {
+    let backends: Backends
+    let authenticator: AccessTokenAuthenticator
+    /// Per client IP and route, on every unauthenticated `/v1` and `/api` route.
+    let routeLimiter: RateLimiter
+    /// Per client IP: the account checks of `purpose` `login`.
+    let accountCheckLimiter: RateLimiter
+    let jwksMaxAge: Duration
+    let logger: Logger
+
+    enum Purpose: String, CaseIterable { case login, signup, auto }
+    enum Provider: String, CaseIterable { case apple, google, facebook }
+    enum Scope: String, CaseIterable { case local, global, others }
+
+    /// Takes one request from the client's budget for this route, or answers 429 `rate_limited`.
+    func limit(_ context: GatewayRequestContext) throws {
+        let route = context.endpointPath ?? ""
+        let decision = routeLimiter.acquire("\(route) \(context.clientIP)", now: .now)
+        guard decision.allowed else { throw APIError.rateLimited(retryAfter: decision.retryAfterSeconds) }
+    }
+
+    /// The device of a new session: the app's `User-Agent` (at most 512 bytes, printable).
+    func device(_ request: Request) -> Auth_Session_V1_Device {
+        var device = Auth_Session_V1_Device()
+        if let agent = request.headers[.userAgent] {
+            let printable = agent.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }
+            var text = String(String.UnicodeScalarView(printable))
+            while text.utf8.count > 512 { text.removeLast() }
+            device.userAgent = text
+        }
+        return device
+    }
+
+    /// Starts a session for `user` and answers with the session body.
+    func signIn(
+        _ user: Auth_Identity_V1_User,
+        amr: String,
+        isNewUser: Bool,
+        request: Request,
+        context: GatewayRequestContext,
+        status: HTTPResponse.Status = .ok,
+        verificationID: String?? = nil
+    ) async throws -> Response {
+        let issued = try await backends.call(.session, "Issue", context) { options in
+            try await backends.session.issue(
+                Auth_Session_V1_IssueRequest(userID: user.id, amr: [amr], device: device(request), clientIP: context.clientIP),
+                options: options)
+        }
+        guard let tokens = issued.tokens else { throw APIError.internalError }
+        return try JSONResponse.make(
+            SessionBody(tokens: tokens, user: user, isNewUser: isNewUser, verificationID: verificationID), status: status)
+    }
+
+    static func isSixDigitCode(_ code: String) -> Bool {
+        code.utf8.count == 6 && code.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+    }
+
+    static func isValidLocale(_ locale: String) -> Bool {
+        (1...35).contains(locale.utf8.count)
+            && locale.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) || $0 == 0x2D }
+    }
+
+    static func verificationBody(
+        id: String, channel: Auth_Otp_V1_Channel, masked: String, expiresIn: UInt32, resendAfter: UInt32, attemptsRemaining: UInt32
+    ) -> VerificationBody {
+        VerificationBody(
+            verificationID: id,
+            channel: channel == .sms ? "sms" : "email",
+            destination: masked,
+            expiresIn: Int(expiresIn),
+            resendAfter: Int(resendAfter),
+            attemptsRemaining: Int(attemptsRemaining)
+        )
+    }
+
+    // MARK: POST /v1/otp/send
+
+    func sendCode(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        try limit(context)
+        let body = try await JSONRequest.read(request, allowed: ["phone", "email", "purpose", "locale"])
+        let phone = try body.string("phone")
+        let email = try body.string("email")
+        guard (phone == nil) != (email == nil) else {
+            throw APIError.invalidRequest("exactly one of `phone` and `email` is required.")
+        }
+        let purpose = try body.choice("purpose", default: Purpose.auto)
+        let locale = try body.string("locale") ?? ""
+        guard locale.isEmpty || Self.isValidLocale(locale) else {
+            throw APIError.invalidRequest("`locale` must be a language tag such as en-IN.")
+        }
+        if purpose == .login {
+            // "No account found" tells whether an account exists: budgeted per client IP.
+            let decision = accountCheckLimiter.acquire(context.clientIP, now: .now)
+            guard decision.allowed else { throw APIError.rateLimited(retryAfter: decision.retryAfterSeconds) }
+        }
+        let exists = try await backends.call(.identity, "ContactExists", context) { options in
+            try await backends.identity.contactExists(
+                Auth_Identity_V1_ContactExistsRequest(phone: phone ?? "", email: email ?? ""), options: options)
+        }.exists
+        let otpPurpose: Auth_Otp_V1_Purpose
+        switch purpose {
+        case .login:
+            guard exists else { throw APIError.accountNotFound }
+            otpPurpose = .login
+        case .signup:
+            guard !exists else { throw APIError.accountExists }
+            otpPurpose = .signup
+        case .auto:
+            otpPurpose = exists ? .login : .signup
+        }
+        let started = try await backends.call(.otpDispatch, "Start", context) { options in
+            try await backends.otp.start(
+                Auth_Otp_V1_StartRequest(
+                    destination: phone ?? email ?? "", purpose: otpPurpose, locale: locale, clientIP: context.clientIP),
+                options: options)
+        }
+        return try JSONResponse.make(
+            Self.verificationBody(
+                id: started.verificationID, channel: started.channel, masked: started.maskedDestination,
+                expiresIn: started.expiresIn, resendAfter: started.resendAfter, attemptsRemaining: started.attemptsRemaining))
+    }
+
+    // MARK: POST /v1/otp/resend
+
+    func resendCode(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        try limit(context)
+        let body = try await JSONRequest.read(request, allowed: ["verification_id"])
+        let verificationID = try body.requiredString("verification_id")
+        var rules = ServiceErrorMapping.Rules()
+        rules.verificationRoute = true
+        let resent = try await backends.call(.otpDispatch, "Resend", context, rules: rules) { options in
+            try await backends.otp.resend(
+                Auth_Otp_V1_ResendRequest(verificationID: verificationID, clientIP: context.clientIP), options: options)
+        }
+        return try JSONResponse.make(
+            Self.verificationBody(
+                id: resent.verificationID, channel: resent.channel, masked: resent.maskedDestination,
+                expiresIn: resent.expiresIn, resendAfter: resent.resendAfter, attemptsRemaining: resent.attemptsRemaining))
+    }
+
+    /// Checks a code with otp-dispatch; `purposes` are the ones this route accepts (another
+    /// purpose's code is not a live verification here: 404).
+    func checkCode(
+        verificationID: String,
+        code: String,
+        purposes: Set<Auth_Otp_V1_Purpose>,
+        context: GatewayRequestContext
+    ) async throws -> Auth_Otp_V1_CheckResponse {
+        guard Self.isSixDigitCode(code) else { throw APIError.invalidRequest("`code` must be 6 digits.") }
+        var rules = ServiceErrorMapping.Rules()
+        rules.verificationRoute = true
+        let checked = try await backends.call(.otpDispatch, "Check", context, rules: rules) { options in
+            try await backends.otp.check(
+                Auth_Otp_V1_CheckRequest(verificationID: verificationID, code: code, clientIP: context.clientIP),
+                options: options)
+        }
+        guard purposes.contains(checked.purpose) else {
+            var notFound = APIError.verificationNotFound
+            notFound.detail = "a code for purpose \(checked.purpose) was sent to this route"
+            throw notFound
+        }
+        return checked
+    }
+
+    // MARK: POST /v1/otp/verify
+
+    func verifyCode(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        try limit(context)
+        let body = try await JSONRequest.read(request, allowed: ["verification_id", "code"])
+        let verificationID = try body.requiredString("verification_id")
+        let code = try body.requiredString("code")
+        let checked = try await checkCode(
+            verificationID: verificationID, code: code, purposes: [.login, .signup, .verify], context: context)
+        let isSMS = checked.channel == .sms
+        let found = try await backends.call(.identity, "FindOrCreateByContact", context) { options in
+            try await backends.identity.findOrCreateByContact(
+                Auth_Identity_V1_FindOrCreateByContactRequest(
+                    phone: isSMS ? checked.destination : "", email: isSMS ? "" : checked.destination,
+                    clientIP: context.clientIP),
+                options: options)
+        }
+        guard let user = found.user else { throw APIError.internalError }
+        return try await signIn(
+            user, amr: isSMS ? "otp_sms" : "otp_email", isNewUser: found.created, request: request, context: context)
+    }
+
+    // MARK: POST /v1/signup
+
+    func signUp(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        try limit(context)
+        let body = try await JSONRequest.read(request, allowed: ["display_name", "email", "password"])
+        let displayName = try body.requiredString("display_name")
+        let email = try body.requiredString("email")
+        let password = try body.requiredString("password")
+        var rules = ServiceErrorMapping.Rules()
+        rules.validationFields = ["display_name": "display_name", "email": "email", "password": "password"]
+        let created = try await backends.call(.identity, "SignUp", context, rules: rules) { options in
+            try await backends.identity.signUp(
+                Auth_Identity_V1_SignUpRequest(
+                    displayName: displayName, email: email, password: password, clientIP: context.clientIP),
+                options: options)
+        }
+        guard let user = created.user else { throw APIError.internalError }
+        // The email verification code. The account exists already: if the code cannot be sent
+        // now, the app asks for one later (`verification_id` null), the sign-up still stands.
+        var verificationID: String?? = .some(nil)
+        do {
+            let started = try await backends.call(.otpDispatch, "Start", context) { options in
+                try await backends.otp.start(
+                    Auth_Otp_V1_StartRequest(destination: user.email, purpose: .verify, clientIP: context.clientIP),
+                    options: options)
+            }
+            verificationID = .some(started.verificationID)
+        } catch let error as APIError {
+            logger.warning(
+                "Sign-up: the email verification code was not sent", metadata: ["error": "\(error)", "user.id": "\(user.id)"])
+        }
+        return try await signIn(
+            user, amr: "pwd", isNewUser: true, request: request, context: context, status: .created,
+            verificationID: verificationID)
+    }
+
+    // MARK: POST /v1/login, POST /api/auth/login
+
+    func logIn(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        try limit(context)
+        let body = try await JSONRequest.read(request, allowed: ["email", "password"])
+        let email = try body.requiredString("email")
+        let password = try body.requiredString("password")
+        var rules = ServiceErrorMapping.Rules()
+        rules.credentialsRoute = true
+        let signedIn = try await backends.call(.identity, "SignInWithPassword", context, rules: rules) { options in
+            try await backends.identity.signInWithPassword(
+                Auth_Identity_V1_SignInWithPasswordRequest(email: email, password: password, clientIP: context.clientIP),
+                options: options)
+        }
+        guard let user = signedIn.user else { throw APIError.internalError }
+        return try await signIn(user, amr: "pwd", isNewUser: false, request: request, context: context)
+    }
+
+    // MARK: POST /v1/idtoken
+
+    func signInWithIDToken(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        try limit(context)
+        let body = try await JSONRequest.read(request, allowed: ["provider", "id_token", "nonce", "display_name"])
+        let provider = try body.choice("provider", default: Provider?.none)
+        let idToken = try body.requiredString("id_token")
+        let nonce = try body.string("nonce")
+        let displayName = try body.string("display_name") ?? ""
+        if provider != .facebook, (nonce ?? "").isEmpty {
+            throw APIError.invalidRequest("`nonce` is required for \(provider.rawValue).")
+        }
+        let rpcProvider: Auth_Identity_V1_Provider = switch provider {
+        case .apple: .apple
+        case .google: .google
+        case .facebook: .facebook
+        }
+        let signedIn: Auth_Identity_V1_SignInWithIDTokenResponse
+        do {
+            signedIn = try await backends.call(.identity, "SignInWithIDToken", context) { options in
+                try await backends.identity.signInWithIDToken(
+                    Auth_Identity_V1_SignInWithIDTokenRequest(
+                        provider: rpcProvider, idToken: idToken, rawNonce: nonce ?? "", displayName: displayName,
+                        clientIP: context.clientIP),
+                    options: options)
+            }
+        } catch var error as APIError where error.reason == "provider_not_enabled" {
+            error.message = "\(provider.rawValue.prefix(1).uppercased() + provider.rawValue.dropFirst()) Sign-In is not configured. Please use email/password."
+            throw error
+        }
+        guard let user = signedIn.user else { throw APIError.internalError }
+        return try await signIn(
+            user, amr: "oidc_\(provider.rawValue)", isNewUser: signedIn.created, request: request, context: context)
+    }
+
+    // MARK: POST /v1/password/reset
+
+    func requestPasswordReset(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        try limit(context)
+        let body = try await JSONRequest.read(request, allowed: ["email"])
+        let email = try body.requiredString("email")
+        let exists = try await backends.call(.identity, "ContactExists", context) { options in
+            try await backends.identity.contactExists(
+                Auth_Identity_V1_ContactExistsRequest(email: email), options: options)
+        }.exists
+        // The same answer whether or not the account exists: an id that is not a live
+        // verification when no code was sent.
+        var verificationID = UUID().uuidString.lowercased()
+        if exists {
+            do {
+                verificationID = try await backends.call(.otpDispatch, "Start", context) { options in
+                    try await backends.otp.start(
+                        Auth_Otp_V1_StartRequest(destination: email, purpose: .passwordReset, clientIP: context.clientIP),
+                        options: options)
+                }.verificationID
+            } catch let error as APIError where error.status != .serviceUnavailable {
+                logger.notice("Password reset: no code sent", metadata: ["error": "\(error)"])
+            }
+        }
+        return try JSONResponse.make(PasswordResetStartedBody(verificationID: verificationID), status: .accepted)
+    }
+
+    // MARK: POST /v1/password/reset/confirm
+
+    func confirmPasswordReset(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        try limit(context)
+        let body = try await JSONRequest.read(request, allowed: ["verification_id", "code", "password"])
+        let verificationID = try body.requiredString("verification_id")
+        let code = try body.requiredString("code")
+        let password = try body.requiredString("password")
+        var passwordRules = ServiceErrorMapping.Rules()
+        passwordRules.validationFields = ["password": "password", "new_password": "password"]
+        // The new password first: a 422 leaves the verification and its attempts untouched.
+        _ = try await backends.call(.identity, "ValidatePassword", context, rules: passwordRules) { options in
+            try await backends.identity.validatePassword(
+                Auth_Identity_V1_ValidatePasswordRequest(password: password), options: options)
+        }
+        let checked = try await checkCode(
+            verificationID: verificationID, code: code, purposes: [.passwordReset], context: context)
+        var resetRules = passwordRules
+        resetRules.verificationRoute = false
+        let reset: Auth_Identity_V1_ResetPasswordResponse
+        do {
+            reset = try await backends.call(.identity, "ResetPassword", context, rules: resetRules) { options in
+                try await backends.identity.resetPassword(
+                    Auth_Identity_V1_ResetPasswordRequest(
+                        email: checked.destination, newPassword: password, clientIP: context.clientIP),
+                    options: options)
+            }
+        } catch let error as APIError where error.reason == "user_not_found" {
+            // Deleted since the code was sent.
+            var notFound = APIError.verificationNotFound
+            notFound.detail = error.detail
+            throw notFound
+        }
+        guard let user = reset.user else { throw APIError.internalError }
+        _ = try await backends.call(.session, "RevokeAll", context) { options in
+            try await backends.session.revokeAll(
+                Auth_Session_V1_RevokeAllRequest(userID: user.id, reason: "password_reset"), options: options)
+        }
+        return try await signIn(user, amr: "otp_email", isNewUser: false, request: request, context: context)
+    }
+
+    // MARK: POST /v1/token/refresh
+
+    func refresh(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        try limit(context)
+        let body = try await JSONRequest.read(request, allowed: ["refresh_token"])
+        let refreshToken = try body.requiredString("refresh_token")
+        let refreshed: Auth_Session_V1_RefreshResponse
+        do {
+            refreshed = try await backends.call(.session, "Refresh", context) { options in
+                try await backends.session.refresh(
+                    Auth_Session_V1_RefreshRequest(refreshToken: refreshToken, clientIP: context.clientIP), options: options)
+            }
+        } catch let error as APIError where error.reason == "invalid_request" {
+            // An empty token: not one the service issued.
+            throw ServiceErrorMapping.invalidRefreshToken(detail: error.detail)
+        }
+        guard let tokens = refreshed.tokens else { throw APIError.internalError }
+        let claims = try await authenticator.verifyLocally(tokens.accessToken)
+        let user: Auth_Identity_V1_User
+        do {
+            user = try await getUser(claims.subject, context: context)
+        } catch let error as APIError where error.reason == "invalid_token" {
+            throw ServiceErrorMapping.invalidRefreshToken(detail: error.detail)
+        }
+        return try JSONResponse.make(SessionBody(tokens: tokens, user: user, isNewUser: false))
+    }
+
+    /// The signed-in user (`user_not_found`: 401 `invalid_token`).
+    func getUser(_ userID: String, context: GatewayRequestContext) async throws -> Auth_Identity_V1_User {
+        var rules = ServiceErrorMapping.Rules()
+        rules.signedInUser = true
+        let response = try await backends.call(.identity, "GetUser", context, rules: rules) { options in
+            try await backends.identity.getUser(Auth_Identity_V1_GetUserRequest(userID: userID), options: options)
+        }
+        guard let user = response.user else { throw APIError.internalError }
+        return user
+    }
+}
+
+extension ServiceErrorMapping {
+    static func invalidRefreshToken(detail: String?) -> APIError {
+        APIError(
+            .unauthorized, "invalid_refresh_token", "Your session is no longer valid. Please sign in again.", detail: detail)
+    }
+}
