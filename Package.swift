@@ -403,6 +403,11 @@ let package = Package(
             swiftSettings: strictSwift
         ),
         .testTarget(
+            name: "AuthGatewayTests",
+            dependencies: ["AuthGateway", "AuthRPC"],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
             name: "AuthBackoffTests",
             dependencies: ["AuthBackoff"],
             swiftSettings: strictSwift

@@ -3,7 +3,9 @@
 #   - openapi-spec-validator: valid OpenAPI 3.1;
 #   - scripts/openapi/check_contract.py: it holds issue 11's contract (every route, its error
 #     statuses and reasons, the session body, security on exactly the authenticated routes,
-#     Retry-After on every 429, X-Request-Id on every response, valid examples).
+#     Retry-After on every 429, X-Request-Id on every response, valid examples);
+#   - scripts/openapi/yaml-to-json.py --check: Sources/AuthGateway/openapi.json (served at
+#     GET /openapi.json) is what openapi.yaml gives.
 # Prints one summary line; exits non-zero on any problem. `scripts/check-openapi.sh FILE` checks
 # another copy of the document instead.
 #
@@ -45,6 +47,11 @@ if ! out="$("$venv/bin/openapi-spec-validator" "$spec" 2>&1)"; then
 fi
 if ! summary="$("$venv/bin/python" "$ROOT/scripts/openapi/check_contract.py" "$spec")"; then
     echo "$summary" >&2
+    failures=$((failures + 1))
+fi
+
+# The JSON the gateway serves at /openapi.json is generated from the YAML and committed.
+if [ -z "${1:-}" ] && ! "$venv/bin/python" "$ROOT/scripts/openapi/yaml-to-json.py" --check >&2; then
     failures=$((failures + 1))
 fi
 

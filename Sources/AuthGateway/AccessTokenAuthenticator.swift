@@ -137,8 +137,8 @@ struct AccessTokenAuthenticator: Sendable {
         return SignedIn(
             token: token,
             claims: claims,
-            sessionCreatedAt: 0,
-            sessionExpiresAt: 0
+            sessionCreatedAt: validation.sessionCreatedAt,
+            sessionExpiresAt: validation.sessionExpiresAt
         )
     }
 

@@ -5,8 +5,9 @@ import Synchronization
 /// at `capacity` per `period`. Pure state driven by the caller's clock; thread-safe.
 ///
 /// Memory is bounded: when more than `maxKeys` buckets exist, the full ones (clients idle long
-/// enough to have their whole budget back) are dropped, and if that is not enough, the
-/// fullest. A dropped bucket starts full again, which is what it was, or nearly.
+/// enough to have their whole budget back) are dropped, and if that is not enough, the least
+/// recently used, down to 90 % of `maxKeys`. A dropped full bucket starts full again, which is
+/// what it was.
 public final class RateLimiter: Sendable {
     public struct Decision: Sendable, Equatable {
         /// The request may go on.
@@ -73,8 +74,9 @@ public final class RateLimiter: Sendable {
         }
         buckets = buckets.filter { level($0.value) < capacity }
         guard buckets.count > keep else { return }
-        // Still too many clients mid-budget: keep the emptiest (the ones being limited).
-        let kept = buckets.sorted { level($0.value) < level($1.value) }.prefix(keep * 9 / 10)
+        // Still too many clients mid-budget: keep the most recently seen (a client being limited
+        // keeps knocking, so its bucket stays).
+        let kept = buckets.sorted { $0.value.updated > $1.value.updated }.prefix(keep * 9 / 10)
         buckets = Dictionary(uniqueKeysWithValues: kept.map { ($0.key, $0.value) })
     }
 }

@@ -321,8 +321,8 @@ struct GatewayRoutes: Sendable {
         passwordRules.validationFields = ["password": "password", "new_password": "password"]
         // The new password first: a 422 leaves the verification and its attempts untouched.
         _ = try await backends.call(.identity, "ValidatePassword", context, rules: passwordRules) { options in
-            try await backends.identity.signUp(
-                Auth_Identity_V1_SignUpRequest(password: password), options: options)
+            try await backends.identity.validatePassword(
+                Auth_Identity_V1_ValidatePasswordRequest(password: password), options: options)
         }
         let checked = try await checkCode(
             verificationID: verificationID, code: code, purposes: [.passwordReset], context: context)

@@ -40,6 +40,8 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
     &auth__identity__v1__reset_password_response__descriptor,
     &auth__identity__v1__change_password_request__descriptor,
     &auth__identity__v1__change_password_response__descriptor,
+    &auth__identity__v1__validate_password_request__descriptor,
+    &auth__identity__v1__validate_password_response__descriptor,
     &auth__identity__v1__delete_user_request__descriptor,
     &auth__identity__v1__delete_user_response__descriptor,
     &auth__identity__v1__list_audit_events_request__descriptor,
@@ -97,6 +99,6 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
 };
 
 const ProtobufCMessageDescriptor *const *auth_proto_message_descriptors(size_t *count) {
-    *count = 79;
+    *count = 81;
     return auth_proto_message_descriptors_list;
 }

@@ -106,6 +106,15 @@ struct RequestValidator {
         throw IdentityError(.invalidArgument, message, fieldViolations: violations)
     }
 
+    /// Checks a new password (SignUp, ResetPassword, ChangePassword, ValidatePassword) against
+    /// `policy`; returns its normalised form when the policy accepts it.
+    @discardableResult
+    mutating func newPassword(_ value: String, field: String = "password", policy: PasswordPolicy) -> String? {
+        let found = policy.violations(of: value, field: field)
+        violations.append(contentsOf: found)
+        return found.isEmpty ? PasswordPolicy.normalized(value) : nil
+    }
+
     mutating func userID(_ value: String, field: String = "user_id") -> UUID? {
         if value.isEmpty {
             fail(field, "required", "A user id is required.")

@@ -131,6 +131,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             updateProfile: .only(["gateway"]),
             resetPassword: .only(["gateway"]),
             changePassword: .only(["gateway"]),
+            validatePassword: .only(["gateway"]),
             deleteUser: .only(["gateway", "authctl"]),
             listAuditEvents: .only(["gateway", "authctl"])
         )
@@ -229,12 +230,10 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             var validator = RequestValidator()
             validator.displayName(request.displayName)
             let email = validator.email(request.email)
-            for violation in policy.violations(of: request.password) {
-                validator.fail(violation.field, violation.reason, violation.description)
-            }
+            let password = validator.newPassword(request.password, policy: policy)
             validator.clientIP(request.clientIP)
             try validator.check()
-            guard let email, let password = PasswordPolicy.normalized(request.password) else {
+            guard let email, let password else {
                 throw IdentityError(.internal, "validated fields missing")
             }
             // A cheap check first, so a taken email costs no hash; the unique index decides races.
@@ -267,21 +266,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             guard let email else { throw IdentityError(.internal, "validated email missing") }
             let emailHash = SHA256.hash(email)
             let now = clock.microsecondNow()
-            let window = configuration.signInFailureWindow.timeInterval
-            let windowStart = now.addingTimeInterval(-window)
-            let failures = try await store.recentFailures(
-                emailHash: emailHash,
-                since: windowStart,
-                limit: configuration.maxSignInFailures
-            )
-            if failures.count >= configuration.maxSignInFailures, let oldestCounted = failures.last {
-                let retryAfter = max(1, Int(oldestCounted.addingTimeInterval(window).timeIntervalSince(now).rounded(.up)))
-                throw IdentityError(
-                    .tooManyAttempts,
-                    "Too many failed attempts. Please try again in \(Self.minutes(retryAfter)).",
-                    retryAfterSeconds: UInt32(retryAfter)
-                )
-            }
+            let windowStart = try await checkPasswordLockout(emailHash: emailHash, now: now)
             let user = try await store.user(email: email)
             var matches = false
             if let password = PasswordPolicy.normalized(request.password) {
@@ -320,12 +305,10 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         try await serving {
             var validator = RequestValidator()
             let email = validator.email(request.email)
-            for violation in policy.violations(of: request.newPassword, field: "new_password") {
-                validator.fail(violation.field, violation.reason, violation.description)
-            }
+            let password = validator.newPassword(request.newPassword, field: "new_password", policy: policy)
             validator.clientIP(request.clientIP)
             try validator.check()
-            guard let email, let password = PasswordPolicy.normalized(request.newPassword) else {
+            guard let email, let password else {
                 throw IdentityError(.internal, "validated fields missing")
             }
             guard try await store.user(email: email) != nil else { throw Self.notFound }
@@ -352,26 +335,80 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             if request.oldPassword.isEmpty {
                 validator.fail("old_password", "required", "Your current password is required.")
             }
-            for violation in policy.violations(of: request.newPassword, field: "new_password") {
-                validator.fail(violation.field, violation.reason, violation.description)
-            }
+            let newPassword = validator.newPassword(request.newPassword, field: "new_password", policy: policy)
             validator.clientIP(request.clientIP)
             try validator.check()
-            guard let id, let newPassword = PasswordPolicy.normalized(request.newPassword) else {
+            guard let id, let newPassword else {
                 throw IdentityError(.internal, "validated fields missing")
             }
             guard let user = try await store.user(id: id) else { throw Self.notFound }
+            let now = clock.microsecondNow()
+            // Sign-in's lockout, keyed by the account's email: guesses at one password count
+            // together whichever method makes them. An account without an email has no password
+            // (one is only ever set with an email), so there is nothing to guess and nothing to key.
+            let emailHash = user.email.map { SHA256.hash($0) }
+            var windowStart: Date?
+            if let emailHash { windowStart = try await checkPasswordLockout(emailHash: emailHash, now: now) }
             let wrong = IdentityError(.wrongPassword, "Your current password is incorrect.")
             guard let oldPassword = PasswordPolicy.normalized(request.oldPassword),
                 try await hashing.verify(oldPassword, against: user.passwordHash)
-            else { throw wrong }
+            else {
+                if let emailHash, let windowStart {
+                    var entry = audit(.passwordChangeFailed, method: "password", request.clientIP, context, at: now)
+                    entry.userID = id
+                    try await store.recordFailure(emailHash: emailHash, windowStart: windowStart, audit: entry)
+                }
+                throw wrong
+            }
             let hash = try await hashing.hash(newPassword)
             var entry = audit(.passwordChanged, method: "password", request.clientIP, context)
             entry.userID = id
-            guard try await store.changePassword(userID: id, oldHash: user.passwordHash, newHash: hash, audit: entry)
+            guard
+                try await store.changePassword(
+                    userID: id,
+                    emailHash: emailHash,
+                    oldHash: user.passwordHash,
+                    newHash: hash,
+                    audit: entry
+                )
             else { throw wrong }
             return Auth_Identity_V1_ChangePasswordResponse()
         }
+    }
+
+    public func validatePassword(
+        request: Auth_Identity_V1_ValidatePasswordRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_ValidatePasswordResponse {
+        try await serving {
+            var validator = RequestValidator()
+            validator.newPassword(request.password, policy: policy)
+            try validator.check()
+            return Auth_Identity_V1_ValidatePasswordResponse()
+        }
+    }
+
+    /// The lockout of password attempts (SignInWithPassword, and ChangePassword's old password):
+    /// fails with `too_many_attempts` when `emailHash` already has the maximum of failures within
+    /// the window, before any hashing; otherwise returns the window's start, for recording a
+    /// failure.
+    func checkPasswordLockout(emailHash: [UInt8], now: Date) async throws -> Date {
+        let window = configuration.signInFailureWindow.timeInterval
+        let windowStart = now.addingTimeInterval(-window)
+        let failures = try await store.recentFailures(
+            emailHash: emailHash,
+            since: windowStart,
+            limit: configuration.maxSignInFailures
+        )
+        if failures.count >= configuration.maxSignInFailures, let oldestCounted = failures.last {
+            let retryAfter = max(1, Int(oldestCounted.addingTimeInterval(window).timeIntervalSince(now).rounded(.up)))
+            throw IdentityError(
+                .tooManyAttempts,
+                "Too many failed attempts. Please try again in \(Self.minutes(retryAfter)).",
+                retryAfterSeconds: UInt32(retryAfter)
+            )
+        }
+        return windowStart
     }
 
     // MARK: ID tokens

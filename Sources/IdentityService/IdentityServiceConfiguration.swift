@@ -93,8 +93,8 @@ public struct IdentityServiceConfiguration: Sendable {
     public var scryptParameters: ScryptPasswordHasher.Parameters = .init(logN: 17, r: 8, p: 1)
     /// How many hashes run at once (each holds 128·r·N bytes). Default: the processor count.
     public var hashConcurrency: Int = max(1, ProcessInfo.processInfo.activeProcessorCount)
-    /// Failed password sign-ins for one email within ``signInFailureWindow`` before
-    /// `too_many_attempts`. Default 10.
+    /// Failed password attempts (sign-ins, ChangePassword's old password) for one email within
+    /// ``signInFailureWindow`` before `too_many_attempts`. Default 10.
     public var maxSignInFailures: Int = 10
     /// Default 15 minutes.
     public var signInFailureWindow: Duration = .seconds(15 * 60)

@@ -49,6 +49,7 @@ struct AuditEntry: Sendable {
         static let providerLinked = Kind(rawValue: "provider_linked")
         static let profileUpdated = Kind(rawValue: "profile_updated")
         static let passwordChanged = Kind(rawValue: "password_changed")
+        static let passwordChangeFailed = Kind(rawValue: "password_change_failed")
         static let passwordReset = Kind(rawValue: "password_reset")
         static let passwordRehashed = Kind(rawValue: "password_rehashed")
         static let accountDeleted = Kind(rawValue: "account_deleted")
@@ -259,7 +260,8 @@ struct UserStore: Sendable {
         ).map { try $0[0].date }
     }
 
-    /// Records a failed sign-in (and forgets this email's failures older than the window).
+    /// Records a failed password attempt (a sign-in, or ChangePassword's old password) and forgets
+    /// this email's failures older than the window.
     func recordFailure(emailHash: [UInt8], windowStart: Date, audit: AuditEntry) async throws {
         try await pool.withConnection { connection in
             try connection.execute(
@@ -329,8 +331,11 @@ struct UserStore: Sendable {
         }
     }
 
-    /// Replaces the hash of `userID` if it is still `oldHash` (nil: the account had none).
-    func changePassword(userID: UUID, oldHash: String?, newHash: String, audit: AuditEntry) async throws -> Bool {
+    /// Replaces the hash of `userID` if it is still `oldHash` (nil: the account had none) and, as
+    /// a successful sign-in does, clears the failures of `emailHash` (the account's email, if any).
+    func changePassword(userID: UUID, emailHash: [UInt8]?, oldHash: String?, newHash: String, audit: AuditEntry)
+        async throws -> Bool
+    {
         try await pool.transaction { connection in
             let rows = try connection.execute(
                 """
@@ -340,6 +345,12 @@ struct UserStore: Sendable {
                 [.uuid(userID), .text(newHash), oldHash.map(PostgresValue.text) ?? .null, .timestamptz(audit.occurredAt)]
             )
             guard rows.affectedRows == 1 else { return false }
+            if let emailHash {
+                try connection.execute(
+                    "DELETE FROM \(schema).password_failures WHERE email_hash = $1",
+                    [.bytea(emailHash)]
+                )
+            }
             try self.insertAudit(audit, on: connection)
             return true
         }

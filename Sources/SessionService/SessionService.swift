@@ -283,9 +283,9 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
             } catch {
                 throw SessionError(error)
             }
-            var live = false
+            var live: (createdAt: Date, expiresAt: Date)?
             if request.checkSession, let sessionID = UUID(uuidString: claims.sessionID) {
-                live = try await store.isLive(sessionID: sessionID, userID: claims.subject, now: now)
+                live = try await store.liveSession(sessionID: sessionID, userID: claims.subject, now: now)
             }
             return Auth_Session_V1_ValidateResponse(
                 claims: Auth_Session_V1_AccessTokenClaims(
@@ -298,7 +298,9 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
                     tokenID: claims.tokenID,
                     amr: claims.amr
                 ),
-                sessionLive: live
+                sessionLive: live != nil,
+                sessionCreatedAt: live?.createdAt.unixSeconds ?? 0,
+                sessionExpiresAt: live?.expiresAt.unixSeconds ?? 0
             )
         }
     }

@@ -180,9 +180,12 @@ struct SessionStore: Sendable {
         }
     }
 
-    /// Whether `sessionID` is `userID`'s and live (not revoked, its refresh token not expired).
-    func isLive(sessionID: UUID, userID: String, now: Date) async throws -> Bool {
-        !(try await pool.query(sql.isLive, [.uuid(sessionID), .text(userID), .timestamptz(now)])).isEmpty
+    /// When `sessionID` is `userID`'s and live (not revoked, its refresh token not expired): its
+    /// creation and absolute expiry; nil otherwise.
+    func liveSession(sessionID: UUID, userID: String, now: Date) async throws -> (createdAt: Date, expiresAt: Date)? {
+        let rows = try await pool.query(sql.liveSession, [.uuid(sessionID), .text(userID), .timestamptz(now)])
+        guard let row = rows.first else { return nil }
+        return (try row[0].date, try row[1].date)
     }
 
     static let cleanupLockPrefix = "auth.session.dead_sessions."
@@ -217,7 +220,7 @@ struct SessionStore: Sendable {
         let revoke: String
         let revokeAll: String
         let liveSessions: String
-        let isLive: String
+        let liveSession: String
         let deleteDead: String
         let securityEvent: String
         let tryCleanupLock = "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))"
@@ -295,8 +298,8 @@ struct SessionStore: Sendable {
                 ORDER BY coalesce(last_refreshed_at, created_at) DESC, id
                 LIMIT $3
                 """
-            isLive = """
-                SELECT 1 FROM \(s).sessions
+            liveSession = """
+                SELECT created_at, expires_at FROM \(s).sessions
                 WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL AND refresh_expires_at > $3
                 """
             deleteDead = """

@@ -196,4 +196,104 @@ import Testing
             }
         }
     }
+
+    @Test func validatePasswordAppliesTheNewPasswordPolicy() async throws {
+        try await withIdentityService { fixture in
+            _ = try await fixture.client.validatePassword(.init(password: goodPassword))
+            // NFKC first: the ligature and full-width digits make an acceptable password.
+            _ = try await fixture.client.validatePassword(.init(password: "Con\u{FB01}rm-\u{FF11}\u{FF12}\u{FF13}"))
+            let samples: [(String, String)] = [
+                ("", "required"),
+                ("Aa1" + String(repeating: "x", count: 126), "too_long"),
+                ("Ab1defg", "too_short"),
+                ("alllowercase1", "too_weak"),
+                ("Password1", "too_common"),
+            ]
+            for (password, reason) in samples {
+                let error = await expectRPCError(.invalidArgument, "invalid_argument") {
+                    try await fixture.client.validatePassword(.init(password: password))
+                }
+                let violations = error?.fieldViolations ?? []
+                #expect(violations.map(\.field) == ["password"])
+                #expect(violations.map(\.reason) == [reason])
+                // The policy's own answer, and the one SignUp gives for the same password.
+                let expected = fixture.service.policy.violations(of: password)
+                #expect(violations.map(\.description) == expected.map(\.description))
+                #expect(error?.message == expected.first?.description)
+                let signUp = await expectRPCError(.invalidArgument, "invalid_argument") {
+                    try await fixture.signUp(password: password)
+                }
+                #expect(signUp?.fieldViolations == error?.fieldViolations)
+            }
+            // Nothing is stored or audited; only the gateway may ask.
+            let rows = try await fixture.query("SELECT (SELECT count(*) FROM @users) + (SELECT count(*) FROM @audit_events)")
+            #expect(try rows[0][0].int == 0)
+            await expectRPCError(.permissionDenied, "caller_not_allowed") {
+                try await fixture.operatorClient.validatePassword(.init(password: goodPassword))
+            }
+        }
+        // The configured mode applies.
+        try await withIdentityService(configure: { $0.passwordPolicyMode = .nist }) { fixture in
+            _ = try await fixture.client.validatePassword(.init(password: "alllowercase words"))
+            let error = await expectRPCError(.invalidArgument, "invalid_argument") {
+                try await fixture.client.validatePassword(.init(password: "baseball"))
+            }
+            #expect(error?.fieldViolations.map(\.reason) == ["too_common"])
+        }
+    }
+
+    @Test func changePasswordSharesTheSignInLockout() async throws {
+        let clock = ManualClock()
+        try await withIdentityService(clock: clock) { fixture in
+            let user = try await fixture.signUp()
+            func change(old: String) async throws {
+                _ = try await fixture.client.changePassword(
+                    .init(userID: user.id, oldPassword: old, newPassword: "Another-One-88")
+                )
+            }
+            func failures() async throws -> Int {
+                let rows = try await fixture.query(
+                    "SELECT count(*) FROM @password_failures WHERE email_hash = $1",
+                    [.bytea(SHA256.hash("asha@example.com"))]
+                )
+                return try rows[0][0].int
+            }
+            for _ in 0..<10 {
+                await expectRPCError(.unauthenticated, "wrong_password") { try await change(old: "Not-It-123") }
+                clock.advance(seconds: 30)
+            }
+            // 300 s after the first failure: locked before the password is verified (the right
+            // one too), and for sign-in as well: one count per email.
+            let locked = await expectRPCError(.resourceExhausted, "too_many_attempts") {
+                try await change(old: goodPassword)
+            }
+            #expect(locked?.retryAfterSeconds == 600)
+            #expect(locked?.message == "Too many failed attempts. Please try again in 10 minutes.")
+            await expectRPCError(.resourceExhausted, "too_many_attempts") { try await change(old: "Not-It-123") }
+            await expectRPCError(.resourceExhausted, "too_many_attempts") { try await fixture.signIn() }
+            #expect(try await failures() == 10)
+
+            // The first failure leaves the window; a failed sign-in fills it again, and locks
+            // ChangePassword until the second failure leaves it.
+            clock.advance(seconds: 600)
+            await expectRPCError(.unauthenticated, "invalid_credentials") {
+                try await fixture.signIn(password: "Wrong-Password-1")
+            }
+            let again = await expectRPCError(.resourceExhausted, "too_many_attempts") {
+                try await change(old: goodPassword)
+            }
+            #expect(again?.retryAfterSeconds == 30)
+            clock.advance(seconds: 30)
+
+            // A success clears the failures, as a successful sign-in does.
+            try await change(old: goodPassword)
+            #expect(try await failures() == 0)
+            _ = try await fixture.signIn(password: "Another-One-88")
+            let kinds = try await fixture.query("SELECT kind, method FROM @audit_events ORDER BY id").map {
+                "\(try $0[0].string)/\(try $0[1].string)"
+            }
+            #expect(kinds.filter { $0 == "password_change_failed/password" }.count == 10)
+            #expect(kinds.suffix(2) == ["password_changed/password", "sign_in/password"])
+        }
+    }
 }

@@ -58,6 +58,40 @@ import Testing
         }
     }
 
+    @Test func checkSessionGivesTheSessionsCreationAndAbsoluteExpiry() async throws {
+        try await withSessionService { fixture in
+            let issuedAt = fixture.clock.now().unixSeconds
+            let pair = try await fixture.issue()
+            // A refresh later: the session keeps its creation and absolute expiry.
+            fixture.clock.advance(seconds: 120)
+            let refreshed = try await fixture.refresh(pair.refreshToken)
+            fixture.clock.advance(seconds: 60)
+
+            let checked = try await fixture.validate(refreshed.accessToken, checkSession: true)
+            #expect(checked.sessionLive)
+            #expect(checked.sessionCreatedAt == issuedAt)
+            #expect(checked.sessionExpiresAt == issuedAt + Int64(fixture.configuration.sessionLifetime.timeInterval))
+            let rows = try await fixture.query(
+                "SELECT extract(epoch FROM created_at)::bigint, extract(epoch FROM expires_at)::bigint FROM @sessions WHERE id = $1",
+                [.uuid(string: pair.sessionID)!]
+            )
+            #expect(try rows[0][0].int == Int(checked.sessionCreatedAt))
+            #expect(try rows[0][1].int == Int(checked.sessionExpiresAt))
+
+            // Not asked: 0.
+            let unchecked = try await fixture.validate(refreshed.accessToken)
+            #expect(unchecked.sessionCreatedAt == 0)
+            #expect(unchecked.sessionExpiresAt == 0)
+
+            // Not live: 0.
+            _ = try await fixture.client.revoke(.init(sessionID: pair.sessionID, reason: "logout"))
+            let revoked = try await fixture.validate(refreshed.accessToken, checkSession: true)
+            #expect(revoked.sessionLive == false)
+            #expect(revoked.sessionCreatedAt == 0)
+            #expect(revoked.sessionExpiresAt == 0)
+        }
+    }
+
     @Test func algNoneIsRejected() async throws {
         try await withSessionService { fixture in
             let key = try await currentKey(fixture)

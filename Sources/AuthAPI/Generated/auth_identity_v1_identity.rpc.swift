@@ -21,9 +21,10 @@ public enum Auth_Identity_V1_Identity {
         public static let updateProfile = MethodDescriptor(service: "auth.identity.v1.Identity", method: "UpdateProfile")
         public static let resetPassword = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ResetPassword")
         public static let changePassword = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ChangePassword")
+        public static let validatePassword = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ValidatePassword")
         public static let deleteUser = MethodDescriptor(service: "auth.identity.v1.Identity", method: "DeleteUser")
         public static let listAuditEvents = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ListAuditEvents")
-        public static let all: [MethodDescriptor] = [getUser, getUserByPhone, getUserByEmail, contactExists, findOrCreateByContact, signUp, signInWithPassword, signInWithIDToken, updateProfile, resetPassword, changePassword, deleteUser, listAuditEvents]
+        public static let all: [MethodDescriptor] = [getUser, getUserByPhone, getUserByEmail, contactExists, findOrCreateByContact, signUp, signInWithPassword, signInWithIDToken, updateProfile, resetPassword, changePassword, validatePassword, deleteUser, listAuditEvents]
     }
 
     /// Who may call each method of the service. The initializer takes one value per method,
@@ -40,6 +41,7 @@ public enum Auth_Identity_V1_Identity {
         public var updateProfile: AllowedCallers
         public var resetPassword: AllowedCallers
         public var changePassword: AllowedCallers
+        public var validatePassword: AllowedCallers
         public var deleteUser: AllowedCallers
         public var listAuditEvents: AllowedCallers
 
@@ -55,6 +57,7 @@ public enum Auth_Identity_V1_Identity {
             updateProfile: AllowedCallers,
             resetPassword: AllowedCallers,
             changePassword: AllowedCallers,
+            validatePassword: AllowedCallers,
             deleteUser: AllowedCallers,
             listAuditEvents: AllowedCallers
         ) {
@@ -69,6 +72,7 @@ public enum Auth_Identity_V1_Identity {
             self.updateProfile = updateProfile
             self.resetPassword = resetPassword
             self.changePassword = changePassword
+            self.validatePassword = validatePassword
             self.deleteUser = deleteUser
             self.listAuditEvents = listAuditEvents
         }
@@ -132,6 +136,13 @@ public enum Auth_Identity_V1_Identity {
             request: Auth_Identity_V1_ChangePasswordRequest,
             context: ServerContext
         ) async throws -> Auth_Identity_V1_ChangePasswordResponse
+
+        /// The gateway, before it checks (and so consumes) the one-time code of a password reset:
+        /// a password the policy refuses then leaves the verification untouched.
+        func validatePassword(
+            request: Auth_Identity_V1_ValidatePasswordRequest,
+            context: ServerContext
+        ) async throws -> Auth_Identity_V1_ValidatePasswordResponse
 
         func deleteUser(
             request: Auth_Identity_V1_DeleteUserRequest,
@@ -227,6 +238,15 @@ public enum Auth_Identity_V1_Identity {
             try await self.rpc.unary(Method.changePassword, request: request, options: options)
         }
 
+        /// The gateway, before it checks (and so consumes) the one-time code of a password reset:
+        /// a password the policy refuses then leaves the verification untouched.
+        public func validatePassword(
+            _ request: Auth_Identity_V1_ValidatePasswordRequest,
+            options: CallOptions = CallOptions()
+        ) async throws -> Auth_Identity_V1_ValidatePasswordResponse {
+            try await self.rpc.unary(Method.validatePassword, request: request, options: options)
+        }
+
         public func deleteUser(
             _ request: Auth_Identity_V1_DeleteUserRequest,
             options: CallOptions = CallOptions()
@@ -290,6 +310,10 @@ extension Auth_Identity_V1_Identity.ServiceProtocol {
         router.register(Auth_Identity_V1_Identity.Method.changePassword, allowedCallers: allowed.changePassword) {
             (request: Auth_Identity_V1_ChangePasswordRequest, context: ServerContext) in
             try await self.changePassword(request: request, context: context)
+        }
+        router.register(Auth_Identity_V1_Identity.Method.validatePassword, allowedCallers: allowed.validatePassword) {
+            (request: Auth_Identity_V1_ValidatePasswordRequest, context: ServerContext) in
+            try await self.validatePassword(request: request, context: context)
         }
         router.register(Auth_Identity_V1_Identity.Method.deleteUser, allowedCallers: allowed.deleteUser) {
             (request: Auth_Identity_V1_DeleteUserRequest, context: ServerContext) in

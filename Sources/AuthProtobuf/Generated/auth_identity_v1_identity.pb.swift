@@ -1768,6 +1768,129 @@ extension Auth_Identity_V1_ChangePasswordResponse: ProtobufCBridged {
     }
 }
 
+// MARK: - auth.identity.v1.ValidatePasswordRequest
+
+/// A new password the caller is about to use (password reset): checked against the same policy
+/// as SignUp, ResetPassword and ChangePassword, nothing stored.
+public struct Auth_Identity_V1_ValidatePasswordRequest: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.ValidatePasswordRequest"
+
+    public var password: String = ""
+
+    public init() {}
+
+    public init(password: String = "") {
+        self.password = password
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_ValidatePasswordRequest: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__ValidatePasswordRequest
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__validate_password_request__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__validate_password_request__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__validate_password_request__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__validate_password_request__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__validate_password_request__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(password: try _protobufCString(c.pointee.password, Self.self, "password"))
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.password.isEmpty {
+            c.pointee.password = try arena.cString(self.password, Self.self, "password")
+        }
+    }
+}
+
+// MARK: - auth.identity.v1.ValidatePasswordResponse
+
+public struct Auth_Identity_V1_ValidatePasswordResponse: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.ValidatePasswordResponse"
+
+    public init() {}
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_ValidatePasswordResponse: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__ValidatePasswordResponse
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__validate_password_response__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__validate_password_response__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__validate_password_response__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__validate_password_response__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__validate_password_response__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        _ = c
+        self.init()
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        _ = c
+    }
+}
+
 // MARK: - auth.identity.v1.DeleteUserRequest
 
 public struct Auth_Identity_V1_DeleteUserRequest: ProtobufCMessage {

@@ -673,12 +673,23 @@ public struct Auth_Session_V1_ValidateResponse: ProtobufCMessage {
     public var claims: Auth_Session_V1_AccessTokenClaims? = nil
     /// Set when check_session was asked: the session exists and is not revoked or expired.
     public var sessionLive: Bool = false
+    /// With check_session and session_live: the session's creation and absolute expiry (Unix
+    /// seconds); 0 otherwise.
+    public var sessionCreatedAt: Int64 = 0
+    public var sessionExpiresAt: Int64 = 0
 
     public init() {}
 
-    public init(claims: Auth_Session_V1_AccessTokenClaims? = nil, sessionLive: Bool = false) {
+    public init(
+        claims: Auth_Session_V1_AccessTokenClaims? = nil,
+        sessionLive: Bool = false,
+        sessionCreatedAt: Int64 = 0,
+        sessionExpiresAt: Int64 = 0
+    ) {
         self.claims = claims
         self.sessionLive = sessionLive
+        self.sessionCreatedAt = sessionCreatedAt
+        self.sessionExpiresAt = sessionExpiresAt
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -724,7 +735,9 @@ extension Auth_Session_V1_ValidateResponse: ProtobufCBridged {
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
         self.init(
             claims: try _protobufCOptionalMessage(c.pointee.claims, as: Auth_Session_V1_AccessTokenClaims.self),
-            sessionLive: c.pointee.session_live != 0
+            sessionLive: c.pointee.session_live != 0,
+            sessionCreatedAt: c.pointee.session_created_at,
+            sessionExpiresAt: c.pointee.session_expires_at
         )
     }
 
@@ -733,6 +746,8 @@ extension Auth_Session_V1_ValidateResponse: ProtobufCBridged {
             c.pointee.claims = try arena.message(value)
         }
         c.pointee.session_live = self.sessionLive ? 1 : 0
+        c.pointee.session_created_at = self.sessionCreatedAt
+        c.pointee.session_expires_at = self.sessionExpiresAt
     }
 }
 

@@ -1043,6 +1043,96 @@ void   auth__identity__v1__change_password_response__free_unpacked
   assert(message->base.descriptor == &auth__identity__v1__change_password_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   auth__identity__v1__validate_password_request__init
+                     (Auth__Identity__V1__ValidatePasswordRequest         *message)
+{
+  static const Auth__Identity__V1__ValidatePasswordRequest init_value = AUTH__IDENTITY__V1__VALIDATE_PASSWORD_REQUEST__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__validate_password_request__get_packed_size
+                     (const Auth__Identity__V1__ValidatePasswordRequest *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__validate_password_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__validate_password_request__pack
+                     (const Auth__Identity__V1__ValidatePasswordRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__validate_password_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__validate_password_request__pack_to_buffer
+                     (const Auth__Identity__V1__ValidatePasswordRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__validate_password_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__ValidatePasswordRequest *
+       auth__identity__v1__validate_password_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__ValidatePasswordRequest *)
+     protobuf_c_message_unpack (&auth__identity__v1__validate_password_request__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__validate_password_request__free_unpacked
+                     (Auth__Identity__V1__ValidatePasswordRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__validate_password_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__identity__v1__validate_password_response__init
+                     (Auth__Identity__V1__ValidatePasswordResponse         *message)
+{
+  static const Auth__Identity__V1__ValidatePasswordResponse init_value = AUTH__IDENTITY__V1__VALIDATE_PASSWORD_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__validate_password_response__get_packed_size
+                     (const Auth__Identity__V1__ValidatePasswordResponse *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__validate_password_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__validate_password_response__pack
+                     (const Auth__Identity__V1__ValidatePasswordResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__validate_password_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__validate_password_response__pack_to_buffer
+                     (const Auth__Identity__V1__ValidatePasswordResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__validate_password_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__ValidatePasswordResponse *
+       auth__identity__v1__validate_password_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__ValidatePasswordResponse *)
+     protobuf_c_message_unpack (&auth__identity__v1__validate_password_response__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__validate_password_response__free_unpacked
+                     (Auth__Identity__V1__ValidatePasswordResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__validate_password_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   auth__identity__v1__delete_user_request__init
                      (Auth__Identity__V1__DeleteUserRequest         *message)
 {
@@ -2577,6 +2667,62 @@ const ProtobufCMessageDescriptor auth__identity__v1__change_password_response__d
   (ProtobufCMessageInit) auth__identity__v1__change_password_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor auth__identity__v1__validate_password_request__field_descriptors[1] =
+{
+  {
+    "password",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ValidatePasswordRequest, password),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__identity__v1__validate_password_request__field_indices_by_name[] = {
+  0,   /* field[0] = password */
+};
+static const ProtobufCIntRange auth__identity__v1__validate_password_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor auth__identity__v1__validate_password_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.ValidatePasswordRequest",
+  "ValidatePasswordRequest",
+  "Auth__Identity__V1__ValidatePasswordRequest",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__ValidatePasswordRequest),
+  1,
+  auth__identity__v1__validate_password_request__field_descriptors,
+  auth__identity__v1__validate_password_request__field_indices_by_name,
+  1,  auth__identity__v1__validate_password_request__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__validate_password_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define auth__identity__v1__validate_password_response__field_descriptors NULL
+#define auth__identity__v1__validate_password_response__field_indices_by_name NULL
+#define auth__identity__v1__validate_password_response__number_ranges NULL
+const ProtobufCMessageDescriptor auth__identity__v1__validate_password_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.ValidatePasswordResponse",
+  "ValidatePasswordResponse",
+  "Auth__Identity__V1__ValidatePasswordResponse",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__ValidatePasswordResponse),
+  0,
+  auth__identity__v1__validate_password_response__field_descriptors,
+  auth__identity__v1__validate_password_response__field_indices_by_name,
+  0,  auth__identity__v1__validate_password_response__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__validate_password_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor auth__identity__v1__delete_user_request__field_descriptors[2] =
 {
   {
@@ -2903,7 +3049,7 @@ const ProtobufCEnumDescriptor auth__identity__v1__provider__descriptor =
   auth__identity__v1__provider__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_descriptors[13] =
+static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_descriptors[14] =
 {
   { "GetUser", &auth__identity__v1__get_user_request__descriptor, &auth__identity__v1__get_user_response__descriptor },
   { "GetUserByPhone", &auth__identity__v1__get_user_by_phone_request__descriptor, &auth__identity__v1__get_user_response__descriptor },
@@ -2916,23 +3062,25 @@ static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_desc
   { "UpdateProfile", &auth__identity__v1__update_profile_request__descriptor, &auth__identity__v1__update_profile_response__descriptor },
   { "ResetPassword", &auth__identity__v1__reset_password_request__descriptor, &auth__identity__v1__reset_password_response__descriptor },
   { "ChangePassword", &auth__identity__v1__change_password_request__descriptor, &auth__identity__v1__change_password_response__descriptor },
+  { "ValidatePassword", &auth__identity__v1__validate_password_request__descriptor, &auth__identity__v1__validate_password_response__descriptor },
   { "DeleteUser", &auth__identity__v1__delete_user_request__descriptor, &auth__identity__v1__delete_user_response__descriptor },
   { "ListAuditEvents", &auth__identity__v1__list_audit_events_request__descriptor, &auth__identity__v1__list_audit_events_response__descriptor },
 };
 const unsigned auth__identity__v1__identity__method_indices_by_name[] = {
   10,        /* ChangePassword */
   3,        /* ContactExists */
-  11,        /* DeleteUser */
+  12,        /* DeleteUser */
   4,        /* FindOrCreateByContact */
   0,        /* GetUser */
   2,        /* GetUserByEmail */
   1,        /* GetUserByPhone */
-  12,        /* ListAuditEvents */
+  13,        /* ListAuditEvents */
   9,        /* ResetPassword */
   7,        /* SignInWithIDToken */
   6,        /* SignInWithPassword */
   5,        /* SignUp */
-  8         /* UpdateProfile */
+  8,        /* UpdateProfile */
+  11         /* ValidatePassword */
 };
 const ProtobufCServiceDescriptor auth__identity__v1__identity__descriptor =
 {
@@ -2941,7 +3089,7 @@ const ProtobufCServiceDescriptor auth__identity__v1__identity__descriptor =
   "Identity",
   "Auth__Identity__V1__Identity",
   "auth.identity.v1",
-  13,
+  14,
   auth__identity__v1__identity__method_descriptors,
   auth__identity__v1__identity__method_indices_by_name
 };
@@ -3033,13 +3181,21 @@ void auth__identity__v1__identity__change_password(ProtobufCService *service,
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
   service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void auth__identity__v1__identity__validate_password(ProtobufCService *service,
+                                                     const Auth__Identity__V1__ValidatePasswordRequest *input,
+                                                     Auth__Identity__V1__ValidatePasswordResponse_Closure closure,
+                                                     void *closure_data)
+{
+  assert(service->descriptor == &auth__identity__v1__identity__descriptor);
+  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void auth__identity__v1__identity__delete_user(ProtobufCService *service,
                                                const Auth__Identity__V1__DeleteUserRequest *input,
                                                Auth__Identity__V1__DeleteUserResponse_Closure closure,
                                                void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__list_audit_events(ProtobufCService *service,
                                                      const Auth__Identity__V1__ListAuditEventsRequest *input,
@@ -3047,7 +3203,7 @@ void auth__identity__v1__identity__list_audit_events(ProtobufCService *service,
                                                      void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__init (Auth__Identity__V1__Identity_Service *service,
                                          Auth__Identity__V1__Identity_ServiceDestroy destroy)

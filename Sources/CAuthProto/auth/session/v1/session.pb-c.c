@@ -1549,7 +1549,7 @@ const ProtobufCMessageDescriptor auth__session__v1__access_token_claims__descrip
   (ProtobufCMessageInit) auth__session__v1__access_token_claims__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__session__v1__validate_response__field_descriptors[2] =
+static const ProtobufCFieldDescriptor auth__session__v1__validate_response__field_descriptors[4] =
 {
   {
     "claims",
@@ -1575,15 +1575,41 @@ static const ProtobufCFieldDescriptor auth__session__v1__validate_response__fiel
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "session_created_at",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Session__V1__ValidateResponse, session_created_at),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "session_expires_at",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Session__V1__ValidateResponse, session_expires_at),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__session__v1__validate_response__field_indices_by_name[] = {
   0,   /* field[0] = claims */
+  2,   /* field[2] = session_created_at */
+  3,   /* field[3] = session_expires_at */
   1,   /* field[1] = session_live */
 };
 static const ProtobufCIntRange auth__session__v1__validate_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor auth__session__v1__validate_response__descriptor =
 {
@@ -1593,7 +1619,7 @@ const ProtobufCMessageDescriptor auth__session__v1__validate_response__descripto
   "Auth__Session__V1__ValidateResponse",
   "auth.session.v1",
   sizeof(Auth__Session__V1__ValidateResponse),
-  2,
+  4,
   auth__session__v1__validate_response__field_descriptors,
   auth__session__v1__validate_response__field_indices_by_name,
   1,  auth__session__v1__validate_response__number_ranges,

@@ -39,6 +39,8 @@ typedef struct Auth__Identity__V1__ResetPasswordRequest Auth__Identity__V1__Rese
 typedef struct Auth__Identity__V1__ResetPasswordResponse Auth__Identity__V1__ResetPasswordResponse;
 typedef struct Auth__Identity__V1__ChangePasswordRequest Auth__Identity__V1__ChangePasswordRequest;
 typedef struct Auth__Identity__V1__ChangePasswordResponse Auth__Identity__V1__ChangePasswordResponse;
+typedef struct Auth__Identity__V1__ValidatePasswordRequest Auth__Identity__V1__ValidatePasswordRequest;
+typedef struct Auth__Identity__V1__ValidatePasswordResponse Auth__Identity__V1__ValidatePasswordResponse;
 typedef struct Auth__Identity__V1__DeleteUserRequest Auth__Identity__V1__DeleteUserRequest;
 typedef struct Auth__Identity__V1__DeleteUserResponse Auth__Identity__V1__DeleteUserResponse;
 typedef struct Auth__Identity__V1__ListAuditEventsRequest Auth__Identity__V1__ListAuditEventsRequest;
@@ -373,6 +375,29 @@ struct  Auth__Identity__V1__ChangePasswordResponse
 };
 #define AUTH__IDENTITY__V1__CHANGE_PASSWORD_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__change_password_response__descriptor) \
+     }
+
+
+/*
+ * A new password the caller is about to use (password reset): checked against the same policy
+ * as SignUp, ResetPassword and ChangePassword, nothing stored.
+ */
+struct  Auth__Identity__V1__ValidatePasswordRequest
+{
+  ProtobufCMessage base;
+  char *password;
+};
+#define AUTH__IDENTITY__V1__VALIDATE_PASSWORD_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__validate_password_request__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+struct  Auth__Identity__V1__ValidatePasswordResponse
+{
+  ProtobufCMessage base;
+};
+#define AUTH__IDENTITY__V1__VALIDATE_PASSWORD_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__validate_password_response__descriptor) \
      }
 
 
@@ -890,6 +915,44 @@ Auth__Identity__V1__ChangePasswordResponse *
 void   auth__identity__v1__change_password_response__free_unpacked
                      (Auth__Identity__V1__ChangePasswordResponse *message,
                       ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__ValidatePasswordRequest methods */
+void   auth__identity__v1__validate_password_request__init
+                     (Auth__Identity__V1__ValidatePasswordRequest         *message);
+size_t auth__identity__v1__validate_password_request__get_packed_size
+                     (const Auth__Identity__V1__ValidatePasswordRequest   *message);
+size_t auth__identity__v1__validate_password_request__pack
+                     (const Auth__Identity__V1__ValidatePasswordRequest   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__validate_password_request__pack_to_buffer
+                     (const Auth__Identity__V1__ValidatePasswordRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__ValidatePasswordRequest *
+       auth__identity__v1__validate_password_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__validate_password_request__free_unpacked
+                     (Auth__Identity__V1__ValidatePasswordRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__ValidatePasswordResponse methods */
+void   auth__identity__v1__validate_password_response__init
+                     (Auth__Identity__V1__ValidatePasswordResponse         *message);
+size_t auth__identity__v1__validate_password_response__get_packed_size
+                     (const Auth__Identity__V1__ValidatePasswordResponse   *message);
+size_t auth__identity__v1__validate_password_response__pack
+                     (const Auth__Identity__V1__ValidatePasswordResponse   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__validate_password_response__pack_to_buffer
+                     (const Auth__Identity__V1__ValidatePasswordResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__ValidatePasswordResponse *
+       auth__identity__v1__validate_password_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__validate_password_response__free_unpacked
+                     (Auth__Identity__V1__ValidatePasswordResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Auth__Identity__V1__DeleteUserRequest methods */
 void   auth__identity__v1__delete_user_request__init
                      (Auth__Identity__V1__DeleteUserRequest         *message);
@@ -1056,6 +1119,12 @@ typedef void (*Auth__Identity__V1__ChangePasswordRequest_Closure)
 typedef void (*Auth__Identity__V1__ChangePasswordResponse_Closure)
                  (const Auth__Identity__V1__ChangePasswordResponse *message,
                   void *closure_data);
+typedef void (*Auth__Identity__V1__ValidatePasswordRequest_Closure)
+                 (const Auth__Identity__V1__ValidatePasswordRequest *message,
+                  void *closure_data);
+typedef void (*Auth__Identity__V1__ValidatePasswordResponse_Closure)
+                 (const Auth__Identity__V1__ValidatePasswordResponse *message,
+                  void *closure_data);
 typedef void (*Auth__Identity__V1__DeleteUserRequest_Closure)
                  (const Auth__Identity__V1__DeleteUserRequest *message,
                   void *closure_data);
@@ -1122,6 +1191,10 @@ struct Auth__Identity__V1__Identity_Service
                           const Auth__Identity__V1__ChangePasswordRequest *input,
                           Auth__Identity__V1__ChangePasswordResponse_Closure closure,
                           void *closure_data);
+  void (*validate_password)(Auth__Identity__V1__Identity_Service *service,
+                            const Auth__Identity__V1__ValidatePasswordRequest *input,
+                            Auth__Identity__V1__ValidatePasswordResponse_Closure closure,
+                            void *closure_data);
   void (*delete_user)(Auth__Identity__V1__Identity_Service *service,
                       const Auth__Identity__V1__DeleteUserRequest *input,
                       Auth__Identity__V1__DeleteUserResponse_Closure closure,
@@ -1149,6 +1222,7 @@ void auth__identity__v1__identity__init (Auth__Identity__V1__Identity_Service *s
       function_prefix__ ## update_profile,\
       function_prefix__ ## reset_password,\
       function_prefix__ ## change_password,\
+      function_prefix__ ## validate_password,\
       function_prefix__ ## delete_user,\
       function_prefix__ ## list_audit_events  }
 void auth__identity__v1__identity__get_user(ProtobufCService *service,
@@ -1195,6 +1269,10 @@ void auth__identity__v1__identity__change_password(ProtobufCService *service,
                                                    const Auth__Identity__V1__ChangePasswordRequest *input,
                                                    Auth__Identity__V1__ChangePasswordResponse_Closure closure,
                                                    void *closure_data);
+void auth__identity__v1__identity__validate_password(ProtobufCService *service,
+                                                     const Auth__Identity__V1__ValidatePasswordRequest *input,
+                                                     Auth__Identity__V1__ValidatePasswordResponse_Closure closure,
+                                                     void *closure_data);
 void auth__identity__v1__identity__delete_user(ProtobufCService *service,
                                                const Auth__Identity__V1__DeleteUserRequest *input,
                                                Auth__Identity__V1__DeleteUserResponse_Closure closure,
@@ -1230,6 +1308,8 @@ extern const ProtobufCMessageDescriptor auth__identity__v1__reset_password_reque
 extern const ProtobufCMessageDescriptor auth__identity__v1__reset_password_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__change_password_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__change_password_response__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__validate_password_request__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__validate_password_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__delete_user_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__delete_user_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__list_audit_events_request__descriptor;

@@ -200,10 +200,16 @@ struct  Auth__Session__V1__ValidateResponse
    * Set when check_session was asked: the session exists and is not revoked or expired.
    */
   protobuf_c_boolean session_live;
+  /*
+   * With check_session and session_live: the session's creation and absolute expiry (Unix
+   * seconds); 0 otherwise.
+   */
+  int64_t session_created_at;
+  int64_t session_expires_at;
 };
 #define AUTH__SESSION__V1__VALIDATE_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__session__v1__validate_response__descriptor) \
-    , NULL, 0 }
+    , NULL, 0, 0, 0 }
 
 
 struct  Auth__Session__V1__RevokeRequest
