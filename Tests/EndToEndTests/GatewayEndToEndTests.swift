@@ -100,6 +100,12 @@ extension GatewayEndToEndTests {
             let info = session["session"] as? [String: Any] ?? [:]
             #expect(info["amr"] as? [String] == ["otp_sms"])
             #expect(UUID(uuidString: info["id"] as? String ?? "") != nil)
+            // The session's own start and absolute expiry (30 days later by default), in RFC 3339.
+            let formatter = ISO8601DateFormatter()
+            let createdAt = formatter.date(from: info["created_at"] as? String ?? "")
+            let expiresAt = formatter.date(from: info["expires_at"] as? String ?? "")
+            #expect(createdAt.map { abs($0.timeIntervalSinceNow) < 3600 } == true, "\(session)")
+            #expect(expiresAt.map { abs($0.timeIntervalSinceNow - 30 * 86_400) < 3600 } == true, "\(session)")
             #expect((session["user"] as? [String: Any])?["id"] as? String == created.userID)
         }
 
