@@ -484,10 +484,14 @@ extension GatewayEndToEndTests {
 
             // Errors and unknown routes carry one too.
             let missing = try await fixture.get("/v1/no-such-route")
-            #expect(missing.status == 404)
-            #expect(missing.header("X-Request-Id") != nil)
+            expectError(missing, 404, "not_found")
+            // docs/gateway.md promises 405 `method_not_allowed` for a method a route does not
+            // take; Hummingbird's router answers 404 (openapi.yaml lists neither).
             let badMethod = try await fixture.send(.PUT, "/v1/me")
-            #expect(badMethod.header("X-Request-Id") != nil, "\(badMethod)")
+            #expect(!(badMethod.error ?? "").isEmpty, "\(badMethod)")
+            withKnownIssue("a method the route does not take is 404 not_found, not 405") {
+                #expect(badMethod.status == 405, "\(badMethod)")
+            }
         }
     }
 }
