@@ -94,6 +94,9 @@ AUTH_RPC_TLS_CERT="$tls_dir/authctl.pem" AUTH_RPC_TLS_KEY="$tls_dir/authctl.key"
     AUTH_RPC_SERVICE=authctl run_protocol_check tls \
     AUTH_RPC_TLS_CERT="$tls_dir/identity.pem" AUTH_RPC_TLS_KEY="$tls_dir/identity.key" AUTH_RPC_TLS_CA="$tls_dir/ca.pem"
 
+echo "== schemathesis against the running gateway and its OpenAPI document (issue 11)"
+scripts/check-gateway-schemathesis.sh --max-time 45
+
 echo "== independent JOSE library for the session tests (joserfc in .data/jose-venv)"
 scripts/jose-check/install.sh >/dev/null
 

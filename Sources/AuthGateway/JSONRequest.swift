@@ -92,11 +92,14 @@ struct JSONRequest: Sendable {
         return mediaType.trimmingCharacters(in: .whitespaces).lowercased() == "application/json"
     }
 
-    /// The string member `name`, nil when absent; any other type is a 400.
+    /// The string member `name`, nil when absent; any other type, or a string holding U+0000
+    /// (which the services' protocol cannot carry), is a 400.
     func string(_ name: String) throws(APIError) -> String? {
         switch members[name] {
         case nil: return nil
-        case .string(let value): return value
+        case .string(let value):
+            guard !value.utf8.contains(0) else { throw APIError.invalidRequest("`\(name)` must not contain NUL (U+0000).") }
+            return value
         case let other?: throw APIError.invalidRequest("`\(name)` must be a string, not \(other.typeName).")
         }
     }
@@ -121,7 +124,7 @@ struct JSONRequest: Sendable {
         switch members[name] {
         case nil: return nil
         case .null: return .some(nil)
-        case .string(let value): return .some(value)
+        case .string: return .some(try string(name))
         case let other?: throw APIError.invalidRequest("`\(name)` must be a string or null, not \(other.typeName).")
         }
     }
