@@ -353,10 +353,20 @@ def check_dockerfile(path):
     for line in instructions:
         if line.upper().startswith(("ENV ", "ARG ")) and re.search(r"SECRET|PASSWORD|MASTER_KEY|DATABASE_URL", line):
             problem(where, f"sets a secret: {line}")
-    if "--static-swift-stdlib" not in text:
-        problem(where, "does not build with --static-swift-stdlib")
-    if ".resources" not in text:
-        problem(where, "does not copy SwiftPM resource bundles")
+    # The executables link the Swift runtime dynamically: deploy/stage-binaries.sh stages them,
+    # their resource bundles and the runtime libraries; the runtime stage must install those
+    # libraries where the loader looks.
+    if "deploy/stage-binaries.sh" not in text:
+        problem(where, "does not stage the executables with deploy/stage-binaries.sh")
+    else:
+        with open(os.path.join(os.path.dirname(path), "stage-binaries.sh")) as f:
+            if ".resources" not in f.read():
+                problem("deploy/stage-binaries.sh", "does not copy SwiftPM resource bundles")
+    if any("--static-swift-stdlib" in line for line in instructions):
+        problem(where, "builds with --static-swift-stdlib (a copy of the Swift runtime in every executable)")
+    if not any(line.startswith("COPY ") and "/usr/lib/swift/linux" in line for line in instructions) \
+            or "ldconfig" not in text:
+        problem(where, "does not install the Swift runtime libraries in /usr/lib/swift/linux for the loader")
 
 
 def main():
