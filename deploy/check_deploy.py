@@ -354,8 +354,8 @@ def check_dockerfile(path):
         if line.upper().startswith(("ENV ", "ARG ")) and re.search(r"SECRET|PASSWORD|MASTER_KEY|DATABASE_URL", line):
             problem(where, f"sets a secret: {line}")
     # The executables link the Swift runtime dynamically: deploy/stage-binaries.sh stages them,
-    # their resource bundles and the runtime libraries; the runtime stage must install those
-    # libraries where the loader looks.
+    # their resource bundles and the runtime libraries; deploy/runtime-rootfs.sh makes the
+    # runtime image's filesystem of them and of what they load.
     if "deploy/stage-binaries.sh" not in text:
         problem(where, "does not stage the executables with deploy/stage-binaries.sh")
     else:
@@ -364,9 +364,8 @@ def check_dockerfile(path):
                 problem("deploy/stage-binaries.sh", "does not copy SwiftPM resource bundles")
     if any("--static-swift-stdlib" in line for line in instructions):
         problem(where, "builds with --static-swift-stdlib (a copy of the Swift runtime in every executable)")
-    if not any(line.startswith("COPY ") and "/usr/lib/swift/linux" in line for line in instructions) \
-            or "ldconfig" not in text:
-        problem(where, "does not install the Swift runtime libraries in /usr/lib/swift/linux for the loader")
+    if "deploy/runtime-rootfs.sh" not in text or "/usr/lib/swift/linux" not in text:
+        problem(where, "does not assemble the runtime filesystem (with the Swift runtime in /usr/lib/swift/linux) with deploy/runtime-rootfs.sh")
 
 
 def main():

@@ -161,7 +161,9 @@ log "building $binaries_image from $bin_dir"
 tar -C "$work/binaries" -c staging | podman import --quiet - "$binaries_image" >/dev/null
 
 log "building $app_image with deploy/Dockerfile"
-mkdir -p "$work/context"   # the runtime stage reads nothing from the context
+# The runtime stages read only deploy/runtime-rootfs.sh from the context.
+mkdir -p "$work/context/deploy"
+cp "$ROOT/deploy/runtime-rootfs.sh" "$work/context/deploy/"
 # --layers=false: no intermediate images are kept, so nothing is left to prune afterwards.
 podman build --quiet --layers=false -f "$ROOT/deploy/Dockerfile" \
     --build-arg SWIFT_IMAGE="$base_image" --build-arg RUNTIME_IMAGE="$base_image" \
