@@ -92,6 +92,7 @@ base_image="localhost/debian:bookworm-slim"
 created_images=("$binaries_image" "$app_image")
 podman_pid=""
 healthcheck_pid=""
+postgres_build_pid=""
 compose=(docker-compose --project-name "$project" --project-directory "$ROOT"
          -f "$ROOT/docker-compose.yml" -f "$work/override.yml" --env-file "$work/smoke.env")
 
@@ -117,6 +118,7 @@ cleanup() {
         wait "$healthcheck_pid" 2>/dev/null
     fi
     [ -n "$podman_pid" ] && kill "$podman_pid" 2>/dev/null && wait "$podman_pid" 2>/dev/null
+    [ -n "$postgres_build_pid" ] && kill "$postgres_build_pid" 2>/dev/null && wait "$postgres_build_pid" 2>/dev/null
     if [ "$keep_images" -eq 0 ]; then
         [ "${built_postgres:-0}" -eq 1 ] && created_images+=("$postgres_image")
         [ "${built_base:-0}" -eq 1 ] && created_images+=("$base_image")
@@ -156,20 +158,6 @@ if ! podman image exists "$base_image"; then
     built_base=1
 fi
 
-log "building $binaries_image from $bin_dir"
-"$ROOT/deploy/stage-binaries.sh" "$bin_dir" "$work/binaries/staging"   # as deploy/Dockerfile's builder does
-tar -C "$work/binaries" -c staging | podman import --quiet - "$binaries_image" >/dev/null
-
-log "building $app_image with deploy/Dockerfile"
-# The runtime stages read only deploy/runtime-rootfs.sh from the context.
-mkdir -p "$work/context/deploy"
-cp "$ROOT/deploy/runtime-rootfs.sh" "$work/context/deploy/"
-# --layers=false: no intermediate images are kept, so nothing is left to prune afterwards.
-podman build --quiet --layers=false -f "$ROOT/deploy/Dockerfile" \
-    --build-arg SWIFT_IMAGE="$base_image" --build-arg RUNTIME_IMAGE="$base_image" \
-    --build-arg BINARIES_FROM="$binaries_image" -t "$app_image" "$work/context" >"$work/build.log" 2>&1 \
-    || { cat "$work/build.log" >&2; die "podman build of deploy/Dockerfile failed"; }
-
 if ! podman image exists "$postgres_image"; then
     log "building $postgres_image (Debian's PostgreSQL 15, official image's environment variables)"
     mkdir -p "$work/postgres"
@@ -203,8 +191,28 @@ STOPSIGNAL SIGINT
 ENTRYPOINT ["/bin/sh", "/usr/local/bin/entrypoint.sh"]
 EOF
     built_postgres=1
-    podman build --quiet --layers=false -t "$postgres_image" "$work/postgres" >"$work/postgres-build.log" 2>&1 \
-        || { cat "$work/postgres-build.log" >&2; die "building the PostgreSQL image failed"; }
+    # In the background, beside the image below (each mostly waits for apt-get or the disk).
+    podman build --quiet --layers=false -t "$postgres_image" "$work/postgres" >"$work/postgres-build.log" 2>&1 &
+    postgres_build_pid=$!
+fi
+
+log "building $binaries_image from $bin_dir"
+"$ROOT/deploy/stage-binaries.sh" "$bin_dir" "$work/binaries/staging"   # as deploy/Dockerfile's builder does
+tar -C "$work/binaries" -c staging | podman import --quiet - "$binaries_image" >/dev/null
+
+log "building $app_image with deploy/Dockerfile"
+# The runtime stages read only deploy/runtime-rootfs.sh from the context.
+mkdir -p "$work/context/deploy"
+cp "$ROOT/deploy/runtime-rootfs.sh" "$work/context/deploy/"
+# --layers=false: no intermediate images are kept, so nothing is left to prune afterwards.
+podman build --quiet --layers=false -f "$ROOT/deploy/Dockerfile" \
+    --build-arg SWIFT_IMAGE="$base_image" --build-arg RUNTIME_IMAGE="$base_image" \
+    --build-arg BINARIES_FROM="$binaries_image" -t "$app_image" "$work/context" >"$work/build.log" 2>&1 \
+    || { cat "$work/build.log" >&2; die "podman build of deploy/Dockerfile failed"; }
+
+if [ -n "$postgres_build_pid" ]; then
+    wait "$postgres_build_pid" || { cat "$work/postgres-build.log" >&2; postgres_build_pid=""; die "building the PostgreSQL image failed"; }
+    postgres_build_pid=""
 fi
 images_built_at=$SECONDS
 
@@ -422,8 +430,8 @@ exit_code="$(podman inspect --format '{{.State.ExitCode}}' "$session_id" 2>/dev/
 check "session stops on SIGTERM within the grace period (exit $exit_code after ${stop_seconds}s)" \
     test "$exit_code" = 0 -a "$stop_seconds" -lt 15
 check "GET /health/ready answers 503 naming session once it is stopped" wait_for 15 ready_without_session
-"${compose[@]}" start session >"$work/start.log" 2>&1 || cat "$work/start.log" >&2
 started=$SECONDS
+"${compose[@]}" start session >"$work/start.log" 2>&1 || cat "$work/start.log" >&2
 check "the gateway recovers after session restarts: GET /health/ready 200 again" wait_for 90 ready_ok
 log "   /health/ready 200 again $((SECONDS - started)) s after docker-compose start session"
 check "sign-in walk again after the restart" walk_sign_in_flow
