@@ -47,7 +47,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-log() { echo "smoke-test: $*" >&2; }
+log() { echo "smoke-test [$((SECONDS - ${started_at:-0}))s]: $*" >&2; }
 die() { log "$*"; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || die "run as root (podman's rootful mode is what works on these machines)"
@@ -368,12 +368,13 @@ report_rss() {  # report_rss WHEN
 bench() {  # bench HOST:PORT METHOD TEMPLATE: 400 calls, 8 in flight, from the gateway container
     podman exec "$(container gateway)" authctl bench "$1" "$2" "$3" --total 400 --concurrency 8 --warmup 0 --json \
         >"$work/bench.json" 2>/dev/null || return 1
-    python3 - "$work/bench.json" "$2" <<'PY' >&2
+    log "   load $2: $(python3 - "$work/bench.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 statuses = ", ".join(f"{s['calls']} {s['code']} {s['reason']}".strip() for s in r["statuses"])
-print(f"smoke-test:    load {sys.argv[2]}: {r['calls']} calls, {r['calls_per_second']:.0f}/s, p99 {r['latency_us']['p99'] / 1000:.1f} ms ({statuses})")
+print(f"{r['calls']} calls, {r['calls_per_second']:.0f}/s, p99 {r['latency_us']['p99'] / 1000:.1f} ms ({statuses})")
 PY
+)"
 }
 small_load() {  # RPC calls that touch the database on each RPC service, and /health/ready on the gateway
     bench identity:7101 auth.identity.v1.Identity/FindOrCreateByContact '{"phone":"{{phone}}","client_ip":"198.51.100.7"}' || return 1
