@@ -42,7 +42,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --bin-dir) bin_dir="$(cd "$2" && pwd)"; shift 2 ;;
         --keep-images) keep_images=1; shift ;;
-        -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "smoke-test: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
