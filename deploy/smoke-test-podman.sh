@@ -25,7 +25,7 @@
 #      swaps in the local images and a free host port;
 #   4. checks: every container healthy, GET /health/live and /health/ready answer 200 with all
 #      three services SERVING, authctl works inside a container, the services run as uid 10001;
-#      walks the sign-in flow through the containers (walk_sign_in_flow); reports the image size
+#      walks a phone sign-in over HTTP through the gateway (walk_sign_in_flow); reports the image size
 #      and each service's RSS idle and after a small load (authctl bench, curl);
 #      `docker-compose stop session` ends it by SIGTERM within the grace period and then
 #      /health/ready answers 503 naming session; `docker-compose start session` and the gateway
@@ -284,15 +284,9 @@ ready_without_session() {
     [ "$(http_status /health/ready)" = 503 ] && grep -q '"session":"UNREACHABLE"' "$work/body"
 }
 
-# --- calling the services as the gateway does ------------------------------------------------------
-# authctl inside the gateway container presents that container's certificate (DNS:gateway): the
-# only caller OTP Start/Check, Identity FindOrCreateByContact and Session Refresh allow
-# (docs/otp.md, docs/identity.md, docs/session.md). authctl's own certificate may call none of them.
-rpc() {  # rpc HOST:PORT METHOD JSON: one call; the answer (status and response) in $work/rpc.json
-    podman exec "$(container gateway)" authctl call --timeout 10 "$1" "$2" "$3" >"$work/rpc.json" 2>"$work/rpc.err"
-}
-answer() {  # answer PATH: a value of the last answer (keys joined by dots, [N] for an element)
-    python3 - "$work/rpc.json" "$1" <<'PY'
+# --- the walk's helpers ----------------------------------------------------------------------------
+answer() {  # answer PATH: a value of the last JSON answer (keys joined by dots, [N] for an element)
+    python3 - "$work/answer.json" "$1" <<'PY'
 import json, re, sys
 value = json.load(open(sys.argv[1]))
 for part in re.findall(r"[^.\[\]]+|\[\d+\]", sys.argv[2]):
@@ -300,60 +294,56 @@ for part in re.findall(r"[^.\[\]]+|\[\d+\]", sys.argv[2]):
 print(value if isinstance(value, str) else json.dumps(value))
 PY
 }
-step() {  # step DESCRIPTION HOST:PORT METHOD JSON: a call of the walk that must answer OK
-    if rpc "$2" "$3" "$4" && [ "$(answer status.code)" = OK ]; then
-        log "   $1: OK"
-    else
-        log "   $1: FAILED: $(cat "$work/rpc.json" "$work/rpc.err" 2>/dev/null | tr -s ' \n' ' ')"
-        return 1
-    fi
-}
 logged_code() {  # logged_code PHONE: the one-time code otp-dispatch's `log` provider wrote for PHONE
     podman logs "$(container otp-dispatch)" 2>&1 | grep -F "otp.to=$1" | grep -F 'OTP message (log provider' \
         | sed -n 's/.*otp\.body=\([0-9]\{6\}\) .*/\1/p' | tail -n 1
 }
 random_phone() { printf '+91%d%09d\n' $((6 + RANDOM % 4)) $(((RANDOM * 32768 + RANDOM) % 1000000000)); }
 
-# The sign-in flow that exists today, through the running containers: phone + SMS code, then the
-# session's refresh and logout. Today it calls the RPC services as the gateway would (the
-# gateway's public routes are not written yet); once they are, replace this function by the same
-# walk over HTTP through the published port: POST /v1/otp/send, /v1/otp/verify,
-# /v1/token/refresh, /v1/logout (Sources/AuthGateway/openapi.yaml).
+# The sign-in flow over HTTP through the gateway's published port, as an app does it
+# (Sources/AuthGateway/openapi.yaml): POST /v1/otp/send, the code from otp-dispatch's `log`
+# provider, POST /v1/otp/verify, GET /v1/session, POST /v1/token/refresh, POST /v1/logout; then
+# the logged-out access token gets 401 and the old session's refresh token is refused.
+http_call() {  # http_call EXPECTED_STATUS METHOD PATH [JSON] [TOKEN]: the body in $work/answer.json
+    local args=(-s -o "$work/answer.json" -w '%{http_code}' --max-time 10 -X "$2" "http://127.0.0.1:$port$3")
+    [ -n "${4:-}" ] && args+=(-H 'content-type: application/json' -d "$4")
+    [ -n "${5:-}" ] && args+=(-H "authorization: Bearer $5")
+    local status
+    status="$(curl "${args[@]}" || true)"
+    if [ "$status" != "$1" ]; then
+        log "   $2 $3: $status, expected $1: $(tr -s ' \n' ' ' <"$work/answer.json" 2>/dev/null)"
+        return 1
+    fi
+    log "   $2 $3: $status"
+}
 walk_sign_in_flow() {
-    local phone code verification user session refresh_token new_refresh_token client_ip=203.0.113.7
+    local phone code verification user access_token refresh_token new_refresh_token
     phone="$(random_phone)"
     log "   sign-in walk for $phone"
-    step "OTP Start (SMS, log provider)" otp-dispatch:7102 auth.otp.v1.OTP/Start \
-        "{\"destination\":\"$phone\",\"purpose\":\"PURPOSE_LOGIN\",\"locale\":\"en\",\"client_ip\":\"$client_ip\"}" || return 1
-    verification="$(answer response.verification_id)"
+    http_call 200 POST /v1/otp/send "{\"phone\":\"$phone\",\"purpose\":\"auto\"}" || return 1
+    verification="$(answer verification_id)"
+    [ "$(answer channel)" = sms ] || { log "   /v1/otp/send did not answer channel sms"; return 1; }
     code=""
     for _ in $(seq 30); do code="$(logged_code "$phone")"; [ -n "$code" ] && break; sleep 1; done
     [ -n "$code" ] || { log "   no code for $phone in otp-dispatch's log within 30 s"; return 1; }
     log "   code $code read from otp-dispatch's log"
-    step "OTP Check with that code" otp-dispatch:7102 auth.otp.v1.OTP/Check \
-        "{\"verification_id\":\"$verification\",\"code\":\"$code\",\"client_ip\":\"$client_ip\"}" || return 1
-    [ "$(answer response.destination)" = "$phone" ] || { log "   Check returned another destination"; return 1; }
-    step "Identity FindOrCreateByContact" identity:7101 auth.identity.v1.Identity/FindOrCreateByContact \
-        "{\"phone\":\"$phone\",\"client_ip\":\"$client_ip\"}" || return 1
-    user="$(answer response.user.id)"
-    [ "$(answer response.created)" = true ] && [ "$(answer response.user.phone_verified)" = true ] \
-        || { log "   FindOrCreateByContact did not create a verified account"; return 1; }
-    step "Session Issue" session:7103 auth.session.v1.Session/Issue \
-        "{\"user_id\":\"$user\",\"amr\":[\"otp_sms\"],\"device\":{\"platform\":\"ios\",\"name\":\"smoke test\"},\"client_ip\":\"$client_ip\"}" || return 1
-    session="$(answer response.tokens.session_id)"
-    refresh_token="$(answer response.tokens.refresh_token)"
-    step "Session Refresh" session:7103 auth.session.v1.Session/Refresh \
-        "{\"refresh_token\":\"$refresh_token\",\"client_ip\":\"$client_ip\"}" || return 1
-    new_refresh_token="$(answer response.tokens.refresh_token)"
-    [ -n "$new_refresh_token" ] && [ "$new_refresh_token" != "$refresh_token" ] && [ "$(answer response.tokens.session_id)" = "$session" ] \
-        || { log "   Refresh did not rotate the refresh token of the same session"; return 1; }
-    step "Session Revoke (logout)" session:7103 auth.session.v1.Session/Revoke \
-        "{\"session_id\":\"$session\",\"user_id\":\"$user\",\"reason\":\"logout\"}" || return 1
-    [ "$(answer response.revoked)" = true ] || { log "   Revoke answered revoked=false"; return 1; }
-    rpc session:7103 auth.session.v1.Session/Refresh "{\"refresh_token\":\"$new_refresh_token\",\"client_ip\":\"$client_ip\"}" || true
-    [ "$(answer status.reason)" = session_revoked ] \
-        || { log "   Refresh after logout was not refused with session_revoked: $(tr -s ' \n' ' ' <"$work/rpc.json")"; return 1; }
-    log "   Refresh after logout: refused (session_revoked)"
+    http_call 200 POST /v1/otp/verify "{\"verification_id\":\"$verification\",\"code\":\"$code\"}" || return 1
+    [ "$(answer is_new_user)" = true ] && [ "$(answer user.phone)" = "$phone" ] && [ "$(answer user.phone_verified)" = true ] \
+        || { log "   /v1/otp/verify did not sign in a new, verified user with that phone"; return 1; }
+    user="$(answer user.id)"
+    access_token="$(answer access_token)"
+    refresh_token="$(answer refresh_token)"
+    http_call 200 GET /v1/session "" "$access_token" || return 1
+    [ "$(answer user.id)" = "$user" ] || { log "   /v1/session answered another user"; return 1; }
+    http_call 200 POST /v1/token/refresh "{\"refresh_token\":\"$refresh_token\"}" || return 1
+    new_refresh_token="$(answer refresh_token)"
+    [ -n "$new_refresh_token" ] && [ "$new_refresh_token" != "$refresh_token" ] \
+        || { log "   the refresh did not rotate the refresh token"; return 1; }
+    access_token="$(answer access_token)"
+    http_call 204 POST /v1/logout "" "$access_token" || return 1
+    http_call 401 GET /v1/session "" "$access_token" || return 1
+    http_call 401 POST /v1/token/refresh "{\"refresh_token\":\"$new_refresh_token\"}" || return 1
+    [ "$(answer error)" = session_revoked ] || { log "   the refresh after logout was not session_revoked"; return 1; }
     walk_user="$user"
 }
 
@@ -417,7 +407,7 @@ image_bytes="$(podman image inspect --format '{{.Size}}' "$app_image")"
 log "image $app_image: $((image_bytes / 1000000)) MB (podman image inspect .Size), executables from $bin_dir"
 report_rss idle
 walk_user=""
-check "sign-in walk: OTP Start, code from the log, Check, FindOrCreateByContact, Issue, Refresh, Revoke" walk_sign_in_flow
+check "sign-in walk over HTTP: /v1/otp/send, code from the log, /v1/otp/verify, /v1/session, refresh, logout" walk_sign_in_flow
 if [ -n "$walk_user" ]; then
     check "a small load on each service (authctl bench from the gateway container, curl)" small_load
     report_rss "after that load"
