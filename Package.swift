@@ -404,7 +404,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AuthGatewayTests",
-            dependencies: ["AuthGateway", "AuthRPC"],
+            dependencies: ["AuthGateway", "AuthRPC", "AuthProtobuf"],
             swiftSettings: strictSwift
         ),
         .testTarget(

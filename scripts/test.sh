@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh Debian machine: installs what is missing, checks
 # that generated code is up to date, starts a throwaway PostgreSQL, builds (no warnings
-# allowed in our code), runs the codec tests under AddressSanitizer/LeakSanitizer, then the
-# whole suite.
+# allowed in our code), runs the image and the compose stack with those executables under
+# podman, runs the codec tests under AddressSanitizer/LeakSanitizer, then the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -37,6 +37,13 @@ if grep -E "^$root/(Sources|Tests)/[^:]+:[0-9]+:[0-9]+: warning:" .data/build.lo
     echo "error: the build has warnings in our code (above)" >&2
     exit 1
 fi
+
+echo "== containers: deploy/Dockerfile's image with this build's executables, docker-compose.yml under podman, sign-in walk (about 5 min)"
+# As root (podman's rootful mode is what works on these machines); it installs podman & co. when
+# missing and removes every container, volume, network, image and process it made.
+as_root=()
+if [[ $(id -u) -ne 0 ]]; then as_root=(sudo); fi
+"${as_root[@]}" deploy/smoke-test-podman.sh --bin-dir "$(swift build --show-bin-path)"
 
 echo "== codec tests under AddressSanitizer/LeakSanitizer"
 # In a scratch package with only the codec: the sanitized build skips NIO, TLS, HTTP and the rest.
@@ -93,6 +100,9 @@ scripts/lib/make-dev-certs.sh "$tls_dir" identity authctl
 AUTH_RPC_TLS_CERT="$tls_dir/authctl.pem" AUTH_RPC_TLS_KEY="$tls_dir/authctl.key" AUTH_RPC_TLS_CA="$tls_dir/ca.pem" \
     AUTH_RPC_SERVICE=authctl run_protocol_check tls \
     AUTH_RPC_TLS_CERT="$tls_dir/identity.pem" AUTH_RPC_TLS_KEY="$tls_dir/identity.key" AUTH_RPC_TLS_CA="$tls_dir/ca.pem"
+
+echo "== schemathesis against the running gateway and its OpenAPI document (issue 11)"
+scripts/check-gateway-schemathesis.sh --max-time 45
 
 echo "== independent JOSE library for the session tests (joserfc in .data/jose-venv)"
 scripts/jose-check/install.sh >/dev/null

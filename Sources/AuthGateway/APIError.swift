@@ -176,6 +176,12 @@ enum ServiceErrorMapping {
         case "invalid_access_token", "access_token_expired", "unknown_signing_key": return withDetail(.invalidToken, detail)
         case "session_not_found": return withDetail(.sessionNotFound, detail)
         // every service
+        case "malformed_request":
+            // The RPC client could not encode the request: only the client's input can cause it
+            // (the JSON reader refuses what it knows of, such as NUL in a string).
+            var invalid = APIError.invalidRequest("a value cannot be sent on.")
+            invalid.detail = detail
+            return invalid
         case "invalid_argument":
             if rules.verificationRoute { return withDetail(.verificationNotFound, detail) }
             if rules.credentialsRoute { return withDetail(.invalidCredentials, detail) }

@@ -1,45 +1,7 @@
+import AuthProtobuf
 import Foundation
 import HTTPTypes
 import Hummingbird
-
-/// A JSON value as sent: the request reader checks types itself, so that `1` is not taken for
-/// `true`, and every refusal names the member.
-enum JSONValue: Decodable, Sendable, Equatable {
-    case null
-    case bool(Bool)
-    case number(Double)
-    case string(String)
-    case array([JSONValue])
-    case object([String: JSONValue])
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() {
-            self = .null
-        } else if let value = try? container.decode(Bool.self) {
-            self = .bool(value)
-        } else if let value = try? container.decode(String.self) {
-            self = .string(value)
-        } else if let value = try? container.decode(Double.self) {
-            self = .number(value)
-        } else if let value = try? container.decode([String: JSONValue].self) {
-            self = .object(value)
-        } else {
-            self = .array(try container.decode([JSONValue].self))
-        }
-    }
-
-    var typeName: String {
-        switch self {
-        case .null: "null"
-        case .bool: "a boolean"
-        case .number: "a number"
-        case .string: "a string"
-        case .array: "an array"
-        case .object: "an object"
-        }
-    }
-}
 
 /// A request's JSON object body, read under the API's rules: at most 16 KiB (413),
 /// `Content-Type: application/json` with any parameters (415), an object with only the listed
@@ -96,12 +58,15 @@ struct JSONRequest: Sendable {
         return mediaType.trimmingCharacters(in: .whitespaces).lowercased() == "application/json"
     }
 
-    /// The string member `name`, nil when absent; any other type is a 400.
+    /// The string member `name`, nil when absent; any other type, or a string holding U+0000
+    /// (which the services' protocol cannot carry), is a 400.
     func string(_ name: String) throws(APIError) -> String? {
         switch members[name] {
         case nil: return nil
-        case .string(let value): return value
-        case let other?: throw APIError.invalidRequest("`\(name)` must be a string, not \(other.typeName).")
+        case .string(let value):
+            guard !value.utf8.contains(0) else { throw APIError.invalidRequest("`\(name)` must not contain NUL (U+0000).") }
+            return value
+        case let other?: throw APIError.invalidRequest("`\(name)` must be a string, not \(other.kindName).")
         }
     }
 
@@ -116,7 +81,7 @@ struct JSONRequest: Sendable {
         switch members[name] {
         case nil: return nil
         case .bool(let value): return value
-        case let other?: throw APIError.invalidRequest("`\(name)` must be a boolean, not \(other.typeName).")
+        case let other?: throw APIError.invalidRequest("`\(name)` must be a boolean, not \(other.kindName).")
         }
     }
 
@@ -125,8 +90,8 @@ struct JSONRequest: Sendable {
         switch members[name] {
         case nil: return nil
         case .null: return .some(nil)
-        case .string(let value): return .some(value)
-        case let other?: throw APIError.invalidRequest("`\(name)` must be a string or null, not \(other.typeName).")
+        case .string: return .some(try string(name))
+        case let other?: throw APIError.invalidRequest("`\(name)` must be a string or null, not \(other.kindName).")
         }
     }
 

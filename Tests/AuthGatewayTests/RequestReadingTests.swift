@@ -1,3 +1,4 @@
+import AuthProtobuf
 import Testing
 
 @testable import AuthGateway
@@ -14,7 +15,7 @@ import Testing
 
     @Test func membersAreReadWithTheirTypes() throws {
         let body = JSONRequest(members: [
-            "phone": .string("+15555550100"), "flag": .bool(true), "number": .number(1), "nothing": .null,
+            "phone": .string("+15555550100"), "flag": .bool(true), "number": .integer("1"), "nothing": .null,
             "purpose": .string("signup"),
         ])
         #expect(try body.string("phone") == "+15555550100")
@@ -23,6 +24,10 @@ import Testing
         #expect(throws: APIError.self) { try body.bool("number") }
         #expect(throws: APIError.self) { try body.string("flag") }
         #expect(throws: APIError.self) { try body.requiredString("absent") }
+        // protobuf-c cannot carry U+0000 in a string: refused here, not a 500 later.
+        let nul = JSONRequest(members: ["name": .string("a\u{0}b")])
+        #expect(throws: APIError.invalidRequest("`name` must not contain NUL (U+0000).")) { try nul.string("name") }
+        #expect(throws: APIError.self) { try nul.nullableString("name") }
         #expect(try body.nullableString("nothing") == .some(nil))
         #expect(try body.nullableString("absent") == nil)
         #expect(try body.choice("purpose", default: GatewayRoutes.Purpose.auto) == .signup)

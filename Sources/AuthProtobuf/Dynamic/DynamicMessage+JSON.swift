@@ -154,8 +154,9 @@ extension DynamicMessage {
     }
 }
 
-/// A parsed JSON value, numbers kept as their text so 64-bit integers lose nothing.
-enum JSONValue: Decodable {
+/// A parsed JSON value, numbers kept as their text so 64-bit integers lose nothing. Also the
+/// gateway's reading of request bodies, which checks each member's type itself.
+public enum JSONValue: Decodable, Sendable, Equatable {
     case null
     case bool(Bool)
     /// A number written without fraction or exponent.
@@ -165,7 +166,7 @@ enum JSONValue: Decodable {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    init(from decoder: any Decoder) throws {
+    public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
             self = .null
@@ -187,7 +188,8 @@ enum JSONValue: Decodable {
         }
     }
 
-    var kindName: String {
+    /// "a string", "a number", …: for messages naming what was sent.
+    public var kindName: String {
         switch self {
         case .null: "null"
         case .bool: "a boolean"
