@@ -48,6 +48,10 @@ extension GatewayEndToEndTests {
                 let reply = try await fixture.send(.POST, "/v1/otp/send", raw: raw, contentType: "application/json")
                 expectError(reply, 400, "invalid_request")
             }
+            // U+0000 in a string cannot travel in the RPC (protobuf-c strings): 400, never a 500.
+            let nul = try await fixture.send(
+                .POST, "/v1/otp/send", raw: "{\"email\": \"a\\u0000b@example.com\"}", contentType: "application/json")
+            expectError(nul, 400, "invalid_request")
             // Valid JSON in every spelling still passes: escapes, whitespace, unicode.
             let spelled = try await fixture.send(
                 .POST, "/v1/otp/send", raw: " {\r\n\t\"email\" : \"\(email)\" ,\"locale\":\"\\u0065n\"} ",
