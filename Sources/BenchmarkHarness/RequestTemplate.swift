@@ -10,6 +10,7 @@ import Foundation
 /// | `{{uuid}}` | a random UUID, lower-case |
 /// | `{{phone}}` | a random E.164 number that passes every phone rule: `+91` and 10 digits starting 6–9 |
 /// | `{{email}}` | a random address at `example.com`, unique per call (`bench-<seq>-<random>@example.com`) |
+/// | `{{ipv4}}` | a random address in 10.0.0.0/8 (client IPs, so per-IP limits see many clients) |
 /// | `{{setup.PATH}}` | a value of the setup call's response: `PATH` is field names joined by dots, with `[N]` for an element, e.g. `{{setup.tokens.refresh_token}}` |
 /// | `{{input.PATH}}` | a value of this call's input: one JSON object per call (`authctl bench --inputs`, e.g. the responses an earlier run recorded with `--record`), the same path syntax |
 ///
@@ -22,6 +23,7 @@ public struct RequestTemplate: Sendable {
         case uuid
         case phone
         case email
+        case ipv4
         case setup(path: String)
         case input(path: String)
     }
@@ -122,6 +124,8 @@ public struct RequestTemplate: Sendable {
             return "+91" + digits
         case .email:
             return "bench-\(sequence)-\(String(UInt32.random(in: 0...UInt32.max, using: &random), radix: 36))@example.com"
+        case .ipv4:
+            return "10.\(Int.random(in: 0...255, using: &random)).\(Int.random(in: 0...255, using: &random)).\(Int.random(in: 1...254, using: &random))"
         case .setup(let path):
             guard let setup else { throw TemplateError(description: "{{setup.\(path)}} needs a setup call (--setup-method)") }
             return try lookup(path, in: setup)
@@ -210,12 +214,13 @@ public struct RequestTemplate: Sendable {
             case "uuid": parts.append(.placeholder(.uuid))
             case "phone": parts.append(.placeholder(.phone))
             case "email": parts.append(.placeholder(.email))
+            case "ipv4": parts.append(.placeholder(.ipv4))
             case _ where name.hasPrefix("setup.") && name.count > 6:
                 parts.append(.placeholder(.setup(path: String(name.dropFirst(6)))))
             case _ where name.hasPrefix("input.") && name.count > 6:
                 parts.append(.placeholder(.input(path: String(name.dropFirst(6)))))
             default:
-                throw TemplateError(description: "unknown placeholder {{\(name)}} (known: seq, uuid, phone, email, setup.PATH, input.PATH)")
+                throw TemplateError(description: "unknown placeholder {{\(name)}} (known: seq, uuid, phone, email, ipv4, setup.PATH, input.PATH)")
             }
             rest = rest[close.upperBound...]
         }

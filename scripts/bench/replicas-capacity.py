@@ -189,25 +189,25 @@ ignore_startup_parameters = extra_float_digits
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         run = ["--duration", str(args.seconds), "--warmup", "1"]
         bench("otp-dispatch", "auth.otp.v1.OTP/Start",
-              '{"destination": "{{email}}", "purpose": "PURPOSE_LOGIN", "client_ip": "203.0.113.8"}', run)
+              '{"destination": "{{email}}", "purpose": "PURPOSE_LOGIN", "client_ip": "{{ipv4}}"}', run)
         # Check needs codes: verifications of the fixed test destination, started first (unmeasured).
         started = f"{work}/started.jsonl"
         total = max(1000, int(args.seconds * 1500))
         bench("otp-dispatch", "auth.otp.v1.OTP/Start",
-              f'{{"destination": "{TEST_EMAIL}", "purpose": "PURPOSE_LOGIN", "client_ip": "203.0.113.8"}}',
+              f'{{"destination": "{TEST_EMAIL}", "purpose": "PURPOSE_LOGIN", "client_ip": "{{{{ipv4}}}}"}}',
               ["--total", str(total), "--warmup", "0", "--record", started], measure=False)
         bench("otp-dispatch", "auth.otp.v1.OTP/Check",
-              f'{{"verification_id": "{{{{input.verification_id}}}}", "code": "{TEST_CODE}", "client_ip": "203.0.113.8"}}',
+              f'{{"verification_id": "{{{{input.verification_id}}}}", "code": "{TEST_CODE}", "client_ip": "{{{{ipv4}}}}"}}',
               ["--inputs", started, "--total", str(total), "--warmup", "0"])
         bench("identity", "auth.identity.v1.Identity/FindOrCreateByContact",
-              '{"email": "{{email}}", "client_ip": "203.0.113.7"}', run)
+              '{"email": "{{email}}", "client_ip": "{{ipv4}}"}', run)
         issued = f"{work}/issued.jsonl"
         bench("session", "auth.session.v1.Session/Issue",
-              '{"user_id": "{{uuid}}", "amr": ["otp_email"], "client_ip": "203.0.113.9"}', run + ["--record", issued])
+              '{"user_id": "{{uuid}}", "amr": ["otp_email"], "client_ip": "{{ipv4}}"}', run + ["--record", issued])
         with open(issued) as f:
             sessions = sum(1 for _ in f)
         bench("session", "auth.session.v1.Session/Refresh",
-              '{"refresh_token": "{{input.tokens.refresh_token}}", "client_ip": "203.0.113.9"}',
+              '{"refresh_token": "{{input.tokens.refresh_token}}", "client_ip": "{{ipv4}}"}',
               ["--inputs", issued, "--total", str(sessions), "--warmup", "0"])
     finally:
         for process in reversed(processes):
