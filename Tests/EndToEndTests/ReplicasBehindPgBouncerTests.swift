@@ -112,7 +112,10 @@ import Testing
         var addresses: [String: String] = [:]
         for (service, processes) in replicas {
             var list: [String] = []
-            for process in processes { list.append("127.0.0.1:\(try await process.listeningPort())") }
+            // Six processes start at once on a shared machine: a bound that tells stuck from slow.
+            for process in processes {
+                list.append("127.0.0.1:" + (try await process.waitForLog(#"port=(\d+)[^\n]*RPC server listening"#, timeout: .seconds(120))))
+            }
             addresses[service] = list.joined(separator: ",")
         }
 
