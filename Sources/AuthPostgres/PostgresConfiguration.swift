@@ -32,6 +32,15 @@ public struct PostgresConfiguration: Sendable {
     /// The most prepared statements cached per connection; beyond it the cache is emptied
     /// (`DEALLOCATE ALL`). Default 256.
     public var maxPreparedStatements: Int
+    /// What ``connectionString`` reaches: PostgreSQL itself (``PostgresPooler/none``, the default)
+    /// or a pooler in transaction mode (``PostgresPooler/transaction``, PgBouncer's
+    /// `pool_mode = transaction`), which may run each transaction in a different server session.
+    public var pooler: PostgresPooler
+    /// A connection string that reaches PostgreSQL itself, not through a transaction pooler:
+    /// required with ``PostgresPooler/transaction`` for what needs one server session for a while,
+    /// i.e. the LISTEN connection and ``PostgresPool/withSessionConnection(_:)`` (the migrator's
+    /// session advisory lock). Not used with ``PostgresPooler/none``. Never logged.
+    public var directConnectionString: String?
 
     /// Creates a configuration with the defaults listed on each property.
     public init(
@@ -54,10 +63,45 @@ public struct PostgresConfiguration: Sendable {
         self.reconnectBackoffLimit = .seconds(2)
         self.transactionRetryBackoff = .milliseconds(10)
         self.maxPreparedStatements = 256
+        self.pooler = .none
+        self.directConnectionString = nil
     }
 }
 
+/// What sits between the pool and PostgreSQL.
+public enum PostgresPooler: String, Sendable, Hashable, CaseIterable {
+    /// Nothing: each pooled connection is one server session.
+    case none
+    /// A pooler that hands out a server connection per transaction (PgBouncer
+    /// `pool_mode = transaction`): consecutive statements of one connection may run in different
+    /// server sessions, so the pool keeps no state in a session. Statements are not prepared
+    /// (`PQprepare` names live in one session; PgBouncer before 1.21 cannot carry them) but sent as
+    /// unnamed statements (`PQexecParams`), still with bound parameters in binary; no session
+    /// setting is sent at connect (a `SET statement_timeout` or `search_path` would stay on
+    /// whichever server connection ran it: give the role or database these settings instead,
+    /// `ALTER ROLE … SET statement_timeout = '5s'`); LISTEN and session-scoped work use
+    /// ``PostgresConfiguration/directConnectionString``.
+    case transaction
+}
+
 extension PostgresConfiguration {
+    /// The configuration of a connection that must stay one server session (LISTEN, session
+    /// advisory locks): this one without a pooler; with a transaction pooler, the direct
+    /// connection string without pooler, or `nil` when none is configured.
+    var sessionConfiguration: PostgresConfiguration? {
+        switch self.pooler {
+        case .none:
+            return self
+        case .transaction:
+            guard let direct = self.directConnectionString else { return nil }
+            var session = self
+            session.connectionString = direct
+            session.pooler = .none
+            session.directConnectionString = nil
+            return session
+        }
+    }
+
     /// The reconnect rule of the pool and the LISTEN connection: from ``reconnectBackoff``,
     /// doubling up to ``reconnectBackoffLimit``, each wait jittered by ±25 %.
     var reconnectBackoffRule: ExponentialBackoff {

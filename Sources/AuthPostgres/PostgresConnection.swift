@@ -10,12 +10,16 @@ import Synchronization
 /// cooperative pool; ``PostgresPool/withConnection(_:)`` runs your code on a dedicated thread.
 ///
 /// Statements are prepared once per connection (`PQprepare`) and cached by SQL text and
-/// parameter types; later executions only bind parameters (`PQexecPrepared`). Results are
-/// requested in binary format and copied into a ``PostgresRows``.
+/// parameter types; later executions only bind parameters (`PQexecPrepared`). Behind a
+/// transaction pooler (``PostgresPooler/transaction``) nothing is prepared: each statement is
+/// sent unnamed with its parameters (`PQexecParams`). Results are requested in binary format and
+/// copied into a ``PostgresRows``.
 public final class PostgresConnection {
     private var handle: OpaquePointer?
     private let logger: Logger
     private let maxPreparedStatements: Int
+    /// False behind a transaction pooler: statements run unnamed, nothing is cached.
+    private let preparesStatements: Bool
     private var preparedStatements: [StatementKey: String] = [:]
     private var nextStatementNumber = 0
     private var broken = false
@@ -26,10 +30,11 @@ public final class PostgresConnection {
         var types: [UInt32]
     }
 
-    private init(handle: OpaquePointer, logger: Logger, maxPreparedStatements: Int) {
+    private init(handle: OpaquePointer, logger: Logger, maxPreparedStatements: Int, preparesStatements: Bool) {
         self.handle = handle
         self.logger = logger
         self.maxPreparedStatements = max(1, maxPreparedStatements)
+        self.preparesStatements = preparesStatements
         self.cancelHandle = PostgresCancelHandle(connection: handle)
     }
 
@@ -38,7 +43,8 @@ public final class PostgresConnection {
     }
 
     /// Opens a connection (blocking) and applies the configuration's session settings
-    /// (`statement_timeout`, `search_path`).
+    /// (`statement_timeout`, `search_path`), except behind a transaction pooler, where a session
+    /// setting would stay on whichever server connection ran it.
     ///
     /// - Throws: ``PostgresError/Code/unavailable`` when the server cannot be reached or refuses
     ///   the connection.
@@ -75,16 +81,22 @@ public final class PostgresConnection {
             PQfinish(pointer)
             throw PostgresError(code: .unavailable, message: message)
         }
+        let pooled = configuration.pooler == .transaction
         let connection = PostgresConnection(
-            handle: pointer, logger: logger, maxPreparedStatements: configuration.maxPreparedStatements)
+            handle: pointer, logger: logger, maxPreparedStatements: configuration.maxPreparedStatements,
+            preparesStatements: !pooled)
         connection.installNoticeReceiver()
 
         var setup: [String] = []
-        if let timeout = configuration.statementTimeout {
-            setup.append("SET statement_timeout = \(timeout.wholeMillisecondsRoundedUp)")
-        }
-        if !configuration.searchPath.isEmpty {
-            setup.append("SET search_path TO " + configuration.searchPath.map(quoteIdentifier).joined(separator: ", "))
+        if pooled {
+            // Nothing to set: see PostgresPooler.transaction.
+        } else {
+            if let timeout = configuration.statementTimeout {
+                setup.append("SET statement_timeout = \(timeout.wholeMillisecondsRoundedUp)")
+            }
+            if !configuration.searchPath.isEmpty {
+                setup.append("SET search_path TO " + configuration.searchPath.map(quoteIdentifier).joined(separator: ", "))
+            }
         }
         if !setup.isEmpty {
             do {
@@ -158,6 +170,9 @@ public final class PostgresConnection {
     public func execute(_ sql: String, _ parameters: [PostgresValue] = []) throws(PostgresError) -> PostgresRows {
         let handle = try self.usableHandle()
         let encoded = try EncodedParameters(parameters)
+        guard self.preparesStatements else {
+            return try self.executeUnnamed(sql: sql, encoded, handle: handle)
+        }
         let name = try self.preparedStatementName(sql: sql, types: encoded.types, handle: handle)
         do {
             return try self.executePrepared(name: name, encoded, handle: handle)
@@ -319,6 +334,19 @@ public final class PostgresConnection {
     ) throws(PostgresError) -> PostgresRows {
         let result = parameters.withPointers { values, lengths, formats in
             PQexecPrepared(handle, name, Int32(parameters.types.count), values, lengths, formats, 1)
+        }
+        return try self.check(result, handle: handle) { result in copyRows(from: result) }
+    }
+
+    /// One round trip with an unnamed statement (Parse, Bind, Execute): what a transaction pooler
+    /// can carry, since nothing outlives the statement.
+    private func executeUnnamed(
+        sql: String, _ parameters: EncodedParameters, handle: OpaquePointer
+    ) throws(PostgresError) -> PostgresRows {
+        let result = parameters.types.withUnsafeBufferPointer { types in
+            parameters.withPointers { values, lengths, formats in
+                PQexecParams(handle, sql, Int32(types.count), types.baseAddress, values, lengths, formats, 1)
+            }
         }
         return try self.check(result, handle: handle) { result in copyRows(from: result) }
     }

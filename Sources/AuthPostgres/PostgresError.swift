@@ -151,5 +151,10 @@ extension PostgresError {
         PostgresError(code: .decodingFailed, message: message)
     }
 
+    static let needsDirectConnection = PostgresError(
+        code: .invalidArgument,
+        message: "behind a transaction pooler, LISTEN and session-scoped work need directConnectionString "
+            + "(a connection string that reaches PostgreSQL itself)")
+
     static let poolClosed = PostgresError(code: .closed, message: "the connection pool is closed")
 }

@@ -6,7 +6,8 @@ import Logging
 ///   are created when missing.
 /// - Everything runs under a session advisory lock derived from the schema name, so replicas
 ///   starting at the same time apply each migration exactly once: the others wait, then find it
-///   applied.
+///   applied. The lock needs one server session throughout: behind a transaction pooler the
+///   migrator uses ``PostgresPool/withSessionConnection(_:)``'s direct connection.
 /// - Each pending migration runs in its own transaction together with the insert of its record,
 ///   in ascending version order, with `search_path` set to the schema.
 /// - An applied migration whose SHA-256 (computed by PostgreSQL over the file's UTF-8 bytes)
@@ -60,7 +61,8 @@ public struct PostgresMigrator: Sendable {
             self.pool.configuration.statementTimeout.map { "SET statement_timeout = \($0.wholeMillisecondsRoundedUp)" }
             ?? "RESET statement_timeout"
 
-        return try await self.pool.withConnection { connection in
+        // A session lock: behind a transaction pooler this runs over the direct connection.
+        return try await self.pool.withSessionConnection { connection in
             let quoted = quoteIdentifier(schema)
             let lockKey = PostgresValue.text("auth.schema_migrations." + schema)
             // The lock is a session lock on a pooled connection: it must not go back to the pool

@@ -110,6 +110,45 @@ public final class PostgresPool: Service, Sendable {
         return try outcome.get()
     }
 
+    /// Runs `body` on a connection that stays one server session throughout, for work whose state
+    /// lives in the session (a session advisory lock, `SET`): a pooled connection, or behind a
+    /// transaction pooler a new connection to ``PostgresConfiguration/directConnectionString``,
+    /// opened on one of the pool's threads and closed when `body` ends.
+    ///
+    /// - Throws: ``PostgresError/Code/invalidArgument`` behind a transaction pooler without a
+    ///   direct connection string; otherwise as ``withConnection(_:)``.
+    @discardableResult
+    public func withSessionConnection<R: Sendable>(
+        _ body: @Sendable (PostgresConnection) throws -> R
+    ) async throws -> R {
+        guard self.configuration.pooler == .transaction else { return try await self.withConnection(body) }
+        guard let session = self.configuration.sessionConfiguration else { throw PostgresError.needsDirectConnection }
+        if self.state.withLock({ $0.machine.isClosed }) { throw PostgresError.poolClosed }
+        let canceller = QueryCanceller()
+        let logger = self.logger
+        do {
+            return try await withTaskCancellationHandler {
+                try await withoutActuallyEscaping(body) { body in
+                    // As in withConnection: the work item gets the body through a handoff.
+                    let handoff = BodyHandoff(body)
+                    defer { handoff.clear() }
+                    return try await self.threadPool.runIfActive {
+                        guard let body = handoff.take() else { throw CancellationError() }
+                        let connection = try PostgresConnection.connect(configuration: session, logger: logger)
+                        defer { connection.close() }
+                        guard canceller.attach(connection.cancelHandle) else { throw CancellationError() }
+                        defer { canceller.detach() }
+                        return try body(connection)
+                    }
+                }
+            } onCancel: {
+                canceller.cancel()
+            }
+        } catch is NIOThreadPoolError.ThreadPoolInactive {
+            throw PostgresError.poolClosed
+        }
+    }
+
     /// Executes one statement on a pooled connection.
     @discardableResult
     public func query(_ sql: String, _ parameters: [PostgresValue] = []) async throws -> PostgresRows {
@@ -160,7 +199,8 @@ public final class PostgresPool: Service, Sendable {
     // MARK: Notifications
 
     /// Subscribes to notifications on `channel` (`LISTEN`), over one dedicated connection that
-    /// the pool opens on first use and that re-subscribes after reconnecting.
+    /// the pool opens on first use and that re-subscribes after reconnecting. Behind a transaction
+    /// pooler it connects to ``PostgresConfiguration/directConnectionString``.
     ///
     /// Returns once the server has confirmed the `LISTEN`, so a `NOTIFY` sent afterwards is
     /// delivered. The stream ends when the pool closes; cancelling its iteration unsubscribes.
@@ -169,8 +209,9 @@ public final class PostgresPool: Service, Sendable {
     ///
     /// - Parameter channel: An identifier (ASCII letters, digits, `_`; at most 63 bytes). It is
     ///   case-sensitive and matches `pg_notify`'s channel argument exactly.
-    /// - Throws: ``PostgresError/Code/invalidArgument`` for a bad channel name,
-    ///   ``PostgresError/Code/unavailable`` when the listening connection cannot be opened.
+    /// - Throws: ``PostgresError/Code/invalidArgument`` for a bad channel name or a transaction
+    ///   pooler without a direct connection string, ``PostgresError/Code/unavailable`` when the
+    ///   listening connection cannot be opened.
     public func listen(channel: String) async throws -> AsyncStream<PostgresNotification> {
         guard isPlainIdentifier(channel) else {
             throw PostgresError.invalidArgument("a channel name must be an identifier (letters, digits, _)")
@@ -178,7 +219,10 @@ public final class PostgresPool: Service, Sendable {
         let listener = try self.listener.withLock { listener throws(PostgresError) -> PostgresListener in
             if let listener { return listener }
             if self.state.withLock({ $0.machine.isClosed }) { throw PostgresError.poolClosed }
-            let created = try PostgresListener(configuration: self.configuration, logger: self.logger)
+            // A LISTEN through a transaction pooler would register in whichever server session
+            // ran it, and the notifications would go to whoever holds that session next.
+            guard let session = self.configuration.sessionConfiguration else { throw PostgresError.needsDirectConnection }
+            let created = try PostgresListener(configuration: session, logger: self.logger)
             listener = created
             return created
         }

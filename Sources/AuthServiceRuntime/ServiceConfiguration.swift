@@ -1,4 +1,5 @@
 import AuthCrypto
+import AuthPostgres
 import AuthRPC
 import AuthRPCNIO
 import Foundation
@@ -68,6 +69,12 @@ public struct ServiceConfiguration: Sendable {
     public var bindHost: String
     public var port: Int
     public var databaseURL: String?
+    /// What `AUTH_DATABASE_URL` reaches (`AUTH_DB_POOLER`): PostgreSQL itself, or a pooler in
+    /// transaction mode (PgBouncer `pool_mode = transaction`).
+    public var databasePooler: PostgresPooler
+    /// `AUTH_DATABASE_DIRECT_URL`: PostgreSQL itself, for migrations and LISTEN; required with
+    /// `AUTH_DB_POOLER=transaction`.
+    public var databaseDirectURL: String?
     public var databasePoolSize: Int
     public var databaseStatementTimeout: Duration
     /// How long start-up keeps trying to reach the database before it gives up
@@ -100,6 +107,14 @@ public struct ServiceConfiguration: Sendable {
         self.bindHost = reader.string("AUTH_BIND_HOST") ?? "127.0.0.1"
         self.port = try reader.integer(service.portVariable, default: service.defaultPort, in: 0...65535, note: " (0: any free port, logged at start)")
         self.databaseURL = reader.string("AUTH_DATABASE_URL")
+        self.databasePooler = try reader.value("AUTH_DB_POOLER", default: PostgresPooler.none, expected: "`none` or `transaction`") { PostgresPooler(rawValue: $0) }
+        self.databaseDirectURL = reader.string("AUTH_DATABASE_DIRECT_URL")
+        if databasePooler == .transaction, databaseDirectURL == nil {
+            throw ConfigurationError(
+                variable: "AUTH_DATABASE_DIRECT_URL",
+                problem: "is required with AUTH_DB_POOLER=transaction: a libpq connection string that reaches PostgreSQL itself, not the pooler (for migrations' advisory lock and LISTEN)"
+            )
+        }
         self.databasePoolSize = try reader.integer("AUTH_DB_POOL_SIZE", default: 10, in: 1...200)
         self.databaseStatementTimeout = .milliseconds(try reader.integer("AUTH_DB_STATEMENT_TIMEOUT_MS", default: 5000, in: 1...3_600_000, unit: " of milliseconds"))
         self.databaseStartTimeout = .seconds(try reader.integer("AUTH_DB_START_TIMEOUT_SECONDS", default: 60, in: 0...3_600, unit: " of seconds"))

@@ -88,15 +88,15 @@ public enum ServiceMain {
         guard let databaseURL = configuration.databaseURL else {
             throw ConfigurationError(variable: "AUTH_DATABASE_URL", problem: "is required (a libpq connection string)")
         }
-        let database = PostgresPool(
-            configuration: PostgresConfiguration(
-                connectionString: databaseURL,
-                maxConnections: configuration.databasePoolSize,
-                statementTimeout: configuration.databaseStatementTimeout,
-                applicationName: configuration.service.rawValue
-            ),
-            logger: logger
+        var databaseConfiguration = PostgresConfiguration(
+            connectionString: databaseURL,
+            maxConnections: configuration.databasePoolSize,
+            statementTimeout: configuration.databaseStatementTimeout,
+            applicationName: configuration.service.rawValue
         )
+        databaseConfiguration.pooler = configuration.databasePooler
+        databaseConfiguration.directConnectionString = configuration.databaseDirectURL
+        let database = PostgresPool(configuration: databaseConfiguration, logger: logger)
         // Wait for the database (bounded by AUTH_DB_START_TIMEOUT_SECONDS) rather than exit
         // because it is not up yet.
         try await DatabaseStartup(limit: configuration.databaseStartTimeout).wait(logger: logger) {

@@ -78,6 +78,33 @@ public enum PostgresTestDatabase {
             throw error
         }
     }
+
+    /// Runs `body` with the connection string of a new database of its own in the test cluster
+    /// (named `<prefix>_<random>`, so a service's schemas hold nothing of earlier runs) and its
+    /// name, and drops it afterwards (`WITH (FORCE)`: processes still connected are cut off).
+    public static func withFreshDatabase<R>(
+        prefix: String,
+        _ body: (_ connectionString: String, _ name: String) async throws -> R
+    ) async throws -> R {
+        let url = try await connectionString()
+        let name = prefix + "_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased()
+        let admin = PostgresPool(
+            configuration: PostgresConfiguration(connectionString: url, maxConnections: 1, applicationName: "\(prefix)-admin"),
+            logger: makeLogger()
+        )
+        try await admin.query("CREATE DATABASE \(identifier: name)")
+        let fresh = url.replacingOccurrences(of: "dbname=auth", with: "dbname=\(name)")
+        do {
+            let result = try await body(fresh, name)
+            _ = try? await admin.query("DROP DATABASE IF EXISTS \(identifier: name) WITH (FORCE)")
+            await admin.close()
+            return result
+        } catch {
+            _ = try? await admin.query("DROP DATABASE IF EXISTS \(identifier: name) WITH (FORCE)")
+            await admin.close()
+            throw error
+        }
+    }
 }
 
 /// Runs `scripts/postgres.sh`.

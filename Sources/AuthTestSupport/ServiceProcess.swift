@@ -30,20 +30,29 @@ public final class ServiceProcess: Sendable {
     /// process's environment minus any inherited `AUTH_*` variables. With `unprivileged`, a
     /// test running as root starts it as the user `nobody` (via setpriv), as containers do, so
     /// nothing that needs root's privileges goes unnoticed.
-    public init(executable: String, arguments: [String] = [], environment: [String: String], unprivileged: Bool = false) throws {
-        self.name = executable
+    public convenience init(executable: String, arguments: [String] = [], environment: [String: String], unprivileged: Bool = false) throws {
         let url = Self.binaryDirectory.appendingPathComponent(executable)
         guard FileManager.default.isExecutableFile(atPath: url.path) else {
             throw ServiceProcessError(message: "\(url.path) is not built; run `swift build --build-tests` first")
         }
-        let process = Process()
         if unprivileged && getuid() == 0 {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            process.arguments = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all", "--", url.path] + arguments
+            try self.init(
+                name: executable,
+                executableURL: URL(fileURLWithPath: "/usr/bin/setpriv"),
+                arguments: ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all", "--", url.path] + arguments,
+                environment: environment
+            )
         } else {
-            process.executableURL = url
-            process.arguments = arguments
+            try self.init(name: executable, executableURL: url, arguments: arguments, environment: environment)
         }
+    }
+
+    /// Starts any program (e.g. `/usr/sbin/pgbouncer`), called `name` in errors, the same way.
+    public init(name: String, executableURL: URL, arguments: [String], environment: [String: String]) throws {
+        self.name = name
+        let process = Process()
+        process.executableURL = executableURL
+        process.arguments = arguments
         var merged = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("AUTH_") }
         merged.merge(environment) { $1 }
         process.environment = merged

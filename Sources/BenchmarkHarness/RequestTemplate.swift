@@ -10,7 +10,9 @@ import Foundation
 /// | `{{uuid}}` | a random UUID, lower-case |
 /// | `{{phone}}` | a random E.164 number that passes every phone rule: `+91` and 10 digits starting 6–9 |
 /// | `{{email}}` | a random address at `example.com`, unique per call (`bench-<seq>-<random>@example.com`) |
+/// | `{{ipv4}}` | a random address in 10.0.0.0/8 (client IPs, so per-IP limits see many clients) |
 /// | `{{setup.PATH}}` | a value of the setup call's response: `PATH` is field names joined by dots, with `[N]` for an element, e.g. `{{setup.tokens.refresh_token}}` |
+/// | `{{input.PATH}}` | a value of this call's input: one JSON object per call (`authctl bench --inputs`, e.g. the responses an earlier run recorded with `--record`), the same path syntax |
 ///
 /// Placeholders go in string fields only; text around them stays (`"user-{{seq}}"`). A template
 /// without placeholders is encoded once.
@@ -21,7 +23,9 @@ public struct RequestTemplate: Sendable {
         case uuid
         case phone
         case email
+        case ipv4
         case setup(path: String)
+        case input(path: String)
     }
 
     enum Part: Sendable, Hashable {
@@ -67,10 +71,22 @@ public struct RequestTemplate: Sendable {
     /// An unknown or malformed placeholder, or a setup value that is not there.
     public struct TemplateError: Error, CustomStringConvertible {
         public let description: String
+
+        public init(description: String) {
+            self.description = description
+        }
     }
 
-    /// The request of call number `sequence`; `setup` is the setup call's response, if any.
-    public func render(sequence: Int, setup: DynamicMessage? = nil) throws -> [UInt8] {
+    /// Every `{{input.…}}` path the template uses.
+    public var inputPaths: [String] {
+        slots.flatMap(\.parts).compactMap {
+            if case .placeholder(.input(let path)) = $0 { path } else { nil }
+        }
+    }
+
+    /// The request of call number `sequence`; `setup` is the setup call's response, if any;
+    /// `input` this call's input (a JSON object, as `JSONSerialization` reads it), if any.
+    public func render(sequence: Int, setup: DynamicMessage? = nil, input: Any? = nil) throws -> [UInt8] {
         if let constantBytes { return constantBytes }
         var message = base
         var generator = SystemRandomNumberGenerator()
@@ -80,7 +96,7 @@ public struct RequestTemplate: Sendable {
                 switch part {
                 case .literal(let literal): text += literal
                 case .placeholder(let placeholder):
-                    text += try Self.value(of: placeholder, sequence: sequence, setup: setup, random: &generator)
+                    text += try Self.value(of: placeholder, sequence: sequence, setup: setup, input: input, random: &generator)
                 }
             }
             Self.set(.string(text), at: slot.path[...], in: &message)
@@ -94,6 +110,7 @@ public struct RequestTemplate: Sendable {
         of placeholder: Placeholder,
         sequence: Int,
         setup: DynamicMessage?,
+        input: Any?,
         random: inout some RandomNumberGenerator
     ) throws -> String {
         switch placeholder {
@@ -107,24 +124,58 @@ public struct RequestTemplate: Sendable {
             return "+91" + digits
         case .email:
             return "bench-\(sequence)-\(String(UInt32.random(in: 0...UInt32.max, using: &random), radix: 36))@example.com"
+        case .ipv4:
+            return "10.\(Int.random(in: 0...255, using: &random)).\(Int.random(in: 0...255, using: &random)).\(Int.random(in: 1...254, using: &random))"
         case .setup(let path):
             guard let setup else { throw TemplateError(description: "{{setup.\(path)}} needs a setup call (--setup-method)") }
             return try lookup(path, in: setup)
+        case .input(let path):
+            guard let input else { throw TemplateError(description: "{{input.\(path)}} needs inputs (--inputs FILE)") }
+            return try lookup(path, inJSON: input)
+        }
+    }
+
+    /// The steps of a path: `sessions[0].id` is (`sessions`, 0), (`id`, nil). `placeholder`
+    /// names the placeholder in errors.
+    static func components(of path: String, placeholder: String) throws -> [(name: String, index: Int?)] {
+        try path.split(separator: ".", omittingEmptySubsequences: false).map { component in
+            guard let open = component.firstIndex(of: "["), component.hasSuffix("]") else { return (String(component), nil) }
+            guard let index = Int(component[component.index(after: open)..<component.index(before: component.endIndex)]) else {
+                throw TemplateError(description: "{{\(placeholder).\(path)}}: bad index in '\(component)'")
+            }
+            return (String(component[..<open]), index)
+        }
+    }
+
+    /// The value at `path` in a JSON object (strings, numbers and booleans as text).
+    public static func lookup(_ path: String, inJSON object: Any) throws -> String {
+        var current: Any = object
+        for (name, index) in try components(of: path, placeholder: "input") {
+            guard let value = (current as? [String: Any])?[name] else {
+                throw TemplateError(description: "{{input.\(path)}}: the input has no '\(name)'")
+            }
+            current = value
+            if let index {
+                guard let elements = value as? [Any], elements.indices.contains(index) else {
+                    throw TemplateError(description: "{{input.\(path)}}: '\(name)' has no element \(index)")
+                }
+                current = elements[index]
+            }
+        }
+        switch current {
+        case let text as String: return text
+        case let number as Int: return String(number)
+        case let number as Double: return String(number)
+        case let flag as Bool: return String(flag)
+        default: throw TemplateError(description: "{{input.\(path)}} is not a single value")
         }
     }
 
     /// The value at `path` (`tokens.refresh_token`, `sessions[0].id`) as text.
     public static func lookup(_ path: String, in message: DynamicMessage) throws -> String {
         var current: DynamicMessage.Value = .message(message)
-        for component in path.split(separator: ".", omittingEmptySubsequences: false) {
-            var name = Substring(component)
-            var index: Int?
-            if let open = component.firstIndex(of: "["), component.hasSuffix("]") {
-                name = component[..<open]
-                index = Int(component[component.index(after: open)..<component.index(before: component.endIndex)])
-                guard index != nil else { throw TemplateError(description: "{{setup.\(path)}}: bad index in '\(component)'") }
-            }
-            guard case .message(let nested) = current, let value = nested.fields[String(name)] else {
+        for (name, index) in try components(of: path, placeholder: "setup") {
+            guard case .message(let nested) = current, let value = nested.fields[name] else {
                 throw TemplateError(description: "{{setup.\(path)}}: the setup response has no '\(name)'")
             }
             current = value
@@ -163,10 +214,13 @@ public struct RequestTemplate: Sendable {
             case "uuid": parts.append(.placeholder(.uuid))
             case "phone": parts.append(.placeholder(.phone))
             case "email": parts.append(.placeholder(.email))
+            case "ipv4": parts.append(.placeholder(.ipv4))
             case _ where name.hasPrefix("setup.") && name.count > 6:
                 parts.append(.placeholder(.setup(path: String(name.dropFirst(6)))))
+            case _ where name.hasPrefix("input.") && name.count > 6:
+                parts.append(.placeholder(.input(path: String(name.dropFirst(6)))))
             default:
-                throw TemplateError(description: "unknown placeholder {{\(name)}} (known: seq, uuid, phone, email, setup.PATH)")
+                throw TemplateError(description: "unknown placeholder {{\(name)}} (known: seq, uuid, phone, email, ipv4, setup.PATH, input.PATH)")
             }
             rest = rest[close.upperBound...]
         }

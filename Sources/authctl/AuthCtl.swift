@@ -50,10 +50,11 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "Seconds to wait for an answer.")
     var timeout: Double = 5
 
-    /// The client configuration for `target` (host:port).
+    /// The client configuration for `target`: host:port, or several separated by commas (calls
+    /// are spread over them, and a dead one is skipped, as services do with AUTH_*_ADDRESSES).
     func clientConfiguration(target: String, defaultServer: String? = nil, connections: Int = 1) throws -> RPCClientConfiguration {
-        guard let address = RPCAddress(target) else {
-            throw ValidationError("the address must be host:port, got '\(target)'")
+        guard let addresses = RPCAddress.list(target) else {
+            throw ValidationError("the address must be host:port (or several, comma-separated), got '\(target)'")
         }
         var environment = ProcessInfo.processInfo.environment
         for (variable, flag) in [
@@ -78,7 +79,7 @@ struct ConnectionOptions: ParsableArguments {
             }
         }
         return RPCClientConfiguration(
-            addresses: [address],
+            addresses: addresses,
             connectionsPerAddress: connections,
             serviceName: caller ?? tls?.dnsNames.first ?? "authctl",
             secret: secret,

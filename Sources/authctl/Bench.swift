@@ -23,7 +23,7 @@ extension AuthCtl {
                 """
         )
 
-        @Argument(help: "The server's address, host:port.")
+        @Argument(help: "The server's address, host:port; several replicas comma-separated (calls spread over them, a dead one skipped).")
         var address: String
 
         @Argument(help: "The method, e.g. auth.health.v1.Health/Check.")
@@ -55,6 +55,12 @@ extension AuthCtl {
 
         @Option(help: "The setup call's request as JSON.")
         var setupJson = "{}"
+
+        @Option(help: "A file of JSON objects, one a line (e.g. written by --record): call k takes line k (cycling) for {{input.PATH}}. With --warmup 0 and --total the line count, each line is used exactly once.")
+        var inputs: String?
+
+        @Option(help: "Append each OK response to this file as one line of JSON (e.g. the sessions a run issued, to refresh them later).")
+        var record: String?
 
         @Flag(help: "Print the result as JSON instead of a table.")
         var json = false
@@ -104,8 +110,20 @@ extension AuthCtl {
             } else if !requests.setupPaths.isEmpty {
                 fail("the template uses {{setup.\(requests.setupPaths[0])}} but no --setup-method is given")
             }
+            let inputLines: InputLines?
+            if let inputs {
+                do {
+                    inputLines = try InputLines(path: inputs)
+                } catch {
+                    fail("--inputs \(inputs): \(error)")
+                }
+            } else if !requests.inputPaths.isEmpty {
+                fail("the template uses {{input.\(requests.inputPaths[0])}} but no --inputs is given")
+            } else {
+                inputLines = nil
+            }
             // A template that cannot render (a setup path that is not there) fails here, not in the run.
-            do { _ = try requests.render(sequence: 0, setup: setup) } catch { fail(error) }
+            do { _ = try requests.render(sequence: 0, setup: setup, input: inputLines?.first) } catch { fail(error) }
 
             let plan = BenchPlan(
                 concurrency: concurrency,
@@ -121,10 +139,18 @@ extension AuthCtl {
             let terminal = isatty(STDERR_FILENO) == 1
             let progressTask = terminal || progress ? run.showProgress(overwriting: terminal) : nil
             let setupResponse = setup
-            await run.drive { sequence in
-                let payload = try requests.render(sequence: sequence, setup: setupResponse)
-                _ = try await client.unary(descriptor, payload: payload)
+            let recorder: ResponseRecorder?
+            do {
+                recorder = try record.map { try ResponseRecorder(path: $0, type: method.outputType) }
+            } catch {
+                fail("cannot write --record \(record ?? ""): \(error)")
             }
+            await run.drive { sequence in
+                let payload = try requests.render(sequence: sequence, setup: setupResponse, input: inputLines?.next())
+                let answer = try await client.unary(descriptor, payload: payload)
+                recorder?.append(answer)
+            }
+            recorder?.close()
             progressTask?.cancel()
             interrupt.cancel()
             let report = run.report(method: method.path, connections: connections)
@@ -161,6 +187,8 @@ final class BenchRun: Sendable {
         var histogram = LoadResult.emptyHistogram()
         /// Calls by "CODE reason".
         var statuses: [String: Int] = [:]
+        /// Answered calls by the second (since the end of warm-up) they were answered in.
+        var perSecond = PerSecondCounts()
     }
 
     init(plan: BenchPlan) {
@@ -181,6 +209,7 @@ final class BenchRun: Sendable {
                     var local = LoadResult.emptyHistogram()
                     var statuses: [String: Int] = [:]
                     var okCalls = 0
+                    var perSecond = PerSecondCounts()
                     var marked = false
                     while !self.stopped.load(ordering: .relaxed) {
                         let sequence = self.issued.add(1, ordering: .relaxed).oldValue
@@ -210,7 +239,9 @@ final class BenchRun: Sendable {
                             failure = "ERROR \(error)"
                         }
                         guard !inWarmup else { continue }
-                        _ = local.record((clock.now - due).nanoseconds)
+                        let answered = clock.now
+                        _ = local.record((answered - due).nanoseconds)
+                        perSecond.count(second: Int((answered - warmupEnd).seconds), ok: failure == nil)
                         self.measuredCalls.add(1, ordering: .relaxed)
                         if let failure {
                             statuses[failure, default: 0] += 1
@@ -223,6 +254,7 @@ final class BenchRun: Sendable {
                     self.results.withLock {
                         $0.histogram.add(local)
                         $0.statuses.merge(statuses, uniquingKeysWith: +)
+                        $0.perSecond.add(perSecond)
                     }
                 }
             }
@@ -261,7 +293,7 @@ final class BenchRun: Sendable {
     }
 
     func report(method: String, connections: Int) -> BenchReport {
-        let (histogram, statuses) = results.withLock { ($0.histogram, $0.statuses) }
+        let (histogram, statuses, perSecond) = results.withLock { ($0.histogram, $0.statuses, $0.perSecond) }
         let window = measuring.withLock { $0 }
         let elapsed = window.map { ($0.end ?? clock.now) - $0.start } ?? .zero
         return BenchReport(
@@ -270,7 +302,8 @@ final class BenchRun: Sendable {
             connections: connections,
             interrupted: stopped.load(ordering: .relaxed),
             result: LoadResult(calls: Int(histogram.totalCount), elapsed: elapsed, histogram: histogram),
-            statuses: statuses
+            statuses: statuses,
+            perSecond: perSecond
         )
     }
 }
@@ -283,6 +316,7 @@ struct BenchReport {
     let interrupted: Bool
     let result: LoadResult
     let statuses: [String: Int]
+    let perSecond: PerSecondCounts
 
     private var mode: String {
         plan.rate.map { "open loop at \(LoadResult.formatCount($0)) calls/s, at most \(plan.concurrency) in flight" }
@@ -335,7 +369,82 @@ struct BenchReport {
             },
         ]
         if let rate = plan.rate { object["rate"] = rate }
+        object["per_second"] = perSecond.seconds.map { ["ok": $0.ok, "not_ok": $0.notOK] }
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])) ?? Data()
         return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// Answered calls per second of a run, OK and not: shows throughput falling and coming back
+/// (a replica killed in the middle).
+struct PerSecondCounts: Sendable {
+    private(set) var seconds: [(ok: Int, notOK: Int)] = []
+
+    mutating func count(second: Int, ok: Bool) {
+        guard second >= 0 else { return }
+        while seconds.count <= second { seconds.append((0, 0)) }
+        if ok { seconds[second].ok += 1 } else { seconds[second].notOK += 1 }
+    }
+
+    mutating func add(_ other: PerSecondCounts) {
+        for (second, counts) in other.seconds.enumerated() {
+            while seconds.count <= second { seconds.append((0, 0)) }
+            seconds[second].ok += counts.ok
+            seconds[second].notOK += counts.notOK
+        }
+    }
+}
+
+/// `--record`: each OK response as one line of JSON, appended by whichever call answered.
+final class ResponseRecorder: Sendable {
+    private let type: String
+    private let file: Mutex<FileHandle?>
+
+    init(path: String, type: String) throws {
+        guard FileManager.default.createFile(atPath: path, contents: nil) else {
+            throw CocoaError(.fileWriteNoPermission)
+        }
+        self.type = type
+        self.file = Mutex(try FileHandle(forWritingTo: URL(fileURLWithPath: path)))
+    }
+
+    func append(_ answer: [UInt8]) {
+        // A response that does not decode was answered OK all the same: it is recorded as `{}`.
+        let line = ((try? DynamicMessage(serializedBytes: answer, type: type))?.jsonString(pretty: false) ?? "{}") + "\n"
+        file.withLock { try? $0?.write(contentsOf: Data(line.utf8)) }
+    }
+
+    func close() {
+        file.withLock { handle in
+            try? handle?.close()
+            handle = nil
+        }
+    }
+}
+
+/// `--inputs`: JSON objects, one a line; each call takes the next (cycling).
+final class InputLines: Sendable {
+    private let lines: [String]
+    private let taken = Atomic<Int>(0)
+
+    init(path: String) throws {
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        lines = text.split(separator: "\n").map(String.init).filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
+        guard !lines.isEmpty else { throw RequestTemplate.TemplateError(description: "no line in the file") }
+        for (number, line) in lines.enumerated() where Self.parse(line) == nil {
+            throw RequestTemplate.TemplateError(description: "line \(number + 1) is not a JSON object")
+        }
+    }
+
+    /// The first line, for checking the template before the run.
+    var first: Any? { Self.parse(lines[0]) }
+
+    /// The next call's line.
+    func next() -> Any? {
+        Self.parse(lines[taken.add(1, ordering: .relaxed).oldValue % lines.count])
+    }
+
+    private static func parse(_ line: String) -> [String: Any]? {
+        (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
     }
 }

@@ -199,6 +199,26 @@ import Testing
         #expect(throws: RequestTemplate.TemplateError.self) { try template.render(sequence: 0) }
     }
 
+    @Test func takesValuesFromEachCallsInput() throws {
+        let template = try RequestTemplate(
+            json: #"{"refresh_token": "{{input.tokens.refresh_token}}", "client_ip": "{{ipv4}}"}"#,
+            type: "auth.session.v1.RefreshRequest"
+        )
+        #expect(template.inputPaths == ["tokens.refresh_token"])
+        let input = try JSONSerialization.jsonObject(with: Data(#"{"tokens": {"refresh_token": "r-7", "n": [3]}}"#.utf8))
+        let rendered = try DynamicMessage(
+            serializedBytes: template.render(sequence: 0, input: input), type: "auth.session.v1.RefreshRequest")
+        #expect(rendered.fields["refresh_token"] == .string("r-7"))
+        guard case .string(let ip) = rendered.fields["client_ip"] else {
+            Issue.record("no client_ip in \(rendered)")
+            return
+        }
+        #expect(ip.wholeMatch(of: /10\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}/) != nil, "\(ip)")
+        #expect(try RequestTemplate.lookup("tokens.n[0]", inJSON: input) == "3")
+        #expect(throws: RequestTemplate.TemplateError.self) { try RequestTemplate.lookup("tokens.nope", inJSON: input) }
+        #expect(throws: RequestTemplate.TemplateError.self) { try template.render(sequence: 0) }
+    }
+
     @Test func refusesUnknownOrUnclosedPlaceholders() {
         #expect(throws: RequestTemplate.TemplateError.self) { try RequestTemplate(json: #"{"user_id": "{{nope}}"}"#, type: type) }
         #expect(throws: RequestTemplate.TemplateError.self) { try RequestTemplate(json: #"{"user_id": "{{seq"}"#, type: type) }

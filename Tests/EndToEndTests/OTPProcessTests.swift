@@ -16,29 +16,6 @@ import Testing
     let rpcSecret = SecureRandom.bytes(count: 32)
     let otpSecret = Data(SecureRandom.bytes(count: 32)).base64EncodedString()
 
-    /// Runs `body` with a database of its own in the test cluster (its `otp` schema is the
-    /// process's, so nothing of earlier runs is in it), dropped afterwards.
-    func withFreshDatabase<R>(_ body: (String) async throws -> R) async throws -> R {
-        let url = try await PostgresTestDatabase.connectionString()
-        let name = "otp_e2e_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased()
-        let admin = PostgresPool(
-            configuration: PostgresConfiguration(connectionString: url, maxConnections: 1, applicationName: "otp-e2e-admin"),
-            logger: Logger(label: "otp-e2e")
-        )
-        try await admin.query("CREATE DATABASE \(identifier: name)")
-        let fresh = url.replacingOccurrences(of: "dbname=auth", with: "dbname=\(name)")
-        do {
-            let result = try await body(fresh)
-            _ = try? await admin.query("DROP DATABASE IF EXISTS \(identifier: name) WITH (FORCE)")
-            await admin.close()
-            return result
-        } catch {
-            _ = try? await admin.query("DROP DATABASE IF EXISTS \(identifier: name) WITH (FORCE)")
-            await admin.close()
-            throw error
-        }
-    }
-
     func client(port: Int) -> (Auth_Otp_V1_OTP.Client, TCPClientTransport) {
         var logger = Logger(label: "e2e")
         logger.logLevel = .critical
@@ -91,7 +68,7 @@ import Testing
             }
             return (200, "{}")
         }) { receiver in
-            try await withFreshDatabase { databaseURL in
+            try await PostgresTestDatabase.withFreshDatabase(prefix: "otp_e2e") { databaseURL, _ in
                 let environment = [
                     "AUTH_RPC_SECRET": Data(rpcSecret).base64EncodedString(),
                     "AUTH_DATABASE_URL": databaseURL,

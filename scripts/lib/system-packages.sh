@@ -9,6 +9,7 @@ auth_required_packages=(
     libssl-dev
     openssl
     postgresql
+    pgbouncer
     python3
     python3-venv
 )
