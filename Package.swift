@@ -218,6 +218,7 @@ let package = Package(
             name: "AuthGateway",
             dependencies: [
                 "AuthAccessToken",
+                "AuthCrypto",
                 "AuthServiceRuntime",
                 "AuthAPI",
                 "AuthProtobuf",

@@ -1,3 +1,4 @@
+import AuthCrypto
 import AuthRPC
 import Foundation
 import HTTPTypes
@@ -67,10 +68,10 @@ struct RequestIdentityMiddleware: RouterMiddleware {
     static func traceparent(_ header: String?) -> String {
         if let header, isValidTraceparent(header) { return header.lowercased() }
         var random = SystemRandomNumberGenerator()
-        func hex(_ bytes: Int) -> String {
-            (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &random)) }.joined()
-        }
-        return "00-\(hex(16))-\(hex(8))-01"
+        // Never all zeros (an invalid id): the top bit of each is set.
+        let traceID = withUnsafeBytes(of: (random.next() | 1 << 63, random.next())) { Hex.lowercase($0) }
+        let parentID = withUnsafeBytes(of: random.next() | 1 << 63) { Hex.lowercase($0) }
+        return "00-\(traceID)-\(parentID)-01"
     }
 
     static func isValidTraceparent(_ value: String) -> Bool {

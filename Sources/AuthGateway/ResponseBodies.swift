@@ -246,8 +246,12 @@ enum Timestamp {
 
 enum JSONResponse {
     /// `value` as a JSON response with `status`.
+    /// One encoder for every answer: its options never change, and encoding keeps its state
+    /// per call.
+    private static let encoder = JSONEncoder()
+
     static func make(_ value: some Encodable, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) throws -> Response {
-        let data = try JSONEncoder().encode(value)
+        let data = try encoder.encode(value)
         var headers = headers
         headers[.contentType] = "application/json; charset=utf-8"
         return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(data: data)))

@@ -87,8 +87,6 @@ public struct WebhookProvider: MessageProvider {
 
     /// The exact bytes POSTed: JSON with sorted keys, no insignificant whitespace.
     static func body(of message: OutgoingMessage) throws -> [UInt8] {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
         let payload = Payload(
             id: message.id.uuidString.lowercased(),
             channel: message.channel.rawValue,
@@ -98,7 +96,7 @@ public struct WebhookProvider: MessageProvider {
             code: message.code,
             purpose: message.purpose,
             locale: message.locale,
-            created_at: formatter.string(from: message.createdAt)
+            created_at: message.createdAt.formatted(.iso8601)
         )
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -107,7 +105,7 @@ public struct WebhookProvider: MessageProvider {
 
     /// `sha256=` and the lower-case hex HMAC of `body`.
     static func signature(of body: [UInt8], secret: String) -> String {
-        "sha256=" + HMACSHA256.authenticationCode(for: body, key: Array(secret.utf8)).map { String(format: "%02x", $0) }.joined()
+        "sha256=" + Hex.lowercase(HMACSHA256.authenticationCode(for: body, key: Array(secret.utf8)))
     }
 
     public func send(_ message: OutgoingMessage) async throws -> ProviderReceipt {
@@ -118,7 +116,7 @@ public struct WebhookProvider: MessageProvider {
         request.headers.add(name: "User-Agent", value: "auth-otp-dispatch/1")
         request.headers.add(
             name: "X-Auth-Signature",
-            value: "sha256=" + signer.authenticationCode(for: body).map { String(format: "%02x", $0) }.joined()
+            value: "sha256=" + Hex.lowercase(signer.authenticationCode(for: body))
         )
         request.body = .bytes(ByteBuffer(bytes: body))
         _ = try await http.send(request, provider: name)
