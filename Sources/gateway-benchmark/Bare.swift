@@ -39,8 +39,8 @@ extension GatewayBenchmark {
                 router: router,
                 configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: "bare"),
                 onServerRunning: { channel in
-                    print("listening on \(host):\(channel.localAddress?.port ?? 0)")
-                    fflush(stdout)
+                    // Unbuffered: the script waits for this line in a file.
+                    FileHandle.standardOutput.write(Data("listening on \(host):\(channel.localAddress?.port ?? 0)\n".utf8))
                 },
                 logger: logger
             )

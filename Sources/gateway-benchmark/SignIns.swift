@@ -70,7 +70,6 @@ extension GatewayBenchmark {
                 idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: levels.max() ?? 16)
             configuration.timeout = .init(connect: .seconds(5), read: .seconds(10))
             let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-            defer { try? http.syncShutdown() }
             let flow = SignInFlow(
                 http: http, gateway: gateway, mailbox: mailbox,
                 codeTimeout: .milliseconds(Int64(codeTimeout * 1000)))
@@ -110,6 +109,7 @@ extension GatewayBenchmark {
                     "\(report.failures.values.reduce(0, +))",
                 ].joined(separator: "\t"))
             }
+            try? await http.shutdown()
             let unclaimed = mailbox.unclaimed.load(ordering: .relaxed)
             if unclaimed > 0 { print("\n\(unclaimed) webhook deliveries matched no sign-in (retries or late codes).") }
             if let resultFile {

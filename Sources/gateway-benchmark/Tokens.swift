@@ -53,14 +53,14 @@ extension GatewayBenchmark {
             let session = Auth_Session_V1_Session.Client(wrapping: configuration.rpcClient(for: .session, logger: logger))
 
             let users = (count + sessionsPerUser - 1) / sessionsPerUser
-            let next = Atomic<Int>(0)
+            let next = SequenceCounter()
             let started = ContinuousClock.now
             let pairs = try await withThrowingTaskGroup(of: [(String, String)].self) { group in
                 for _ in 0..<min(concurrency, users) {
                     group.addTask {
                         var made: [(String, String)] = []
                         while true {
-                            let user = next.add(1, ordering: .relaxed).oldValue
+                            let user = next.take()
                             guard user < users else { return made }
                             let found = try await identity.findOrCreateByContact(
                                 Auth_Identity_V1_FindOrCreateByContactRequest(phone: randomIndianMobile(), clientIP: "127.0.0.1"))
@@ -92,6 +92,13 @@ extension GatewayBenchmark {
             try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: URL(fileURLWithPath: path))
         }
     }
+}
+
+/// Hands out 0, 1, 2, … to concurrent tasks.
+final class SequenceCounter: Sendable {
+    private let value = Atomic<Int>(0)
+
+    func take() -> Int { value.add(1, ordering: .relaxed).oldValue }
 }
 
 /// A random Indian mobile number in E.164 (+91, ten digits starting with 9): a new user for
