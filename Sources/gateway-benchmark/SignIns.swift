@@ -305,37 +305,28 @@ struct WebhookReceiver {
             mailbox.deliver(destination: message.to, code: message.code)
             return Response(status: .ok)
         }
-        let ready = AsyncStream<Void>.makeStream()
+        // One element: nil once it serves, or the error it stopped with (e.g. the port is taken).
+        let outcome = AsyncStream<(any Error)?>.makeStream()
         let application = Application(
             router: router,
             configuration: ApplicationConfiguration(address: .hostname("127.0.0.1", port: port), serverName: "webhook"),
-            onServerRunning: { _ in ready.continuation.finish() },
+            onServerRunning: { _ in outcome.continuation.yield(nil) },
             logger: logger
         )
         let group = ServiceGroup(services: [application], logger: logger)
-        let task = Task { try await group.run() }
-        // Served, or failed to (e.g. the port is taken): whichever comes first ends the wait.
-        Task {
-            _ = await task.result
-            ready.continuation.finish()
+        let task = Task {
+            do {
+                try await group.run()
+            } catch {
+                outcome.continuation.yield(error)
+                throw error
+            }
         }
-        for await _ in ready.stream {}
-        if case .failure(let error) = await Self.finished(task) {
-            throw ValidationError("the webhook receiver on port \(port) did not start: \(error)")
+        var first = outcome.stream.makeAsyncIterator()
+        if let failure = await first.next() ?? nil {
+            throw ValidationError("the webhook receiver on port \(port) did not start: \(failure)")
         }
         return WebhookReceiver(task: task)
-    }
-
-    /// The task's result if it has ended already, nil while it runs.
-    private static func finished(_ task: Task<Void, any Error>) async -> Result<Void, any Error>? {
-        await withTaskGroup(of: Result<Void, any Error>?.self) { group in
-            group.addTask { await task.result }
-            group.addTask { nil }
-            // The first to answer: nil at once unless the task is done.
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
     }
 
     func stop() { task.cancel() }

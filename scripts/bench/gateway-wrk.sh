@@ -177,7 +177,7 @@ run_wrk() {
     log "wrk: $name (${seconds} s, $threads threads, $connections connections)"
     local before after
     before=$(cpu_snapshot)
-    wrk -t "$threads" -c "$connections" -d "${seconds}s" --latency -s "$lua" "$url" -- "$@" >"$out" 2>&1
+    timeout "$((seconds + 60))" wrk -t "$threads" -c "$connections" -d "${seconds}s" --latency -s "$lua" "$url" -- "$@" >"$out" 2>&1
     after=$(cpu_snapshot)
     cat "$out" >&2
     local result rate p50 p99 status_errors socket_errors requests
@@ -196,7 +196,7 @@ run_wrk() {
 }
 
 log "making $token_count signed-in sessions over RPC"
-"$bin/gateway-benchmark" tokens --count "$token_count" --out "$work/tokens" >&2
+timeout 900 "$bin/gateway-benchmark" tokens --count "$token_count" --out "$work/tokens" >&2
 
 run_wrk "GET /health/live, bare Hummingbird (ceiling)" "http://127.0.0.1:$bare_port/health/live" plain.lua
 run_wrk "GET /health/live, gateway" "$gateway/health/live" plain.lua
@@ -225,7 +225,7 @@ if [[ "$profile" == 1 ]]; then
 fi
 log "gateway-benchmark signins: closed loop, $signin_concurrency in flight"
 before=$(cpu_snapshot)
-"$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
+timeout "$((seconds * 2 + 60))" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
     --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --concurrency "$signin_concurrency" --seconds "$seconds" --warmup 1 \
     --result-file "$work/signins-closed.tsv"
 after=$(cpu_snapshot)
@@ -239,7 +239,7 @@ closed_rate=$(cut -f 2 "$work/signins-closed.tsv")
 half_rate=$(python3 -c "print(max(1, round($closed_rate / 2)))")
 log "gateway-benchmark signins: open loop at $half_rate/s (half the closed loop's rate)"
 before=$(cpu_snapshot)
-"$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
+timeout "$((seconds * 2 + 60))" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
     --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --concurrency $((signin_concurrency * 4)) --rate "$half_rate" \
     --seconds "$seconds" --warmup 1 --result-file "$work/signins-open.tsv"
 after=$(cpu_snapshot)
