@@ -3,13 +3,6 @@
 -- then the successors that the answers return (the app's own rotation). A thread that runs out
 -- sends "exhausted", which the gateway answers 401 and the run counts as an error.
 -- Arguments: -- TOKEN_FILE THREADS
-local thread_count = 0
-
-function setup(thread)
-    thread:set("id", thread_count)
-    thread_count = thread_count + 1
-end
-
 local queue = {}
 local head, tail = 1, 0
 

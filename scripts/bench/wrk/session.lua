@@ -1,13 +1,6 @@
 -- GET /v1/session with the access tokens of a file (one per line), each thread cycling over
 -- all of them from its own offset (thread n starts at n / THREADS of the list).
 -- Arguments: -- TOKEN_FILE THREADS
-local thread_count = 0
-
-function setup(thread)
-    thread:set("id", thread_count)
-    thread_count = thread_count + 1
-end
-
 local requests = {}
 local next_index = 0
 
