@@ -33,12 +33,16 @@ profile="${GATEWAY_BENCH_PROFILE:-0}"
 
 log() { echo "gateway-wrk: $*" >&2; }
 
+sudo=()
+[[ $(id -u) == 0 ]] || sudo=(sudo)
 if ! command -v wrk >/dev/null; then
     log "installing wrk"
-    sudo=()
-    [[ $(id -u) == 0 ]] || sudo=(sudo)
     DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y wrk >&2 ||
         { "${sudo[@]}" apt-get update >&2 && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y wrk >&2; }
+fi
+if [[ "$profile" == 1 ]] && ! command -v perf >/dev/null; then
+    log "installing linux-perf (GATEWAY_BENCH_PROFILE=1)"
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y linux-perf >&2
 fi
 if [[ "${GATEWAY_BENCH_SKIP_BUILD:-0}" != 1 ]]; then
     log "building (release)"
@@ -50,11 +54,23 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/gateway-wrk.XXXXXX")
 pg_dir="$root/.data/pg-bench"
 pids=()
 started_pg=0
+any_alive() {
+    local pid
+    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && return 0; done
+    return 1
+}
 cleanup() {
     local status=$?
     trap - EXIT INT TERM
     if ((${#pids[@]} > 0)); then
         kill -TERM "${pids[@]}" 2>/dev/null || true
+        # Graceful shutdown, bounded: what still runs after 10 s is killed.
+        local attempt
+        for attempt in $(seq 50); do
+            any_alive "${pids[@]}" || break
+            sleep 0.2
+        done
+        kill -KILL "${pids[@]}" 2>/dev/null || true
         wait "${pids[@]}" 2>/dev/null || true
     fi
     if ((started_pg)); then scripts/postgres.sh destroy "$pg_dir" >/dev/null 2>&1 || true; fi
