@@ -21,6 +21,7 @@ let package = Package(
         .executable(name: "session-benchmark", targets: ["session-benchmark"]),
         .executable(name: "identity-benchmark", targets: ["identity-benchmark"]),
         .executable(name: "otp-benchmark", targets: ["otp-benchmark"]),
+        .executable(name: "gateway-benchmark", targets: ["gateway-benchmark"]),
         .executable(name: "rpc-fuzz", targets: ["rpc-fuzz"]),
     ],
     dependencies: [
@@ -370,6 +371,28 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSwift
+        ),
+
+        // The gateway under wrk (scripts/bench/gateway-wrk.sh): the bare Hummingbird ceiling, signed-in
+        // sessions for wrk's scripts, and full phone sign-ins over HTTP with the code from a webhook.
+        .executableTarget(
+            name: "gateway-benchmark",
+            dependencies: [
+                "BenchmarkHarness",
+                "AuthServiceRuntime",
+                "AuthAPI",
+                "AuthProtobuf",
+                "AuthRPC",
+                "AuthCrypto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strictSwift

@@ -1,0 +1,333 @@
+import ArgumentParser
+import AsyncHTTPClient
+import AuthCrypto
+import BenchmarkHarness
+import Foundation
+import Histogram
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Synchronization
+
+extension GatewayBenchmark {
+    /// Full phone sign-ins through the gateway's HTTP API, the code taken from otp-dispatch's
+    /// webhook provider by a receiver this command serves. wrk cannot do this: its Lua scripts
+    /// only see the answers to their own requests, and the code reaches nobody but the webhook.
+    struct SignIns: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "signins",
+            abstract: "Full phone sign-ins over HTTP: POST /v1/otp/send, the code by webhook, POST /v1/otp/verify.",
+            discussion: """
+                otp-dispatch must run with AUTH_OTP_SMS_PROVIDER=webhook, \
+                AUTH_OTP_WEBHOOK_URL=http://127.0.0.1:PORT/otp (PORT: --webhook-port) and \
+                AUTH_OTP_WEBHOOK_SECRET equal to --webhook-secret. Closed loop by default (--concurrency \
+                sign-ins in flight, each started when the previous one ends); with --rate, open loop: \
+                sign-in n is due at start + n / rate and its latency counts from then (no coordinated \
+                omission), --concurrency being the most in flight. Each sign-in uses a new random +91 \
+                number (purpose auto: a new account).
+                """
+        )
+
+        @Option(help: "The gateway's base URL.")
+        var gateway = "http://127.0.0.1:8080"
+
+        @Option(help: "Port of the webhook receiver (otp-dispatch's AUTH_OTP_WEBHOOK_URL points at it).")
+        var webhookPort: Int
+
+        @Option(help: "AUTH_OTP_WEBHOOK_SECRET of otp-dispatch: the receiver checks X-Auth-Signature with it.")
+        var webhookSecret: String
+
+        @Option(help: "Sign-ins per second, open loop (default: closed loop).")
+        var rate: Double?
+
+        @Option(help: "Seconds a sign-in waits for its code before it counts as failed.")
+        var codeTimeout: Double = 10
+
+        @Option(help: "Write one tab-separated line per row to this file: mode, sign-ins/s, p50 ms, p99 ms, failed.")
+        var resultFile: String?
+
+        @OptionGroup var load: LoadOptions
+
+        func validate() throws {
+            guard (1...65535).contains(webhookPort) else { throw ValidationError("--webhook-port must be in 1...65535") }
+            if let rate, !(rate > 0 && rate <= 1_000_000) { throw ValidationError("--rate must be in (0, 1000000]") }
+            guard codeTimeout > 0, codeTimeout <= 120 else { throw ValidationError("--code-timeout must be in (0, 120]") }
+        }
+
+        func run() async throws {
+            let levels = try load.levels(default: [16])
+            var logger = Logger(label: "gateway-benchmark")
+            logger.logLevel = .warning
+
+            let mailbox = CodeMailbox()
+            let receiver = try await WebhookReceiver.start(
+                port: webhookPort, secret: webhookSecret, mailbox: mailbox, logger: logger)
+            defer { receiver.stop() }
+
+            var configuration = HTTPClient.Configuration()
+            configuration.connectionPool = .init(
+                idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: levels.max() ?? 16)
+            configuration.timeout = .init(connect: .seconds(5), read: .seconds(10))
+            let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+            let flow = SignInFlow(
+                http: http, gateway: gateway, mailbox: mailbox,
+                codeTimeout: .milliseconds(Int64(codeTimeout * 1000)))
+
+            let mode = rate.map { "open loop, \(LoadResult.formatCount($0)) sign-ins/s due" } ?? "closed loop"
+            print("Phone sign-ins through \(gateway) (\(mode); \(load.description)):\n")
+            let table = MarkdownTable([
+                .right("in flight"), .left("measured"), .right("per second"), .right("p50"), .right("p90"),
+                .right("p99"), .right("max"), .right("failed"),
+            ])
+            var lines: [String] = []
+            for concurrency in levels {
+                let run = SignInRun(concurrency: concurrency, rate: rate, warmup: load.warmup, seconds: load.seconds)
+                await run.drive(flow)
+                let report = run.report()
+                let label = rate == nil ? "\(concurrency)" : "≤ \(concurrency)"
+                for (name, result) in [
+                    ("sign-in (send → code → verify)\(rate == nil ? "" : ", from its due time")", report.signIn),
+                    ("POST /v1/otp/send", report.send),
+                    ("code: send → webhook", report.delivery),
+                    ("POST /v1/otp/verify", report.verify),
+                ] {
+                    table.row([
+                        label, name, LoadResult.formatCount(Double(result.calls) / report.elapsed.seconds),
+                        result.p50, result.p90, result.p99, result.max,
+                        name.hasPrefix("sign-in") ? "\(report.failures.values.reduce(0, +))" : "",
+                    ])
+                }
+                if !report.failures.isEmpty {
+                    print("\nFailed sign-ins: " + report.failures.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "\n")
+                }
+                lines.append([
+                    rate == nil ? "closed \(concurrency)" : "open \(LoadResult.formatCount(rate ?? 0))/s ≤ \(concurrency)",
+                    String(format: "%.1f", Double(report.signIn.calls) / report.elapsed.seconds),
+                    String(format: "%.2f", Double(report.signIn.histogram.valueAtPercentile(50)) / 1e6),
+                    String(format: "%.2f", Double(report.signIn.histogram.valueAtPercentile(99)) / 1e6),
+                    "\(report.failures.values.reduce(0, +))",
+                ].joined(separator: "\t"))
+            }
+            try? await http.shutdown()
+            let unclaimed = mailbox.unclaimed.load(ordering: .relaxed)
+            if unclaimed > 0 { print("\n\(unclaimed) webhook deliveries matched no sign-in (retries or late codes).") }
+            if let resultFile {
+                try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: URL(fileURLWithPath: resultFile))
+            }
+        }
+    }
+}
+
+/// One phone sign-in through the gateway, timed call by call.
+struct SignInFlow: Sendable {
+    let http: HTTPClient
+    let gateway: String
+    let mailbox: CodeMailbox
+    let codeTimeout: Duration
+
+    struct Timings: Sendable {
+        var send: Duration
+        var delivery: Duration
+        var verify: Duration
+    }
+
+    struct Failure: Error {
+        /// What the tally counts, e.g. "send 429" or "code timeout".
+        var kind: String
+    }
+
+    private struct SendAnswer: Decodable {
+        var verification_id: String
+    }
+
+    func signIn() async throws -> Timings {
+        let phone = randomIndianMobile()
+        let sendStarted = ContinuousClock.now
+        let sent = try await post("/v1/otp/send", #"{"phone":"\#(phone)"}"#, step: "send")
+        let sendEnded = ContinuousClock.now
+        guard let answer = try? JSONDecoder().decode(SendAnswer.self, from: Data(sent.readableBytesView)) else {
+            throw Failure(kind: "send: no verification_id")
+        }
+        let delivery: CodeMailbox.Delivery
+        do {
+            delivery = try await mailbox.code(for: phone, timeout: codeTimeout)
+        } catch {
+            throw Failure(kind: "code timeout")
+        }
+        let verifyStarted = ContinuousClock.now
+        _ = try await post(
+            "/v1/otp/verify", #"{"verification_id":"\#(answer.verification_id)","code":"\#(delivery.code)"}"#, step: "verify")
+        return Timings(
+            send: sendEnded - sendStarted,
+            delivery: delivery.arrived - sendStarted,
+            verify: .now - verifyStarted
+        )
+    }
+
+    /// POSTs `json` to `path`; anything but 200 is a ``Failure`` named by `step` and status.
+    private func post(_ path: String, _ json: String, step: String) async throws -> ByteBuffer {
+        var request = HTTPClientRequest(url: gateway + path)
+        request.method = .POST
+        request.headers.add(name: "content-type", value: "application/json")
+        request.body = .bytes(ByteBuffer(string: json))
+        let response: HTTPClientResponse
+        do {
+            response = try await http.execute(request, timeout: .seconds(10))
+        } catch {
+            throw Failure(kind: "\(step): \(type(of: error))")
+        }
+        let body = try await response.body.collect(upTo: 1 << 16)
+        guard response.status == .ok else { throw Failure(kind: "\(step) \(response.status.code)") }
+        return body
+    }
+}
+
+/// Drives sign-ins closed or open loop, like `authctl bench` drives calls, and keeps a
+/// histogram per step.
+final class SignInRun: Sendable {
+    let concurrency: Int
+    let rate: Double?
+    let warmup: Duration
+    let duration: Duration
+    private let issued = Atomic<Int>(0)
+    private let results = Mutex<Results>(Results())
+    private let clock = ContinuousClock()
+
+    struct Results {
+        var signIn = LoadResult.emptyHistogram()
+        var send = LoadResult.emptyHistogram()
+        var delivery = LoadResult.emptyHistogram()
+        var verify = LoadResult.emptyHistogram()
+        var failures: [String: Int] = [:]
+    }
+
+    struct Report {
+        var signIn: LoadResult
+        var send: LoadResult
+        var delivery: LoadResult
+        var verify: LoadResult
+        var failures: [String: Int]
+        var elapsed: Duration
+    }
+
+    init(concurrency: Int, rate: Double?, warmup: Double, seconds: Double) {
+        self.concurrency = concurrency
+        self.rate = rate
+        self.warmup = .milliseconds(Int64((warmup * 1000).rounded()))
+        self.duration = .milliseconds(Int64((seconds * 1000).rounded()))
+    }
+
+    private let window = Mutex<(start: ContinuousClock.Instant, end: ContinuousClock.Instant)?>(nil)
+
+    /// Runs sign-ins until the warm-up and the measured time are over; sign-ins due in the
+    /// measured time are recorded (an open-loop sign-in from its due time).
+    func drive(_ flow: SignInFlow) async {
+        let started = clock.now
+        let measuredStart = started + warmup
+        let measuredEnd = measuredStart + duration
+        let interval = rate.map { Duration.nanoseconds(Int64(1e9 / $0)) }
+        let clock = self.clock
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<concurrency {
+                group.addTask {
+                    var local = Results()
+                    while true {
+                        let sequence = self.issued.add(1, ordering: .relaxed).oldValue
+                        var due = clock.now
+                        if let interval {
+                            due = started + interval * sequence
+                            if due > clock.now { try? await clock.sleep(until: due) }
+                        }
+                        if due >= measuredEnd { break }
+                        let measured = due >= measuredStart
+                        do {
+                            let timings = try await flow.signIn()
+                            guard measured else { continue }
+                            _ = local.signIn.record((clock.now - due).nanoseconds)
+                            _ = local.send.record(timings.send.nanoseconds)
+                            _ = local.delivery.record(timings.delivery.nanoseconds)
+                            _ = local.verify.record(timings.verify.nanoseconds)
+                        } catch {
+                            guard measured else { continue }
+                            let kind = (error as? SignInFlow.Failure)?.kind ?? "\(type(of: error))"
+                            local.failures[kind, default: 0] += 1
+                        }
+                    }
+                    self.results.withLock { results in
+                        results.signIn.add(local.signIn)
+                        results.send.add(local.send)
+                        results.delivery.add(local.delivery)
+                        results.verify.add(local.verify)
+                        results.failures.merge(local.failures, uniquingKeysWith: +)
+                    }
+                }
+            }
+        }
+        // Closed loop: the measured time is as planned, plus the last sign-ins' tail; open loop:
+        // sign-ins were due during exactly `duration`.
+        window.withLock { $0 = (measuredStart, rate == nil ? clock.now : measuredEnd) }
+    }
+
+    func report() -> Report {
+        let results = self.results.withLock { $0 }
+        let elapsed = window.withLock { window in window.map { $0.end - $0.start } ?? duration }
+        func result(_ histogram: Histogram<UInt64>) -> LoadResult {
+            LoadResult(calls: Int(histogram.totalCount), elapsed: elapsed, histogram: histogram)
+        }
+        return Report(
+            signIn: result(results.signIn), send: result(results.send), delivery: result(results.delivery),
+            verify: result(results.verify), failures: results.failures, elapsed: elapsed)
+    }
+}
+
+/// The webhook otp-dispatch delivers codes to: checks `X-Auth-Signature` (HMAC-SHA256 of the
+/// body with the shared secret) and hands each code to the ``CodeMailbox``.
+struct WebhookReceiver {
+    let task: Task<Void, any Error>
+
+    private struct Message: Decodable {
+        var to: String
+        var code: String
+    }
+
+    static func start(port: Int, secret: String, mailbox: CodeMailbox, logger: Logger) async throws -> WebhookReceiver {
+        let hmac = HMACSHA256(key: Array(secret.utf8))
+        let router = Router()
+        router.post("/otp") { request, _ -> Response in
+            let body = try await request.body.collect(upTo: 1 << 16)
+            let bytes = Array(buffer: body)
+            let expected = "sha256=" + hmac.authenticationCode(for: bytes).map { String(format: "%02x", $0) }.joined()
+            guard request.headers[.init("x-auth-signature")!] == expected else { return Response(status: .unauthorized) }
+            guard let message = try? JSONDecoder().decode(Message.self, from: Data(bytes)) else {
+                return Response(status: .badRequest)
+            }
+            mailbox.deliver(destination: message.to, code: message.code)
+            return Response(status: .ok)
+        }
+        // One element: nil once it serves, or the error it stopped with (e.g. the port is taken).
+        let outcome = AsyncStream<(any Error)?>.makeStream()
+        let application = Application(
+            router: router,
+            configuration: ApplicationConfiguration(address: .hostname("127.0.0.1", port: port), serverName: "webhook"),
+            onServerRunning: { _ in outcome.continuation.yield(nil) },
+            logger: logger
+        )
+        let group = ServiceGroup(services: [application], logger: logger)
+        let task = Task {
+            do {
+                try await group.run()
+            } catch {
+                outcome.continuation.yield(error)
+                throw error
+            }
+        }
+        var first = outcome.stream.makeAsyncIterator()
+        if let failure = await first.next() ?? nil {
+            throw ValidationError("the webhook receiver on port \(port) did not start: \(failure)")
+        }
+        return WebhookReceiver(task: task)
+    }
+
+    func stop() { task.cancel() }
+}

@@ -1,0 +1,276 @@
+#!/usr/bin/env bash
+# The gateway under load, everything on this machine (docs/benchmarks.md, "Gateway: wrk and
+# gateway-benchmark"): release-builds, starts its own PostgreSQL (.data/pg-bench, deleted at the
+# end) and the four services (plaintext RPC, fresh secrets, limits raised for a load from one
+# IP, otp-dispatch's SMS through the webhook provider to gateway-benchmark's receiver), then
+# in one go, each load bounded to SECONDS:
+#
+#   wrk          GET /health/live on a bare Hummingbird route (gateway-benchmark bare): the ceiling
+#   wrk          GET /health/live through the gateway's full middleware (same wrk settings)
+#   wrk          GET /v1/session, rotating over signed-in sessions' access tokens
+#   wrk          POST /v1/token/refresh, every request with its own unused refresh token
+#   gateway-benchmark signins   full phone sign-ins (send, code by webhook, verify): closed loop,
+#                then open loop at half the closed-loop rate
+#
+# and prints one Markdown table, then CPU per request by process. Every process and the
+# PostgreSQL it started are stopped whatever happens.
+#
+# Usage: scripts/bench/gateway-wrk.sh [SECONDS]           (default 10)
+# Environment (defaults): GATEWAY_BENCH_CONNECTIONS (64) wrk connections, GATEWAY_BENCH_THREADS (2)
+#   wrk threads, GATEWAY_BENCH_TOKENS (20000) sessions made for wrk, GATEWAY_BENCH_SIGNINS (16)
+#   sign-ins in flight (closed loop; the open loop allows 4× that), GATEWAY_BENCH_PROFILE=1 records
+#   `perf` of the services and PostgreSQL during the closed-loop sign-ins into .data/gateway-wrk-perf/,
+#   GATEWAY_BENCH_SKIP_BUILD=1 uses the existing release build. AUTH_* variables already set win.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+root=$(pwd)
+seconds="${1:-10}"
+connections="${GATEWAY_BENCH_CONNECTIONS:-64}"
+threads="${GATEWAY_BENCH_THREADS:-2}"
+token_count="${GATEWAY_BENCH_TOKENS:-20000}"
+signin_concurrency="${GATEWAY_BENCH_SIGNINS:-16}"
+profile="${GATEWAY_BENCH_PROFILE:-0}"
+
+log() { echo "gateway-wrk: $*" >&2; }
+
+sudo=()
+[[ $(id -u) == 0 ]] || sudo=(sudo)
+if ! command -v wrk >/dev/null; then
+    log "installing wrk"
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y wrk >&2 ||
+        { "${sudo[@]}" apt-get update >&2 && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y wrk >&2; }
+fi
+if [[ "$profile" == 1 ]] && ! command -v perf >/dev/null; then
+    log "installing linux-perf (GATEWAY_BENCH_PROFILE=1)"
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y linux-perf >&2
+fi
+if [[ "${GATEWAY_BENCH_SKIP_BUILD:-0}" != 1 ]]; then
+    log "building (release)"
+    swift build -c release >&2
+fi
+bin=$(swift build -c release --show-bin-path)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/gateway-wrk.XXXXXX")
+pg_dir="$root/.data/pg-bench"
+pids=()
+started_pg=0
+any_alive() {
+    local pid
+    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && return 0; done
+    return 1
+}
+cleanup() {
+    local status=$?
+    trap - EXIT INT TERM
+    if ((${#pids[@]} > 0)); then
+        kill -TERM "${pids[@]}" 2>/dev/null || true
+        # Graceful shutdown, bounded: what still runs after 10 s is killed.
+        local attempt
+        for attempt in $(seq 50); do
+            any_alive "${pids[@]}" || break
+            sleep 0.2
+        done
+        kill -KILL "${pids[@]}" 2>/dev/null || true
+        wait "${pids[@]}" 2>/dev/null || true
+    fi
+    if ((started_pg)); then scripts/postgres.sh destroy "$pg_dir" >/dev/null 2>&1 || true; fi
+    if ((status != 0)); then
+        log "failed; the services' logs:"
+        tail -n 20 "$work"/*.log >&2 2>/dev/null || true
+    fi
+    rm -rf "$work"
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+log "load before: $(uptime)"
+
+# A fresh cluster each run: the master key below is new, and session refuses stored keys it
+# cannot unwrap.
+scripts/postgres.sh destroy "$pg_dir" >/dev/null 2>&1 || true
+started_pg=1
+AUTH_DATABASE_URL=$(scripts/postgres.sh start "$pg_dir" | tail -n 1)
+export AUTH_DATABASE_URL
+
+random_base64() { head -c 32 /dev/urandom | base64; }
+export AUTH_RPC_SECRET="${AUTH_RPC_SECRET:-$(random_base64)}"
+export AUTH_OTP_SECRET="${AUTH_OTP_SECRET:-$(random_base64)}"
+export AUTH_MASTER_KEY="${AUTH_MASTER_KEY:-$(random_base64)}"
+export AUTH_LOG_LEVEL="${AUTH_LOG_LEVEL:-warning}"
+export AUTH_ENVIRONMENT=development
+export AUTH_IDENTITY_PORT="${AUTH_IDENTITY_PORT:-$(free_port)}"
+export AUTH_OTP_PORT="${AUTH_OTP_PORT:-$(free_port)}"
+export AUTH_SESSION_PORT="${AUTH_SESSION_PORT:-$(free_port)}"
+export AUTH_GATEWAY_PORT="${AUTH_GATEWAY_PORT:-$(free_port)}"
+export AUTH_IDENTITY_ADDRESSES="127.0.0.1:$AUTH_IDENTITY_PORT"
+export AUTH_OTP_ADDRESSES="127.0.0.1:$AUTH_OTP_PORT"
+export AUTH_SESSION_ADDRESSES="127.0.0.1:$AUTH_SESSION_PORT"
+# Every request comes from 127.0.0.1: the per-IP limits of the gateway and otp-dispatch would
+# refuse a load from one address after a few dozen requests.
+export AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE="${AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE:-1000000000}"
+export AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR="${AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR:-1000000000}"
+export AUTH_OTP_STARTS_PER_IP_PER_HOUR="${AUTH_OTP_STARTS_PER_IP_PER_HOUR:-1000000}"
+export AUTH_OTP_STARTS_PER_DESTINATION_PER_HOUR="${AUTH_OTP_STARTS_PER_DESTINATION_PER_HOUR:-100000}"
+# Codes go to gateway-benchmark signins' receiver (it checks the signature with this secret).
+webhook_port=$(free_port)
+export AUTH_OTP_SMS_PROVIDER=webhook
+export AUTH_OTP_WEBHOOK_URL="http://127.0.0.1:$webhook_port/otp"
+export AUTH_OTP_WEBHOOK_SECRET="${AUTH_OTP_WEBHOOK_SECRET:-$(random_base64)}"
+bare_port=$(free_port)
+
+declare -A pid_of
+for service in identity otp-dispatch session gateway; do
+    "$bin/$service" >"$work/$service.log" 2>&1 &
+    pids+=($!)
+    pid_of[$service]=$!
+done
+"$bin/gateway-benchmark" bare --port "$bare_port" >"$work/bare.log" 2>&1 &
+pids+=($!)
+pid_of[bare]=$!
+
+gateway="http://127.0.0.1:$AUTH_GATEWAY_PORT"
+log "waiting for $gateway/health/ready"
+for attempt in $(seq 600); do
+    curl -fs "$gateway/health/ready" >/dev/null 2>&1 && grep -q listening "$work/bare.log" && break
+    for service in "${!pid_of[@]}"; do
+        kill -0 "${pid_of[$service]}" 2>/dev/null || { log "$service exited"; exit 1; }
+    done
+    ((attempt < 600)) || { log "not ready after 120 s"; exit 1; }
+    sleep 0.2
+done
+
+# PostgreSQL's server processes: the postmaster and its children (the services' backends).
+data_dir=$(psql "$AUTH_DATABASE_URL" -Atc "SHOW data_directory")
+postmaster=$(head -n 1 "$data_dir/postmaster.pid")
+
+# CPU ticks (user + system, 1/CLK_TCK s) of each measured process, "name=ticks" per line.
+clock_ticks=$(getconf CLK_TCK)
+ticks_of() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+cpu_snapshot() {
+    local service pg=0 pid
+    for service in gateway identity otp-dispatch session bare; do
+        echo "$service=$(ticks_of "${pid_of[$service]}")"
+    done
+    for pid in "$postmaster" $(pgrep -P "$postmaster"); do pg=$((pg + $(ticks_of "$pid"))); done
+    echo "postgres=$pg"
+}
+cpu_rows=()
+# cpu_row NAME REQUESTS BEFORE AFTER: CPU µs per request of each process between two snapshots.
+cpu_row() {
+    local name=$1 requests=$2 before=$3 after=$4
+    cpu_rows+=("$(python3 - "$name" "$requests" "$clock_ticks" "$before" "$after" <<'EOF'
+import sys
+name, requests, hz = sys.argv[1], max(int(float(sys.argv[2])), 1), int(sys.argv[3])
+parse = lambda text: dict(line.split("=") for line in text.split())
+before, after = parse(sys.argv[4]), parse(sys.argv[5])
+order = ["gateway", "identity", "otp-dispatch", "session", "postgres", "bare"]
+used = {k: (int(after[k]) - int(before[k])) / hz / requests * 1e6 for k in order}
+cells = ["%.0f" % used[k] if used[k] > 0 else "0" for k in order]
+print("| %s | %s | %.0f |" % (name, " | ".join(cells), sum(used.values())))
+EOF
+)")
+}
+
+rows=()
+format_count() { python3 -c 'import sys; print("{:,}".format(round(float(sys.argv[1]))))' "$1"; }
+format_us() { python3 -c 'import sys; v = float(sys.argv[1]); print("%.2f ms" % (v / 1000) if v >= 1000 else "%.0f µs" % v)' "$1"; }
+bare_rate=""
+run=0
+# run_wrk NAME URL SCRIPT [SCRIPT ARGUMENTS...]: one bounded wrk run (scripts/bench/wrk/SCRIPT
+# after report.lua), one table row. The first run is the ceiling the others are compared with.
+run_wrk() {
+    local name=$1 url=$2 script=$3
+    shift 3
+    run=$((run + 1))
+    local lua="$work/wrk-$run.lua" out="$work/wrk-$run.out"
+    cat scripts/bench/wrk/report.lua "scripts/bench/wrk/$script" >"$lua"
+    log "wrk: $name (${seconds} s, $threads threads, $connections connections)"
+    local before after
+    before=$(cpu_snapshot)
+    timeout "$((seconds + 60))" wrk -t "$threads" -c "$connections" -d "${seconds}s" --latency -s "$lua" "$url" -- "$@" >"$out" 2>&1
+    after=$(cpu_snapshot)
+    cat "$out" >&2
+    local result rate p50 p99 status_errors socket_errors requests
+    result=$(grep '^WRK_RESULT' "$out" | tail -n 1)
+    [[ -n "$result" ]] || { log "wrk printed no result"; exit 1; }
+    read -r _ rate p50 p99 status_errors socket_errors requests <<<"$result"
+    local ratio=""
+    if [[ -z "$bare_rate" ]]; then
+        bare_rate=$rate
+        ratio="100 %"
+    else
+        ratio=$(python3 -c "print('%.0f %%' % (100 * $rate / $bare_rate))")
+    fi
+    rows+=("| $name | $(format_count "$rate") | $(format_us "$p50") | $(format_us "$p99") | $status_errors / $socket_errors | $ratio |")
+    cpu_row "$name" "$requests" "$before" "$after"
+}
+
+log "making $token_count signed-in sessions over RPC"
+timeout 900 "$bin/gateway-benchmark" tokens --count "$token_count" --out "$work/tokens" >&2
+
+run_wrk "GET /health/live, bare Hummingbird (ceiling)" "http://127.0.0.1:$bare_port/health/live" plain.lua
+run_wrk "GET /health/live, gateway" "$gateway/health/live" plain.lua
+run_wrk "GET /v1/session" "$gateway" session.lua "$work/tokens/access-tokens.txt" "$threads"
+run_wrk "POST /v1/token/refresh" "$gateway" refresh.lua "$work/tokens/refresh-tokens.txt" "$threads"
+
+# Sign-ins: closed loop, then open loop at half its rate.
+signin_row() {
+    local label=$1 file=$2 before=$3 after=$4
+    local mode rate p50 p99 failed
+    IFS=$'\t' read -r mode rate p50 p99 failed <"$file"
+    rows+=("| phone sign-ins (send + code + verify), $label | $(format_count "$rate") | $p50 ms | $p99 ms | $failed failed | |")
+    local done_count
+    done_count=$(python3 -c "print(round($rate * $seconds))")
+    cpu_row "phone sign-in, $label" "$done_count" "$before" "$after"
+}
+perf_pid=""
+if [[ "$profile" == 1 ]]; then
+    mkdir -p "$root/.data/gateway-wrk-perf"
+    perf_targets=$(IFS=,; echo "${pid_of[gateway]},${pid_of[identity]},${pid_of[otp-dispatch]},${pid_of[session]},$postmaster,$(pgrep -P "$postmaster" | paste -sd,)")
+    # Starts after the sign-ins' 1 s warm-up, ends with their measured time.
+    (sleep 1 && exec perf record -e cpu-clock -F 499 -g -p "$perf_targets" \
+        -o "$root/.data/gateway-wrk-perf/perf.data" -- sleep "$seconds") >"$work/perf.log" 2>&1 &
+    perf_pid=$!
+    pids+=($perf_pid)
+fi
+log "gateway-benchmark signins: closed loop, $signin_concurrency in flight"
+before=$(cpu_snapshot)
+timeout "$((seconds * 2 + 60))" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
+    --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --concurrency "$signin_concurrency" --seconds "$seconds" --warmup 1 \
+    --result-file "$work/signins-closed.tsv"
+after=$(cpu_snapshot)
+signin_row "closed loop, $signin_concurrency in flight" "$work/signins-closed.tsv" "$before" "$after"
+if [[ -n "$perf_pid" ]]; then
+    wait "$perf_pid" || true
+    log "perf: $(tail -n 1 "$work/perf.log")"
+fi
+
+closed_rate=$(cut -f 2 "$work/signins-closed.tsv")
+half_rate=$(python3 -c "print(max(1, round($closed_rate / 2)))")
+log "gateway-benchmark signins: open loop at $half_rate/s (half the closed loop's rate)"
+before=$(cpu_snapshot)
+timeout "$((seconds * 2 + 60))" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
+    --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --concurrency $((signin_concurrency * 4)) --rate "$half_rate" \
+    --seconds "$seconds" --warmup 1 --result-file "$work/signins-open.tsv"
+after=$(cpu_snapshot)
+signin_row "open loop at $half_rate/s" "$work/signins-open.tsv" "$before" "$after"
+
+echo
+echo "Gateway under load, $(date -u '+%Y-%m-%d %H:%M UTC'), ${seconds} s per row; wrk -t $threads -c $connections --latency;"
+echo "load average after: $(uptime | sed 's/.*load average: //')"
+echo
+echo "| route | req/s | p50 | p99 | errors: HTTP ≥ 400 / socket | vs bare |"
+echo "|---|---:|---:|---:|---:|---:|"
+printf '%s\n' "${rows[@]}"
+echo
+echo "CPU per request (µs; user + system of each process over the row, /proc/PID/stat):"
+echo
+echo "| load | gateway | identity | otp-dispatch | session | PostgreSQL | bare | total |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+printf '%s\n' "${cpu_rows[@]}"

@@ -1,0 +1,2 @@
+-- A plain GET of the URL given to wrk (the bare route and the gateway's /health/live): nothing
+-- beyond report.lua.
