@@ -71,13 +71,14 @@ export AUTH_OTP_STARTS_PER_DESTINATION_PER_HOUR=100000
 # which schemathesis would still count as a server error).
 export AUTH_IDENTITY_SCRYPT_LOG_N=10
 
-# start NAME VAR=VALUE...: a service on a free port; prints the port.
+# start NAME VAR=VALUE...: a service on a free port, its port in $port. Not called in a
+# command substitution: that subshell's `pids+=` would not reach the cleanup.
 start() {
     local name="$1"
     shift
     env "$@" "$bin/$name" > "$work/logs/$name.log" 2>&1 &
     pids+=($!)
-    local port=""
+    port=""
     for _ in $(seq 1 300); do
         port=$(sed -n -e 's/.*port=\([0-9][0-9]*\).*RPC server listening.*/\1/p' \
             -e 's/.*Server started and listening on [0-9.]*:\([0-9][0-9]*\).*/\1/p' "$work/logs/$name.log" | head -n 1)
@@ -85,14 +86,17 @@ start() {
         sleep 0.2
     done
     [ -n "$port" ] || { cat "$work/logs/$name.log" >&2; log "$name did not start"; exit 1; }
-    echo "$port"
 }
-identity_port=$(start identity AUTH_IDENTITY_PORT=0)
-otp_port=$(start otp-dispatch AUTH_OTP_PORT=0)
-session_port=$(start session AUTH_SESSION_PORT=0)
-gateway_port=$(start gateway AUTH_GATEWAY_PORT=0 \
+start identity AUTH_IDENTITY_PORT=0
+identity_port=$port
+start otp-dispatch AUTH_OTP_PORT=0
+otp_port=$port
+start session AUTH_SESSION_PORT=0
+session_port=$port
+start gateway AUTH_GATEWAY_PORT=0 \
     AUTH_IDENTITY_ADDRESSES="127.0.0.1:$identity_port" AUTH_OTP_ADDRESSES="127.0.0.1:$otp_port" \
-    AUTH_SESSION_ADDRESSES="127.0.0.1:$session_port")
+    AUTH_SESSION_ADDRESSES="127.0.0.1:$session_port"
+gateway_port=$port
 base="http://127.0.0.1:$gateway_port"
 for _ in $(seq 1 100); do
     curl -sf "$base/health/ready" >/dev/null && break
