@@ -138,7 +138,8 @@ enum ServiceErrorMapping {
                 .tooManyRequests, "too_many_attempts", "\(text) Please try again in \(APIError.minutes(seconds)).",
                 retryAfter: seconds, detail: detail)
         case "provider_not_enabled":
-            return make(.badRequest, "provider_not_enabled", "\(providerName(error.message)) Sign-In is not configured. Please use email/password.")
+            // `/v1/idtoken` names the provider in the message (it knows which one it asked for).
+            return make(.badRequest, "provider_not_enabled", "This Sign-In is not configured. Please use email/password.")
         case "invalid_id_token", "id_token_expired", "id_token_replayed", "invalid_nonce":
             return withDetail(.invalidIDToken, detail)
         case "user_not_found":
@@ -211,11 +212,5 @@ enum ServiceErrorMapping {
         var error = error
         error.detail = detail
         return error
-    }
-
-    /// identity's `provider_not_enabled` message names the provider ("Sign in with Apple is not available.").
-    private static func providerName(_ message: String) -> String {
-        for name in ["Apple", "Google", "Facebook"] where message.contains(name) { return name }
-        return "This provider's"
     }
 }

@@ -326,11 +326,9 @@ struct GatewayRoutes: Sendable {
         }
         let checked = try await checkCode(
             verificationID: verificationID, code: code, purposes: [.passwordReset], context: context)
-        var resetRules = passwordRules
-        resetRules.verificationRoute = false
         let reset: Auth_Identity_V1_ResetPasswordResponse
         do {
-            reset = try await backends.call(.identity, "ResetPassword", context, rules: resetRules) { options in
+            reset = try await backends.call(.identity, "ResetPassword", context, rules: passwordRules) { options in
                 try await backends.identity.resetPassword(
                     Auth_Identity_V1_ResetPasswordRequest(
                         email: checked.destination, newPassword: password, clientIP: context.clientIP),
