@@ -13,6 +13,9 @@
 # root and the postgres user cannot reach DIR (a checkout under /root), these live in
 # /var/tmp/auth-postgres/<hash of DIR> instead, linked from DIR/cluster.
 #
+# POSTGRES_EXTRA_OPTIONS, when set, is appended to the server's options at start (e.g.
+# "-c shared_preload_libraries=pg_stat_statements" for scripts/bench/gateway-wrk.sh).
+#
 # The cluster is for tests only: trust authentication on its unix socket and 127.0.0.1, and
 # fsync/synchronous_commit/full_page_writes off (a crash of the machine may lose or corrupt it,
 # which is fine for throwaway data; a killed server still recovers). Never use it for real data.
@@ -179,7 +182,8 @@ start_cluster() {
         if (
             close_inherited_fds
             as_owner "$PG_BIN/pg_ctl" -D "$DATA" -l "$LOG_FILE" -w -t 60 \
-                -o "-p $port -k '$RUN' -c listen_addresses=127.0.0.1 -c max_connections=1000" start >&2 </dev/null
+                -o "-p $port -k '$RUN' -c listen_addresses=127.0.0.1 -c max_connections=1000 ${POSTGRES_EXTRA_OPTIONS:-}" \
+                start >&2 </dev/null
         ); then
             return 0
         fi

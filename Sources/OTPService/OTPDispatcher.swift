@@ -8,8 +8,9 @@ import Synchronization
 
 /// Sends the outbox: workers claim due messages with `FOR UPDATE SKIP LOCKED` (so any number
 /// of replicas share the work), send each through its channel's provider, and record the
-/// outcome. They are woken by the outbox's `NOTIFY` (written in the same transaction as the
-/// message) and by a periodic sweep, which also picks up retries that came due and claims
+/// outcome. One worker is woken by each of the outbox's `NOTIFY`s (written in the same
+/// transaction as the message; a worker that sent something claims again before it waits, so a
+/// burst pulls in more of them), and all of them by a periodic sweep, which also picks up retries that came due and claims
 /// whose lease expired (a worker that died mid-send): such a message is sent again within
 /// ``OTPServiceConfiguration/claimLease`` + ``OTPServiceConfiguration/sweepInterval``.
 ///
@@ -28,7 +29,7 @@ public final class OTPDispatcher: Service, Sendable {
     let metrics: OTPMetrics
     let workerName: String
     let logger: Logger
-    let wake = WakeSignal()
+    let wake: WakeSignal
     /// Notifications received on the outbox channel (tests see the LISTEN path work with it).
     let notificationsReceived = Atomic<Int>(0)
     private let stopping = Atomic<Bool>(false)
@@ -55,6 +56,7 @@ public final class OTPDispatcher: Service, Sendable {
         self.metrics = metrics
         self.workerName = workerName
         self.logger = logger
+        self.wake = WakeSignal(maximumPendingWakes: configuration.dispatchWorkers)
         self.backoff = ExponentialBackoff(
             initial: configuration.retryBackoff, limit: configuration.retryBackoffLimit, jitter: 0.5...1.5)
     }
@@ -90,7 +92,8 @@ public final class OTPDispatcher: Service, Sendable {
         logger.info("OTP dispatcher stopped")
     }
 
-    /// Wakes the workers on every `NOTIFY` of the outbox channel. The pool's listener
+    /// Wakes one worker on every `NOTIFY` of the outbox channel (waking all of them would make
+    /// all but one claim nothing: one message per notification). The pool's listener
     /// reconnects by itself after a database restart; a first `LISTEN` that fails (database
     /// down at start) is tried again with backoff. After a reconnect the listener hands over a
     /// resumption (notifications sent while it was away are lost), which wakes the workers like
@@ -105,7 +108,7 @@ public final class OTPDispatcher: Service, Sendable {
                 wake.wake()
                 for await _ in stream {
                     notificationsReceived.add(1, ordering: .relaxed)
-                    wake.wake()
+                    wake.wakeOne()
                 }
                 // The stream ends when the pool closes.
                 return
@@ -287,17 +290,42 @@ public final class OTPDispatcher: Service, Sendable {
 
 /// Wakes waiting workers: ``wait(past:)`` returns once ``wake()`` was called after the
 /// generation the caller saw, so a wake between a worker's empty claim and its wait is not lost.
+/// ``wakeOne()`` resumes a single waiter; when none waits it is kept (up to
+/// `maximumPendingWakes`) for the next ``wait(past:)``, which then returns at once, so it is not
+/// lost either.
 final class WakeSignal: Sendable {
     private struct State {
         var generation: UInt64 = 0
         var nextID: UInt64 = 0
         var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var pendingWakes = 0
     }
 
     private let state = Mutex(State())
+    private let maximumPendingWakes: Int
+
+    init(maximumPendingWakes: Int = 1) {
+        self.maximumPendingWakes = max(1, maximumPendingWakes)
+    }
 
     var generation: UInt64 { state.withLock { $0.generation } }
 
+    /// How many callers wait right now (tests).
+    var waiting: Int { state.withLock { $0.waiters.count } }
+
+    /// Resumes the longest-waiting waiter, or keeps the wake for the next ``wait(past:)``.
+    func wakeOne() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let id = state.waiters.keys.min() else {
+                state.pendingWakes = min(state.pendingWakes + 1, maximumPendingWakes)
+                return nil
+            }
+            return state.waiters.removeValue(forKey: id)
+        }
+        waiter?.resume()
+    }
+
+    /// Resumes every waiter and moves the generation on.
     func wake() {
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.generation &+= 1
@@ -318,6 +346,10 @@ final class WakeSignal: Sendable {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let resumeNow = state.withLock { state -> Bool in
                     if state.generation != seen || Task.isCancelled { return true }
+                    if state.pendingWakes > 0 {
+                        state.pendingWakes -= 1
+                        return true
+                    }
                     state.waiters[id] = continuation
                     return false
                 }

@@ -174,7 +174,9 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                         if stats.started > configuration.pumpingMinimumSent,
                             stats.verified * 100 < stats.started * configuration.pumpingMinimumVerifiedPercent
                         {
-                            let frees = (stats.oldest ?? now).addingTimeInterval(3_600)
+                            // The oldest minute's codes stop counting once that whole minute is
+                            // more than an hour old.
+                            let frees = (stats.oldestMinute ?? now).addingTimeInterval(3_600 + 60)
                             return .refused(
                                 OTPError(
                                     .countryThrottled,
@@ -196,6 +198,11 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                         connection, verificationID: id, destination: destination, code: code, purpose: purpose,
                         locale: locale, now: now
                     )
+                    if destination.channel == .sms {
+                        // Last: its row lock is shared with every start to this calling code.
+                        try store.countForPumpingGuard(
+                            connection, callingCode: destination.callingCode, startedAt: now, started: 1, verified: 0)
+                    }
                 }
                 return .started(attemptsRemaining: testCode == nil ? max(0, configuration.maxWrongCodes - wrong) : configuration.maxWrongCodes)
             }
@@ -376,6 +383,11 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 }
                 if codes.matches(row.codeMAC, verificationID: id, code: presented) {
                     try store.markVerified(connection, id: id, now: now)
+                    if !row.testDestination, row.destination.channel == .sms {
+                        try store.countForPumpingGuard(
+                            connection, callingCode: row.destination.callingCode, startedAt: row.createdAt,
+                            started: 0, verified: 1)
+                    }
                     return .verified(row)
                 }
                 if row.testDestination {

@@ -57,6 +57,7 @@ struct OTPStore: Sendable {
         let limitEvents: String
         let locks: String
         let messages: String
+        let pumpingCounts: String
     }
 
     init(pool: PostgresPool, schema: String) {
@@ -67,7 +68,8 @@ struct OTPStore: Sendable {
             verifications: "\(q).verifications",
             limitEvents: "\(q).limit_events",
             locks: "\(q).destination_locks",
-            messages: "\(q).messages"
+            messages: "\(q).messages",
+            pumpingCounts: "\(q).pumping_counts"
         )
         // Channel names must be identifiers: the schema's letters, digits and underscores.
         let safe = String(schema.unicodeScalars.filter { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_") }.map(Character.init))
@@ -120,20 +122,44 @@ struct OTPStore: Sendable {
         )
     }
 
-    /// SMS codes started to `callingCode` since `since` (test destinations excluded), how many
-    /// of them were verified, and when the oldest was started.
+    /// The pumping guard's counts are kept per minute: the minute `date` falls in.
+    static func minute(of date: Date) -> Date {
+        Date(timeIntervalSince1970: (date.timeIntervalSince1970 / 60).rounded(.down) * 60)
+    }
+
+    /// SMS codes started to `callingCode` in the minutes from the one `since` falls in to now
+    /// (test destinations excluded), how many of them were verified, and the oldest of those
+    /// minutes that started one.
     func pumpingStatistics(_ connection: PostgresConnection, callingCode: String, since: Date) throws
-        -> (started: Int, verified: Int, oldest: Date?)
+        -> (started: Int, verified: Int, oldestMinute: Date?)
     {
         let rows = try connection.execute(
             """
-            SELECT count(*), count(*) FILTER (WHERE status = 'verified'), min(created_at) FROM \(t.verifications)
-            WHERE channel = 'sms' AND NOT test_destination AND calling_code = $1 AND created_at > $2
+            SELECT coalesce(sum(started), 0), coalesce(sum(verified), 0), min(minute) FILTER (WHERE started > 0)
+            FROM \(t.pumpingCounts) WHERE calling_code = $1 AND minute >= $2
             """,
-            [.text(callingCode), .timestamptz(since)]
+            [.text(callingCode), .timestamptz(Self.minute(of: since))]
         )
         let row = rows[0]
         return (try row[0].int, try row[1].int, try row[2].decode(Date?.self))
+    }
+
+    /// Counts an SMS code started (`started`) or verified (`verified`, in the minute its
+    /// verification started) for the pumping guard.
+    func countForPumpingGuard(
+        _ connection: PostgresConnection, callingCode: String, startedAt: Date, started: Int, verified: Int
+    ) throws {
+        try connection.execute(
+            """
+            INSERT INTO \(t.pumpingCounts) AS p (calling_code, minute, shard, started, verified) VALUES ($1, $2, $3, $4, $5)
+            ON CONFLICT (calling_code, minute, shard)
+            DO UPDATE SET started = p.started + EXCLUDED.started, verified = p.verified + EXCLUDED.verified
+            """,
+            [
+                .text(callingCode), .timestamptz(Self.minute(of: startedAt)), .int64(Int64.random(in: 0...3)),
+                .int64(Int64(started)), .int64(Int64(verified)),
+            ]
+        )
     }
 
     // MARK: Verifications
@@ -403,6 +429,7 @@ struct OTPStore: Sendable {
             [.timestamptz(eventCutoff), .int64(Int64(batch))]
         )
         try await pool.query("DELETE FROM \(t.locks) WHERE locked_until < $1", [.timestamptz(eventCutoff)])
+        try await pool.query("DELETE FROM \(t.pumpingCounts) WHERE minute < $1", [.timestamptz(Self.minute(of: eventCutoff))])
         return (verifications.affectedRows ?? 0, events.affectedRows ?? 0)
     }
 }

@@ -44,6 +44,14 @@ extension GatewayBenchmark {
         @Option(help: "Seconds a sign-in waits for its code before it counts as failed.")
         var codeTimeout: Double = 10
 
+        @Flag(
+            help: """
+                Send each sign-in's requests with X-Forwarded-For: a random 10.x.y.z, as many app users behind \
+                a trusted proxy would (the gateway must list this host in AUTH_GATEWAY_TRUSTED_PROXIES); \
+                without it every sign-in comes from this host's one address.
+                """)
+        var forwardedFor = false
+
         @Option(help: "Write one tab-separated line per row to this file: mode, sign-ins/s, p50 ms, p99 ms, failed.")
         var resultFile: String?
 
@@ -72,7 +80,7 @@ extension GatewayBenchmark {
             let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
             let flow = SignInFlow(
                 http: http, gateway: gateway, mailbox: mailbox,
-                codeTimeout: .milliseconds(Int64(codeTimeout * 1000)))
+                codeTimeout: .milliseconds(Int64(codeTimeout * 1000)), forwardedFor: forwardedFor)
 
             let mode = rate.map { "open loop, \(LoadResult.formatCount($0)) sign-ins/s due" } ?? "closed loop"
             print("Phone sign-ins through \(gateway) (\(mode); \(load.description)):\n")
@@ -125,6 +133,8 @@ struct SignInFlow: Sendable {
     let gateway: String
     let mailbox: CodeMailbox
     let codeTimeout: Duration
+    /// Each sign-in from its own random 10.x.y.z, through X-Forwarded-For.
+    var forwardedFor = false
 
     struct Timings: Sendable {
         var send: Duration
@@ -143,8 +153,9 @@ struct SignInFlow: Sendable {
 
     func signIn() async throws -> Timings {
         let phone = randomIndianMobile()
+        let client = forwardedFor ? "10.\(UInt8.random(in: 0...255)).\(UInt8.random(in: 0...255)).\(UInt8.random(in: 1...254))" : nil
         let sendStarted = ContinuousClock.now
-        let sent = try await post("/v1/otp/send", #"{"phone":"\#(phone)"}"#, step: "send")
+        let sent = try await post("/v1/otp/send", #"{"phone":"\#(phone)"}"#, step: "send", client: client)
         let sendEnded = ContinuousClock.now
         guard let answer = try? JSONDecoder().decode(SendAnswer.self, from: Data(sent.readableBytesView)) else {
             throw Failure(kind: "send: no verification_id")
@@ -157,7 +168,8 @@ struct SignInFlow: Sendable {
         }
         let verifyStarted = ContinuousClock.now
         _ = try await post(
-            "/v1/otp/verify", #"{"verification_id":"\#(answer.verification_id)","code":"\#(delivery.code)"}"#, step: "verify")
+            "/v1/otp/verify", #"{"verification_id":"\#(answer.verification_id)","code":"\#(delivery.code)"}"#, step: "verify",
+            client: client)
         return Timings(
             send: sendEnded - sendStarted,
             delivery: delivery.arrived - sendStarted,
@@ -165,11 +177,13 @@ struct SignInFlow: Sendable {
         )
     }
 
-    /// POSTs `json` to `path`; anything but 200 is a ``Failure`` named by `step` and status.
-    private func post(_ path: String, _ json: String, step: String) async throws -> ByteBuffer {
+    /// POSTs `json` to `path` (as `client`, through X-Forwarded-For, when given); anything but
+    /// 200 is a ``Failure`` named by `step` and status.
+    private func post(_ path: String, _ json: String, step: String, client: String?) async throws -> ByteBuffer {
         var request = HTTPClientRequest(url: gateway + path)
         request.method = .POST
         request.headers.add(name: "content-type", value: "application/json")
+        if let client { request.headers.add(name: "x-forwarded-for", value: client) }
         request.body = .bytes(ByteBuffer(string: json))
         let response: HTTPClientResponse
         do {

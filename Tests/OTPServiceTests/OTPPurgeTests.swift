@@ -13,19 +13,25 @@ import Testing
             _ = try await otp.start("sent@example.com")
             #expect(try await dispatcher.deliverDue() == 1)
             _ = try await otp.start("stuck@example.com")
-            // Both codes expired 10 minutes after start; one hour of retention after that.
+            _ = try await otp.start("+919999900077")
+            #expect(try await otp.query("SELECT * FROM @pumping_counts").count == 1)
+            // Every code expired 10 minutes after start; one hour of retention after that.
             otp.clock.advance(seconds: 600 + 3_599)
             var purged = try await otp.service.purge()
             #expect(purged.verifications == 0)
-            // The limit events (a start per destination and per IP, each) are past every window.
-            #expect(purged.events == 4)
+            // The limit events (a start per destination and per IP, each) are past every window,
+            // and so are the pumping guard's counts.
+            #expect(purged.events == 6)
+            #expect(try await otp.query("SELECT * FROM @pumping_counts").isEmpty)
             otp.clock.advance(seconds: 2)
             purged = try await otp.service.purge()
             #expect(purged.verifications == 1)
             #expect(purged.events == 0)
-            let left = try await otp.query("SELECT v.destination, m.state FROM @verifications v JOIN @messages m ON m.verification_id = v.id")
-            #expect(left.count == 1)
-            #expect(try left[0][0].string == "stuck@example.com")
+            let left = try await otp.query(
+                "SELECT v.destination, m.state FROM @verifications v JOIN @messages m ON m.verification_id = v.id ORDER BY 1")
+            #expect(left.count == 2)
+            #expect(try left[0][0].string == "+919999900077")
+            #expect(try left[1][0].string == "stuck@example.com")
         }
     }
 

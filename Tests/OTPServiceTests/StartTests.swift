@@ -103,7 +103,9 @@ import Testing
             let refused = await expectRPCError(.resourceExhausted, "country_throttled") {
                 try await otp.start("+2348000000099")
             }
-            #expect(refused?.retryAfterSeconds == 3_600)
+            // All 11 started in one minute (the clock stands still): they leave the hour, and the
+            // guard looks again, when that whole minute is more than an hour old.
+            #expect(refused?.retryAfterSeconds == 3_660)
             _ = try await otp.start("+919999912345")
             _ = try await otp.start("pumped@example.com")
             // 3 of 11 verified (27 %): the ratio recovers.
@@ -111,6 +113,34 @@ import Testing
                 _ = try await otp.check(verification.verificationID, try await otp.queuedCode(verification.verificationID))
             }
             _ = try await otp.start("+2348000000099")
+        }
+    }
+
+    /// The guard counts per minute: the codes of a minute stop counting when that whole minute
+    /// is more than an hour old, not a second earlier; starts from many concurrent calls are all
+    /// counted (they spread over the counters' shards).
+    @Test func smsPumpingGuardWindowMovesByTheMinute() async throws {
+        try await withOTPService(configure: {
+            $0.pumpingMinimumSent = 10
+            $0.pumpingMinimumVerifiedPercent = 20
+        }) { otp in
+            otp.clock.advance(seconds: 30)  // mid-minute
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<11 {
+                    group.addTask { _ = try await otp.start("+23480000001\(String(format: "%02d", index))") }
+                }
+                try await group.waitForAll()
+            }
+            let counted = try await otp.query("SELECT sum(started)::int, sum(verified)::int FROM @pumping_counts")
+            #expect(try counted[0][0].int == 11)
+            #expect(try counted[0][1].int == 0)
+            otp.clock.advance(seconds: 3_600 + 60 - 30 - 1)  // the minute's last second of the hour
+            let refused = await expectRPCError(.resourceExhausted, "country_throttled") {
+                try await otp.start("+2348000000299")
+            }
+            #expect(refused?.retryAfterSeconds == 1)
+            otp.clock.advance(seconds: 1)
+            _ = try await otp.start("+2348000000299")
         }
     }
 

@@ -20,6 +20,8 @@
 #   wrk threads, GATEWAY_BENCH_TOKENS (20000) sessions made for wrk, GATEWAY_BENCH_SIGNINS (16)
 #   sign-ins in flight (closed loop; the open loop allows 4× that), GATEWAY_BENCH_PROFILE=1 records
 #   `perf` of the services and PostgreSQL during the closed-loop sign-ins into .data/gateway-wrk-perf/,
+#   GATEWAY_BENCH_STATEMENTS=1 loads pg_stat_statements and prints the statements of the closed-loop
+#   sign-ins (calls per sign-in, PostgreSQL time per call and per sign-in),
 #   GATEWAY_BENCH_SKIP_BUILD=1 uses the existing release build. AUTH_* variables already set win.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -30,6 +32,7 @@ threads="${GATEWAY_BENCH_THREADS:-2}"
 token_count="${GATEWAY_BENCH_TOKENS:-20000}"
 signin_concurrency="${GATEWAY_BENCH_SIGNINS:-16}"
 profile="${GATEWAY_BENCH_PROFILE:-0}"
+statements="${GATEWAY_BENCH_STATEMENTS:-0}"
 
 log() { echo "gateway-wrk: $*" >&2; }
 
@@ -95,8 +98,14 @@ log "load before: $(uptime)"
 # cannot unwrap.
 scripts/postgres.sh destroy "$pg_dir" >/dev/null 2>&1 || true
 started_pg=1
+if [[ "$statements" == 1 ]]; then
+    export POSTGRES_EXTRA_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+fi
 AUTH_DATABASE_URL=$(scripts/postgres.sh start "$pg_dir" | tail -n 1)
 export AUTH_DATABASE_URL
+if [[ "$statements" == 1 ]]; then
+    psql "$AUTH_DATABASE_URL" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >&2
+fi
 
 random_base64() { head -c 32 /dev/urandom | base64; }
 export AUTH_RPC_SECRET="${AUTH_RPC_SECRET:-$(random_base64)}"
@@ -111,8 +120,11 @@ export AUTH_GATEWAY_PORT="${AUTH_GATEWAY_PORT:-$(free_port)}"
 export AUTH_IDENTITY_ADDRESSES="127.0.0.1:$AUTH_IDENTITY_PORT"
 export AUTH_OTP_ADDRESSES="127.0.0.1:$AUTH_OTP_PORT"
 export AUTH_SESSION_ADDRESSES="127.0.0.1:$AUTH_SESSION_PORT"
-# Every request comes from 127.0.0.1: the per-IP limits of the gateway and otp-dispatch would
-# refuse a load from one address after a few dozen requests.
+# wrk's requests all come from 127.0.0.1: the per-IP limits of the gateway and otp-dispatch would
+# refuse a load from one address after a few dozen requests. The sign-ins come from random
+# 10.x.y.z addresses through X-Forwarded-For (gateway-benchmark signins --forwarded-for), as app
+# users behind a proxy the gateway trusts would: 127.0.0.1 is that proxy.
+export AUTH_GATEWAY_TRUSTED_PROXIES="${AUTH_GATEWAY_TRUSTED_PROXIES:-127.0.0.1}"
 export AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE="${AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE:-1000000000}"
 export AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR="${AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR:-1000000000}"
 export AUTH_OTP_STARTS_PER_IP_PER_HOUR="${AUTH_OTP_STARTS_PER_IP_PER_HOUR:-1000000}"
@@ -239,12 +251,27 @@ if [[ "$profile" == 1 ]]; then
     perf_pid=$!
     pids+=($perf_pid)
 fi
+verifications() { psql "$AUTH_DATABASE_URL" -Atc "SELECT count(*) FROM otp.verifications"; }
+if [[ "$statements" == 1 ]]; then
+    psql "$AUTH_DATABASE_URL" -qAtc "SELECT pg_stat_statements_reset()" >/dev/null
+    verifications_before=$(verifications)
+fi
 log "gateway-benchmark signins: closed loop, $signin_concurrency in flight"
 before=$(cpu_snapshot)
 timeout "$((seconds * 2 + 60))" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
-    --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --concurrency "$signin_concurrency" --seconds "$seconds" --warmup 1 \
-    --result-file "$work/signins-closed.tsv"
+    --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --forwarded-for --concurrency "$signin_concurrency" --seconds "$seconds" \
+    --warmup 1 --result-file "$work/signins-closed.tsv"
 after=$(cpu_snapshot)
+if [[ "$statements" == 1 ]]; then
+    # Every sign-in (warm-up included) starts one verification: that count divides the calls.
+    signins_done=$(($(verifications) - verifications_before))
+    psql "$AUTH_DATABASE_URL" -qAt -F $'\t' -c "
+        SELECT round(calls::numeric / $signins_done, 2), round((1000 * total_exec_time / calls)::numeric),
+               round((1000 * total_exec_time / $signins_done)::numeric),
+               left(regexp_replace(query, '\\s+', ' ', 'g'), 110)
+        FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+        ORDER BY total_exec_time DESC LIMIT 40" >"$work/statements.tsv"
+fi
 signin_row "closed loop, $signin_concurrency in flight" "$work/signins-closed.tsv" "$before" "$after"
 if [[ -n "$perf_pid" ]]; then
     wait "$perf_pid" || true
@@ -256,7 +283,7 @@ half_rate=$(python3 -c "print(max(1, round($closed_rate / 2)))")
 log "gateway-benchmark signins: open loop at $half_rate/s (half the closed loop's rate)"
 before=$(cpu_snapshot)
 timeout "$((seconds * 2 + 60))" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
-    --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --concurrency $((signin_concurrency * 4)) --rate "$half_rate" \
+    --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --forwarded-for --concurrency $((signin_concurrency * 4)) --rate "$half_rate" \
     --seconds "$seconds" --warmup 1 --result-file "$work/signins-open.tsv"
 after=$(cpu_snapshot)
 signin_row "open loop at $half_rate/s" "$work/signins-open.tsv" "$before" "$after"
@@ -274,3 +301,14 @@ echo
 echo "| load | gateway | identity | otp-dispatch | session | PostgreSQL | bare | total |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${cpu_rows[@]}"
+if [[ "$statements" == 1 ]]; then
+    echo
+    echo "PostgreSQL statements of the closed-loop sign-ins ($signins_done sign-ins, warm-up included;"
+    echo "pg_stat_statements, execution time only, by total time):"
+    echo
+    echo "| calls per sign-in | µs per call | µs per sign-in | statement |"
+    echo "|---:|---:|---:|---|"
+    while IFS=$'\t' read -r per_signin per_call per_signin_us query; do
+        echo "| $per_signin | $per_call | $per_signin_us | \`${query//|/\\|}\` |"
+    done <"$work/statements.tsv"
+fi

@@ -1,0 +1,59 @@
+import Testing
+
+@testable import OTPService
+
+/// The dispatcher's wake-ups: one worker per outbox notification, all of them for a sweep, and
+/// no wake lost between a worker's empty claim and its wait.
+@Suite struct WakeSignalTests {
+    /// Waits until `count` callers wait on `signal` (they are started as tasks).
+    private func waitUntilWaiting(_ signal: WakeSignal, _ count: Int) async {
+        while signal.waiting < count { await Task.yield() }
+    }
+
+    @Test func wakeOneResumesASingleWaiter() async {
+        let signal = WakeSignal(maximumPendingWakes: 4)
+        var resumed = 0
+        await withTaskGroup(of: Void.self) { group in
+            let seen = signal.generation
+            for _ in 0..<3 {
+                group.addTask { await signal.wait(past: seen) }
+            }
+            await waitUntilWaiting(signal, 3)
+            signal.wakeOne()
+            await group.next()
+            resumed += 1
+            // The other two still wait (a resumed waiter leaves the list before it resumes).
+            #expect(signal.waiting == 2)
+            signal.wake()
+            while await group.next() != nil { resumed += 1 }
+        }
+        #expect(resumed == 3)
+        #expect(signal.waiting == 0)
+    }
+
+    /// A wakeOne with nobody waiting (a notification while every worker claims or sends) is
+    /// kept for the next wait, at most `maximumPendingWakes` of them.
+    @Test func aWakeOneWithoutWaitersIsKeptUpToTheLimit() async {
+        let signal = WakeSignal(maximumPendingWakes: 2)
+        for _ in 0..<5 { signal.wakeOne() }
+        let seen = signal.generation
+        await signal.wait(past: seen)  // the first kept wake
+        await signal.wait(past: seen)  // the second
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await signal.wait(past: seen) }
+            await waitUntilWaiting(signal, 1)  // the other three were not kept: it waits
+            signal.wakeOne()
+            await group.waitForAll()
+        }
+        #expect(signal.waiting == 0)
+    }
+
+    @Test func wakeMovesTheGenerationSoALaterWaitReturnsAtOnce() async {
+        let signal = WakeSignal()
+        let seen = signal.generation
+        signal.wake()
+        #expect(signal.generation != seen)
+        await signal.wait(past: seen)
+        #expect(signal.waiting == 0)
+    }
+}
