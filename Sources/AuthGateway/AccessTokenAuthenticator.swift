@@ -73,13 +73,14 @@ final class JWKSCache: Sendable {
 
 /// Verifies the `Authorization: Bearer` access token of a request: locally against the JWK
 /// Set (signature, `typ`, `iss`, `aud`, `exp`), then, so that a logged-out token stops at once,
-/// with session's Validate (`check_session`). Any failure is 401 `invalid_token`.
+/// with session's CheckSession (its `sid` and `sub`: one lookup, the signature is not checked
+/// twice). Any failure is 401 `invalid_token`.
 struct AccessTokenAuthenticator: Sendable {
     /// What an authenticated route knows about its caller.
     struct SignedIn: Sendable {
         let token: String
         let claims: AccessTokenClaims
-        /// The session's start and absolute expiry (Unix seconds), from Validate.
+        /// The session's start and absolute expiry (Unix seconds), from CheckSession.
         let sessionCreatedAt: Int64
         let sessionExpiresAt: Int64
 
@@ -129,16 +130,19 @@ struct AccessTokenAuthenticator: Sendable {
     func authenticate(_ request: Request, context: GatewayRequestContext) async throws -> SignedIn {
         let token = try Self.bearerToken(request)
         let claims = try await verifyLocally(token)
-        let validation = try await backends.call(.session, "Validate", context) { options in
-            try await backends.session.validate(
-                Auth_Session_V1_ValidateRequest(accessToken: token, checkSession: true), options: options)
+        // Session issues only UUID session ids and non-empty subjects; anything else is not a
+        // session it could find (and CheckSession would refuse it as a malformed request).
+        guard UUID(uuidString: claims.sessionID) != nil, !claims.subject.isEmpty else { throw APIError.invalidToken }
+        let check = try await backends.call(.session, "CheckSession", context) { options in
+            try await backends.session.checkSession(
+                Auth_Session_V1_CheckSessionRequest(sessionID: claims.sessionID, userID: claims.subject), options: options)
         }
-        guard validation.sessionLive else { throw APIError.invalidToken }
+        guard check.live else { throw APIError.invalidToken }
         return SignedIn(
             token: token,
             claims: claims,
-            sessionCreatedAt: validation.sessionCreatedAt,
-            sessionExpiresAt: validation.sessionExpiresAt
+            sessionCreatedAt: check.createdAt,
+            sessionExpiresAt: check.expiresAt
         )
     }
 

@@ -365,10 +365,12 @@ struct GatewayRoutes: Sendable {
             throw ServiceErrorMapping.invalidRefreshToken(detail: error.detail)
         }
         guard let tokens = refreshed.tokens else { throw APIError.internalError }
-        let claims = try await authenticator.verifyLocally(tokens.accessToken)
+        // A session service older than RefreshResponse.user_id leaves it empty: the new token's
+        // subject then says it.
+        let userID = refreshed.userID.isEmpty ? try await authenticator.verifyLocally(tokens.accessToken).subject : refreshed.userID
         let user: Auth_Identity_V1_User
         do {
-            user = try await getUser(claims.subject, context: context)
+            user = try await getUser(userID, context: context)
         } catch let error as APIError where error.reason == "invalid_token" {
             throw ServiceErrorMapping.invalidRefreshToken(detail: error.detail)
         }

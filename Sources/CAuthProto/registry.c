@@ -83,6 +83,8 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
     &auth__session__v1__validate_request__descriptor,
     &auth__session__v1__access_token_claims__descriptor,
     &auth__session__v1__validate_response__descriptor,
+    &auth__session__v1__check_session_request__descriptor,
+    &auth__session__v1__check_session_response__descriptor,
     &auth__session__v1__revoke_request__descriptor,
     &auth__session__v1__revoke_response__descriptor,
     &auth__session__v1__revoke_all_request__descriptor,
@@ -99,6 +101,6 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
 };
 
 const ProtobufCMessageDescriptor *const *auth_proto_message_descriptors(size_t *count) {
-    *count = 81;
+    *count = 83;
     return auth_proto_message_descriptors_list;
 }

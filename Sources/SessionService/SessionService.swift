@@ -81,7 +81,8 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
             // checks it (`requireOperator`) rather than the router, so that every refused caller
             // is also recorded as a security event, which the router cannot write.
             rotateSigningKey: .anyAuthenticated,
-            rewrapSigningKeys: .anyAuthenticated
+            rewrapSigningKeys: .anyAuthenticated,
+            checkSession: .only(["gateway"])
         )
     }
 
@@ -157,10 +158,10 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
             let now = clock.microsecondNow()
             let key = try await signingKey(at: now)
             let caller = context.authenticatedCaller
-            let (tokens, sessionID) = try await store.withConnection { queries in
+            let (tokens, sessionID, userID) = try await store.withConnection { queries in
                 try self.refresh(presented, clientIP: ip, now: now, key: key, queries: queries, caller: caller)
             }
-            return Auth_Session_V1_RefreshResponse(tokens: tokenPair(tokens, sessionID: sessionID, now: now))
+            return Auth_Session_V1_RefreshResponse(tokens: tokenPair(tokens, sessionID: sessionID, now: now), userID: userID)
         }
     }
 
@@ -172,7 +173,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         key: SigningKey,
         queries: SessionStore.Queries,
         caller: String
-    ) throws -> (IssuedTokens, UUID) {
+    ) throws -> (IssuedTokens, sessionID: UUID, userID: String) {
         let presentedHash = presented.hash
         // Each lost compare-and-set means the session moved on; the next decision is then a
         // grace-window answer, a reuse or a rejection, so two rounds settle it.
@@ -233,7 +234,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
                         clientIP: ip
                     )
                 )
-                if advanced { return (tokens, state.sessionID) }
+                if advanced { return (tokens, state.sessionID, state.userID) }
 
             case .returnSuccessor:
                 let tokens = try vault.open(
@@ -242,7 +243,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
                     sessionID: state.sessionID,
                     generation: state.tokenGeneration + 1
                 )
-                return (tokens, state.sessionID)
+                return (tokens, state.sessionID, state.userID)
 
             case .reuseDetected:
                 let sinceUse = state.usedAt.map { String(format: "%.3f", now.timeIntervalSince($0)) } ?? "null"
@@ -302,6 +303,27 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
                 sessionCreatedAt: live?.createdAt.unixSeconds ?? 0,
                 sessionExpiresAt: live?.expiresAt.unixSeconds ?? 0
             )
+        }
+    }
+
+    /// The revocation check of a caller that verified the access token itself: one lookup of
+    /// the session, no signature check (Validate with `check_session` does both).
+    public func checkSession(
+        request: Auth_Session_V1_CheckSessionRequest,
+        context: ServerContext
+    ) async throws -> Auth_Session_V1_CheckSessionResponse {
+        try await serving {
+            var validator = RequestValidator()
+            let sessionID = validator.sessionID(request.sessionID)
+            validator.userID(request.userID)
+            try validator.check()
+            guard let sessionID else { return Auth_Session_V1_CheckSessionResponse() }
+            let now = clock.microsecondNow()
+            guard let live = try await store.liveSession(sessionID: sessionID, userID: request.userID, now: now) else {
+                return Auth_Session_V1_CheckSessionResponse()
+            }
+            return Auth_Session_V1_CheckSessionResponse(
+                live: true, createdAt: live.createdAt.unixSeconds, expiresAt: live.expiresAt.unixSeconds)
         }
     }
 

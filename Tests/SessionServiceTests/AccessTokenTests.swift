@@ -92,6 +92,46 @@ import Testing
         }
     }
 
+    /// The gateway's check after its own verification: the session's id and user only.
+    @Test func checkSessionAnswersForTheSessionOfItsUserOnly() async throws {
+        try await withSessionService { fixture in
+            let issuedAt = fixture.clock.now().unixSeconds
+            let pair = try await fixture.issue(userID: "user-7")
+            let live = try await fixture.client.checkSession(.init(sessionID: pair.sessionID, userID: "user-7"))
+            #expect(live.live)
+            #expect(live.createdAt == issuedAt)
+            #expect(live.expiresAt == issuedAt + Int64(fixture.configuration.sessionLifetime.timeInterval))
+
+            // Another user's session, or one that does not exist: not live, nothing told.
+            let other = try await fixture.client.checkSession(.init(sessionID: pair.sessionID, userID: "user-8"))
+            #expect(other.live == false)
+            #expect(other.createdAt == 0 && other.expiresAt == 0)
+            let unknown = try await fixture.client.checkSession(.init(sessionID: UUID().uuidString, userID: "user-7"))
+            #expect(unknown.live == false)
+
+            // Past its absolute expiry, or revoked: not live.
+            fixture.clock.advance(seconds: fixture.configuration.sessionLifetime.timeInterval)
+            #expect(try await fixture.client.checkSession(.init(sessionID: pair.sessionID, userID: "user-7")).live == false)
+            let second = try await fixture.issue(userID: "user-7")
+            #expect(try await fixture.client.checkSession(.init(sessionID: second.sessionID, userID: "user-7")).live)
+            _ = try await fixture.client.revoke(.init(sessionID: second.sessionID, reason: "logout"))
+            #expect(try await fixture.client.checkSession(.init(sessionID: second.sessionID, userID: "user-7")).live == false)
+
+            // Malformed: refused, naming the fields.
+            let refused = await #expect(throws: RPCError.self) {
+                _ = try await fixture.client.checkSession(.init(sessionID: "not-a-uuid", userID: ""))
+            }
+            #expect(refused?.code == .invalidArgument)
+            #expect(Set(refused?.fieldViolations.map(\.field) ?? []) == ["session_id", "user_id"])
+
+            // Only the gateway asks.
+            let identity = makeClient(try await fixture.replica().0, caller: "identity")
+            await expectRPCError(.permissionDenied, "caller_not_allowed") {
+                _ = try await identity.checkSession(.init(sessionID: pair.sessionID, userID: "user-7"))
+            }
+        }
+    }
+
     @Test func algNoneIsRejected() async throws {
         try await withSessionService { fixture in
             let key = try await currentKey(fixture)

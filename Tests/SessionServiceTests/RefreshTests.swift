@@ -141,14 +141,16 @@ import Testing
             #expect(retried.refreshTokenExpiresIn == 7 * 86_400 - 9)
             // Served by another replica (a restart in between): the same pair as well.
             let (_, replica) = try await fixture.replica()
-            let fromReplica = try #require(
-                try await replica.refresh(Auth_Session_V1_RefreshRequest(refreshToken: issued.refreshToken)).tokens
-            )
+            let replicaAnswer = try await replica.refresh(Auth_Session_V1_RefreshRequest(refreshToken: issued.refreshToken))
+            let fromReplica = try #require(replicaAnswer.tokens)
             #expect(fromReplica.refreshToken == lost.refreshToken)
+            #expect(replicaAnswer.userID == "user-1")  // the successor's user, as for a rotation
             // Not a branch: one successor stored, and it rotates normally.
             #expect(try await fixture.query("SELECT count(*) FROM @refresh_tokens")[0][0].int == 2)
-            let next = try await fixture.refresh(retried.refreshToken)
-            #expect(next.sessionID == issued.sessionID)
+            let rotated = try await fixture.client.refresh(Auth_Session_V1_RefreshRequest(refreshToken: retried.refreshToken))
+            #expect(rotated.tokens?.sessionID == issued.sessionID)
+            // The user comes with the pair: a caller need not verify the new token to learn it.
+            #expect(rotated.userID == "user-1")
         }
     }
 

@@ -19,7 +19,8 @@ public enum Auth_Session_V1_Session {
         public static let getJWKS = MethodDescriptor(service: "auth.session.v1.Session", method: "GetJWKS")
         public static let rotateSigningKey = MethodDescriptor(service: "auth.session.v1.Session", method: "RotateSigningKey")
         public static let rewrapSigningKeys = MethodDescriptor(service: "auth.session.v1.Session", method: "RewrapSigningKeys")
-        public static let all: [MethodDescriptor] = [issue, refresh, validate, revoke, revokeAll, listSessions, getJWKS, rotateSigningKey, rewrapSigningKeys]
+        public static let checkSession = MethodDescriptor(service: "auth.session.v1.Session", method: "CheckSession")
+        public static let all: [MethodDescriptor] = [issue, refresh, validate, revoke, revokeAll, listSessions, getJWKS, rotateSigningKey, rewrapSigningKeys, checkSession]
     }
 
     /// Who may call each method of the service. The initializer takes one value per method,
@@ -34,6 +35,7 @@ public enum Auth_Session_V1_Session {
         public var getJWKS: AllowedCallers
         public var rotateSigningKey: AllowedCallers
         public var rewrapSigningKeys: AllowedCallers
+        public var checkSession: AllowedCallers
 
         public init(
             issue: AllowedCallers,
@@ -44,7 +46,8 @@ public enum Auth_Session_V1_Session {
             listSessions: AllowedCallers,
             getJWKS: AllowedCallers,
             rotateSigningKey: AllowedCallers,
-            rewrapSigningKeys: AllowedCallers
+            rewrapSigningKeys: AllowedCallers,
+            checkSession: AllowedCallers
         ) {
             self.issue = issue
             self.refresh = refresh
@@ -55,6 +58,7 @@ public enum Auth_Session_V1_Session {
             self.getJWKS = getJWKS
             self.rotateSigningKey = rotateSigningKey
             self.rewrapSigningKeys = rewrapSigningKeys
+            self.checkSession = checkSession
         }
     }
 
@@ -110,6 +114,12 @@ public enum Auth_Session_V1_Session {
             request: Auth_Session_V1_RewrapSigningKeysRequest,
             context: ServerContext
         ) async throws -> Auth_Session_V1_RewrapSigningKeysResponse
+
+        /// The gateway's revocation check after it verified the access token itself (see the message).
+        func checkSession(
+            request: Auth_Session_V1_CheckSessionRequest,
+            context: ServerContext
+        ) async throws -> Auth_Session_V1_CheckSessionResponse
     }
 
     public struct Client: Sendable {
@@ -183,6 +193,14 @@ public enum Auth_Session_V1_Session {
         ) async throws -> Auth_Session_V1_RewrapSigningKeysResponse {
             try await self.rpc.unary(Method.rewrapSigningKeys, request: request, options: options)
         }
+
+        /// The gateway's revocation check after it verified the access token itself (see the message).
+        public func checkSession(
+            _ request: Auth_Session_V1_CheckSessionRequest,
+            options: CallOptions = CallOptions()
+        ) async throws -> Auth_Session_V1_CheckSessionResponse {
+            try await self.rpc.unary(Method.checkSession, request: request, options: options)
+        }
     }
 }
 
@@ -224,6 +242,10 @@ extension Auth_Session_V1_Session.ServiceProtocol {
         router.register(Auth_Session_V1_Session.Method.rewrapSigningKeys, allowedCallers: allowed.rewrapSigningKeys) {
             (request: Auth_Session_V1_RewrapSigningKeysRequest, context: ServerContext) in
             try await self.rewrapSigningKeys(request: request, context: context)
+        }
+        router.register(Auth_Session_V1_Session.Method.checkSession, allowedCallers: allowed.checkSession) {
+            (request: Auth_Session_V1_CheckSessionRequest, context: ServerContext) in
+            try await self.checkSession(request: request, context: context)
         }
     }
 }

@@ -418,11 +418,15 @@ public struct Auth_Session_V1_RefreshResponse: ProtobufCMessage {
     public static let protoMessageName = "auth.session.v1.RefreshResponse"
 
     public var tokens: Auth_Session_V1_TokenPair? = nil
+    /// The session's user (the access token's subject), so a caller need not verify the new
+    /// token to learn it.
+    public var userID: String = ""
 
     public init() {}
 
-    public init(tokens: Auth_Session_V1_TokenPair? = nil) {
+    public init(tokens: Auth_Session_V1_TokenPair? = nil, userID: String = "") {
         self.tokens = tokens
+        self.userID = userID
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -466,12 +470,18 @@ extension Auth_Session_V1_RefreshResponse: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init(tokens: try _protobufCOptionalMessage(c.pointee.tokens, as: Auth_Session_V1_TokenPair.self))
+        self.init(
+            tokens: try _protobufCOptionalMessage(c.pointee.tokens, as: Auth_Session_V1_TokenPair.self),
+            userID: try _protobufCString(c.pointee.user_id, Self.self, "user_id")
+        )
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
         if let value = self.tokens {
             c.pointee.tokens = try arena.message(value)
+        }
+        if !self.userID.isEmpty {
+            c.pointee.user_id = try arena.cString(self.userID, Self.self, "user_id")
         }
     }
 }
@@ -748,6 +758,152 @@ extension Auth_Session_V1_ValidateResponse: ProtobufCBridged {
         c.pointee.session_live = self.sessionLive ? 1 : 0
         c.pointee.session_created_at = self.sessionCreatedAt
         c.pointee.session_expires_at = self.sessionExpiresAt
+    }
+}
+
+// MARK: - auth.session.v1.CheckSessionRequest
+
+/// For a caller that verified the access token itself (the gateway, against the JWK Set): is
+/// its session still live? No token, no signature check: one lookup.
+public struct Auth_Session_V1_CheckSessionRequest: ProtobufCMessage {
+    public static let protoMessageName = "auth.session.v1.CheckSessionRequest"
+
+    /// the token's sid
+    public var sessionID: String = ""
+    /// the token's sub: a session of another user is not live
+    public var userID: String = ""
+
+    public init() {}
+
+    public init(sessionID: String = "", userID: String = "") {
+        self.sessionID = sessionID
+        self.userID = userID
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Session_V1_CheckSessionRequest: ProtobufCBridged {
+    typealias _CMessage = Auth__Session__V1__CheckSessionRequest
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__session__v1__check_session_request__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__session__v1__check_session_request__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__session__v1__check_session_request__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__session__v1__check_session_request__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__session__v1__check_session_request__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(
+            sessionID: try _protobufCString(c.pointee.session_id, Self.self, "session_id"),
+            userID: try _protobufCString(c.pointee.user_id, Self.self, "user_id")
+        )
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.sessionID.isEmpty {
+            c.pointee.session_id = try arena.cString(self.sessionID, Self.self, "session_id")
+        }
+        if !self.userID.isEmpty {
+            c.pointee.user_id = try arena.cString(self.userID, Self.self, "user_id")
+        }
+    }
+}
+
+// MARK: - auth.session.v1.CheckSessionResponse
+
+public struct Auth_Session_V1_CheckSessionResponse: ProtobufCMessage {
+    public static let protoMessageName = "auth.session.v1.CheckSessionResponse"
+
+    /// The session exists, is this user's, and is neither revoked nor past its expiry.
+    public var live: Bool = false
+    /// When live: the session's creation and absolute expiry (Unix seconds); 0 otherwise.
+    public var createdAt: Int64 = 0
+    public var expiresAt: Int64 = 0
+
+    public init() {}
+
+    public init(live: Bool = false, createdAt: Int64 = 0, expiresAt: Int64 = 0) {
+        self.live = live
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Session_V1_CheckSessionResponse: ProtobufCBridged {
+    typealias _CMessage = Auth__Session__V1__CheckSessionResponse
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__session__v1__check_session_response__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__session__v1__check_session_response__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__session__v1__check_session_response__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__session__v1__check_session_response__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__session__v1__check_session_response__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(live: c.pointee.live != 0, createdAt: c.pointee.created_at, expiresAt: c.pointee.expires_at)
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        c.pointee.live = self.live ? 1 : 0
+        c.pointee.created_at = self.createdAt
+        c.pointee.expires_at = self.expiresAt
     }
 }
 

@@ -413,6 +413,96 @@ void   auth__session__v1__validate_response__free_unpacked
   assert(message->base.descriptor == &auth__session__v1__validate_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   auth__session__v1__check_session_request__init
+                     (Auth__Session__V1__CheckSessionRequest         *message)
+{
+  static const Auth__Session__V1__CheckSessionRequest init_value = AUTH__SESSION__V1__CHECK_SESSION_REQUEST__INIT;
+  *message = init_value;
+}
+size_t auth__session__v1__check_session_request__get_packed_size
+                     (const Auth__Session__V1__CheckSessionRequest *message)
+{
+  assert(message->base.descriptor == &auth__session__v1__check_session_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__session__v1__check_session_request__pack
+                     (const Auth__Session__V1__CheckSessionRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__session__v1__check_session_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__session__v1__check_session_request__pack_to_buffer
+                     (const Auth__Session__V1__CheckSessionRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__session__v1__check_session_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Session__V1__CheckSessionRequest *
+       auth__session__v1__check_session_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Session__V1__CheckSessionRequest *)
+     protobuf_c_message_unpack (&auth__session__v1__check_session_request__descriptor,
+                                allocator, len, data);
+}
+void   auth__session__v1__check_session_request__free_unpacked
+                     (Auth__Session__V1__CheckSessionRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__session__v1__check_session_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__session__v1__check_session_response__init
+                     (Auth__Session__V1__CheckSessionResponse         *message)
+{
+  static const Auth__Session__V1__CheckSessionResponse init_value = AUTH__SESSION__V1__CHECK_SESSION_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t auth__session__v1__check_session_response__get_packed_size
+                     (const Auth__Session__V1__CheckSessionResponse *message)
+{
+  assert(message->base.descriptor == &auth__session__v1__check_session_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__session__v1__check_session_response__pack
+                     (const Auth__Session__V1__CheckSessionResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__session__v1__check_session_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__session__v1__check_session_response__pack_to_buffer
+                     (const Auth__Session__V1__CheckSessionResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__session__v1__check_session_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Session__V1__CheckSessionResponse *
+       auth__session__v1__check_session_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Session__V1__CheckSessionResponse *)
+     protobuf_c_message_unpack (&auth__session__v1__check_session_response__descriptor,
+                                allocator, len, data);
+}
+void   auth__session__v1__check_session_response__free_unpacked
+                     (Auth__Session__V1__CheckSessionResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__session__v1__check_session_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   auth__session__v1__revoke_request__init
                      (Auth__Session__V1__RevokeRequest         *message)
 {
@@ -1331,7 +1421,7 @@ const ProtobufCMessageDescriptor auth__session__v1__refresh_request__descriptor 
   (ProtobufCMessageInit) auth__session__v1__refresh_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__session__v1__refresh_response__field_descriptors[1] =
+static const ProtobufCFieldDescriptor auth__session__v1__refresh_response__field_descriptors[2] =
 {
   {
     "tokens",
@@ -1345,14 +1435,27 @@ static const ProtobufCFieldDescriptor auth__session__v1__refresh_response__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "user_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Session__V1__RefreshResponse, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__session__v1__refresh_response__field_indices_by_name[] = {
   0,   /* field[0] = tokens */
+  1,   /* field[1] = user_id */
 };
 static const ProtobufCIntRange auth__session__v1__refresh_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor auth__session__v1__refresh_response__descriptor =
 {
@@ -1362,7 +1465,7 @@ const ProtobufCMessageDescriptor auth__session__v1__refresh_response__descriptor
   "Auth__Session__V1__RefreshResponse",
   "auth.session.v1",
   sizeof(Auth__Session__V1__RefreshResponse),
-  1,
+  2,
   auth__session__v1__refresh_response__field_descriptors,
   auth__session__v1__refresh_response__field_indices_by_name,
   1,  auth__session__v1__refresh_response__number_ranges,
@@ -1624,6 +1727,121 @@ const ProtobufCMessageDescriptor auth__session__v1__validate_response__descripto
   auth__session__v1__validate_response__field_indices_by_name,
   1,  auth__session__v1__validate_response__number_ranges,
   (ProtobufCMessageInit) auth__session__v1__validate_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__session__v1__check_session_request__field_descriptors[2] =
+{
+  {
+    "session_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Session__V1__CheckSessionRequest, session_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Session__V1__CheckSessionRequest, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__session__v1__check_session_request__field_indices_by_name[] = {
+  0,   /* field[0] = session_id */
+  1,   /* field[1] = user_id */
+};
+static const ProtobufCIntRange auth__session__v1__check_session_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor auth__session__v1__check_session_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.session.v1.CheckSessionRequest",
+  "CheckSessionRequest",
+  "Auth__Session__V1__CheckSessionRequest",
+  "auth.session.v1",
+  sizeof(Auth__Session__V1__CheckSessionRequest),
+  2,
+  auth__session__v1__check_session_request__field_descriptors,
+  auth__session__v1__check_session_request__field_indices_by_name,
+  1,  auth__session__v1__check_session_request__number_ranges,
+  (ProtobufCMessageInit) auth__session__v1__check_session_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__session__v1__check_session_response__field_descriptors[3] =
+{
+  {
+    "live",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Session__V1__CheckSessionResponse, live),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "created_at",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Session__V1__CheckSessionResponse, created_at),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expires_at",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Session__V1__CheckSessionResponse, expires_at),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__session__v1__check_session_response__field_indices_by_name[] = {
+  1,   /* field[1] = created_at */
+  2,   /* field[2] = expires_at */
+  0,   /* field[0] = live */
+};
+static const ProtobufCIntRange auth__session__v1__check_session_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor auth__session__v1__check_session_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.session.v1.CheckSessionResponse",
+  "CheckSessionResponse",
+  "Auth__Session__V1__CheckSessionResponse",
+  "auth.session.v1",
+  sizeof(Auth__Session__V1__CheckSessionResponse),
+  3,
+  auth__session__v1__check_session_response__field_descriptors,
+  auth__session__v1__check_session_response__field_indices_by_name,
+  1,  auth__session__v1__check_session_response__number_ranges,
+  (ProtobufCMessageInit) auth__session__v1__check_session_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor auth__session__v1__revoke_request__field_descriptors[3] =
@@ -2229,7 +2447,7 @@ const ProtobufCMessageDescriptor auth__session__v1__rewrap_signing_keys_response
   (ProtobufCMessageInit) auth__session__v1__rewrap_signing_keys_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor auth__session__v1__session__method_descriptors[9] =
+static const ProtobufCMethodDescriptor auth__session__v1__session__method_descriptors[10] =
 {
   { "Issue", &auth__session__v1__issue_request__descriptor, &auth__session__v1__issue_response__descriptor },
   { "Refresh", &auth__session__v1__refresh_request__descriptor, &auth__session__v1__refresh_response__descriptor },
@@ -2240,8 +2458,10 @@ static const ProtobufCMethodDescriptor auth__session__v1__session__method_descri
   { "GetJWKS", &auth__session__v1__get_jwksrequest__descriptor, &auth__session__v1__get_jwksresponse__descriptor },
   { "RotateSigningKey", &auth__session__v1__rotate_signing_key_request__descriptor, &auth__session__v1__rotate_signing_key_response__descriptor },
   { "RewrapSigningKeys", &auth__session__v1__rewrap_signing_keys_request__descriptor, &auth__session__v1__rewrap_signing_keys_response__descriptor },
+  { "CheckSession", &auth__session__v1__check_session_request__descriptor, &auth__session__v1__check_session_response__descriptor },
 };
 const unsigned auth__session__v1__session__method_indices_by_name[] = {
+  9,        /* CheckSession */
   6,        /* GetJWKS */
   0,        /* Issue */
   5,        /* ListSessions */
@@ -2259,7 +2479,7 @@ const ProtobufCServiceDescriptor auth__session__v1__session__descriptor =
   "Session",
   "Auth__Session__V1__Session",
   "auth.session.v1",
-  9,
+  10,
   auth__session__v1__session__method_descriptors,
   auth__session__v1__session__method_indices_by_name
 };
@@ -2334,6 +2554,14 @@ void auth__session__v1__session__rewrap_signing_keys(ProtobufCService *service,
 {
   assert(service->descriptor == &auth__session__v1__session__descriptor);
   service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void auth__session__v1__session__check_session(ProtobufCService *service,
+                                               const Auth__Session__V1__CheckSessionRequest *input,
+                                               Auth__Session__V1__CheckSessionResponse_Closure closure,
+                                               void *closure_data)
+{
+  assert(service->descriptor == &auth__session__v1__session__descriptor);
+  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__session__v1__session__init (Auth__Session__V1__Session_Service *service,
                                        Auth__Session__V1__Session_ServiceDestroy destroy)

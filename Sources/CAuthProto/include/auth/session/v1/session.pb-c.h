@@ -25,6 +25,8 @@ typedef struct Auth__Session__V1__RefreshResponse Auth__Session__V1__RefreshResp
 typedef struct Auth__Session__V1__ValidateRequest Auth__Session__V1__ValidateRequest;
 typedef struct Auth__Session__V1__AccessTokenClaims Auth__Session__V1__AccessTokenClaims;
 typedef struct Auth__Session__V1__ValidateResponse Auth__Session__V1__ValidateResponse;
+typedef struct Auth__Session__V1__CheckSessionRequest Auth__Session__V1__CheckSessionRequest;
+typedef struct Auth__Session__V1__CheckSessionResponse Auth__Session__V1__CheckSessionResponse;
 typedef struct Auth__Session__V1__RevokeRequest Auth__Session__V1__RevokeRequest;
 typedef struct Auth__Session__V1__RevokeResponse Auth__Session__V1__RevokeResponse;
 typedef struct Auth__Session__V1__RevokeAllRequest Auth__Session__V1__RevokeAllRequest;
@@ -142,10 +144,15 @@ struct  Auth__Session__V1__RefreshResponse
 {
   ProtobufCMessage base;
   Auth__Session__V1__TokenPair *tokens;
+  /*
+   * The session's user (the access token's subject), so a caller need not verify the new
+   * token to learn it.
+   */
+  char *user_id;
 };
 #define AUTH__SESSION__V1__REFRESH_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__session__v1__refresh_response__descriptor) \
-    , NULL }
+    , NULL, (char *)protobuf_c_empty_string }
 
 
 struct  Auth__Session__V1__ValidateRequest
@@ -210,6 +217,45 @@ struct  Auth__Session__V1__ValidateResponse
 #define AUTH__SESSION__V1__VALIDATE_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__session__v1__validate_response__descriptor) \
     , NULL, 0, 0, 0 }
+
+
+/*
+ * For a caller that verified the access token itself (the gateway, against the JWK Set): is
+ * its session still live? No token, no signature check: one lookup.
+ */
+struct  Auth__Session__V1__CheckSessionRequest
+{
+  ProtobufCMessage base;
+  /*
+   * the token's sid
+   */
+  char *session_id;
+  /*
+   * the token's sub: a session of another user is not live
+   */
+  char *user_id;
+};
+#define AUTH__SESSION__V1__CHECK_SESSION_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__session__v1__check_session_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Auth__Session__V1__CheckSessionResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The session exists, is this user's, and is neither revoked nor past its expiry.
+   */
+  protobuf_c_boolean live;
+  /*
+   * When live: the session's creation and absolute expiry (Unix seconds); 0 otherwise.
+   */
+  int64_t created_at;
+  int64_t expires_at;
+};
+#define AUTH__SESSION__V1__CHECK_SESSION_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__session__v1__check_session_response__descriptor) \
+    , 0, 0, 0 }
 
 
 struct  Auth__Session__V1__RevokeRequest
@@ -559,6 +605,44 @@ Auth__Session__V1__ValidateResponse *
 void   auth__session__v1__validate_response__free_unpacked
                      (Auth__Session__V1__ValidateResponse *message,
                       ProtobufCAllocator *allocator);
+/* Auth__Session__V1__CheckSessionRequest methods */
+void   auth__session__v1__check_session_request__init
+                     (Auth__Session__V1__CheckSessionRequest         *message);
+size_t auth__session__v1__check_session_request__get_packed_size
+                     (const Auth__Session__V1__CheckSessionRequest   *message);
+size_t auth__session__v1__check_session_request__pack
+                     (const Auth__Session__V1__CheckSessionRequest   *message,
+                      uint8_t             *out);
+size_t auth__session__v1__check_session_request__pack_to_buffer
+                     (const Auth__Session__V1__CheckSessionRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Session__V1__CheckSessionRequest *
+       auth__session__v1__check_session_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__session__v1__check_session_request__free_unpacked
+                     (Auth__Session__V1__CheckSessionRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Session__V1__CheckSessionResponse methods */
+void   auth__session__v1__check_session_response__init
+                     (Auth__Session__V1__CheckSessionResponse         *message);
+size_t auth__session__v1__check_session_response__get_packed_size
+                     (const Auth__Session__V1__CheckSessionResponse   *message);
+size_t auth__session__v1__check_session_response__pack
+                     (const Auth__Session__V1__CheckSessionResponse   *message,
+                      uint8_t             *out);
+size_t auth__session__v1__check_session_response__pack_to_buffer
+                     (const Auth__Session__V1__CheckSessionResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Session__V1__CheckSessionResponse *
+       auth__session__v1__check_session_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__session__v1__check_session_response__free_unpacked
+                     (Auth__Session__V1__CheckSessionResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Auth__Session__V1__RevokeRequest methods */
 void   auth__session__v1__revoke_request__init
                      (Auth__Session__V1__RevokeRequest         *message);
@@ -835,6 +919,12 @@ typedef void (*Auth__Session__V1__AccessTokenClaims_Closure)
 typedef void (*Auth__Session__V1__ValidateResponse_Closure)
                  (const Auth__Session__V1__ValidateResponse *message,
                   void *closure_data);
+typedef void (*Auth__Session__V1__CheckSessionRequest_Closure)
+                 (const Auth__Session__V1__CheckSessionRequest *message,
+                  void *closure_data);
+typedef void (*Auth__Session__V1__CheckSessionResponse_Closure)
+                 (const Auth__Session__V1__CheckSessionResponse *message,
+                  void *closure_data);
 typedef void (*Auth__Session__V1__RevokeRequest_Closure)
                  (const Auth__Session__V1__RevokeRequest *message,
                   void *closure_data);
@@ -917,6 +1007,10 @@ struct Auth__Session__V1__Session_Service
                               const Auth__Session__V1__RewrapSigningKeysRequest *input,
                               Auth__Session__V1__RewrapSigningKeysResponse_Closure closure,
                               void *closure_data);
+  void (*check_session)(Auth__Session__V1__Session_Service *service,
+                        const Auth__Session__V1__CheckSessionRequest *input,
+                        Auth__Session__V1__CheckSessionResponse_Closure closure,
+                        void *closure_data);
 };
 typedef void (*Auth__Session__V1__Session_ServiceDestroy)(Auth__Session__V1__Session_Service *);
 void auth__session__v1__session__init (Auth__Session__V1__Session_Service *service,
@@ -933,7 +1027,8 @@ void auth__session__v1__session__init (Auth__Session__V1__Session_Service *servi
       function_prefix__ ## list_sessions,\
       function_prefix__ ## get_jwks,\
       function_prefix__ ## rotate_signing_key,\
-      function_prefix__ ## rewrap_signing_keys  }
+      function_prefix__ ## rewrap_signing_keys,\
+      function_prefix__ ## check_session  }
 void auth__session__v1__session__issue(ProtobufCService *service,
                                        const Auth__Session__V1__IssueRequest *input,
                                        Auth__Session__V1__IssueResponse_Closure closure,
@@ -970,6 +1065,10 @@ void auth__session__v1__session__rewrap_signing_keys(ProtobufCService *service,
                                                      const Auth__Session__V1__RewrapSigningKeysRequest *input,
                                                      Auth__Session__V1__RewrapSigningKeysResponse_Closure closure,
                                                      void *closure_data);
+void auth__session__v1__session__check_session(ProtobufCService *service,
+                                               const Auth__Session__V1__CheckSessionRequest *input,
+                                               Auth__Session__V1__CheckSessionResponse_Closure closure,
+                                               void *closure_data);
 
 /* --- descriptors --- */
 
@@ -982,6 +1081,8 @@ extern const ProtobufCMessageDescriptor auth__session__v1__refresh_response__des
 extern const ProtobufCMessageDescriptor auth__session__v1__validate_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__session__v1__access_token_claims__descriptor;
 extern const ProtobufCMessageDescriptor auth__session__v1__validate_response__descriptor;
+extern const ProtobufCMessageDescriptor auth__session__v1__check_session_request__descriptor;
+extern const ProtobufCMessageDescriptor auth__session__v1__check_session_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__session__v1__revoke_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__session__v1__revoke_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__session__v1__revoke_all_request__descriptor;
