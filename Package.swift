@@ -428,7 +428,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AuthGatewayTests",
-            dependencies: ["AuthGateway", "AuthRPC", "AuthProtobuf"],
+            dependencies: ["AuthGateway", "AuthAccessToken", "AuthRPC", "AuthProtobuf"],
             swiftSettings: strictSwift
         ),
         .testTarget(

@@ -93,12 +93,30 @@ struct AccessTokenAuthenticator: Sendable {
 
     /// The bearer token of `request`, or 401.
     static func bearerToken(_ request: Request) throws -> String {
-        guard let header = request.headers[.authorization] else { throw APIError.invalidToken }
-        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw APIError.invalidToken }
-        let token = parts[1].trimmingCharacters(in: .whitespaces)
-        guard !token.isEmpty, token.utf8.count <= AccessTokenCodec.maximumLength else { throw APIError.invalidToken }
+        guard let header = request.headers[.authorization], let token = bearerToken(header) else {
+            throw APIError.invalidToken
+        }
         return token
+    }
+
+    /// The token of an `Authorization` value `Bearer <token>` (the scheme in any case, one or
+    /// more spaces after it, blanks around the value ignored), or nil. Works on the UTF-8 bytes: it runs on every
+    /// authenticated request.
+    static func bearerToken(_ header: String) -> String? {
+        let bytes = Array(header.utf8)
+        func isBlank(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        var index = 0
+        while index < bytes.count, isBlank(bytes[index]) { index += 1 }
+        let scheme = Array("bearer".utf8)
+        guard bytes.count - index > scheme.count else { return nil }
+        for offset in 0..<scheme.count where bytes[index + offset] | 0x20 != scheme[offset] { return nil }
+        index += scheme.count
+        guard bytes[index] == UInt8(ascii: " ") else { return nil }
+        while index < bytes.count, bytes[index] == UInt8(ascii: " ") { index += 1 }
+        var end = bytes.count
+        while end > index, isBlank(bytes[end - 1]) { end -= 1 }
+        guard end > index, end - index <= AccessTokenCodec.maximumLength else { return nil }
+        return String(decoding: bytes[index..<end], as: UTF8.self)
     }
 
     /// Verifies `token` against the JWK Set only (no revocation check).

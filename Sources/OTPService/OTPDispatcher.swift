@@ -8,9 +8,8 @@ import Synchronization
 
 /// Sends the outbox: workers claim due messages with `FOR UPDATE SKIP LOCKED` (so any number
 /// of replicas share the work), send each through its channel's provider, and record the
-/// outcome. One worker is woken by each of the outbox's `NOTIFY`s (written in the same
-/// transaction as the message; a worker that sent something claims again before it waits, so a
-/// burst pulls in more of them), and all of them by a periodic sweep, which also picks up retries that came due and claims
+/// outcome. Each of the outbox's `NOTIFY`s (written in the same transaction as the message)
+/// makes one worker claim once; a periodic sweep makes all of them claim until nothing is due, which also picks up retries that came due and claims
 /// whose lease expired (a worker that died mid-send): such a message is sent again within
 /// ``OTPServiceConfiguration/claimLease`` + ``OTPServiceConfiguration/sweepInterval``.
 ///
@@ -56,7 +55,7 @@ public final class OTPDispatcher: Service, Sendable {
         self.metrics = metrics
         self.workerName = workerName
         self.logger = logger
-        self.wake = WakeSignal(maximumPendingWakes: configuration.dispatchWorkers)
+        self.wake = WakeSignal()
         self.backoff = ExponentialBackoff(
             initial: configuration.retryBackoff, limit: configuration.retryBackoffLimit, jitter: 0.5...1.5)
     }
@@ -106,9 +105,14 @@ public final class OTPDispatcher: Service, Sendable {
                 let stream = try await store.pool.listen(channel: store.notifyChannel)
                 failures = 0
                 wake.wake()
-                for await _ in stream {
-                    notificationsReceived.add(1, ordering: .relaxed)
-                    wake.wakeOne()
+                for await notification in stream {
+                    if notification.isResumption {
+                        // Notifications may have been lost: everyone drains.
+                        wake.wake()
+                    } else {
+                        notificationsReceived.add(1, ordering: .relaxed)
+                        wake.wakeOne()
+                    }
                 }
                 // The stream ends when the pool closes.
                 return
@@ -131,17 +135,27 @@ public final class OTPDispatcher: Service, Sendable {
         }
     }
 
+    /// One worker. Woken by a notification, it claims once: that notification's message (or
+    /// nothing, when another worker or replica was first). Woken by the sweep, a resumption
+    /// or a retry coming due (``WakeSignal/wake()``), at start and after a failed claim, it
+    /// drains: claims until nothing is due, so a backlog does not wait for one notification per
+    /// message.
     private func work(_ index: Int) async {
         let worker = "\(workerName)#\(index)"
         var failures = 0
+        var draining = true
         while !Task.isCancelled, !stopping.load(ordering: .relaxed) {
             let seen = wake.generation
             do {
                 let processed = try await deliverBatch(worker: worker, limit: 1)
                 failures = 0
-                if processed == 0, !stopping.load(ordering: .relaxed) { await wake.wait(past: seen) }
+                if processed > 0, draining { continue }
+                if !stopping.load(ordering: .relaxed) { draining = await wake.wait(past: seen) == .all }
             } catch {
                 if Task.isCancelled { return }
+                // A wake that came during the failures (the sweep, the listener's resumption)
+                // would otherwise be lost: drain once the claims work again.
+                draining = true
                 failures += 1
                 logger.warning(
                     "Could not claim outbox messages; trying again",
@@ -288,23 +302,30 @@ public final class OTPDispatcher: Service, Sendable {
     }
 }
 
-/// Wakes waiting workers: ``wait(past:)`` returns once ``wake()`` was called after the
-/// generation the caller saw, so a wake between a worker's empty claim and its wait is not lost.
-/// ``wakeOne()`` resumes a single waiter; when none waits it is kept (up to
-/// `maximumPendingWakes`) for the next ``wait(past:)``, which then returns at once, so it is not
-/// lost either.
+/// Wakes waiting workers: ``wait(past:)`` returns ``Reason/all`` once ``wake()`` was called
+/// after the generation the caller saw, so a wake between a worker's claim and its wait is not
+/// lost. ``wakeOne()`` resumes a single waiter with ``Reason/one``; when none waits it is kept
+/// (up to `maximumPendingWakes`: one per message notified while every worker was busy) for the
+/// next ``wait(past:)``, which then returns at once, so it is not lost either.
 final class WakeSignal: Sendable {
+    enum Reason: Sendable {
+        /// ``wake()``: claim until nothing is due.
+        case all
+        /// ``wakeOne()``: claim once.
+        case one
+    }
+
     private struct State {
         var generation: UInt64 = 0
         var nextID: UInt64 = 0
-        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var waiters: [UInt64: CheckedContinuation<Reason, Never>] = [:]
         var pendingWakes = 0
     }
 
     private let state = Mutex(State())
     private let maximumPendingWakes: Int
 
-    init(maximumPendingWakes: Int = 1) {
+    init(maximumPendingWakes: Int = 1 << 20) {
         self.maximumPendingWakes = max(1, maximumPendingWakes)
     }
 
@@ -315,49 +336,51 @@ final class WakeSignal: Sendable {
 
     /// Resumes the longest-waiting waiter, or keeps the wake for the next ``wait(past:)``.
     func wakeOne() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+        let waiter = state.withLock { state -> CheckedContinuation<Reason, Never>? in
             guard let id = state.waiters.keys.min() else {
                 state.pendingWakes = min(state.pendingWakes + 1, maximumPendingWakes)
                 return nil
             }
             return state.waiters.removeValue(forKey: id)
         }
-        waiter?.resume()
+        waiter?.resume(returning: .one)
     }
 
     /// Resumes every waiter and moves the generation on.
     func wake() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+        let waiters = state.withLock { state -> [CheckedContinuation<Reason, Never>] in
             state.generation &+= 1
             let all = Array(state.waiters.values)
             state.waiters.removeAll()
             return all
         }
-        for waiter in waiters { waiter.resume() }
+        for waiter in waiters { waiter.resume(returning: .all) }
     }
 
-    /// Returns when the generation moved past `seen`, or when the task is cancelled.
-    func wait(past seen: UInt64) async {
+    /// Returns when the generation moved past `seen` or the task is cancelled (``Reason/all``),
+    /// or for one ``wakeOne()`` (``Reason/one``).
+    @discardableResult
+    func wait(past seen: UInt64) async -> Reason {
         let id = state.withLock { state -> UInt64 in
             state.nextID &+= 1
             return state.nextID
         }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resumeNow = state.withLock { state -> Bool in
-                    if state.generation != seen || Task.isCancelled { return true }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Reason, Never>) in
+                let resumeNow = state.withLock { state -> Reason? in
+                    if state.generation != seen || Task.isCancelled { return .all }
                     if state.pendingWakes > 0 {
                         state.pendingWakes -= 1
-                        return true
+                        return .one
                     }
                     state.waiters[id] = continuation
-                    return false
+                    return nil
                 }
-                if resumeNow { continuation.resume() }
+                if let resumeNow { continuation.resume(returning: resumeNow) }
             }
         } onCancel: {
             let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
-            waiter?.resume()
+            waiter?.resume(returning: .all)
         }
     }
 }

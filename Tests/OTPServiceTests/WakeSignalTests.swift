@@ -12,22 +12,21 @@ import Testing
 
     @Test func wakeOneResumesASingleWaiter() async {
         let signal = WakeSignal(maximumPendingWakes: 4)
-        var resumed = 0
-        await withTaskGroup(of: Void.self) { group in
+        var reasons: [WakeSignal.Reason] = []
+        await withTaskGroup(of: WakeSignal.Reason.self) { group in
             let seen = signal.generation
             for _ in 0..<3 {
                 group.addTask { await signal.wait(past: seen) }
             }
             await waitUntilWaiting(signal, 3)
             signal.wakeOne()
-            await group.next()
-            resumed += 1
+            if let reason = await group.next() { reasons.append(reason) }
             // The other two still wait (a resumed waiter leaves the list before it resumes).
             #expect(signal.waiting == 2)
             signal.wake()
-            while await group.next() != nil { resumed += 1 }
+            while let reason = await group.next() { reasons.append(reason) }
         }
-        #expect(resumed == 3)
+        #expect(reasons == [.one, .all, .all])
         #expect(signal.waiting == 0)
     }
 
@@ -37,13 +36,13 @@ import Testing
         let signal = WakeSignal(maximumPendingWakes: 2)
         for _ in 0..<5 { signal.wakeOne() }
         let seen = signal.generation
-        await signal.wait(past: seen)  // the first kept wake
-        await signal.wait(past: seen)  // the second
-        await withTaskGroup(of: Void.self) { group in
+        #expect(await signal.wait(past: seen) == .one)  // the first kept wake
+        #expect(await signal.wait(past: seen) == .one)  // the second
+        await withTaskGroup(of: WakeSignal.Reason.self) { group in
             group.addTask { await signal.wait(past: seen) }
             await waitUntilWaiting(signal, 1)  // the other three were not kept: it waits
             signal.wakeOne()
-            await group.waitForAll()
+            #expect(await group.next() == .one)
         }
         #expect(signal.waiting == 0)
     }
@@ -53,7 +52,7 @@ import Testing
         let seen = signal.generation
         signal.wake()
         #expect(signal.generation != seen)
-        await signal.wait(past: seen)
+        #expect(await signal.wait(past: seen) == .all)
         #expect(signal.waiting == 0)
     }
 }

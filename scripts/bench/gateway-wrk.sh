@@ -18,8 +18,9 @@
 # Usage: scripts/bench/gateway-wrk.sh [SECONDS]           (default 10)
 # Environment (defaults): GATEWAY_BENCH_CONNECTIONS (64) wrk connections, GATEWAY_BENCH_THREADS (2)
 #   wrk threads, GATEWAY_BENCH_TOKENS (20000) sessions made for wrk, GATEWAY_BENCH_SIGNINS (16)
-#   sign-ins in flight (closed loop; the open loop allows 4× that), GATEWAY_BENCH_PROFILE=1 records
-#   `perf` of the services and PostgreSQL during the closed-loop sign-ins into .data/gateway-wrk-perf/,
+#   sign-ins in flight (closed loop; the open loop allows 4× that), GATEWAY_BENCH_PROFILE=1 (or
+#   =signins) records `perf` of the services and PostgreSQL during the closed-loop sign-ins into
+#   .data/gateway-wrk-perf/perf.data; =session or =refresh does so during that wrk load instead,
 #   GATEWAY_BENCH_STATEMENTS=1 loads pg_stat_statements and prints the statements of the closed-loop
 #   sign-ins (calls per sign-in, PostgreSQL time per call and per sign-in),
 #   GATEWAY_BENCH_SKIP_BUILD=1 uses the existing release build. AUTH_* variables already set win.
@@ -43,8 +44,10 @@ if ! command -v wrk >/dev/null; then
     DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y wrk >&2 ||
         { "${sudo[@]}" apt-get update >&2 && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y wrk >&2; }
 fi
-if [[ "$profile" == 1 ]] && ! command -v perf >/dev/null; then
-    log "installing linux-perf (GATEWAY_BENCH_PROFILE=1)"
+[[ "$profile" == 1 ]] && profile=signins
+case "$profile" in 0 | signins | session | refresh) ;; *) log "GATEWAY_BENCH_PROFILE: 0, 1, signins, session or refresh"; exit 2 ;; esac
+if [[ "$profile" != 0 ]] && ! command -v perf >/dev/null; then
+    log "installing linux-perf (GATEWAY_BENCH_PROFILE=$profile)"
     DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y linux-perf >&2
 fi
 if [[ "${GATEWAY_BENCH_SKIP_BUILD:-0}" != 1 ]]; then
@@ -196,17 +199,37 @@ bare_rate=""
 run=0
 # run_wrk NAME URL SCRIPT [SCRIPT ARGUMENTS...]: one bounded wrk run (scripts/bench/wrk/SCRIPT
 # after report.lua), one table row. The first run is the ceiling the others are compared with.
+# GATEWAY_BENCH_PROFILE: perf of the four services and PostgreSQL, from 1 s into the load to its end.
+perf_pid=""
+start_profile() {
+    mkdir -p "$root/.data/gateway-wrk-perf"
+    local targets
+    targets=$(IFS=,; echo "${pid_of[gateway]},${pid_of[identity]},${pid_of[otp-dispatch]},${pid_of[session]},$postmaster,$(pgrep -P "$postmaster" | paste -sd,)")
+    (sleep 1 && exec perf record -e cpu-clock -F 499 -g -p "$targets" \
+        -o "$root/.data/gateway-wrk-perf/perf.data" -- sleep "$((seconds - 1))") >"$work/perf.log" 2>&1 &
+    perf_pid=$!
+    pids+=($perf_pid)
+}
+finish_profile() {
+    [[ -n "$perf_pid" ]] || return 0
+    wait "$perf_pid" || true
+    log "perf ($profile): $(tail -n 1 "$work/perf.log")"
+    perf_pid=""
+}
+
 run_wrk() {
-    local name=$1 url=$2 script=$3
-    shift 3
+    local name=$1 url=$2 script=$3 profiled=$4
+    shift 4
     run=$((run + 1))
     local lua="$work/wrk-$run.lua" out="$work/wrk-$run.out"
     cat scripts/bench/wrk/report.lua "scripts/bench/wrk/$script" >"$lua"
     log "wrk: $name (${seconds} s, $threads threads, $connections connections)"
     local before after
     before=$(cpu_snapshot)
+    if [[ "$profile" == "$profiled" ]]; then start_profile; fi
     timeout "$((seconds + 60))" wrk -t "$threads" -c "$connections" -d "${seconds}s" --latency -s "$lua" "$url" -- "$@" >"$out" 2>&1
     after=$(cpu_snapshot)
+    finish_profile
     cat "$out" >&2
     local result rate p50 p99 status_errors socket_errors requests
     result=$(grep '^WRK_RESULT' "$out" | tail -n 1)
@@ -226,10 +249,10 @@ run_wrk() {
 log "making $token_count signed-in sessions over RPC"
 timeout 900 "$bin/gateway-benchmark" tokens --count "$token_count" --out "$work/tokens" >&2
 
-run_wrk "GET /health/live, bare Hummingbird (ceiling)" "http://127.0.0.1:$bare_port/health/live" plain.lua
-run_wrk "GET /health/live, gateway" "$gateway/health/live" plain.lua
-run_wrk "GET /v1/session" "$gateway" session.lua "$work/tokens/access-tokens.txt" "$threads"
-run_wrk "POST /v1/token/refresh" "$gateway" refresh.lua "$work/tokens/refresh-tokens.txt" "$threads"
+run_wrk "GET /health/live, bare Hummingbird (ceiling)" "http://127.0.0.1:$bare_port/health/live" plain.lua -
+run_wrk "GET /health/live, gateway" "$gateway/health/live" plain.lua -
+run_wrk "GET /v1/session" "$gateway" session.lua session "$work/tokens/access-tokens.txt" "$threads"
+run_wrk "POST /v1/token/refresh" "$gateway" refresh.lua refresh "$work/tokens/refresh-tokens.txt" "$threads"
 
 # Sign-ins: closed loop, then open loop at half its rate.
 signin_row() {
@@ -241,21 +264,7 @@ signin_row() {
     done_count=$(python3 -c "print(round($rate * $seconds))")
     cpu_row "phone sign-in, $label" "$done_count" "$before" "$after"
 }
-perf_pid=""
-if [[ "$profile" == 1 ]]; then
-    mkdir -p "$root/.data/gateway-wrk-perf"
-    perf_targets=$(IFS=,; echo "${pid_of[gateway]},${pid_of[identity]},${pid_of[otp-dispatch]},${pid_of[session]},$postmaster,$(pgrep -P "$postmaster" | paste -sd,)")
-    # Starts after the sign-ins' 1 s warm-up, ends with their measured time.
-    (sleep 1 && exec perf record -e cpu-clock -F 499 -g -p "$perf_targets" \
-        -o "$root/.data/gateway-wrk-perf/perf.data" -- sleep "$seconds") >"$work/perf.log" 2>&1 &
-    perf_pid=$!
-    pids+=($perf_pid)
-fi
-verifications() { psql "$AUTH_DATABASE_URL" -Atc "SELECT count(*) FROM otp.verifications"; }
-if [[ "$statements" == 1 ]]; then
-    psql "$AUTH_DATABASE_URL" -qAtc "SELECT pg_stat_statements_reset()" >/dev/null
-    verifications_before=$(verifications)
-fi
+if [[ "$profile" == signins ]]; then start_profile; fi
 log "gateway-benchmark signins: closed loop, $signin_concurrency in flight"
 before=$(cpu_snapshot)
 timeout "$((seconds * 2 + 60))" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
@@ -273,10 +282,7 @@ if [[ "$statements" == 1 ]]; then
         ORDER BY total_exec_time DESC LIMIT 40" >"$work/statements.tsv"
 fi
 signin_row "closed loop, $signin_concurrency in flight" "$work/signins-closed.tsv" "$before" "$after"
-if [[ -n "$perf_pid" ]]; then
-    wait "$perf_pid" || true
-    log "perf: $(tail -n 1 "$work/perf.log")"
-fi
+finish_profile
 
 closed_rate=$(cut -f 2 "$work/signins-closed.tsv")
 half_rate=$(python3 -c "print(max(1, round($closed_rate / 2)))")
