@@ -64,6 +64,42 @@ import Testing
         }
     }
 
+    /// Each notification makes one worker claim once: bursts of starts from many callers at
+    /// once, faster than the workers send, with no sweep to catch a lost wake-up; every
+    /// message still goes out.
+    @Test func burstsOfStartsAreAllSentWithoutTheSweep() async throws {
+        let accepted = Accepted()
+        try await HTTPReceiver.with(respond: { request, _ in
+            accepted.add(request)
+            return (200, "{}")
+        }) { receiver in
+            try await withOTPService(clock: ManualClock(realTime: true), maxConnections: 12, configure: {
+                Self.configureWebhook(&$0, port: receiver.port)
+                $0.sweepInterval = .seconds(3_600)
+            }) { otp in
+                let factory = ProviderFactory(configuration: otp.configuration, logger: testLogger)
+                let dispatcher = otp.service.makeDispatcher(providers: factory.providerSet(), closing: factory)
+                try await withRunningDispatcher(dispatcher) {
+                    for burst in 0..<5 {
+                        try await withThrowingTaskGroup(of: Void.self) { group in
+                            for caller in 0..<16 {
+                                group.addTask {
+                                    for index in 0..<5 {
+                                        _ = try await otp.start("burst\(burst)-\(caller)-\(index)@example.com", clientIP: "")
+                                    }
+                                }
+                            }
+                            try await group.waitForAll()
+                        }
+                    }
+                    let all = try await waitForAllMessages(otp, state: "sent", count: 400)
+                    #expect(all)
+                }
+                #expect(accepted.distinct == 400)
+            }
+        }
+    }
+
     /// The receiver is not listening at all (connection refused) for 30 s, then comes up on
     /// the same port: every message queued meanwhile arrives.
     @Test func aReceiverDownForThirtySecondsStillGetsEveryMessage() async throws {

@@ -13,7 +13,7 @@
 #                then open loop at half the closed-loop rate
 #
 # and prints one Markdown table, then CPU per request by process. Every process and the
-# PostgreSQL it started are stopped whatever happens.
+# PostgreSQL it started are stopped whatever happens; their logs are left in .data/gateway-wrk-logs/.
 #
 # Usage: scripts/bench/gateway-wrk.sh [SECONDS]           (default 10)
 # Environment (defaults): GATEWAY_BENCH_CONNECTIONS (64) wrk connections, GATEWAY_BENCH_THREADS (2)
@@ -84,6 +84,9 @@ cleanup() {
         log "failed; the services' logs:"
         tail -n 20 "$work"/*.log >&2 2>/dev/null || true
     fi
+    # The processes' logs of the last run stay for a look (warnings and up by default).
+    rm -rf "$root/.data/gateway-wrk-logs" && mkdir -p "$root/.data/gateway-wrk-logs"
+    cp "$work"/*.log "$root/.data/gateway-wrk-logs/" 2>/dev/null || true
     rm -rf "$work"
     exit "$status"
 }
@@ -264,6 +267,11 @@ signin_row() {
     done_count=$(python3 -c "print(round($rate * $seconds))")
     cpu_row "phone sign-in, $label" "$done_count" "$before" "$after"
 }
+verifications() { psql "$AUTH_DATABASE_URL" -Atc "SELECT count(*) FROM otp.verifications"; }
+if [[ "$statements" == 1 ]]; then
+    psql "$AUTH_DATABASE_URL" -qAtc "SELECT pg_stat_statements_reset()" >/dev/null
+    verifications_before=$(verifications)
+fi
 if [[ "$profile" == signins ]]; then start_profile; fi
 log "gateway-benchmark signins: closed loop, $signin_concurrency in flight"
 before=$(cpu_snapshot)
