@@ -147,8 +147,8 @@ struct GatewayRoutes: Sendable {
                 expiresIn: resent.expiresIn, resendAfter: resent.resendAfter, attemptsRemaining: resent.attemptsRemaining))
     }
 
-    /// Checks a code with otp-dispatch; `purposes` are the ones this route accepts (another
-    /// purpose's code is not a live verification here: 404).
+    /// Checks a code with otp-dispatch; `purposes` are the ones this route accepts: another
+    /// purpose's verification is not a live one here (404), and otp-dispatch leaves it untouched.
     func checkCode(
         verificationID: String,
         code: String,
@@ -160,9 +160,12 @@ struct GatewayRoutes: Sendable {
         rules.verificationRoute = true
         let checked = try await backends.call(.otpDispatch, "Check", context, rules: rules) { options in
             try await backends.otp.check(
-                Auth_Otp_V1_CheckRequest(verificationID: verificationID, code: code, clientIP: context.clientIP),
+                Auth_Otp_V1_CheckRequest(
+                    verificationID: verificationID, code: code, clientIP: context.clientIP,
+                    acceptedPurposes: purposes.sorted { $0.rawValue < $1.rawValue }),
                 options: options)
         }
+        // otp-dispatch refuses other purposes itself; this only guards against an older one.
         guard purposes.contains(checked.purpose) else {
             var notFound = APIError.verificationNotFound
             notFound.detail = "a code for purpose \(checked.purpose) was sent to this route"

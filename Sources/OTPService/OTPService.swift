@@ -360,16 +360,28 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 violations.append(.init(field: "code", reason: "too_long", description: "At most 32 bytes."))
             }
             _ = Self.clientIP(request.clientIP, context, violations: &violations)
+            var accepted: Set<Purpose> = []
+            for (index, value) in request.acceptedPurposes.enumerated() {
+                guard let purpose = Purpose(value) else {
+                    violations.append(
+                        .init(field: "accepted_purposes[\(index)]", reason: "invalid_value", description: "login, signup, verify or password_reset."))
+                    continue
+                }
+                accepted.insert(purpose)
+            }
             guard violations.isEmpty, let id else {
                 throw OTPError(.invalidArgument, "The request has invalid fields.", fieldViolations: violations)
             }
+            let acceptedPurposes = accepted
             let presented = request.code.trimmingCharacters(in: .whitespaces)
             let now = clock.microsecondNow()
             let configuration = self.configuration
             let store = self.store
             let codes = self.codes
             let outcome = try await store.pool.transaction { connection -> CheckOutcome in
-                guard let row = try store.lockVerification(connection, id: id), row.status != "verified" else {
+                guard let row = try store.lockVerification(connection, id: id), row.status != "verified",
+                    acceptedPurposes.isEmpty || acceptedPurposes.contains(row.purpose)
+                else {
                     return .refused(Self.notFound())
                 }
                 let destination = row.destination.normalized

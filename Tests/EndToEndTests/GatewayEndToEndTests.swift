@@ -224,6 +224,12 @@ extension GatewayEndToEndTests {
                 ["verification_id": unknown.string("verification_id") ?? "", "code": code, "password": "Another-Pass-77"])
             expectError(notLive, 404, "verification_not_found")
 
+            // Sent to the sign-in route, the reset code is no live verification there, and is
+            // not used up by it: it still works below.
+            let wrongRoute = try await fixture.post(
+                "/v1/otp/verify", ["verification_id": known.string("verification_id") ?? "", "code": code])
+            expectError(wrongRoute, 404, "verification_not_found")
+
             // A weak password is refused before the code is checked: the code still works after.
             let weak = try await fixture.post(
                 "/v1/password/reset/confirm",

@@ -21,6 +21,38 @@ import Testing
         }
     }
 
+    /// A caller that names the purposes it accepts: a verification of another purpose is not
+    /// found, and stays as it was (not consumed, no wrong attempt counted, even for a wrong code).
+    @Test func aVerificationOfAnotherPurposeIsNotFoundAndLeftUntouched() async throws {
+        try await withOTPService { otp in
+            let started = try await otp.start("reset@example.com", purpose: .passwordReset)
+            let code = try await otp.queuedCode(started.verificationID)
+            for presented in [code, "000000"] {
+                await expectRPCError(.notFound, "verification_not_found") {
+                    try await otp.client.check(
+                        .init(verificationID: started.verificationID, code: presented, acceptedPurposes: [.login, .signup, .verify]))
+                }
+            }
+            let wrong = try await otp.query("SELECT count(*) FROM @limit_events WHERE kind = 'wrong_code'")
+            #expect(try wrong[0][0].int == 0)
+            let checked = try await otp.client.check(
+                .init(verificationID: started.verificationID, code: code, acceptedPurposes: [.passwordReset]))
+            #expect(checked.purpose == .passwordReset)
+        }
+    }
+
+    @Test func anUnknownAcceptedPurposeIsRefused() async throws {
+        try await withOTPService { otp in
+            let started = try await otp.start("asha@example.com")
+            let refused = await #expect(throws: RPCError.self) {
+                try await otp.client.check(
+                    .init(verificationID: started.verificationID, code: "123456", acceptedPurposes: [.login, .unspecified]))
+            }
+            #expect(refused?.code == .invalidArgument)
+            #expect(refused?.fieldViolations.map(\.field) == ["accepted_purposes[1]"])
+        }
+    }
+
     @Test func theCodeIsStoredOnlyAsAnHMACBoundToTheVerification() async throws {
         try await withOTPService { otp in
             let started = try await otp.start("asha@example.com")

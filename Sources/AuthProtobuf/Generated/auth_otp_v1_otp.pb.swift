@@ -535,13 +535,23 @@ public struct Auth_Otp_V1_CheckRequest: ProtobufCMessage {
     public var verificationID: String = ""
     public var code: String = ""
     public var clientIP: String = ""
+    /// When not empty: a verification of another purpose is NOT_FOUND verification_not_found, as
+    /// if it did not exist, and is left untouched (its code not compared, not consumed, no wrong
+    /// attempt counted). The gateway gives the purposes of the route the code was sent to.
+    public var acceptedPurposes: [Auth_Otp_V1_Purpose] = []
 
     public init() {}
 
-    public init(verificationID: String = "", code: String = "", clientIP: String = "") {
+    public init(
+        verificationID: String = "",
+        code: String = "",
+        clientIP: String = "",
+        acceptedPurposes: [Auth_Otp_V1_Purpose] = []
+    ) {
         self.verificationID = verificationID
         self.code = code
         self.clientIP = clientIP
+        self.acceptedPurposes = acceptedPurposes
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -588,7 +598,8 @@ extension Auth_Otp_V1_CheckRequest: ProtobufCBridged {
         self.init(
             verificationID: try _protobufCString(c.pointee.verification_id, Self.self, "verification_id"),
             code: try _protobufCString(c.pointee.code, Self.self, "code"),
-            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip")
+            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip"),
+            acceptedPurposes: _protobufCEnums(c.pointee.accepted_purposes, count: c.pointee.n_accepted_purposes)
         )
     }
 
@@ -601,6 +612,10 @@ extension Auth_Otp_V1_CheckRequest: ProtobufCBridged {
         }
         if !self.clientIP.isEmpty {
             c.pointee.client_ip = try arena.cString(self.clientIP, Self.self, "client_ip")
+        }
+        if !self.acceptedPurposes.isEmpty {
+            c.pointee.n_accepted_purposes = self.acceptedPurposes.count
+            c.pointee.accepted_purposes = try arena.enums(self.acceptedPurposes, Self.self, "accepted_purposes")
         }
     }
 }

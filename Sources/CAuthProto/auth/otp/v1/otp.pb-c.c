@@ -805,7 +805,7 @@ const ProtobufCMessageDescriptor auth__otp__v1__resend_response__descriptor =
   (ProtobufCMessageInit) auth__otp__v1__resend_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__otp__v1__check_request__field_descriptors[3] =
+static const ProtobufCFieldDescriptor auth__otp__v1__check_request__field_descriptors[4] =
 {
   {
     "verification_id",
@@ -843,8 +843,21 @@ static const ProtobufCFieldDescriptor auth__otp__v1__check_request__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "accepted_purposes",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_ENUM,
+    offsetof(Auth__Otp__V1__CheckRequest, n_accepted_purposes),
+    offsetof(Auth__Otp__V1__CheckRequest, accepted_purposes),
+    &auth__otp__v1__purpose__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__otp__v1__check_request__field_indices_by_name[] = {
+  3,   /* field[3] = accepted_purposes */
   2,   /* field[2] = client_ip */
   1,   /* field[1] = code */
   0,   /* field[0] = verification_id */
@@ -852,7 +865,7 @@ static const unsigned auth__otp__v1__check_request__field_indices_by_name[] = {
 static const ProtobufCIntRange auth__otp__v1__check_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor auth__otp__v1__check_request__descriptor =
 {
@@ -862,7 +875,7 @@ const ProtobufCMessageDescriptor auth__otp__v1__check_request__descriptor =
   "Auth__Otp__V1__CheckRequest",
   "auth.otp.v1",
   sizeof(Auth__Otp__V1__CheckRequest),
-  3,
+  4,
   auth__otp__v1__check_request__field_descriptors,
   auth__otp__v1__check_request__field_indices_by_name,
   1,  auth__otp__v1__check_request__number_ranges,

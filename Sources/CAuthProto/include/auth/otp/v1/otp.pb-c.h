@@ -176,10 +176,17 @@ struct  Auth__Otp__V1__CheckRequest
   char *verification_id;
   char *code;
   char *client_ip;
+  /*
+   * When not empty: a verification of another purpose is NOT_FOUND verification_not_found, as
+   * if it did not exist, and is left untouched (its code not compared, not consumed, no wrong
+   * attempt counted). The gateway gives the purposes of the route the code was sent to.
+   */
+  size_t n_accepted_purposes;
+  Auth__Otp__V1__Purpose *accepted_purposes;
 };
 #define AUTH__OTP__V1__CHECK_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__otp__v1__check_request__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL }
 
 
 struct  Auth__Otp__V1__CheckResponse
