@@ -39,6 +39,25 @@ import Testing
         configuration.dispatchWorkers = 4
     }
 
+    /// An otp service on a fresh schema (real time) whose dispatcher runs with the webhook
+    /// provider pointed at `port`, with only NOTIFY and the scheduled retries waking the
+    /// workers (the sweep set to an hour) unless `configure` says otherwise.
+    static func withWebhookDispatcher(
+        port: Int,
+        configure: (inout OTPServiceConfiguration) -> Void = { _ in },
+        _ body: (OTPFixture) async throws -> Void
+    ) async throws {
+        try await withOTPService(clock: ManualClock(realTime: true), maxConnections: 12, configure: {
+            Self.configureWebhook(&$0, port: port)
+            $0.sweepInterval = .seconds(3_600)
+            configure(&$0)
+        }) { otp in
+            let factory = ProviderFactory(configuration: otp.configuration, logger: testLogger)
+            let dispatcher = otp.service.makeDispatcher(providers: factory.providerSet(), closing: factory)
+            try await withRunningDispatcher(dispatcher) { try await body(otp) }
+        }
+    }
+
     @Test func aReceiverFailingHalfTheCallsStillGetsEveryMessage() async throws {
         let accepted = Accepted()
         try await HTTPReceiver.with(respond: { request, index in
@@ -46,18 +65,10 @@ import Testing
             accepted.add(request)
             return (200, "{}")
         }) { receiver in
-            try await withOTPService(clock: ManualClock(realTime: true), maxConnections: 10, configure: {
-                Self.configureWebhook(&$0, port: receiver.port)
-                // Only NOTIFY and the scheduled retries wake the workers.
-                $0.sweepInterval = .seconds(3_600)
-            }) { otp in
-                let factory = ProviderFactory(configuration: otp.configuration, logger: testLogger)
-                let dispatcher = otp.service.makeDispatcher(providers: factory.providerSet(), closing: factory)
-                try await withRunningDispatcher(dispatcher) {
-                    for index in 0..<100 { _ = try await otp.start("half\(index)@example.com", clientIP: "") }
-                    let all = try await waitForAllMessages(otp, state: "sent", count: 100)
-                    #expect(all)
-                }
+            try await Self.withWebhookDispatcher(port: receiver.port) { otp in
+                for index in 0..<100 { _ = try await otp.start("half\(index)@example.com", clientIP: "") }
+                let all = try await waitForAllMessages(otp, state: "sent", count: 100)
+                #expect(all)
                 #expect(accepted.distinct == 100)
                 #expect(receiver.requests.count >= 150)
             }
@@ -73,28 +84,21 @@ import Testing
             accepted.add(request)
             return (200, "{}")
         }) { receiver in
-            try await withOTPService(clock: ManualClock(realTime: true), maxConnections: 12, configure: {
-                Self.configureWebhook(&$0, port: receiver.port)
-                $0.sweepInterval = .seconds(3_600)
-            }) { otp in
-                let factory = ProviderFactory(configuration: otp.configuration, logger: testLogger)
-                let dispatcher = otp.service.makeDispatcher(providers: factory.providerSet(), closing: factory)
-                try await withRunningDispatcher(dispatcher) {
-                    for burst in 0..<5 {
-                        try await withThrowingTaskGroup(of: Void.self) { group in
-                            for caller in 0..<16 {
-                                group.addTask {
-                                    for index in 0..<5 {
-                                        _ = try await otp.start("burst\(burst)-\(caller)-\(index)@example.com", clientIP: "")
-                                    }
+            try await Self.withWebhookDispatcher(port: receiver.port) { otp in
+                for burst in 0..<5 {
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        for caller in 0..<16 {
+                            group.addTask {
+                                for index in 0..<5 {
+                                    _ = try await otp.start("burst\(burst)-\(caller)-\(index)@example.com", clientIP: "")
                                 }
                             }
-                            try await group.waitForAll()
                         }
+                        try await group.waitForAll()
                     }
-                    let all = try await waitForAllMessages(otp, state: "sent", count: 400)
-                    #expect(all)
                 }
+                let all = try await waitForAllMessages(otp, state: "sent", count: 400)
+                #expect(all)
                 #expect(accepted.distinct == 400)
             }
         }
@@ -107,29 +111,24 @@ import Testing
         // no other socket takes it until the receiver comes up on it.
         let reserved = try ReservedPort()
         let port = reserved.port
-        try await withOTPService(clock: ManualClock(realTime: true), maxConnections: 10, configure: {
-            Self.configureWebhook(&$0, port: port)
+        try await Self.withWebhookDispatcher(port: port, configure: {
             $0.retryBackoffLimit = .seconds(2)
             $0.sweepInterval = .seconds(1)
         }) { otp in
-            let factory = ProviderFactory(configuration: otp.configuration, logger: testLogger)
-            let dispatcher = otp.service.makeDispatcher(providers: factory.providerSet(), closing: factory)
-            try await withRunningDispatcher(dispatcher) {
-                for index in 0..<20 { _ = try await otp.start("down\(index)@example.com", clientIP: "") }
-                try await Task.sleep(for: .seconds(30))
-                let failures = try await otp.query("SELECT count(*) FROM @messages WHERE state = 'sent'")
-                #expect(try failures[0][0].int == 0)
-                let accepted = Accepted()
-                reserved.release()
-                try await HTTPReceiver.with(port: port, respond: { request, _ in
-                    accepted.add(request)
-                    return (200, "{}")
-                }) { _ in
-                    let all = try await waitForAllMessages(otp, state: "sent", count: 20)
-                    #expect(all)
-                }
-                #expect(accepted.distinct == 20)
+            for index in 0..<20 { _ = try await otp.start("down\(index)@example.com", clientIP: "") }
+            try await Task.sleep(for: .seconds(30))
+            let failures = try await otp.query("SELECT count(*) FROM @messages WHERE state = 'sent'")
+            #expect(try failures[0][0].int == 0)
+            let accepted = Accepted()
+            reserved.release()
+            try await HTTPReceiver.with(port: port, respond: { request, _ in
+                accepted.add(request)
+                return (200, "{}")
+            }) { _ in
+                let all = try await waitForAllMessages(otp, state: "sent", count: 20)
+                #expect(all)
             }
+            #expect(accepted.distinct == 20)
         }
     }
 
