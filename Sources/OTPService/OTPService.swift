@@ -134,77 +134,65 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             let expiresAt = now.addingTimeInterval(configuration.codeLifetime.timeInterval)
             let configuration = self.configuration
             let store = self.store
+            // Three statements (locks, every limit's figures, every write), each a round trip.
             let outcome = try await store.pool.transaction { connection -> StartOutcome in
-                let key = "destination:\(destination.normalized)"
-                try store.lock(connection, key)
-                let wrong = try store.events(
-                    connection, "wrong_code", destination.normalized,
-                    since: now.addingTimeInterval(-configuration.attemptWindow.timeInterval)
-                ).count
-                if testCode == nil {
-                    if let until = try store.lockedUntil(connection, destination: destination.normalized, now: now) {
-                        return .refused(Self.tooManyAttempts(until: until, now: now))
-                    }
-                    let hourAgo = now.addingTimeInterval(-3_600)
-                    let starts = try store.events(connection, "start_destination", destination.normalized, since: hourAgo)
-                    if starts.count >= configuration.startsPerDestinationPerHour {
-                        let frees = starts[starts.count - configuration.startsPerDestinationPerHour].addingTimeInterval(3_600)
-                        return .refused(
-                            OTPError(
-                                .rateLimited, "Too many codes for this destination; try again later.",
-                                retryAfterSeconds: secondsUntil(frees, from: now)
-                            )
-                        )
-                    }
-                    if !ip.isEmpty {
-                        try store.lock(connection, "ip:\(ip)")
-                        let ipStarts = try store.events(connection, "start_ip", ip, since: hourAgo)
-                        if ipStarts.count >= configuration.startsPerIPPerHour {
-                            let frees = ipStarts[ipStarts.count - configuration.startsPerIPPerHour].addingTimeInterval(3_600)
-                            return .refused(
-                                OTPError(
-                                    .rateLimited, "Too many codes from this address; try again later.",
-                                    retryAfterSeconds: secondsUntil(frees, from: now)
-                                )
-                            )
-                        }
-                    }
-                    if destination.channel == .sms {
-                        let stats = try store.pumpingStatistics(connection, callingCode: destination.callingCode, since: hourAgo)
-                        if stats.started > configuration.pumpingMinimumSent,
-                            stats.verified * 100 < stats.started * configuration.pumpingMinimumVerifiedPercent
-                        {
-                            // The oldest minute's codes stop counting once that whole minute is
-                            // more than an hour old.
-                            let frees = (stats.oldestMinute ?? now).addingTimeInterval(3_600 + 60)
-                            return .refused(
-                                OTPError(
-                                    .countryThrottled,
-                                    "SMS codes to +\(destination.callingCode) are paused: too few of the last hour's codes were used.",
-                                    retryAfterSeconds: secondsUntil(frees, from: now)
-                                )
-                            )
-                        }
-                    }
-                }
-                try store.insertVerification(
-                    connection, id: id, destination: destination, purpose: purpose, locale: locale, clientIP: ip,
-                    codeMAC: mac, now: now, expiresAt: expiresAt, test: testCode != nil
-                )
-                if testCode == nil {
-                    try store.record(connection, "start_destination", destination.normalized, at: now)
-                    if !ip.isEmpty { try store.record(connection, "start_ip", ip, at: now) }
-                    try store.enqueue(
-                        connection, verificationID: id, destination: destination, code: code, purpose: purpose,
-                        locale: locale, now: now
+                let attemptsSince = now.addingTimeInterval(-configuration.attemptWindow.timeInterval)
+                guard testCode == nil else {
+                    // A test destination passes every limit and is never sent.
+                    try store.lock(connection, "destination:\(destination.normalized)")
+                    try store.insertVerification(
+                        connection, id: id, destination: destination, purpose: purpose, locale: locale, clientIP: ip,
+                        codeMAC: mac, now: now, expiresAt: expiresAt, test: true
                     )
-                    if destination.channel == .sms {
-                        // Last: its row lock is shared with every start to this calling code.
-                        try store.countForPumpingGuard(
-                            connection, callingCode: destination.callingCode, startedAt: now, started: 1, verified: 0)
-                    }
+                    return .started(attemptsRemaining: configuration.maxWrongCodes)
                 }
-                return .started(attemptsRemaining: testCode == nil ? max(0, configuration.maxWrongCodes - wrong) : configuration.maxWrongCodes)
+                // The destination's lock first, then the client IP's: always in this order.
+                try store.lock(connection, keys: ["destination:\(destination.normalized)"] + (ip.isEmpty ? [] : ["ip:\(ip)"]))
+                let hourAgo = now.addingTimeInterval(-3_600)
+                let figures = try store.startFigures(
+                    connection, destination: destination, clientIP: ip, now: now, attemptsSince: attemptsSince,
+                    hourAgo: hourAgo, destinationLimit: configuration.startsPerDestinationPerHour,
+                    ipLimit: configuration.startsPerIPPerHour
+                )
+                if let until = figures.lockedUntil {
+                    return .refused(Self.tooManyAttempts(until: until, now: now))
+                }
+                if let oldest = figures.destinationLimitStart {
+                    return .refused(
+                        OTPError(
+                            .rateLimited, "Too many codes for this destination; try again later.",
+                            retryAfterSeconds: secondsUntil(oldest.addingTimeInterval(3_600), from: now)
+                        )
+                    )
+                }
+                if let oldest = figures.ipLimitStart {
+                    return .refused(
+                        OTPError(
+                            .rateLimited, "Too many codes from this address; try again later.",
+                            retryAfterSeconds: secondsUntil(oldest.addingTimeInterval(3_600), from: now)
+                        )
+                    )
+                }
+                let pumping = figures.pumping
+                if destination.channel == .sms, pumping.started > configuration.pumpingMinimumSent,
+                    pumping.verified * 100 < pumping.started * configuration.pumpingMinimumVerifiedPercent
+                {
+                    // The oldest minute's codes stop counting once that whole minute is more
+                    // than an hour old.
+                    let frees = (pumping.oldestMinute ?? now).addingTimeInterval(3_600 + 60)
+                    return .refused(
+                        OTPError(
+                            .countryThrottled,
+                            "SMS codes to +\(destination.callingCode) are paused: too few of the last hour's codes were used.",
+                            retryAfterSeconds: secondsUntil(frees, from: now)
+                        )
+                    )
+                }
+                try store.writeStart(
+                    connection, id: id, destination: destination, purpose: purpose, locale: locale, clientIP: ip,
+                    codeMAC: mac, code: code, now: now, expiresAt: expiresAt
+                )
+                return .started(attemptsRemaining: max(0, configuration.maxWrongCodes - figures.wrongCodes))
             }
             switch outcome {
             case .refused(let error):

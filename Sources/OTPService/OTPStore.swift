@@ -127,23 +127,6 @@ struct OTPStore: Sendable {
         Date(timeIntervalSince1970: (date.timeIntervalSince1970 / 60).rounded(.down) * 60)
     }
 
-    /// SMS codes started to `callingCode` in the minutes from the one `since` falls in to now
-    /// (test destinations excluded), how many of them were verified, and the oldest of those
-    /// minutes that started one.
-    func pumpingStatistics(_ connection: PostgresConnection, callingCode: String, since: Date) throws
-        -> (started: Int, verified: Int, oldestMinute: Date?)
-    {
-        let rows = try connection.execute(
-            """
-            SELECT coalesce(sum(started), 0), coalesce(sum(verified), 0), min(minute) FILTER (WHERE started > 0)
-            FROM \(t.pumpingCounts) WHERE calling_code = $1 AND minute >= $2
-            """,
-            [.text(callingCode), .timestamptz(Self.minute(of: since))]
-        )
-        let row = rows[0]
-        return (try row[0].int, try row[1].int, try row[2].decode(Date?.self))
-    }
-
     /// Counts an SMS code started (`started`) or verified (`verified`, in the minute its
     /// verification started) for the pumping guard.
     func countForPumpingGuard(
@@ -158,6 +141,118 @@ struct OTPStore: Sendable {
             [
                 .text(callingCode), .timestamptz(Self.minute(of: startedAt)), .int64(Int64.random(in: 0...3)),
                 .int64(Int64(started)), .int64(Int64(verified)),
+            ]
+        )
+    }
+
+    // MARK: Start (three statements: locks, every limit's figures, every write)
+
+    /// Takes the transaction-scoped advisory locks of `keys`, in that order, in one statement.
+    func lock(_ connection: PostgresConnection, keys: [String]) throws {
+        precondition(!keys.isEmpty && keys.count <= 2)
+        let calls = (1...keys.count).map { "pg_advisory_xact_lock(hashtextextended($\($0), 0))" }.joined(separator: ", ")
+        try connection.execute("SELECT \(calls)", keys.map { .text("auth.otp.\(schema).\($0)") })
+    }
+
+    /// What a Start's limits look at, read in one statement under the destination's (and the
+    /// client IP's) lock.
+    struct StartFigures: Sendable {
+        /// Wrong codes for the destination within the attempt window.
+        var wrongCodes: Int
+        /// The destination's lock, when it is locked now.
+        var lockedUntil: Date?
+        /// When the per-destination limit is reached: the start that has to leave the hour
+        /// for one more to be allowed (the `limit`-th most recent); nil below the limit.
+        var destinationLimitStart: Date?
+        /// The same for the client IP.
+        var ipLimitStart: Date?
+        /// The pumping guard's figures for the calling code (zero for an email).
+        var pumping: (started: Int, verified: Int, oldestMinute: Date?)
+    }
+
+    func startFigures(
+        _ connection: PostgresConnection,
+        destination: Destination,
+        clientIP: String,
+        now: Date,
+        attemptsSince: Date,
+        hourAgo: Date,
+        destinationLimit: Int,
+        ipLimit: Int
+    ) throws -> StartFigures {
+        let rows = try connection.execute(
+            """
+            SELECT
+                (SELECT count(*) FROM \(t.limitEvents) WHERE kind = 'wrong_code' AND key = $1 AND occurred_at > $2),
+                (SELECT locked_until FROM \(t.locks) WHERE destination = $1 AND locked_until > $3),
+                (SELECT occurred_at FROM \(t.limitEvents) WHERE kind = 'start_destination' AND key = $1 AND occurred_at > $4
+                    ORDER BY occurred_at DESC OFFSET $5 LIMIT 1),
+                (SELECT occurred_at FROM \(t.limitEvents) WHERE kind = 'start_ip' AND key = $6 AND occurred_at > $4
+                    ORDER BY occurred_at DESC OFFSET $7 LIMIT 1),
+                p.started, p.verified, p.oldest
+            FROM (
+                SELECT coalesce(sum(started), 0), coalesce(sum(verified), 0), min(minute) FILTER (WHERE started > 0)
+                FROM \(t.pumpingCounts) WHERE calling_code = $8 AND minute >= $9
+            ) p (started, verified, oldest)
+            """,
+            [
+                .text(destination.normalized), .timestamptz(attemptsSince), .timestamptz(now), .timestamptz(hourAgo),
+                .int64(Int64(max(0, destinationLimit - 1))), .text(clientIP), .int64(Int64(max(0, ipLimit - 1))),
+                .text(destination.channel == .sms ? destination.callingCode : ""), .timestamptz(Self.minute(of: hourAgo)),
+            ]
+        )
+        let row = rows[0]
+        return StartFigures(
+            wrongCodes: try row[0].int,
+            lockedUntil: try row[1].decode(Date?.self),
+            destinationLimitStart: try row[2].decode(Date?.self),
+            ipLimitStart: clientIP.isEmpty ? nil : try row[3].decode(Date?.self),
+            pumping: (try row[4].int, try row[5].int, try row[6].decode(Date?.self))
+        )
+    }
+
+    /// Everything a Start writes, in one statement: the verification, its limit events (the
+    /// destination's, and the client IP's when there is one), the outbox message, the pumping
+    /// guard's count (SMS) and the outbox's `NOTIFY` (delivered at commit).
+    func writeStart(
+        _ connection: PostgresConnection,
+        id: UUID,
+        destination: Destination,
+        purpose: Purpose,
+        locale: String,
+        clientIP: String,
+        codeMAC: [UInt8],
+        code: String,
+        now: Date,
+        expiresAt: Date
+    ) throws {
+        try connection.execute(
+            """
+            WITH verification AS (
+                INSERT INTO \(t.verifications) (id, channel, destination, calling_code, purpose, locale, client_ip, code_mac,
+                    created_at, expires_at, last_sent_at)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $9)
+                RETURNING id
+            ), events AS (
+                INSERT INTO \(t.limitEvents) (kind, key, occurred_at)
+                SELECT e.kind, e.key, $9 FROM (VALUES ('start_destination', $3), ('start_ip', $7)) e (kind, key)
+                WHERE e.key <> ''
+            ), message AS (
+                INSERT INTO \(t.messages) (id, verification_id, channel, destination, calling_code, code, purpose, locale,
+                    created_at, next_attempt_at, updated_at)
+                SELECT $11, verification.id, $2, $3, $4, $12, $5, $6, $9, $9, $9 FROM verification
+            ), pumping AS (
+                INSERT INTO \(t.pumpingCounts) AS p (calling_code, minute, shard, started, verified)
+                SELECT $4, $13, $14, 1, 0 WHERE $2 = 'sms'
+                ON CONFLICT (calling_code, minute, shard) DO UPDATE SET started = p.started + 1
+            )
+            SELECT pg_notify($15, '')
+            """,
+            [
+                .uuid(id), .text(destination.channel.rawValue), .text(destination.normalized),
+                .text(destination.callingCode), .text(purpose.rawValue), .text(locale), .text(clientIP),
+                .bytea(codeMAC), .timestamptz(now), .timestamptz(expiresAt), .uuid(CodeMAC.newID()), .text(code),
+                .timestamptz(Self.minute(of: now)), .int64(Int64.random(in: 0...3)), .text(notifyChannel),
             ]
         )
     }

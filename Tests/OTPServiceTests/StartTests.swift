@@ -76,6 +76,52 @@ import Testing
         }
     }
 
+    /// Concurrent starts cannot overshoot a limit: they count under the destination's and the
+    /// client IP's locks, taken in that order (so two starts never wait for each other in a
+    /// cycle).
+    @Test func concurrentStartsStopExactlyAtTheLimits() async throws {
+        try await withOTPService(maxConnections: 12, configure: { $0.startsPerIPPerHour = 7 }) { otp in
+            // One destination, many addresses: its limit (10) holds.
+            let sameDestination = try await Self.startConcurrently(24) { index in
+                try await otp.start("+15550100077", clientIP: "198.51.100.\(index + 1)")
+            }
+            #expect(sameDestination.started == 10)
+            #expect(sameDestination.refused == ["rate_limited": 14])
+            // One address, many destinations, and some destinations shared: the address's limit holds.
+            let sameAddress = try await Self.startConcurrently(24) { index in
+                try await otp.start("user\(index % 12)@example.com", clientIP: "203.0.113.200")
+            }
+            #expect(sameAddress.started == 7)
+            #expect(sameAddress.refused == ["rate_limited": 17])
+            let events = try await otp.query("SELECT count(*) FROM @limit_events WHERE kind = 'start_ip' AND key = '203.0.113.200'")
+            #expect(try events[0][0].int == 7)
+        }
+    }
+
+    /// Runs `count` starts at once; how many started, and the reasons of the refusals.
+    private static func startConcurrently(
+        _ count: Int, _ start: @escaping @Sendable (Int) async throws -> Auth_Otp_V1_StartResponse
+    ) async throws -> (started: Int, refused: [String: Int]) {
+        try await withThrowingTaskGroup(of: String?.self) { group in
+            for index in 0..<count {
+                group.addTask {
+                    do {
+                        _ = try await start(index)
+                        return nil
+                    } catch let error as RPCError {
+                        return error.reason
+                    }
+                }
+            }
+            var started = 0
+            var refused: [String: Int] = [:]
+            for try await reason in group {
+                if let reason { refused[reason, default: 0] += 1 } else { started += 1 }
+            }
+            return (started, refused)
+        }
+    }
+
     @Test func callingCodeAllowAndDenyLists() async throws {
         try await withOTPService(configure: { $0.smsDeniedCallingCodes = ["7"] }) { otp in
             await expectRPCError(.failedPrecondition, "destination_not_allowed") { try await otp.start("+79991234567") }

@@ -72,8 +72,17 @@ def main():
     seeds = {
         "hello": [255] , "hello-request": [255], "hello-split-reads": [2], "calls-and-cancel": [16],
         "ping-goaway": [255], "response-status": [255], "session-refresh": [7], "hello-too-large": [255],
-        "empty-frame": [255],
+        "empty-frame": [255], "identity-signup": [255], "identity-idtoken": [5], "otp-start-check": [255],
+        "session-check": [255],
     }
+    # Requests of each service's hot methods (field numbers from proto/auth/*/v1/*.proto).
+    signup = field_bytes(1, "Asha") + field_bytes(2, "asha@example.com") + field_bytes(3, "Correct-Horse-9") + field_bytes(4, "203.0.113.7")
+    idtoken = field_varint(1, 1) + field_bytes(2, "eyJhbGciOiJFUzI1NiJ9.e30.c2ln") + field_bytes(3, "nonce-1") + field_bytes(4, "Asha")
+    start = field_bytes(1, "+919999912345") + field_varint(2, 1) + field_bytes(3, "hi-IN") + field_bytes(4, "2001:db8::1")
+    # CheckRequest with accepted_purposes packed (field 4) and then one unpacked element.
+    check = (field_bytes(1, "0b5f9c7e-8a51-4a8e-9d2b-7f1c3e4d5a6b") + field_bytes(2, "123456")
+             + field_bytes(4, bytes([1, 2, 3])) + field_varint(4, 4))
+    check_session = field_bytes(1, "0b5f9c7e-8a51-4a8e-9d2b-7f1c3e4d5a6b") + field_bytes(2, "user-1")
     streams = {
         "hello": hello(),
         "hello-request": hello() + request(1),
@@ -85,6 +94,10 @@ def main():
         "session-refresh": hello() + request(1, "/auth.session.v1.Session/Refresh", refresh, with_metadata=True),
         "hello-too-large": struct.pack(">I", 1025) + b"\x0a" + b"\x00" * 1024,
         "empty-frame": hello() + struct.pack(">I", 0),
+        "identity-signup": hello() + request(1, "/auth.identity.v1.Identity/SignUp", signup, with_metadata=True),
+        "identity-idtoken": hello() + request(1, "/auth.identity.v1.Identity/SignInWithIDToken", idtoken),
+        "otp-start-check": hello() + request(1, "/auth.otp.v1.OTP/Start", start) + request(3, "/auth.otp.v1.OTP/Check", check),
+        "session-check": hello() + request(1, "/auth.session.v1.Session/CheckSession", check_session),
     }
     for name, stream in streams.items():
         with open(os.path.join(out, name), "wb") as f:
