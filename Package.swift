@@ -89,6 +89,12 @@ let package = Package(
             name: "AuthTime",
             swiftSettings: strictSwift
         ),
+        // A target's resources (migrations, the password blocklist, openapi.json) found next to
+        // the executable without Bundle.main. No dependencies.
+        .target(
+            name: "AuthResources",
+            swiftSettings: strictSwift
+        ),
         // The one exponential backoff rule (reconnects and retries). No dependencies.
         .target(
             name: "AuthBackoff",
@@ -158,6 +164,7 @@ let package = Package(
         .target(
             name: "SessionService",
             dependencies: [
+                "AuthResources",
                 "AuthAccessToken",
                 "AuthAPI",
                 "AuthTime",
@@ -175,6 +182,7 @@ let package = Package(
         .target(
             name: "IdentityService",
             dependencies: [
+                "AuthResources",
                 "AuthAPI",
                 "AuthTime",
                 "AuthRPC",
@@ -194,6 +202,7 @@ let package = Package(
         .target(
             name: "OTPService",
             dependencies: [
+                "AuthResources",
                 "AuthAPI",
                 "AuthTime",
                 "AuthRPC",
@@ -218,6 +227,7 @@ let package = Package(
         .target(
             name: "AuthGateway",
             dependencies: [
+                "AuthResources",
                 "AuthAccessToken",
                 "AuthCrypto",
                 "AuthServiceRuntime",
@@ -429,6 +439,11 @@ let package = Package(
         .testTarget(
             name: "AuthGatewayTests",
             dependencies: ["AuthGateway", "AuthAccessToken", "AuthRPC", "AuthProtobuf"],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "AuthResourcesTests",
+            dependencies: ["AuthResources"],
             swiftSettings: strictSwift
         ),
         .testTarget(

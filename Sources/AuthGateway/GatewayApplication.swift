@@ -2,6 +2,7 @@ import AuthAPI
 import AuthProtobuf
 import AuthRPC
 import AuthRPCNIO
+import AuthResources
 import AuthServiceRuntime
 import Foundation
 import Hummingbird
@@ -41,7 +42,7 @@ public struct GatewayApplication: Sendable {
     /// The API's OpenAPI document as JSON (`openapi.json`, generated from `openapi.yaml` by
     /// scripts/openapi/yaml-to-json.py; CI checks it is current).
     static let openAPIDocument: ByteBuffer = {
-        guard let url = Bundle.module.url(forResource: "openapi", withExtension: "json"),
+        guard let url = ModuleResources(target: "AuthGateway").url(forResource: "openapi", withExtension: "json"),
             let data = try? Data(contentsOf: url)
         else { return ByteBuffer(string: "{}") }
         return ByteBuffer(bytes: Array(data))

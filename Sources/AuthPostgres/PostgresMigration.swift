@@ -25,7 +25,7 @@ public struct PostgresMigration: Sendable, Hashable {
     /// (e.g. `0001_create_sessions.sql`), sorted by version. Other files are ignored.
     ///
     /// Services ship their migrations as SwiftPM resources, e.g. `resources: [.copy("Migrations")]`
-    /// and `Bundle.module.url(forResource: "Migrations", withExtension: nil)`.
+    /// and `ModuleResources(target: "…").url(forResource: "Migrations")` (AuthResources).
     ///
     /// - Throws: ``PostgresError/Code/invalidArgument`` for a `.sql` file with a malformed name,
     ///   two files with the same version, or a file that is not UTF-8; file system errors as is.

@@ -11,6 +11,8 @@ public final class ServiceProcess: Sendable {
     public let name: String
     private let process: Process
     private let output = OutputBuffer()
+    /// The exit status when this class reaped the child itself (see ``hasExited``).
+    private let reapedStatus = Mutex<Int32?>(nil)
 
     final class OutputBuffer: Sendable {
         private let state = Mutex((text: "", ended: false))
@@ -85,10 +87,44 @@ public final class ServiceProcess: Sendable {
     /// Everything the process wrote so far.
     public var log: String { output.value }
 
-    public var isRunning: Bool { process.isRunning }
+    public var isRunning: Bool { !hasExited }
+
+    /// Whether the child has exited. Foundation's `Process` on Linux learns it from a socket
+    /// pair whose child end it does not open close-on-exec, so a sibling spawned at the same
+    /// moment (the tests start several services at once) inherits it too: Foundation then sees
+    /// the exit only when that sibling exits as well, and until then `isRunning` stays true, the
+    /// child stays a zombie and `waitUntilExit()` blocks (a whole test run hung on it once,
+    /// in `terminate`). So the child is also reaped here, with `waitpid(WNOHANG)`; whichever of
+    /// the two reaps it first, the other finds nothing to wait for.
+    private var hasExited: Bool {
+        if reapedStatus.withLock({ $0 }) != nil || !process.isRunning { return true }
+        var status: Int32 = 0
+        let pid = process.processIdentifier
+        guard waitpid(pid, &status, WNOHANG) == pid else {
+            // 0: still running; ECHILD: Foundation reaped it and is about to say so.
+            return false
+        }
+        let code = Self.exitCode(status)
+        reapedStatus.withLock { $0 = code }
+        return true
+    }
+
+    /// The exit code, or the signal's number for a child killed by one (as Foundation's
+    /// `terminationStatus`).
+    private static func exitCode(_ status: Int32) -> Int32 {
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : signal
+    }
+
+    /// The exit status once exited, else nil.
+    private var exitStatusIfExited: Int32? {
+        guard hasExited else { return nil }
+        return reapedStatus.withLock { $0 } ?? (process.isRunning ? nil : process.terminationStatus)
+    }
 
     /// Sends `signal` (e.g. SIGINT, as Ctrl-C does) to the process.
     public func send(_ signal: Int32) {
+        guard isRunning else { return }
         Glibc.kill(process.processIdentifier, signal)
     }
 
@@ -100,14 +136,14 @@ public final class ServiceProcess: Sendable {
         while ContinuousClock.now < deadline {
             // Whether the output was complete is read before the log, so a log that ended with
             // the process is searched whole before giving up.
-            let complete = !process.isRunning && output.ended
+            let complete = !isRunning && output.ended
             if let match = Self.firstMatch(of: regex, in: log) { return match }
             // A process that has exited may still have output in the pipe that the reader has
             // not taken yet: give up only once the reader has reached its end.
             if complete { break }
             try await Task.sleep(for: .milliseconds(20))
         }
-        throw ServiceProcessError(message: "\(name) did not log /\(pattern)/ (running: \(process.isRunning)); log:\n\(log)")
+        throw ServiceProcessError(message: "\(name) did not log /\(pattern)/ (running: \(isRunning)); log:\n\(log)")
     }
 
     /// Everything the process wrote, once it has exited and its output has been read to the end
@@ -115,10 +151,10 @@ public final class ServiceProcess: Sendable {
     public func completeOutput(timeout: Duration = .seconds(30)) async throws -> String {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
-            if !process.isRunning && output.ended { return log }
+            if !isRunning && output.ended { return log }
             try await Task.sleep(for: .milliseconds(10))
         }
-        throw ServiceProcessError(message: "\(name) did not finish its output (running: \(process.isRunning)); log:\n\(log)")
+        throw ServiceProcessError(message: "\(name) did not finish its output (running: \(isRunning)); log:\n\(log)")
     }
 
     private static func firstMatch(of regex: NSRegularExpression, in text: String) -> String? {
@@ -138,10 +174,11 @@ public final class ServiceProcess: Sendable {
     /// after `timeout`.
     public func waitForExit(timeout: Duration = .seconds(30)) async -> Int32? {
         let deadline = ContinuousClock.now + timeout
-        while process.isRunning, ContinuousClock.now < deadline {
+        while ContinuousClock.now < deadline {
+            if let status = exitStatusIfExited { return status }
             try? await Task.sleep(for: .milliseconds(20))
         }
-        return process.isRunning ? nil : process.terminationStatus
+        return exitStatusIfExited
     }
 
     /// The same as ``waitForExit(timeout:)``: the exit status of a process that ends by itself
@@ -153,28 +190,24 @@ public final class ServiceProcess: Sendable {
     /// SIGTERM, then waits for the exit; SIGKILL if it takes longer than `grace`.
     @discardableResult
     public func terminate(grace: Duration = .seconds(15)) async -> Int32 {
-        if process.isRunning { process.terminate() }
-        let deadline = ContinuousClock.now + grace
-        while process.isRunning, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        if process.isRunning {
-            Glibc.kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-        return process.terminationStatus
+        if isRunning { Glibc.kill(process.processIdentifier, SIGTERM) }
+        if let status = await waitForExit(timeout: grace) { return status }
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        // A killed process is gone at once; the bound only keeps a test from hanging.
+        return await waitForExit(timeout: .seconds(30)) ?? SIGKILL
     }
 
-    /// SIGKILL (`kill -9`: no shutdown, as a crash), then waits for the exit.
+    /// SIGKILL (`kill -9`: no shutdown, as a crash), then waits for the exit (a killed process
+    /// goes at once: this blocks for a moment, never for long).
     public func kill() {
-        if process.isRunning {
-            Glibc.kill(process.processIdentifier, SIGKILL)
-        }
-        process.waitUntilExit()
+        guard isRunning else { return }
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        for _ in 0..<30_000 where isRunning { usleep(1_000) }
     }
 
     deinit {
-        if process.isRunning {
+        // Not once reaped: its pid may belong to another process by now.
+        if !hasExited {
             Glibc.kill(process.processIdentifier, SIGKILL)
         }
     }

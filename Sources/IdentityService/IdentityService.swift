@@ -3,6 +3,7 @@ import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
 import AuthRPC
+import AuthResources
 import AuthTime
 import Foundation
 import Logging
@@ -28,7 +29,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
 
     /// The schema's migrations, shipped as resources of this module.
     public static func migrations() throws -> [PostgresMigration] {
-        guard let directory = Bundle.module.url(forResource: "Migrations", withExtension: nil) else {
+        guard let directory = ModuleResources(target: "IdentityService").url(forResource: "Migrations") else {
             throw IdentityError(.internal, "The identity migrations are missing from the module's resources.")
         }
         return try PostgresMigration.load(directory: directory)

@@ -1,4 +1,5 @@
 import AuthRPC
+import AuthResources
 import Foundation
 
 /// The one place that decides whether a new password is acceptable (sign-up, reset, change).
@@ -78,11 +79,8 @@ public struct PasswordBlocklist: Sendable {
     /// The list shipped with the module.
     public static func bundled() throws -> PasswordBlocklist {
         guard
-            let url = Bundle.module.url(
-                forResource: "common-passwords",
-                withExtension: "txt",
-                subdirectory: "PasswordBlocklist"
-            )
+            let url = ModuleResources(target: "IdentityService").url(
+                forResource: "PasswordBlocklist/common-passwords", withExtension: "txt")
         else {
             throw IdentityError(.internal, "The password blocklist is missing from the module's resources.")
         }

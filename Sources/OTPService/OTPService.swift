@@ -3,6 +3,7 @@ import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
 import AuthRPC
+import AuthResources
 import AuthTime
 import Foundation
 import Logging
@@ -23,7 +24,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
 
     /// The schema's migrations, shipped as resources of this module.
     public static func migrations() throws -> [PostgresMigration] {
-        guard let directory = Bundle.module.url(forResource: "Migrations", withExtension: nil) else {
+        guard let directory = ModuleResources(target: "OTPService").url(forResource: "Migrations") else {
             throw OTPError(.internal, "The otp migrations are missing from the module's resources.")
         }
         return try PostgresMigration.load(directory: directory)

@@ -4,6 +4,7 @@ import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
 import AuthRPC
+import AuthResources
 import AuthTime
 import Foundation
 import Logging
@@ -27,7 +28,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
 
     /// The schema's migrations, shipped as resources of this module.
     public static func migrations() throws -> [PostgresMigration] {
-        guard let directory = Bundle.module.url(forResource: "Migrations", withExtension: nil) else {
+        guard let directory = ModuleResources(target: "SessionService").url(forResource: "Migrations") else {
             throw SessionError(.internal, "The session migrations are missing from the module's resources.")
         }
         return try PostgresMigration.load(directory: directory)
