@@ -13,6 +13,8 @@ public final class ServiceProcess: Sendable {
     private let output = OutputBuffer()
     /// The exit status when this class reaped the child itself (see ``hasExited``).
     private let reapedStatus = Mutex<Int32?>(nil)
+    /// The folder of an unprivileged copy (``installForNobody(_:)``), removed with the process.
+    private let copyFolder = Mutex<URL?>(nil)
 
     final class OutputBuffer: Sendable {
         private let state = Mutex((text: "", ended: false))
@@ -38,15 +40,41 @@ public final class ServiceProcess: Sendable {
             throw ServiceProcessError(message: "\(url.path) is not built; run `swift build --build-tests` first")
         }
         if unprivileged && getuid() == 0 {
+            let installed = try Self.installForNobody(executable)
             try self.init(
                 name: executable,
                 executableURL: URL(fileURLWithPath: "/usr/bin/setpriv"),
-                arguments: ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all", "--", url.path] + arguments,
+                arguments: ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all", "--", installed.path] + arguments,
                 environment: environment
             )
+            copyFolder.withLock { $0 = installed.deletingLastPathComponent() }
         } else {
             try self.init(name: executable, executableURL: url, arguments: arguments, environment: environment)
         }
+    }
+
+    /// A copy of `executable` and the build's resource folders (`*.resources`, which the
+    /// services read next to their executable) in a new folder that `nobody` can reach, as in
+    /// the container image: the checkout may sit below a folder only root may enter (a `mktemp
+    /// -d` clone is 0700), where `nobody` could run the binary but not read its resources.
+    static func installForNobody(_ executable: String) throws -> URL {
+        let files = FileManager.default
+        let folder = files.temporaryDirectory.appendingPathComponent("auth-unprivileged-\(UUID().uuidString)")
+        try files.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        let source = binaryDirectory
+        for entry in try files.contentsOfDirectory(atPath: source.path) where entry == executable || entry.hasSuffix(".resources") {
+            try files.copyItem(at: source.appendingPathComponent(entry), to: folder.appendingPathComponent(entry))
+        }
+        // Readable (and the executable runnable) by everyone, whatever the umask made of the copies.
+        guard let walker = files.enumerator(atPath: folder.path) else { return folder.appendingPathComponent(executable) }
+        for case let relative as String in walker {
+            let path = folder.appendingPathComponent(relative).path
+            var isDirectory: ObjCBool = false
+            files.fileExists(atPath: path, isDirectory: &isDirectory)
+            let mode = isDirectory.boolValue || relative == executable ? 0o755 : 0o644
+            try files.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
+        }
+        return folder.appendingPathComponent(executable)
     }
 
     /// Starts any program (e.g. `/usr/sbin/pgbouncer`), called `name` in errors, the same way.
@@ -210,6 +238,7 @@ public final class ServiceProcess: Sendable {
         if !hasExited {
             Glibc.kill(process.processIdentifier, SIGKILL)
         }
+        if let folder = copyFolder.withLock({ $0 }) { try? FileManager.default.removeItem(at: folder) }
     }
 }
 
