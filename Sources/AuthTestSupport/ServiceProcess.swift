@@ -70,7 +70,7 @@ public final class ServiceProcess: Sendable {
         for case let relative as String in walker {
             let path = folder.appendingPathComponent(relative).path
             var isDirectory: ObjCBool = false
-            files.fileExists(atPath: path, isDirectory: &isDirectory)
+            guard files.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
             let mode = isDirectory.boolValue || relative == executable ? 0o755 : 0o644
             try files.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
         }
