@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 // The authentication backend: four services (identity, otp-dispatch, session, gateway) and an
 // admin tool, talking a length-prefixed protobuf-c RPC over TCP, sharing PostgreSQL via libpq,
 // with OpenSSL 3 for cryptography. See README.md and docs/.
@@ -31,7 +31,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        // No default traits: they pull in full Foundation (and ICU) and swift-configuration, which
+        // nothing here uses (docs/deployment.md, "Image size").
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
@@ -89,10 +91,9 @@ let package = Package(
             name: "AuthTime",
             swiftSettings: strictSwift
         ),
-        // A target's resources (migrations, the password blocklist, openapi.json) found next to
-        // the executable without Bundle.main. No dependencies.
+        // Text helpers FoundationEssentials lacks (trimming, fixed-point numbers). No dependencies.
         .target(
-            name: "AuthResources",
+            name: "AuthText",
             swiftSettings: strictSwift
         ),
         // The one exponential backoff rule (reconnects and retries). No dependencies.
@@ -103,6 +104,7 @@ let package = Package(
         .target(
             name: "AuthPostgres",
             dependencies: [
+                "AuthText",
                 "CLibPQ",
                 "AuthBackoff",
                 .product(name: "Logging", package: "swift-log"),
@@ -126,6 +128,7 @@ let package = Package(
         .target(
             name: "AuthRPCNIO",
             dependencies: [
+                "AuthText",
                 "AuthBackoff",
                 "AuthRPC",
                 "AuthProtobuf",
@@ -148,6 +151,7 @@ let package = Package(
         .target(
             name: "AuthServiceRuntime",
             dependencies: [
+                "AuthText",
                 "AuthBackoff",
                 "AuthAPI",
                 "AuthRPC",
@@ -164,7 +168,7 @@ let package = Package(
         .target(
             name: "SessionService",
             dependencies: [
-                "AuthResources",
+                "AuthText",
                 "AuthAccessToken",
                 "AuthAPI",
                 "AuthTime",
@@ -175,14 +179,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            resources: [.copy("Migrations")],
+            resources: [.embedInCode("Migrations")],
             swiftSettings: strictSwift
         ),
         // Accounts, passwords, provider sign-in, profiles, deletion, audit (docs/identity.md).
         .target(
             name: "IdentityService",
             dependencies: [
-                "AuthResources",
+                "AuthText",
                 "AuthAPI",
                 "AuthTime",
                 "AuthRPC",
@@ -195,14 +199,14 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            resources: [.copy("Migrations"), .copy("PasswordBlocklist")],
+            resources: [.embedInCode("Migrations"), .embedInCode("PasswordBlocklist")],
             swiftSettings: strictSwift
         ),
         // One-time codes: verifications, limits, the outbox and its providers (docs/otp.md).
         .target(
             name: "OTPService",
             dependencies: [
-                "AuthResources",
+                "AuthText",
                 "AuthAPI",
                 "AuthTime",
                 "AuthRPC",
@@ -219,7 +223,7 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
-            resources: [.copy("Migrations")],
+            resources: [.embedInCode("Migrations")],
             swiftSettings: strictSwift
         ),
 
@@ -227,7 +231,7 @@ let package = Package(
         .target(
             name: "AuthGateway",
             dependencies: [
-                "AuthResources",
+                "AuthText",
                 "AuthAccessToken",
                 "AuthCrypto",
                 "AuthServiceRuntime",
@@ -238,7 +242,6 @@ let package = Package(
                 "AuthTime",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -246,7 +249,7 @@ let package = Package(
             // The API's contract (spec first; issue 11): openapi.yaml is the source,
             // openapi.json (generated from it) is served at /openapi.json.
             exclude: ["openapi.yaml"],
-            resources: [.copy("openapi.json")],
+            resources: [.embedInCode("openapi.json")],
             swiftSettings: strictSwift
         ),
 
@@ -268,7 +271,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "session",
-            dependencies: ["AuthServiceRuntime", "SessionService"],
+            dependencies: ["AuthServiceRuntime", "AuthText", "SessionService"],
             swiftSettings: strictSwift
         ),
         .executableTarget(
@@ -283,6 +286,7 @@ let package = Package(
         .executableTarget(
             name: "authctl",
             dependencies: [
+                "AuthText",
                 "AuthServiceRuntime",
                 "BenchmarkHarness",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -307,12 +311,14 @@ let package = Package(
         .target(
             name: "BenchmarkHarness",
             dependencies: [
+                "AuthText",
                 "AuthPostgres",
                 "AuthProtobuf",
                 "AuthRPC",
                 "AuthRPCNIO",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift
@@ -438,12 +444,12 @@ let package = Package(
         ),
         .testTarget(
             name: "AuthGatewayTests",
-            dependencies: ["AuthGateway", "AuthAccessToken", "AuthRPC", "AuthProtobuf"],
+            dependencies: ["AuthGateway", "AuthAccessToken", "AuthRPC", "AuthProtobuf", "AuthTestSupport"],
             swiftSettings: strictSwift
         ),
         .testTarget(
-            name: "AuthResourcesTests",
-            dependencies: ["AuthResources"],
+            name: "AuthTextTests",
+            dependencies: ["AuthText"],
             swiftSettings: strictSwift
         ),
         .testTarget(

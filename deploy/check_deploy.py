@@ -353,15 +353,11 @@ def check_dockerfile(path):
     for line in instructions:
         if line.upper().startswith(("ENV ", "ARG ")) and re.search(r"SECRET|PASSWORD|MASTER_KEY|DATABASE_URL", line):
             problem(where, f"sets a secret: {line}")
-    # The executables link the Swift runtime dynamically: deploy/stage-binaries.sh stages them,
-    # their resource bundles and the runtime libraries; deploy/runtime-rootfs.sh makes the
-    # runtime image's filesystem of them and of what they load.
+    # The executables link the Swift runtime dynamically: deploy/stage-binaries.sh stages them
+    # and the runtime libraries (their resources are embedded in them); deploy/runtime-rootfs.sh
+    # makes the runtime image's filesystem of them and of what they load.
     if "deploy/stage-binaries.sh" not in text:
         problem(where, "does not stage the executables with deploy/stage-binaries.sh")
-    else:
-        with open(os.path.join(os.path.dirname(path), "stage-binaries.sh")) as f:
-            if ".resources" not in f.read():
-                problem("deploy/stage-binaries.sh", "does not copy SwiftPM resource bundles")
     if any("--static-swift-stdlib" in line for line in instructions):
         problem(where, "builds with --static-swift-stdlib (a copy of the Swift runtime in every executable)")
     if "deploy/runtime-rootfs.sh" not in text or "/usr/lib/swift/linux" not in text:

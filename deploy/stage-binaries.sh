@@ -5,9 +5,8 @@
 #
 #   deploy/stage-binaries.sh BIN_DIR STAGING_DIR [--no-strip]
 #
-#   STAGING_DIR/bin/             identity, otp-dispatch, session, gateway, authctl, and every
-#                                SwiftPM resource bundle (*.resources, found next to the
-#                                executables at run time)
+#   STAGING_DIR/bin/             identity, otp-dispatch, session, gateway, authctl (their
+#                                resources, migrations and the like, are embedded in them)
 #   STAGING_DIR/lib/swift/linux/ the Swift runtime libraries the executables load: only those
 #                                `ldd` resolves into the toolchain's runtime folder (the folder
 #                                of libswiftCore.so), once for all five executables
@@ -47,8 +46,12 @@ for product in "${products[@]}"; do
     install -m 0755 "$bin_dir/$product" "$staging/bin/"
     mapfile -t -O "${#libraries[@]}" libraries < <(ldd "$bin_dir/$product" | awk -v dir="$runtime_dir/" 'index($3, dir) == 1 { print $3 }')
 done
-find -H "$bin_dir" -maxdepth 1 -type d -name '*.resources' -exec cp -R {} "$staging/bin/" \;
+# Only FoundationEssentials: full Foundation would bring ICU (40 MB; docs/deployment.md, "Image size").
 for library in $(printf '%s\n' "${libraries[@]}" | sort -u); do
+    case "$(basename "$library")" in
+        libFoundation.so | libFoundationInternationalization.so | lib_FoundationICU.so)
+            die "$library is loaded by an executable: something imports full Foundation (find it with: readelf -p .swift1_autolink_entries on the build's objects)" ;;
+    esac
     install -m 0644 "$library" "$staging/lib/swift/linux/"
 done
 

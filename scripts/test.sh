@@ -14,6 +14,8 @@ scripts/generate-protos.sh --check
 python3 scripts/codegen/test_generate_swift.py
 echo "== the generator's kitchen-sink self-test (every field kind, built and run in a scratch package)"
 scripts/codegen/selftest.sh
+echo "== identity's password NFKC tables match this toolchain's Foundation (docs/identity.md)"
+scripts/codegen/nfkc/generate.sh --check
 
 echo "== test code the compiler is known to miscompile (docs/testing.md)"
 scripts/check-test-patterns.sh

@@ -1,6 +1,10 @@
 import AuthCrypto
 import AuthTime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The claims of an access token (a JWT, RFC 9068 profile): header
 /// `{"alg":"ES256","kid":…,"typ":"at+jwt"}`, payload with these members.

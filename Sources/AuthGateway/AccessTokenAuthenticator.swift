@@ -1,7 +1,11 @@
 import AuthAccessToken
 import AuthAPI
 import AuthProtobuf
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import HTTPTypes
 import Hummingbird
 import Synchronization

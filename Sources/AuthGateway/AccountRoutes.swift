@@ -1,6 +1,10 @@
 import AuthAPI
 import AuthProtobuf
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import HTTPTypes
 import Hummingbird
 

@@ -2,7 +2,11 @@ import AuthAPI
 import AuthProtobuf
 import AuthRPC
 import CoreMetrics
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import HTTPTypes
 import Hummingbird
 import Metrics

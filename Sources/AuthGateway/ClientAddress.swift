@@ -1,3 +1,5 @@
+import AuthText
+
 /// An IPv4 or IPv6 address as bytes (4 or 16). IPv4-mapped IPv6 addresses (`::ffff:a.b.c.d`)
 /// are read as the IPv4 address, so one client has one key whichever way the kernel reports it.
 public struct IPAddress: Hashable, Sendable, CustomStringConvertible {
@@ -135,7 +137,7 @@ public struct ClientAddressResolver: Sendable {
     public func clientAddress(peer: String?, forwardedFor: [String]) -> String {
         guard let peer, let peerAddress = IPAddress(peer) else { return "" }
         guard !trustedProxies.isEmpty, isTrusted(peerAddress) else { return peerAddress.description }
-        let hops = forwardedFor.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
+        let hops = forwardedFor.flatMap { $0.split(separator: ",") }.map { $0.trimmingWhitespace() }
         var client = peerAddress
         for hop in hops.reversed() {
             // An entry that is not an address ends the chain: nothing left of it can be believed.

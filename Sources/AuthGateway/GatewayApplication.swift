@@ -2,9 +2,12 @@ import AuthAPI
 import AuthProtobuf
 import AuthRPC
 import AuthRPCNIO
-import AuthResources
 import AuthServiceRuntime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Hummingbird
 import Logging
 import Prometheus
@@ -40,13 +43,8 @@ public struct GatewayApplication: Sendable {
     }
 
     /// The API's OpenAPI document as JSON (`openapi.json`, generated from `openapi.yaml` by
-    /// scripts/openapi/yaml-to-json.py; CI checks it is current).
-    static let openAPIDocument: ByteBuffer = {
-        guard let url = ModuleResources(target: "AuthGateway").url(forResource: "openapi", withExtension: "json"),
-            let data = try? Data(contentsOf: url)
-        else { return ByteBuffer(string: "{}") }
-        return ByteBuffer(bytes: Array(data))
-    }()
+    /// scripts/openapi/yaml-to-json.py, CI checks it is current; embedded in the executable).
+    static let openAPIDocument = ByteBuffer(bytes: PackageResources.openapi_json)
 
     /// The Hummingbird application, ready to run as a `Service`.
     public func makeApplication() -> some ApplicationProtocol {

@@ -1,5 +1,10 @@
+import AuthText
 import AuthServiceRuntime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The gateway's own settings, beside the ones every process reads (``ServiceConfiguration``).
 /// docs/gateway.md#configuration lists the variables.
@@ -44,7 +49,7 @@ public struct GatewayConfiguration: Sendable {
         ) { text in
             var ranges: [IPAddressRange] = []
             for item in text.split(separator: ",") {
-                guard let range = IPAddressRange(item.trimmingCharacters(in: .whitespaces)) else { return nil }
+                guard let range = IPAddressRange(item.trimmingWhitespace()) else { return nil }
                 ranges.append(range)
             }
             return ranges

@@ -1,5 +1,10 @@
 import AuthProtobuf
+import AuthText
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import HTTPTypes
 import Hummingbird
 
@@ -55,7 +60,7 @@ struct JSONRequest: Sendable {
     /// `application/json`, case-insensitively, with or without parameters (`; charset=utf-8`).
     static func isJSON(_ contentType: String) -> Bool {
         let mediaType = contentType.split(separator: ";", maxSplits: 1).first ?? ""
-        return mediaType.trimmingCharacters(in: .whitespaces).lowercased() == "application/json"
+        return mediaType.trimmingWhitespace().lowercased() == "application/json"
     }
 
     /// The string member `name`, nil when absent; any other type, or a string holding U+0000

@@ -1,7 +1,11 @@
 import AuthAPI
 import AuthProtobuf
 import AuthProtobuf
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import HTTPTypes
 import Hummingbird
 

@@ -1,5 +1,13 @@
+import AuthText
 import CLibPQ
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import Synchronization
 
@@ -599,7 +607,7 @@ private func errorMessage(of connection: OpaquePointer) -> String? {
 }
 
 private func trimmed(_ message: String) -> String {
-    message.trimmingCharacters(in: .whitespacesAndNewlines)
+    message.trimmingWhitespace()
 }
 
 /// Calls `body` with a NULL-terminated array of C strings that live for the call.

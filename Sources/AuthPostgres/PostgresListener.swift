@@ -1,5 +1,9 @@
 import AuthBackoff
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import Synchronization
 
@@ -148,9 +152,7 @@ final class PostgresListener: @unchecked Sendable {
         }
         guard let startThread else { return false }
         if startThread {
-            let thread = Thread { [self] in self.run() }
-            thread.name = "AuthPostgres listener"
-            thread.start()
+            DedicatedThread.start { [self] in self.run() }
         }
         return true
     }

@@ -1,5 +1,3 @@
-import Foundation
-
 /// One schema migration: a plain SQL file such as `0001_create_sessions.sql`.
 ///
 /// The SQL runs inside a transaction that the migrator opens, with `search_path` set to the
@@ -21,38 +19,44 @@ public struct PostgresMigration: Sendable, Hashable {
         self.sql = sql
     }
 
-    /// Reads every `*.sql` file of `directory` (not recursive), named `<version>_<name>.sql`
-    /// (e.g. `0001_create_sessions.sql`), sorted by version. Other files are ignored.
+    /// The migrations in `files`, keyed by file name `<version>_<name>.sql` (e.g.
+    /// `0001_create_sessions.sql`) with the file's bytes, sorted by version.
     ///
-    /// Services ship their migrations as SwiftPM resources, e.g. `resources: [.copy("Migrations")]`
-    /// and `ModuleResources(target: "…").url(forResource: "Migrations")` (AuthResources).
+    /// Services embed their migrations in the executable (`resources: [.embedInCode("Migrations")]`
+    /// in Package.swift, read back as `PackageResources.<file name>`), so a service needs no file
+    /// beside its executable; each service lists its files by name, and its tests check that the
+    /// list matches its `Migrations` folder.
     ///
-    /// - Throws: ``PostgresError/Code/invalidArgument`` for a `.sql` file with a malformed name,
-    ///   two files with the same version, or a file that is not UTF-8; file system errors as is.
-    public static func load(directory: URL) throws -> [PostgresMigration] {
-        let files = try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)
+    /// - Throws: ``PostgresError/Code/invalidArgument`` for a file name that is not
+    ///   `<version>_<name>.sql`, two files with the same version, or a file that is not UTF-8.
+    public static func load(files: [String: [UInt8]]) throws(PostgresError) -> [PostgresMigration] {
         var migrations: [PostgresMigration] = []
-        for file in files where file.pathExtension == "sql" {
-            let fileName = file.lastPathComponent
-            let stem = file.deletingPathExtension().lastPathComponent
-            guard let separator = stem.firstIndex(of: "_"),
-                let version = Int(stem[..<separator]), version >= 0,
-                stem[..<separator].allSatisfy(\.isASCII),
-                !stem[stem.index(after: separator)...].isEmpty
-            else {
-                throw PostgresError.invalidArgument(
-                    "migration file \(fileName) is not named <version>_<name>.sql (e.g. 0001_create_sessions.sql)")
-            }
-            let data = try Data(contentsOf: file)
-            guard let sql = String(data: data, encoding: .utf8) else {
-                throw PostgresError.invalidArgument("migration file \(fileName) is not UTF-8")
-            }
-            migrations.append(
-                PostgresMigration(version: version, name: String(stem[stem.index(after: separator)...]), sql: sql))
+        for (fileName, bytes) in files {
+            migrations.append(try PostgresMigration(fileName: fileName, contents: bytes))
         }
         migrations.sort { $0.version < $1.version }
         try checkUniqueVersions(migrations)
         return migrations
+    }
+
+    /// The migration in the file `fileName` (`<version>_<name>.sql`) holding `contents`.
+    public init(fileName: String, contents: [UInt8]) throws(PostgresError) {
+        guard fileName.hasSuffix(".sql") else {
+            throw PostgresError.invalidArgument("migration file \(fileName) does not end in .sql")
+        }
+        let stem = fileName.dropLast(4)
+        guard let separator = stem.firstIndex(of: "_"),
+            let version = Int(stem[..<separator]), version >= 0,
+            stem[..<separator].allSatisfy(\.isASCII),
+            !stem[stem.index(after: separator)...].isEmpty
+        else {
+            throw PostgresError.invalidArgument(
+                "migration file \(fileName) is not named <version>_<name>.sql (e.g. 0001_create_sessions.sql)")
+        }
+        guard let sql = String(validating: contents, as: UTF8.self) else {
+            throw PostgresError.invalidArgument("migration file \(fileName) is not UTF-8")
+        }
+        self.init(version: version, name: String(stem[stem.index(after: separator)...]), sql: sql)
     }
 
     static func checkUniqueVersions(_ migrations: [PostgresMigration]) throws(PostgresError) {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A column of a result.
 public struct PostgresColumn: Sendable, Hashable {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// SQL text with its bound parameters.
 ///
@@ -68,7 +72,7 @@ public struct PostgresStatement: Sendable, Hashable, ExpressibleByStringInterpol
 
 /// `name` as a double-quoted SQL identifier.
 func quoteIdentifier(_ name: String) -> String {
-    "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    "\"" + name.replacing("\"", with: "\"\"") + "\""
 }
 
 /// Whether `name` is a plain identifier: ASCII letters, digits and underscores, not starting

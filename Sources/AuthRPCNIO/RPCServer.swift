@@ -1,5 +1,9 @@
 import AuthRPC
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore

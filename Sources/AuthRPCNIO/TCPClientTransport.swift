@@ -1,6 +1,11 @@
+import AuthText
 import AuthBackoff
 import AuthRPC
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -30,7 +35,7 @@ public struct RPCAddress: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses a comma-separated list of `host:port`.
     public static func list(_ text: String) -> [RPCAddress]? {
-        let parts = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        let parts = text.split(separator: ",").map { $0.trimmingWhitespace() }.filter { !$0.isEmpty }
         let addresses = parts.compactMap(RPCAddress.init)
         return addresses.count == parts.count && !addresses.isEmpty ? addresses : nil
     }

@@ -1,8 +1,13 @@
+import AuthText
 import AuthCrypto
 import AuthPostgres
 import AuthRPC
 import AuthRPCNIO
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 
 /// A configuration value that is missing or malformed. Start-up stops with this message.
@@ -167,7 +172,7 @@ public func readRPCSecret(_ variables: [String: String]) throws -> [UInt8] {
     }
     // AuthCrypto's strict decoder: padded standard base64, nothing else (Foundation's accepts
     // non-zero unused bits). Surrounding whitespace (a mounted file's newline) is ignored.
-    guard let secret = Base64.decode(secretText.trimmingCharacters(in: .whitespacesAndNewlines)), secret.count >= 32
+    guard let secret = Base64.decode(secretText.trimmingWhitespace()), secret.count >= 32
     else {
         throw ConfigurationError(variable: "AUTH_RPC_SECRET", problem: "must be standard base64 (with = padding) of at least 32 bytes")
     }
@@ -232,7 +237,7 @@ public struct EnvironmentReader: Sendable {
     }
 
     public func string(_ name: String) -> String? {
-        guard let value = variables[name]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        guard let value = variables[name]?.trimmingWhitespace(), !value.isEmpty else { return nil }
         return value
     }
 

@@ -2,7 +2,11 @@ import AuthAPI
 import AuthPostgres
 import AuthRPC
 import AuthRPCNIO
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import NIOPosix
 import ServiceLifecycle
@@ -67,8 +71,7 @@ public enum ServiceMain {
         do {
             configuration = try ServiceConfiguration(service: service)
         } catch {
-            FileHandle.standardError.write(Data("\(service.rawValue): configuration error: \(error)\n".utf8))
-            exit(2)
+            StandardStreams.exitWithConfigurationError(service.rawValue, error)
         }
         let logger = bootstrapLogging(service: service.rawValue, level: configuration.logLevel)
         do {

@@ -53,28 +53,19 @@ public final class ServiceProcess: Sendable {
         }
     }
 
-    /// A copy of `executable` and the build's resource folders (`*.resources`, which the
-    /// services read next to their executable) in a new folder that `nobody` can reach, as in
-    /// the container image: the checkout may sit below a folder only root may enter (a `mktemp
-    /// -d` clone is 0700), where `nobody` could run the binary but not read its resources.
+    /// A copy of `executable` in a new folder that `nobody` can reach, as in the container
+    /// image: the checkout may sit below a folder only root may enter (a `mktemp -d` clone is
+    /// 0700). The services carry their resources (migrations, the password blocklist, the OpenAPI
+    /// document) inside the executable, so the executable is all they need.
     static func installForNobody(_ executable: String) throws -> URL {
         let files = FileManager.default
         let folder = files.temporaryDirectory.appendingPathComponent("auth-unprivileged-\(UUID().uuidString)")
         try files.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        let source = binaryDirectory
-        for entry in try files.contentsOfDirectory(atPath: source.path) where entry == executable || entry.hasSuffix(".resources") {
-            try files.copyItem(at: source.appendingPathComponent(entry), to: folder.appendingPathComponent(entry))
-        }
-        // Readable (and the executable runnable) by everyone, whatever the umask made of the copies.
-        guard let walker = files.enumerator(atPath: folder.path) else { return folder.appendingPathComponent(executable) }
-        for case let relative as String in walker {
-            let path = folder.appendingPathComponent(relative).path
-            var isDirectory: ObjCBool = false
-            guard files.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
-            let mode = isDirectory.boolValue || relative == executable ? 0o755 : 0o644
-            try files.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
-        }
-        return folder.appendingPathComponent(executable)
+        let installed = folder.appendingPathComponent(executable)
+        try files.copyItem(at: binaryDirectory.appendingPathComponent(executable), to: installed)
+        // Runnable by everyone, whatever the umask made of the copy.
+        try files.setAttributes([.posixPermissions: 0o755], ofItemAtPath: installed.path)
+        return installed
     }
 
     /// Starts any program (e.g. `/usr/sbin/pgbouncer`), called `name` in errors, the same way.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The wall-clock time a service reads for everything it dates: token claims, expiry checks,
 /// limit windows, resend spacing, lockouts, outbox claims and retries, cache lifetimes.

@@ -1,5 +1,12 @@
 import AuthPostgres
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// CPU time (user + system) of this process and of the PostgreSQL backends serving it, so a
 /// benchmark can report CPU per call: a figure that holds when other work shares the cores,

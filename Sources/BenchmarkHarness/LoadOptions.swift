@@ -1,3 +1,4 @@
+import AuthText
 import ArgumentParser
 
 /// The options every benchmark shares: how many calls in flight per row, and how long each row
@@ -22,7 +23,7 @@ public struct LoadOptions: ParsableArguments, Sendable {
     /// The levels of `--concurrency`, or `defaults` when it is not given; each in `1...limit`.
     public func levels(default defaults: [Int], limit: Int = 4096) throws -> [Int] {
         guard let concurrencyList else { return defaults }
-        let parts = concurrencyList.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        let parts = concurrencyList.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingWhitespace() }
         let levels = parts.compactMap { Int($0) }
         guard !levels.isEmpty, levels.count == parts.count, levels.allSatisfy({ (1...limit).contains($0) }) else {
             throw ValidationError("--concurrency must list whole numbers between 1 and \(limit), e.g. 16,64")

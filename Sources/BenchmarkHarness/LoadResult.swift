@@ -1,4 +1,9 @@
+import AuthText
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Histogram
 
 /// What one row of load measured.
@@ -42,7 +47,7 @@ public struct LoadResult: Sendable {
     /// CPU time per call, formatted ("–" without CPU accounting).
     public var cpuPerCall: String {
         guard let perCall = cpuSecondsPerCall else { return "–" }
-        return String(format: "%.0f µs", perCall * 1e6)
+        return FixedPoint.format(perCall * 1e6, fractionDigits: 0) + " µs"
     }
 
     /// Calls one fully used CPU sustains at this CPU cost per call ("–" without CPU accounting).
@@ -58,8 +63,8 @@ public struct LoadResult: Sendable {
     /// "812 µs" below a millisecond, "1.25 ms" from there.
     public static func formatNanoseconds(_ nanoseconds: UInt64) -> String {
         nanoseconds >= 1_000_000
-            ? String(format: "%.2f ms", Double(nanoseconds) / 1e6)
-            : String(format: "%.0f µs", Double(nanoseconds) / 1e3)
+            ? FixedPoint.format(Double(nanoseconds) / 1e6, fractionDigits: 2) + " ms"
+            : FixedPoint.format(Double(nanoseconds) / 1e3, fractionDigits: 0) + " µs"
     }
 
     /// A whole number with thousands separators: "12,345".

@@ -1,5 +1,10 @@
+import AuthText
 import AuthProtobuf
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A request written as JSON whose string values may hold placeholders, rendered afresh for
 /// each call so that requests differ (`authctl bench`):
@@ -85,8 +90,8 @@ public struct RequestTemplate: Sendable {
     }
 
     /// The request of call number `sequence`; `setup` is the setup call's response, if any;
-    /// `input` this call's input (a JSON object, as `JSONSerialization` reads it), if any.
-    public func render(sequence: Int, setup: DynamicMessage? = nil, input: Any? = nil) throws -> [UInt8] {
+    /// `input` this call's input (a JSON object), if any.
+    public func render(sequence: Int, setup: DynamicMessage? = nil, input: JSONValue? = nil) throws -> [UInt8] {
         if let constantBytes { return constantBytes }
         var message = base
         var generator = SystemRandomNumberGenerator()
@@ -110,7 +115,7 @@ public struct RequestTemplate: Sendable {
         of placeholder: Placeholder,
         sequence: Int,
         setup: DynamicMessage?,
-        input: Any?,
+        input: JSONValue?,
         random: inout some RandomNumberGenerator
     ) throws -> String {
         switch placeholder {
@@ -148,26 +153,24 @@ public struct RequestTemplate: Sendable {
     }
 
     /// The value at `path` in a JSON object (strings, numbers and booleans as text).
-    public static func lookup(_ path: String, inJSON object: Any) throws -> String {
-        var current: Any = object
+    public static func lookup(_ path: String, inJSON object: JSONValue) throws -> String {
+        var current = object
         for (name, index) in try components(of: path, placeholder: "input") {
-            guard let value = (current as? [String: Any])?[name] else {
+            guard case .object(let members) = current, let value = members[name] else {
                 throw TemplateError(description: "{{input.\(path)}}: the input has no '\(name)'")
             }
             current = value
             if let index {
-                guard let elements = value as? [Any], elements.indices.contains(index) else {
+                guard case .array(let elements) = value, elements.indices.contains(index) else {
                     throw TemplateError(description: "{{input.\(path)}}: '\(name)' has no element \(index)")
                 }
                 current = elements[index]
             }
         }
         switch current {
-        case let text as String: return text
-        case let number as Int: return String(number)
-        case let number as Double: return String(number)
-        case let flag as Bool: return String(flag)
-        default: throw TemplateError(description: "{{input.\(path)}} is not a single value")
+        case .string(let text), .integer(let text), .number(let text): return text
+        case .bool(let flag): return String(flag)
+        case .null, .array, .object: throw TemplateError(description: "{{input.\(path)}} is not a single value")
         }
     }
 
@@ -203,12 +206,12 @@ public struct RequestTemplate: Sendable {
         guard text.contains("{{") else { return nil }
         var parts: [Part] = []
         var rest = Substring(text)
-        while let open = rest.range(of: "{{") {
+        while let open = rest.firstRange(of: "{{") {
             if open.lowerBound > rest.startIndex { parts.append(.literal(String(rest[..<open.lowerBound]))) }
-            guard let close = rest[open.upperBound...].range(of: "}}") else {
+            guard let close = rest[open.upperBound...].firstRange(of: "}}") else {
                 throw TemplateError(description: "unclosed placeholder in \"\(text)\"")
             }
-            let name = rest[open.upperBound..<close.lowerBound].trimmingCharacters(in: .whitespaces)
+            let name = rest[open.upperBound..<close.lowerBound].trimmingWhitespace()
             switch name {
             case "seq": parts.append(.placeholder(.sequence))
             case "uuid": parts.append(.placeholder(.uuid))

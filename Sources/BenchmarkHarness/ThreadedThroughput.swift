@@ -1,9 +1,9 @@
-import Foundation
+import NIOPosix
 import Synchronization
 
 /// How many times per second `threads` dedicated threads can run a CPU-bound operation (a JWT
 /// verification, a bare scrypt hash): the reference a service's calls/s is set beside. Runs on
-/// its own threads, never on Swift's concurrency pool, and stops after `duration`.
+/// threads of its own (an `NIOThreadPool`), never on Swift's concurrency pool, and stops after `duration`.
 public enum ThreadedThroughput {
     /// Runs `operation` on `threads` threads for `duration`, `batch` calls between clock reads,
     /// and returns operations per second; the first error thrown stops every thread and is thrown.
@@ -18,31 +18,30 @@ public enum ThreadedThroughput {
         let clock = ContinuousClock()
         let start = clock.now
         let end = start + duration
+        let pool = NIOThreadPool(numberOfThreads: threads)
+        pool.start()
         await withTaskGroup(of: Void.self) { group in
-            for index in 0..<threads {
+            for _ in 0..<threads {
                 group.addTask {
-                    await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
-                        let thread = Thread {
-                            var count = 0
-                            do {
-                                // At least one batch, even on a thread that starts late on a busy machine.
-                                repeat {
-                                    for _ in 0..<batch { try operation() }
-                                    count += batch
-                                } while clock.now < end && !tally.stopped.load(ordering: .relaxed)
-                            } catch {
-                                tally.failure.withLock { $0 = $0 ?? error }
-                                tally.stopped.store(true, ordering: .relaxed)
-                            }
-                            tally.total.add(count, ordering: .relaxed)
-                            finished.resume()
+                    // One blocking loop per pool thread.
+                    try? await pool.runIfActive {
+                        var count = 0
+                        do {
+                            // At least one batch, even on a thread that starts late on a busy machine.
+                            repeat {
+                                for _ in 0..<batch { try operation() }
+                                count += batch
+                            } while clock.now < end && !tally.stopped.load(ordering: .relaxed)
+                        } catch {
+                            tally.failure.withLock { $0 = $0 ?? error }
+                            tally.stopped.store(true, ordering: .relaxed)
                         }
-                        thread.name = "throughput-\(index)"
-                        thread.start()
+                        tally.total.add(count, ordering: .relaxed)
                     }
                 }
             }
         }
+        try? await pool.shutdownGracefully()
         if let error = tally.failure.withLock({ $0 }) { throw error }
         let elapsed = clock.now - start
         return Double(tally.total.load(ordering: .relaxed)) / elapsed.seconds

@@ -1,5 +1,10 @@
 import AuthCrypto
+import AuthProtobuf
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// What a verified ID token says.
 struct VerifiedIDToken: Sendable {
@@ -41,22 +46,23 @@ struct IDTokenVerifier: Sendable {
         } catch {
             throw invalid("bad signature")
         }
-        guard let claims = (try? JSONSerialization.jsonObject(with: Data(parts.payload))) as? [String: Any] else {
+        guard case .object(let claims)? = try? JSONValue.parse(parts.payload) else {
             throw invalid("claims are not a JSON object")
         }
-        guard let issuer = claims["iss"] as? String, configuration.issuers.contains(issuer) else {
+        guard let issuer = claims["iss"]?.stringValue, configuration.issuers.contains(issuer) else {
             throw invalid("wrong issuer")
         }
         let audiences: [String]
-        if let single = claims["aud"] as? String {
+        switch claims["aud"] {
+        case .string(let single)?:
             audiences = [single]
-        } else if let many = claims["aud"] as? [String] {
-            audiences = many
-        } else {
+        case .array(let many)? where many.allSatisfy({ $0.stringValue != nil }):
+            audiences = many.compactMap(\.stringValue)
+        default:
             throw invalid("no audience")
         }
         guard audiences.contains(where: configuration.clientIDs.contains) else { throw invalid("wrong audience") }
-        guard let exp = Self.number(claims["exp"]), let iat = Self.number(claims["iat"]) else {
+        guard let exp = claims["exp"]?.numberValue, let iat = claims["iat"]?.numberValue else {
             throw invalid("exp and iat are required")
         }
         let nowSeconds = now.timeIntervalSince1970
@@ -64,35 +70,35 @@ struct IDTokenVerifier: Sendable {
         guard exp + clockSkew > nowSeconds else {
             throw IdentityError(.idTokenExpired, "The sign-in token has expired. Please sign in again.")
         }
-        if let nbf = Self.number(claims["nbf"]), nbf > nowSeconds + clockSkew { throw invalid("not yet valid") }
-        guard let subject = claims["sub"] as? String, !subject.isEmpty, subject.utf8.count <= 255 else {
+        if let nbf = claims["nbf"]?.numberValue, nbf > nowSeconds + clockSkew { throw invalid("not yet valid") }
+        guard let subject = claims["sub"]?.stringValue, !subject.isEmpty, subject.utf8.count <= 255 else {
             throw invalid("no subject")
         }
-        try checkNonce(claims["nonce"] as? String, rawNonce: rawNonce, claimPresent: claims["nonce"] != nil)
+        try checkNonce(claims["nonce"]?.stringValue, rawNonce: rawNonce, claimPresent: claims["nonce"] != nil)
 
         var email: String?
-        if let text = claims["email"] as? String, ContactRules.isValidEmail(text) {
+        if let text = claims["email"]?.stringValue, ContactRules.isValidEmail(text) {
             email = ContactRules.normalizedEmail(text)
         }
         let emailVerified: Bool =
             switch claims["email_verified"] {
-            case let flag as Bool: flag
-            case let text as String: text == "true"
+            case .bool(let flag)?: flag
+            case .string(let text)?: text == "true"
             default: false
             }
         var name: String?
-        if let text = claims["name"] as? String, ContactRules.isValidDisplayName(text) {
+        if let text = claims["name"]?.stringValue, ContactRules.isValidDisplayName(text) {
             name = text
-        } else if let given = claims["given_name"] as? String {
-            let joined = [given, claims["family_name"] as? String ?? ""].filter { !$0.isEmpty }.joined(separator: " ")
+        } else if let given = claims["given_name"]?.stringValue {
+            let joined = [given, claims["family_name"]?.stringValue ?? ""].filter { !$0.isEmpty }.joined(separator: " ")
             if ContactRules.isValidDisplayName(joined) { name = joined }
         }
         var picture: String?
-        if let text = claims["picture"] as? String, !text.isEmpty, ContactRules.isValidPhotoURL(text) {
+        if let text = claims["picture"]?.stringValue, !text.isEmpty, ContactRules.isValidPhotoURL(text) {
             picture = text
         }
         let replayKey: String
-        if let jti = claims["jti"] as? String, !jti.isEmpty, jti.utf8.count <= 255 {
+        if let jti = claims["jti"]?.stringValue, !jti.isEmpty, jti.utf8.count <= 255 {
             replayKey = "jti:" + jti
         } else {
             replayKey = "sha256:" + hex(SHA256.hash(token))
@@ -121,12 +127,6 @@ struct IDTokenVerifier: Sendable {
         guard !rawNonce.isEmpty, rawNonce.utf8.count <= 512, let claim, !claim.isEmpty else { throw refused }
         let expected = provider == .apple ? hex(SHA256.hash(rawNonce)) : rawNonce
         guard ConstantTime.equals(Array(expected.utf8), Array(claim.utf8)) else { throw refused }
-    }
-
-    private static func number(_ value: Any?) -> Double? {
-        guard let number = value as? NSNumber, !(value is Bool) else { return nil }
-        let double = number.doubleValue
-        return double.isFinite ? double : nil
     }
 }
 

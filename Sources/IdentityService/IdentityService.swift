@@ -3,9 +3,12 @@ import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
 import AuthRPC
-import AuthResources
 import AuthTime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import ServiceLifecycle
 
@@ -27,12 +30,12 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
     let clock: any WallClock
     let logger: Logger
 
-    /// The schema's migrations, shipped as resources of this module.
+    /// The schema's migrations, embedded in the executable from `Migrations/` (a test checks that
+    /// this list names every file there).
     public static func migrations() throws -> [PostgresMigration] {
-        guard let directory = ModuleResources(target: "IdentityService").url(forResource: "Migrations") else {
-            throw IdentityError(.internal, "The identity migrations are missing from the module's resources.")
-        }
-        return try PostgresMigration.load(directory: directory)
+        try PostgresMigration.load(files: [
+            "0001_create_identity_schema.sql": PackageResources._001_create_identity_schema_sql,
+        ])
     }
 
     /// Applies the migrations to ``IdentityServiceConfiguration/schema``, loads the password

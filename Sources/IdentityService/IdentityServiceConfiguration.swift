@@ -1,5 +1,10 @@
+import AuthText
 import AuthCrypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A configuration value of the identity service that is missing or malformed; start-up stops
 /// with this message.
@@ -67,7 +72,7 @@ public struct OIDCProviderConfiguration: Sendable, Hashable {
         }
         if scheme == "https" { return true }
         guard scheme == "http" else { return false }
-        let bare = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? host.dropFirst().dropLast() : Substring(host)
         return bare == "localhost" || bare == "::1" || bare.hasPrefix("127.")
             && bare.split(separator: ".").count == 4 && bare.split(separator: ".").allSatisfy { UInt8($0) != nil }
     }
@@ -116,7 +121,7 @@ public struct IdentityServiceConfiguration: Sendable {
     public init(environment variables: [String: String]) throws {
         self.init()
         func string(_ name: String) -> String? {
-            guard let value = variables[name]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+            guard let value = variables[name]?.trimmingWhitespace(), !value.isEmpty else { return nil }
             return value
         }
         func integer(_ name: String, _ range: ClosedRange<Int>, default fallback: Int, unit: String) throws -> Int {
@@ -131,7 +136,7 @@ public struct IdentityServiceConfiguration: Sendable {
         }
         func list(_ name: String) throws -> [String]? {
             guard let text = string(name) else { return nil }
-            let items = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            let items = text.split(separator: ",").map { $0.trimmingWhitespace() }
             guard !items.isEmpty, items.allSatisfy({ item in
                 !item.isEmpty && item.utf8.count <= 256 && item.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7F }
             }) else {

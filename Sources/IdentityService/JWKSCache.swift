@@ -1,7 +1,11 @@
 import AsyncHTTPClient
 import AuthCrypto
 import AuthTime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import NIOCore
 
 /// Fetches a provider's JWK Set document.

@@ -1,5 +1,10 @@
 import AuthCrypto
+import AuthText
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import NIOPosix
 import Synchronization
 
@@ -54,7 +59,9 @@ public final class PasswordHashing: Sendable {
             if exchanged { break }
             seen = current
         }
-        if let name = Thread.current.name {
+        // The kernel's name of this thread (NIOThreadPool names its threads), without Foundation's `Thread`.
+        if let comm = try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8) {
+            let name = comm.trimmingWhitespace()
             threadNames.withLock { if $0.count < 64 { $0.insert(name) } }
         }
         return try body()

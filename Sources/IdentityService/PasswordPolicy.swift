@@ -1,6 +1,9 @@
 import AuthRPC
-import AuthResources
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The one place that decides whether a new password is acceptable (sign-up, reset, change).
 ///
@@ -28,7 +31,7 @@ public struct PasswordPolicy: Sendable {
     public static func normalized(_ password: String) -> String? {
         // Refuse oversized input before spending anything on it (normalisation included).
         guard password.count <= maxLength else { return nil }
-        let normalized = password.precomposedStringWithCompatibilityMapping
+        let normalized = UnicodeNFKC.normalize(password)
         guard normalized.count <= maxLength else { return nil }
         return normalized
     }
@@ -76,15 +79,12 @@ public struct PasswordBlocklist: Sendable {
         self.entries = Set(entries.map { $0.lowercased() })
     }
 
-    /// The list shipped with the module.
+    /// The list shipped with the module (`PasswordBlocklist/common-passwords.txt`, embedded in
+    /// the executable): one password a line.
     public static func bundled() throws -> PasswordBlocklist {
-        guard
-            let url = ModuleResources(target: "IdentityService").url(
-                forResource: "PasswordBlocklist/common-passwords", withExtension: "txt")
-        else {
-            throw IdentityError(.internal, "The password blocklist is missing from the module's resources.")
+        guard let text = String(validating: PackageResources.common_passwords_txt, as: UTF8.self) else {
+            throw IdentityError(.internal, "The embedded password blocklist is not UTF-8.")
         }
-        let text = try String(contentsOf: url, encoding: .utf8)
         return PasswordBlocklist(entries: text.split(separator: "\n").map(String.init).filter { !$0.isEmpty })
     }
 

@@ -1,4 +1,4 @@
 /// A schema or table name as a quoted SQL identifier.
 func quoted(_ identifier: String) -> String {
-    "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    "\"" + identifier.replacing("\"", with: "\"\"") + "\""
 }

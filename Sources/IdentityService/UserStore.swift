@@ -3,7 +3,11 @@ import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
 import AuthTime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A user row (live accounts only are ever returned).
 struct UserRecord: Sendable, Equatable {

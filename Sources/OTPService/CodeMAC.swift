@@ -1,5 +1,9 @@
 import AuthCrypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The one thing the database keeps of a code: `HMAC-SHA256(K, "auth.otp.v1 code" ‖ 0 ‖ id ‖ 0 ‖ code)`
 /// with `K = HMAC-SHA256(AUTH_OTP_SECRET, "auth.otp.v1 code-mac")`. Binding the id means a

@@ -1,4 +1,9 @@
+import AuthText
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import AuthProtobuf
 
 /// How a code travels.
@@ -30,7 +35,7 @@ public struct Destination: Sendable, Hashable {
     /// dashes, dots and parentheses between digits are ignored) or an email address; nil for
     /// anything else.
     public init?(parsing text: String) {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let trimmed = text.trimmingWhitespace()
         if trimmed.hasPrefix("+") {
             var digits = ""
             for character in trimmed.dropFirst() {

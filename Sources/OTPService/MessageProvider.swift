@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// One message as a provider sends it.
 public struct OutgoingMessage: Sendable {

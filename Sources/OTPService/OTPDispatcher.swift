@@ -1,7 +1,11 @@
 import AuthBackoff
 import AuthPostgres
 import AuthTime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import ServiceLifecycle
 import Synchronization

@@ -1,11 +1,18 @@
+import AuthText
 import AuthAPI
 import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
 import AuthRPC
-import AuthResources
 import AuthTime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 
 /// `auth.otp.v1.OTP`: issues one-time codes, queues their messages in a transactional outbox
@@ -22,12 +29,13 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
     let logger: Logger
     let metrics: OTPMetrics
 
-    /// The schema's migrations, shipped as resources of this module.
+    /// The schema's migrations, embedded in the executable from `Migrations/` (a test checks that
+    /// this list names every file there).
     public static func migrations() throws -> [PostgresMigration] {
-        guard let directory = ModuleResources(target: "OTPService").url(forResource: "Migrations") else {
-            throw OTPError(.internal, "The otp migrations are missing from the module's resources.")
-        }
-        return try PostgresMigration.load(directory: directory)
+        try PostgresMigration.load(files: [
+            "0001_create_otp_schema.sql": PackageResources._001_create_otp_schema_sql,
+            "0002_pumping_counts.sql": PackageResources._002_pumping_counts_sql,
+        ])
     }
 
     /// Applies the migrations to ``OTPServiceConfiguration/schema`` and returns the service.
@@ -362,7 +370,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 throw OTPError(.invalidArgument, "The request has invalid fields.", fieldViolations: violations)
             }
             let acceptedPurposes = accepted
-            let presented = request.code.trimmingCharacters(in: .whitespaces)
+            let presented = request.code.trimmingWhitespace()
             let now = clock.microsecondNow()
             let configuration = self.configuration
             let store = self.store

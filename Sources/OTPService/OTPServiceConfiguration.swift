@@ -1,5 +1,10 @@
+import AuthText
 import AuthCrypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A configuration value of the otp-dispatch service that is missing or malformed; start-up
 /// stops with this message.
@@ -131,7 +136,7 @@ public struct OTPServiceConfiguration: Sendable {
     /// - Throws: ``OTPConfigurationError`` naming the variable.
     public init(environment variables: [String: String]) throws {
         func string(_ name: String) -> String? {
-            guard let value = variables[name]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+            guard let value = variables[name]?.trimmingWhitespace(), !value.isEmpty else { return nil }
             return value
         }
         func integer(_ name: String, _ range: ClosedRange<Int>, default fallback: Int, unit: String = "") throws -> Int {
@@ -163,7 +168,7 @@ public struct OTPServiceConfiguration: Sendable {
             guard let text = string(name) else { return [] }
             var codes: Set<String> = []
             for part in text.split(separator: ",") {
-                var code = part.trimmingCharacters(in: .whitespaces)
+                var code = part.trimmingWhitespace()
                 if code.hasPrefix("+") { code.removeFirst() }
                 guard (1...3).contains(code.count), code.allSatisfy({ $0.isASCII && $0.isNumber }), code.first != "0" else {
                     throw OTPConfigurationError(
@@ -184,7 +189,7 @@ public struct OTPServiceConfiguration: Sendable {
                     + "for every replica; scripts/run-local.sh keeps one in .data/otp-secret"
             )
         }
-        guard let secret = Base64.decode(secretText.trimmingCharacters(in: .whitespacesAndNewlines)), secret.count >= 32
+        guard let secret = Base64.decode(secretText.trimmingWhitespace()), secret.count >= 32
         else {
             throw OTPConfigurationError(
                 variable: "AUTH_OTP_SECRET",
@@ -212,7 +217,7 @@ public struct OTPServiceConfiguration: Sendable {
         if let text = string("AUTH_OTP_TEST_DESTINATIONS") {
             var destinations: [String: String] = [:]
             for entry in text.split(separator: ",") {
-                let parts = entry.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                let parts = entry.split(separator: "=", maxSplits: 1).map { $0.trimmingWhitespace() }
                 guard parts.count == 2, let destination = Destination(parsing: parts[0]),
                     parts[1].count == codeDigits, parts[1].allSatisfy({ $0.isASCII && $0.isNumber })
                 else {

@@ -1,5 +1,9 @@
 import AuthPostgres
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A verification row as Check and Resend read it (locked with `FOR UPDATE`).
 struct VerificationRow: Sendable {
@@ -63,7 +67,7 @@ struct OTPStore: Sendable {
     init(pool: PostgresPool, schema: String) {
         self.pool = pool
         self.schema = schema
-        let q = "\"" + schema.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        let q = "\"" + schema.replacing("\"", with: "\"\"") + "\""
         self.t = Tables(
             verifications: "\(q).verifications",
             limitEvents: "\(q).limit_events",

@@ -1,7 +1,12 @@
 import AsyncHTTPClient
 import AuthCrypto
+import AuthProtobuf
 import AuthTime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -143,14 +148,25 @@ public struct TwilioProvider: MessageProvider {
         self.http = http
     }
 
+    /// `application/x-www-form-urlencoded` body: every byte of the UTF-8 text but RFC 3986's
+    /// unreserved ASCII (`A–Z a–z 0–9 - . _ ~`) is percent-encoded.
     static func formEncode(_ fields: [(String, String)]) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return fields.map { key, value in
-            let k = key.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
-            let v = value.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
-            return "\(k)=\(v)"
-        }.joined(separator: "&")
+        func encode(_ text: String) -> String {
+            var encoded = ""
+            for byte in text.utf8 {
+                switch byte {
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                    UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                    UInt8(ascii: "~"):
+                    encoded.unicodeScalars.append(Unicode.Scalar(byte))
+                default:
+                    let hex = String(byte, radix: 16, uppercase: true)
+                    encoded += byte < 16 ? "%0" + hex : "%" + hex
+                }
+            }
+            return encoded
+        }
+        return fields.map { key, value in "\(encode(key))=\(encode(value))" }.joined(separator: "&")
     }
 
     public func send(_ message: OutgoingMessage) async throws -> ProviderReceipt {
@@ -169,8 +185,10 @@ public struct TwilioProvider: MessageProvider {
         )
         request.body = .bytes(ByteBuffer(string: form))
         let (_, body) = try await http.send(request, provider: name)
-        let json = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
-        return ProviderReceipt(providerMessageID: json?["sid"] as? String)
+        guard case .object(let json)? = try? JSONValue.parse(Array(body.readableBytesView)) else {
+            return ProviderReceipt(providerMessageID: nil)
+        }
+        return ProviderReceipt(providerMessageID: json["sid"]?.stringValue)
     }
 }
 

@@ -1,5 +1,10 @@
+import AuthText
 import AuthCrypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The service's master key (`AUTH_MASTER_KEY`, 32 random bytes). It is never used directly:
 /// each purpose gets its own key, `HMAC-SHA256(master, label)` (HKDF-Expand with one block;
@@ -34,7 +39,7 @@ public struct MasterKey: Sendable, CustomStringConvertible {
     /// unused bits) of exactly 32 bytes, as `AUTH_MASTER_KEY` holds it. Surrounding whitespace
     /// (a trailing newline from a mounted file) is ignored.
     public init?(base64: String) {
-        guard let bytes = Base64.decode(base64.trimmingCharacters(in: .whitespacesAndNewlines)) else { return nil }
+        guard let bytes = Base64.decode(base64.trimmingWhitespace()) else { return nil }
         self.init(bytes: bytes)
     }
 

@@ -1,5 +1,9 @@
 import AuthTime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A refresh token and its session as one snapshot of the database shows them.
 struct RefreshTokenState: Sendable, Equatable {

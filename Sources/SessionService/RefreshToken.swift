@@ -1,5 +1,9 @@
 import AuthCrypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// An opaque refresh token: 32 random bytes, sent as unpadded base64url (43 characters).
 /// The database stores only ``hash`` (SHA-256 of the 32 bytes).

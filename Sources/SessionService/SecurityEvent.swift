@@ -1,5 +1,9 @@
 import AuthPostgres
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A row of `security_events`: something a security team wants to see. docs/session.md lists
 /// the kinds and what their `details` hold.

@@ -4,9 +4,13 @@ import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
 import AuthRPC
-import AuthResources
+import AuthText
 import AuthTime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 
 /// `auth.session.v1.Session`: turns a proven identity into a session with a short-lived access
@@ -26,12 +30,14 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
     let clock: any WallClock
     let logger: Logger
 
-    /// The schema's migrations, shipped as resources of this module.
+    /// The schema's migrations, embedded in the executable from `Migrations/` (a test checks that
+    /// this list names every file there).
     public static func migrations() throws -> [PostgresMigration] {
-        guard let directory = ModuleResources(target: "SessionService").url(forResource: "Migrations") else {
-            throw SessionError(.internal, "The session migrations are missing from the module's resources.")
-        }
-        return try PostgresMigration.load(directory: directory)
+        try PostgresMigration.load(files: [
+            "0001_create_session_schema.sql": PackageResources._001_create_session_schema_sql,
+            "0002_refresh_hot_path.sql": PackageResources._002_refresh_hot_path_sql,
+            "0003_security_events_without_user.sql": PackageResources._003_security_events_without_user_sql,
+        ])
     }
 
     /// Applies the migrations to ``SessionServiceConfiguration/schema``, creates the first
@@ -247,7 +253,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
                 return (tokens, state.sessionID, state.userID)
 
             case .reuseDetected:
-                let sinceUse = state.usedAt.map { String(format: "%.3f", now.timeIntervalSince($0)) } ?? "null"
+                let sinceUse = state.usedAt.map { FixedPoint.format(now.timeIntervalSince($0), fractionDigits: 3) } ?? "null"
                 let details =
                     #"{"token_generation":\#(state.tokenGeneration),"#
                     + #""session_generation":\#(state.sessionGeneration),"seconds_since_used":\#(sinceUse)}"#

@@ -1,5 +1,10 @@
+import AuthText
 import AuthTime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A configuration value of the session service that is missing or malformed; start-up stops
 /// with this message.
@@ -68,7 +73,7 @@ public struct SessionServiceConfiguration: Sendable {
     /// - Throws: ``SessionConfigurationError`` naming the variable.
     public init(environment variables: [String: String], production: Bool) throws {
         func string(_ name: String) -> String? {
-            guard let value = variables[name]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+            guard let value = variables[name]?.trimmingWhitespace(), !value.isEmpty else { return nil }
             return value
         }
         func seconds(_ name: String, _ range: ClosedRange<Int>, default fallback: Duration) throws -> Duration {

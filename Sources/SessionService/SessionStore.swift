@@ -1,5 +1,9 @@
 import AuthPostgres
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A session as ListSessions shows it.
 struct SessionRecord: Sendable, Equatable {

@@ -1,7 +1,11 @@
 import AuthCrypto
 import AuthPostgres
 import AuthTime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import Synchronization
 
@@ -397,5 +401,5 @@ final class SigningKeyStore: Sendable {
 
 /// A schema name as a quoted SQL identifier.
 func quoted(_ identifier: String) -> String {
-    "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    "\"" + identifier.replacing("\"", with: "\"\"") + "\""
 }

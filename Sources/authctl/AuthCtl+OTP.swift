@@ -1,7 +1,12 @@
 import ArgumentParser
 import AuthAPI
 import AuthProtobuf
+import AuthServiceRuntime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension AuthCtl {
     struct OTP: AsyncParsableCommand {
@@ -53,7 +58,7 @@ extension AuthCtl {
                     print(line)
                     if !response.lastError.isEmpty { print("last error: \(response.lastError)") }
                 case .failure(let error):
-                    FileHandle.standardError.write(Data("authctl: \(error)\n".utf8))
+                    StandardStreams.writeError("authctl: \(error)\n")
                     throw ExitCode(2)
                 }
             }

@@ -4,7 +4,11 @@ import AuthProtobuf
 import AuthRPC
 import AuthRPCNIO
 import AuthServiceRuntime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 
 /// The operators' tool.
@@ -128,7 +132,7 @@ extension AuthCtl {
                 print(response.status == .serving ? "SERVING" : "\(response.status)")
                 if response.status != .serving { throw ExitCode(1) }
             case .failure(let error):
-                FileHandle.standardError.write(Data("authctl: \(error)\n".utf8))
+                StandardStreams.writeError("authctl: \(error)\n")
                 throw ExitCode(2)
             }
         }
@@ -168,7 +172,7 @@ extension AuthCtl {
                 case .success(let response):
                     print("re-wrapped \(response.rewrapped) signing keys; \(response.alreadyCurrent) already under the current master key")
                 case .failure(let error):
-                    FileHandle.standardError.write(Data("authctl: \(error)\n".utf8))
+                    StandardStreams.writeError("authctl: \(error)\n")
                     throw ExitCode(2)
                 }
             }
@@ -200,7 +204,7 @@ extension AuthCtl {
                         print("retiring key \(kid): stops signing then, leaves the JWKS once its tokens have expired")
                     }
                 case .failure(let error):
-                    FileHandle.standardError.write(Data("authctl: \(error)\n".utf8))
+                    StandardStreams.writeError("authctl: \(error)\n")
                     throw ExitCode(2)
                 }
             }

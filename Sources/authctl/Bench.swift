@@ -2,9 +2,18 @@ import ArgumentParser
 import AuthProtobuf
 import AuthRPC
 import AuthRPCNIO
+import AuthServiceRuntime
+import AuthText
 import BenchmarkHarness
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Histogram
 import Synchronization
 
@@ -83,7 +92,7 @@ extension AuthCtl {
             guard let method = ProtobufSchema.shared.method(method) else {
                 fail("no method '\(self.method)' in proto/ (see authctl list ADDRESS)")
             }
-            let text = template == "-" ? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self) : template
+            let text = template == "-" ? String(decoding: try StandardStreams.readInput(), as: UTF8.self) : template
             let requests: RequestTemplate
             do {
                 requests = try RequestTemplate(json: text, type: method.inputType)
@@ -135,7 +144,7 @@ extension AuthCtl {
             let run = BenchRun(plan: plan)
             let interrupt = run.stopOnInterrupt()
             let until = total.map { "\($0) calls" } ?? "\(LoadOptions.format(duration)) s"
-            FileHandle.standardError.write(Data("authctl: calling \(method.path) for \(until) after \(LoadOptions.format(warmup)) s warm-up; Ctrl-C stops and reports\n".utf8))
+            StandardStreams.writeError("authctl: calling \(method.path) for \(until) after \(LoadOptions.format(warmup)) s warm-up; Ctrl-C stops and reports\n")
             let terminal = isatty(STDERR_FILENO) == 1
             let progressTask = terminal || progress ? run.showProgress(overwriting: terminal) : nil
             let setupResponse = setup
@@ -285,10 +294,10 @@ final class BenchRun: Sendable {
                 let calls = measuredCalls.load(ordering: .relaxed)
                 let text = "\(LoadResult.formatCount(Double(calls))) calls, \(LoadResult.formatCount(Double(calls - last)))/s, \(failedCalls.load(ordering: .relaxed)) not OK"
                 let line = overwriting ? "\r\(text)   " : "authctl: \(text)\n"
-                FileHandle.standardError.write(Data(line.utf8))
+                StandardStreams.writeError(line)
                 last = calls
             }
-            if overwriting { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+            if overwriting { StandardStreams.writeError("\r\u{1B}[K") }
         }
     }
 
@@ -333,7 +342,7 @@ struct BenchReport {
             "",
             "| calls | seconds | calls/s | p50 | p90 | p99 | p99.9 | max |",
             "|---:|---:|---:|---:|---:|---:|---:|---:|",
-            "| \(LoadResult.formatCount(Double(result.calls))) | \(String(format: "%.2f", result.elapsed.seconds)) | "
+            "| \(LoadResult.formatCount(Double(result.calls))) | \(FixedPoint.format(result.elapsed.seconds, fractionDigits: 2)) | "
                 + "\(LoadResult.formatCount(result.callsPerSecond)) | \(result.p50) | \(result.p90) | \(result.p99) | "
                 + "\(result.p999) | \(result.max) |",
             "",
@@ -350,28 +359,62 @@ struct BenchReport {
         func micros(_ percentile: Double) -> Double {
             Double(result.histogram.valueAtPercentile(percentile)) / 1000
         }
-        var object: [String: Any] = [
-            "method": method,
-            "mode": plan.rate == nil ? "closed" : "open",
-            "concurrency": plan.concurrency,
-            "connections": connections,
-            "interrupted": interrupted,
-            "calls": result.calls,
-            "seconds": result.elapsed.seconds,
-            "calls_per_second": result.callsPerSecond,
-            "latency_us": [
-                "p50": micros(50), "p90": micros(90), "p99": micros(99), "p99_9": micros(99.9),
-                "max": Double(result.histogram.max) / 1000,
-            ],
-            "statuses": sortedStatuses.map { status, count -> [String: Any] in
+        let report = JSONReport(
+            method: method,
+            mode: plan.rate == nil ? "closed" : "open",
+            concurrency: plan.concurrency,
+            connections: connections,
+            interrupted: interrupted,
+            calls: result.calls,
+            seconds: result.elapsed.seconds,
+            callsPerSecond: result.callsPerSecond,
+            latencyMicroseconds: .init(
+                p50: micros(50), p90: micros(90), p99: micros(99), p99_9: micros(99.9),
+                max: Double(result.histogram.max) / 1000),
+            statuses: sortedStatuses.map { status, count in
                 let parts = status.split(separator: " ", maxSplits: 1)
-                return ["code": String(parts[0]), "reason": parts.count > 1 ? String(parts[1]) : "", "calls": count]
+                return .init(code: String(parts[0]), reason: parts.count > 1 ? String(parts[1]) : "", calls: count)
             },
-        ]
-        if let rate = plan.rate { object["rate"] = rate }
-        object["per_second"] = perSecond.seconds.map { ["ok": $0.ok, "not_ok": $0.notOK] }
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])) ?? Data()
+            rate: plan.rate,
+            perSecond: perSecond.seconds.map { .init(ok: $0.ok, notOK: $0.notOK) }
+        )
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let data = (try? encoder.encode(report)) ?? Data()
         return String(decoding: data, as: UTF8.self)
+    }
+
+    /// `--json`'s document (docs/authctl.md lists its members).
+    private struct JSONReport: Encodable {
+        struct Latency: Encodable {
+            var p50, p90, p99, p99_9, max: Double
+        }
+        struct Status: Encodable {
+            var code, reason: String
+            var calls: Int
+        }
+        struct Second: Encodable {
+            var ok, notOK: Int
+            enum CodingKeys: String, CodingKey {
+                case ok
+                case notOK = "not_ok"
+            }
+        }
+        var method, mode: String
+        var concurrency, connections: Int
+        var interrupted: Bool
+        var calls: Int
+        var seconds, callsPerSecond: Double
+        var latencyMicroseconds: Latency
+        var statuses: [Status]
+        var rate: Double?
+        var perSecond: [Second]
+        enum CodingKeys: String, CodingKey {
+            case method, mode, concurrency, connections, interrupted, calls, seconds, statuses, rate
+            case callsPerSecond = "calls_per_second"
+            case latencyMicroseconds = "latency_us"
+            case perSecond = "per_second"
+        }
     }
 }
 
@@ -398,26 +441,32 @@ struct PerSecondCounts: Sendable {
 /// `--record`: each OK response as one line of JSON, appended by whichever call answered.
 final class ResponseRecorder: Sendable {
     private let type: String
-    private let file: Mutex<FileHandle?>
+    /// The file's descriptor; -1 once closed.
+    private let descriptor: Mutex<Int32>
 
     init(path: String, type: String) throws {
-        guard FileManager.default.createFile(atPath: path, contents: nil) else {
-            throw CocoaError(.fileWriteNoPermission)
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw RequestTemplate.TemplateError(description: "cannot write \(path) (errno \(errno))")
         }
         self.type = type
-        self.file = Mutex(try FileHandle(forWritingTo: URL(fileURLWithPath: path)))
+        self.descriptor = Mutex(descriptor)
     }
 
     func append(_ answer: [UInt8]) {
         // A response that does not decode was answered OK all the same: it is recorded as `{}`.
         let line = ((try? DynamicMessage(serializedBytes: answer, type: type))?.jsonString(pretty: false) ?? "{}") + "\n"
-        file.withLock { try? $0?.write(contentsOf: Data(line.utf8)) }
+        descriptor.withLock { descriptor in
+            guard descriptor >= 0 else { return }
+            // One write per line (O_APPEND): lines of concurrent calls never interleave.
+            _ = Array(line.utf8).withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        }
     }
 
     func close() {
-        file.withLock { handle in
-            try? handle?.close()
-            handle = nil
+        descriptor.withLock { descriptor in
+            if descriptor >= 0 { _ = Glibc.close(descriptor) }
+            descriptor = -1
         }
     }
 }
@@ -429,7 +478,7 @@ final class InputLines: Sendable {
 
     init(path: String) throws {
         let text = try String(contentsOfFile: path, encoding: .utf8)
-        lines = text.split(separator: "\n").map(String.init).filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
+        lines = text.split(separator: "\n").map(String.init).filter { !$0.trimmingWhitespace().isEmpty }
         guard !lines.isEmpty else { throw RequestTemplate.TemplateError(description: "no line in the file") }
         for (number, line) in lines.enumerated() where Self.parse(line) == nil {
             throw RequestTemplate.TemplateError(description: "line \(number + 1) is not a JSON object")
@@ -437,14 +486,15 @@ final class InputLines: Sendable {
     }
 
     /// The first line, for checking the template before the run.
-    var first: Any? { Self.parse(lines[0]) }
+    var first: JSONValue? { Self.parse(lines[0]) }
 
     /// The next call's line.
-    func next() -> Any? {
+    func next() -> JSONValue? {
         Self.parse(lines[taken.add(1, ordering: .relaxed).oldValue % lines.count])
     }
 
-    private static func parse(_ line: String) -> [String: Any]? {
-        (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+    private static func parse(_ line: String) -> JSONValue? {
+        guard let value = try? JSONValue.parse(Array(line.utf8)), case .object = value else { return nil }
+        return value
     }
 }

@@ -3,7 +3,15 @@ import AuthAPI
 import AuthProtobuf
 import AuthRPC
 import AuthRPCNIO
+import AuthServiceRuntime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 // `list`, `describe` and `call`: any method of any service, from the protobuf-c descriptors of
 // proto/ (AuthProtobuf's ProtobufSchema and DynamicMessage), with no code per method.
@@ -88,7 +96,7 @@ extension AuthCtl {
             } else if let method = schema.method(name) {
                 print("rpc \(method.path)(\(method.inputType)) returns (\(method.outputType));")
             } else {
-                FileHandle.standardError.write(Data("authctl: no message, enum, service or method called '\(name)' in proto/\n".utf8))
+                StandardStreams.writeError("authctl: no message, enum, service or method called '\(name)' in proto/\n")
                 throw ExitCode(2)
             }
         }
@@ -120,7 +128,7 @@ extension AuthCtl {
             guard let method = ProtobufSchema.shared.method(method) else {
                 fail("no method '\(self.method)' in proto/ (see authctl list ADDRESS)")
             }
-            let text = json == "-" ? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self) : json
+            let text = json == "-" ? String(decoding: try StandardStreams.readInput(), as: UTF8.self) : json
             let request: DynamicMessage
             do {
                 request = try DynamicMessage(json: text, type: method.inputType)
@@ -169,9 +177,9 @@ enum CallOutput {
         var statusJSON = (try? DynamicMessage(serializedBytes: status.serializedBytes(), type: Auth_Rpc_V1_Status.protoMessageName))?
             .jsonString() ?? "{}"
         if status.code == .ok { statusJSON = #"{"code": "OK"}"# }
-        var output = "{\n  \"status\": " + statusJSON.replacingOccurrences(of: "\n", with: "\n  ")
+        var output = "{\n  \"status\": " + statusJSON.replacing("\n", with: "\n  ")
         if let response {
-            output += ",\n  \"response\": " + response.jsonString().replacingOccurrences(of: "\n", with: "\n  ")
+            output += ",\n  \"response\": " + response.jsonString().replacing("\n", with: "\n  ")
         }
         return output + "\n}"
     }
@@ -179,6 +187,6 @@ enum CallOutput {
 
 /// Prints `authctl: <what>` to standard error and exits with status 2.
 func fail(_ what: Any) -> Never {
-    FileHandle.standardError.write(Data("authctl: \(what)\n".utf8))
-    Foundation.exit(2)
+    StandardStreams.writeError("authctl: \(what)\n")
+    exit(2)
 }

@@ -1,6 +1,13 @@
 import AuthGateway
 import AuthServiceRuntime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Hummingbird
 
 // The gateway: the HTTP/JSON API the apps call (docs/gateway.md).
@@ -10,8 +17,7 @@ do {
     configuration = try ServiceConfiguration(service: .gateway)
     gatewayConfiguration = try GatewayConfiguration(environment: ProcessInfo.processInfo.environment)
 } catch {
-    FileHandle.standardError.write(Data("gateway: configuration error: \(error)\n".utf8))
-    exit(2)
+    StandardStreams.exitWithConfigurationError("gateway", error)
 }
 let logger = ServiceMain.bootstrapLogging(
     service: "gateway", level: configuration.logLevel, metadataProvider: GatewayApplication.logMetadata)

@@ -1,5 +1,9 @@
 import AuthServiceRuntime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import IdentityService
 
 // The identity service: users, passwords, provider ID-token sign-in, profiles, deletion and the
@@ -11,8 +15,7 @@ let configuration: IdentityServiceConfiguration
 do {
     configuration = try IdentityServiceConfiguration(environment: ProcessInfo.processInfo.environment)
 } catch {
-    FileHandle.standardError.write(Data("identity: configuration error: \(error)\n".utf8))
-    exit(2)
+    StandardStreams.exitWithConfigurationError("identity", error)
 }
 
 await ServiceMain.run(.identity, serviceNames: ["auth.identity.v1.Identity"]) { router, dependencies in

@@ -1,5 +1,9 @@
 import AuthServiceRuntime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Metrics
 import OTPService
 import Prometheus
@@ -14,8 +18,7 @@ let configuration: OTPServiceConfiguration
 do {
     configuration = try OTPServiceConfiguration(environment: environment)
 } catch {
-    FileHandle.standardError.write(Data("otp-dispatch: configuration error: \(error)\n".utf8))
-    exit(2)
+    StandardStreams.exitWithConfigurationError("otp-dispatch", error)
 }
 
 let registry = PrometheusCollectorRegistry()

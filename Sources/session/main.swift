@@ -1,5 +1,10 @@
+import AuthText
 import AuthServiceRuntime
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import SessionService
 
 // The session service: access tokens, rotating refresh tokens, JWKS, revocation (docs/session.md).
@@ -11,11 +16,10 @@ let configuration: SessionServiceConfiguration
 do {
     configuration = try SessionServiceConfiguration(
         environment: environment,
-        production: environment["AUTH_ENVIRONMENT"]?.trimmingCharacters(in: .whitespaces) == "production"
+        production: environment["AUTH_ENVIRONMENT"]?.trimmingWhitespace() == "production"
     )
 } catch {
-    FileHandle.standardError.write(Data("session: configuration error: \(error)\n".utf8))
-    exit(2)
+    StandardStreams.exitWithConfigurationError("session", error)
 }
 
 await ServiceMain.run(.session, serviceNames: ["auth.session.v1.Session"]) { router, dependencies in

@@ -182,33 +182,29 @@ struct PostgresMigratorTests {
 
 @Suite("PostgresMigration.load")
 struct PostgresMigrationLoadTests {
-    private func withDirectory<R>(_ files: [String: String], _ body: (URL) throws -> R) throws -> R {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("migrations-\(uniqueSuffix())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        for (name, content) in files {
-            try Data(content.utf8).write(to: directory.appendingPathComponent(name))
-        }
-        return try body(directory)
+    private func files(_ files: [String: String]) -> [String: [UInt8]] {
+        files.mapValues { Array($0.utf8) }
     }
 
     @Test func loadsSqlFilesInVersionOrder() throws {
-        let migrations = try self.withDirectory([
-            "0010_create_tokens.sql": "CREATE TABLE tokens ();",
-            "0002_add_expiry.sql": "ALTER TABLE sessions ADD COLUMN e int;",
-            "0001_create_sessions.sql": "CREATE TABLE sessions ();",
-            "README.md": "not a migration",
-        ]) { try PostgresMigration.load(directory: $0) }
+        let migrations = try PostgresMigration.load(
+            files: self.files([
+                "0010_create_tokens.sql": "CREATE TABLE tokens ();",
+                "0002_add_expiry.sql": "ALTER TABLE sessions ADD COLUMN e int;",
+                "0001_create_sessions.sql": "CREATE TABLE sessions ();",
+            ]))
         #expect(migrations.map(\.version) == [1, 2, 10])
         #expect(migrations.map(\.name) == ["create_sessions", "add_expiry", "create_tokens"])
         #expect(migrations[0].sql == "CREATE TABLE sessions ();")
     }
 
-    @Test func rejectsBadNamesAndDuplicates() throws {
-        for files in [["create.sql": ""], ["0001_.sql": ""], ["0001_a.sql": "", "1_b.sql": ""], ["x1_a.sql": ""]] {
-            let error = try self.withDirectory(files) { directory in
-                #expect(throws: PostgresError.self) { try PostgresMigration.load(directory: directory) }
-            }
+    @Test func rejectsBadNamesDuplicatesAndNonUTF8() throws {
+        let cases: [[String: [UInt8]]] = [
+            self.files(["create.sql": ""]), self.files(["0001_.sql": ""]), self.files(["0001_a.sql": "", "1_b.sql": ""]),
+            self.files(["x1_a.sql": ""]), self.files(["0001_a.txt": ""]), ["0001_a.sql": [0xFF, 0xFE]],
+        ]
+        for files in cases {
+            let error = #expect(throws: PostgresError.self) { try PostgresMigration.load(files: files) }
             #expect(error?.code == .invalidArgument, "\(files.keys.sorted())")
         }
     }

@@ -205,7 +205,7 @@ import Testing
             type: "auth.session.v1.RefreshRequest"
         )
         #expect(template.inputPaths == ["tokens.refresh_token"])
-        let input = try JSONSerialization.jsonObject(with: Data(#"{"tokens": {"refresh_token": "r-7", "n": [3]}}"#.utf8))
+        let input = try JSONValue.parse(Array(#"{"tokens": {"refresh_token": "r-7", "n": [3, 2.50, true]}}"#.utf8))
         let rendered = try DynamicMessage(
             serializedBytes: template.render(sequence: 0, input: input), type: "auth.session.v1.RefreshRequest")
         #expect(rendered.fields["refresh_token"] == .string("r-7"))
@@ -215,6 +215,9 @@ import Testing
         }
         #expect(ip.wholeMatch(of: /10\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}/) != nil, "\(ip)")
         #expect(try RequestTemplate.lookup("tokens.n[0]", inJSON: input) == "3")
+        #expect(try RequestTemplate.lookup("tokens.n[1]", inJSON: input) == "2.5")
+        #expect(try RequestTemplate.lookup("tokens.n[2]", inJSON: input) == "true")
+        #expect(throws: RequestTemplate.TemplateError.self) { try RequestTemplate.lookup("tokens", inJSON: input) }
         #expect(throws: RequestTemplate.TemplateError.self) { try RequestTemplate.lookup("tokens.nope", inJSON: input) }
         #expect(throws: RequestTemplate.TemplateError.self) { try template.render(sequence: 0) }
     }

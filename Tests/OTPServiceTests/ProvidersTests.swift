@@ -120,3 +120,12 @@ import Testing
         }
     }
 }
+
+@Suite struct TwilioFormEncodingTests {
+    @Test func encodesEverythingButUnreservedASCII() {
+        let form = TwilioProvider.formEncode([
+            ("To", "+919876543210"), ("Body", "153982 is your Café code\n@auth.example #153982 ~a_b.c-d"),
+        ])
+        #expect(form == "To=%2B919876543210&Body=153982%20is%20your%20Caf%C3%A9%20code%0A%40auth.example%20%23153982%20~a_b.c-d")
+    }
+}

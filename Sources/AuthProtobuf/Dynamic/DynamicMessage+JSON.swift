@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The JSON form of any message (proto3's JSON mapping, with the `.proto` field names):
 ///
@@ -144,7 +148,7 @@ extension DynamicMessage {
     }
 
     private static func decodeBase64(_ text: String) -> [UInt8]? {
-        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        var standard = text.replacing("-", with: "+").replacing("_", with: "/")
         while standard.count % 4 != 0 { standard += "=" }
         return Data(base64Encoded: standard).map { [UInt8]($0) }
     }
@@ -178,7 +182,7 @@ public enum JSONValue: Decodable, Sendable, Equatable {
             self = .integer(String(number))
         } else if let number = try? container.decode(Double.self) {
             // Whole numbers beyond 64 bits stay integers (and then fail the range check).
-            self = number == number.rounded() && abs(number) >= 9.2e18 ? .integer(String(format: "%.0f", number)) : .number(String(number))
+            self = number == number.rounded() && abs(number) >= 9.2e18 ? .integer(Self.wholeNumberText(number)) : .number(String(number))
         } else if let text = try? container.decode(String.self) {
             self = .string(text)
         } else if let elements = try? container.decode([JSONValue].self) {
@@ -186,6 +190,51 @@ public enum JSONValue: Decodable, Sendable, Equatable {
         } else {
             self = .object(try container.decode([String: JSONValue].self))
         }
+    }
+
+    /// The exact decimal digits of a whole, finite `number` (what printf's `%.0f` writes).
+    static func wholeNumberText(_ number: Double) -> String {
+        if let exact = Int64(exactly: number) { return String(exact) }
+        if let exact = UInt64(exactly: number) { return number < 0 ? "-\(exact)" : String(exact) }
+        // |number| = significand × 2^shift with shift > 0 here: double a base-10^9 number shift times.
+        var limbs: [UInt64] = [number.significandBitPattern | (1 << 52)]
+        limbs = [limbs[0] % 1_000_000_000, limbs[0] / 1_000_000_000]
+        for _ in 0..<(Int(number.exponent) - 52) {
+            var carry: UInt64 = 0
+            for index in limbs.indices {
+                let doubled = limbs[index] * 2 + carry
+                limbs[index] = doubled % 1_000_000_000
+                carry = doubled / 1_000_000_000
+            }
+            if carry > 0 { limbs.append(carry) }
+        }
+        while limbs.count > 1, limbs.last == 0 { limbs.removeLast() }
+        var text = number < 0 ? "-" : ""
+        text += String(limbs.removeLast())
+        for limb in limbs.reversed() {
+            let digits = String(limb)
+            text += String(repeating: "0", count: 9 - digits.count) + digits
+        }
+        return text
+    }
+
+    /// The text of a string, else nil.
+    public var stringValue: String? {
+        if case .string(let text) = self { return text }
+        return nil
+    }
+
+    /// A number's value as a finite `Double`, else nil (booleans are not numbers).
+    public var numberValue: Double? {
+        switch self {
+        case .integer(let text), .number(let text): Double(text).flatMap { $0.isFinite ? $0 : nil }
+        default: nil
+        }
+    }
+
+    /// Reads a JSON document (RFC 8259, any value at the top), e.g. a JWT's claims.
+    public static func parse(_ bytes: [UInt8]) throws -> JSONValue {
+        try JSONDecoder().decode(JSONValue.self, from: Data(bytes))
     }
 
     /// "a string", "a number", …: for messages naming what was sent.
@@ -288,7 +337,8 @@ private struct JSONWriter {
             case "\r": output += "\\r"
             case "\t": output += "\\t"
             case _ where scalar.value < 0x20 || scalar.value == 0x2028 || scalar.value == 0x2029:
-                output += String(format: "\\u%04x", scalar.value)
+                let hex = String(scalar.value, radix: 16)
+                output += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
             default: output.unicodeScalars.append(scalar)
             }
         }
