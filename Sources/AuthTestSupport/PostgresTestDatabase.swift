@@ -126,37 +126,11 @@ enum PostgresScript {
     /// Its standard error goes to a temporary file, shown only when the script fails.
     static func run(_ arguments: [String]) async throws -> String {
         let script = projectRoot.appendingPathComponent("scripts/postgres.sh").path
-        let errorLog = FileManager.default.temporaryDirectory
-            .appendingPathComponent("auth-postgres-script-\(UUID().uuidString).log")
-        _ = FileManager.default.createFile(atPath: errorLog.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: errorLog) }
-        let errorHandle = try FileHandle(forWritingTo: errorLog)
-        defer { try? errorHandle.close() }
-
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [script] + arguments
-        process.currentDirectoryURL = projectRoot
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = errorHandle
-        process.standardInput = FileHandle.nullDevice
-
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { process in continuation.resume(returning: process.terminationStatus) }
-            do {
-                try process.run()
-            } catch {
-                process.terminationHandler = nil
-                continuation.resume(throwing: error)
-            }
-        }
-        // The script prints a line or two on stdout, far below a pipe's capacity.
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        let stdout = String(decoding: data, as: UTF8.self)
-        guard status == 0 else {
-            let stderr = (try? String(contentsOf: errorLog, encoding: .utf8)) ?? ""
-            throw Failure(arguments: arguments, status: status, output: stdout + stderr)
+        let result = try await ChildProcess.run(
+            URL(fileURLWithPath: "/bin/bash"), [script] + arguments, currentDirectory: projectRoot)
+        let stdout = result.standardOutput
+        guard result.status == 0 else {
+            throw Failure(arguments: arguments, status: result.status, output: stdout + result.standardError)
         }
         return stdout.split(separator: "\n").last.map(String.init) ?? ""
     }

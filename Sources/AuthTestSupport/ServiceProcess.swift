@@ -123,16 +123,9 @@ public final class ServiceProcess: Sendable {
             // 0: still running; ECHILD: Foundation reaped it and is about to say so.
             return false
         }
-        let code = Self.exitCode(status)
+        let code = ChildProcess.exitCode(status)
         reapedStatus.withLock { $0 = code }
         return true
-    }
-
-    /// The exit code, or the signal's number for a child killed by one (as Foundation's
-    /// `terminationStatus`).
-    private static func exitCode(_ status: Int32) -> Int32 {
-        let signal = status & 0x7f
-        return signal == 0 ? (status >> 8) & 0xff : signal
     }
 
     /// The exit status once exited, else nil.

@@ -36,23 +36,9 @@ public struct TestCertificates: Sendable {
     public static func make(names: [String], in directory: URL? = nil) async throws -> TestCertificates {
         let directory = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("auth-certs-\(UUID().uuidString)")
         let script = packageRoot.appendingPathComponent("scripts/lib/make-dev-certs.sh")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [script.path, directory.path] + names
-        let errors = Pipe()
-        process.standardError = errors
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do {
-                try process.run()
-            } catch {
-                process.terminationHandler = nil
-                continuation.resume(throwing: error)
-            }
-        }
-        guard status == 0 else {
-            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            throw ServiceProcessError(message: "make-dev-certs.sh failed: \(text)")
+        let result = try await ChildProcess.run(URL(fileURLWithPath: "/bin/bash"), [script.path, directory.path] + names)
+        guard result.status == 0 else {
+            throw ServiceProcessError(message: "make-dev-certs.sh failed: \(result.standardError)")
         }
         return TestCertificates(directory: directory)
     }

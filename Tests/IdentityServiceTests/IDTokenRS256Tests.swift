@@ -2,6 +2,7 @@ import AuthAPI
 import AuthProtobuf
 import AuthCrypto
 import AuthRPC
+import AuthTestSupport
 import Foundation
 import Testing
 
@@ -48,28 +49,11 @@ struct OpenSSLRSAKey: Sendable {
     func remove() { try? FileManager.default.removeItem(at: directory) }
 
     private static func run(_ arguments: [String]) async throws -> [UInt8] {
-        try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread {
-                do {
-                    let process = Process()
-                    process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-                    process.arguments = arguments
-                    let output = Pipe()
-                    process.standardOutput = output
-                    process.standardError = FileHandle.nullDevice
-                    try process.run()
-                    let data = output.fileHandleForReading.readDataToEndOfFile()
-                    process.waitUntilExit()
-                    guard process.terminationStatus == 0 else {
-                        throw IdentityError(.internal, "openssl \(arguments.first ?? "") failed")
-                    }
-                    continuation.resume(returning: Array(data))
-                } catch {
-                    continuation.resume(throwing: error)
-                }
-            }
-            thread.start()
+        let result = try await ChildProcess.run(URL(fileURLWithPath: "/usr/bin/openssl"), arguments)
+        guard result.status == 0 else {
+            throw IdentityError(.internal, "openssl \(arguments.first ?? "") failed: \(result.standardError)")
         }
+        return result.output
     }
 }
 

@@ -26,30 +26,8 @@ import Testing
     }
 
     static func run(_ executable: URL, _ arguments: [String]) async throws -> Output {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.currentDirectoryURL = projectRoot
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "jose-check-\(UUID().uuidString).log"
-        )
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: output) }
-        let handle = try FileHandle(forWritingTo: output)
-        defer { try? handle.close() }
-        process.standardOutput = handle
-        process.standardError = handle
-        process.standardInput = FileHandle.nullDevice
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do {
-                try process.run()
-            } catch {
-                process.terminationHandler = nil
-                continuation.resume(throwing: error)
-            }
-        }
-        return Output(status: status, text: (try? String(contentsOf: output, encoding: .utf8)) ?? "")
+        let result = try await ChildProcess.run(executable, arguments, currentDirectory: projectRoot)
+        return Output(status: result.status, text: result.standardOutput + result.standardError)
     }
 
     /// The venv's python with joserfc, installed by scripts/jose-check/install.sh when missing.
