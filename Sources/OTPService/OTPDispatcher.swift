@@ -10,9 +10,10 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 
-/// Sends the outbox: workers claim due messages with `FOR UPDATE SKIP LOCKED` (so any number
-/// of replicas share the work), send each through its channel's provider, and record the
-/// outcome. Each of the outbox's `NOTIFY`s (written in the same transaction as the message)
+/// Sends the outbox: workers take what this process's Starts hand over (``OutboxHandoff``:
+/// written already claimed, no claim needed) and claim due messages with `FOR UPDATE SKIP
+/// LOCKED` (so any number of replicas share the work), send each through its channel's
+/// provider, and record the outcome. Each of the outbox's `NOTIFY`s (written in the same transaction as the message)
 /// makes one worker claim once; a periodic sweep makes all of them claim until nothing is due, which also picks up retries that came due and claims
 /// whose lease expired (a worker that died mid-send): such a message is sent again within
 /// ``OTPServiceConfiguration/claimLease`` + ``OTPServiceConfiguration/sweepInterval``.
@@ -35,14 +36,21 @@ public final class OTPDispatcher: Service, Sendable {
     let wake: WakeSignal
     /// Notifications received on the outbox channel (tests see the LISTEN path work with it).
     let notificationsReceived = Atomic<Int>(0)
+    /// Messages taken from Starts' hand-overs (tests see that path work with it).
+    let handoffsTaken = Atomic<Int>(0)
     private let stopping = Atomic<Bool>(false)
     private let backoff: ExponentialBackoff
 
     /// Shut down (its HTTP client) when ``run()`` ends.
     let factory: ProviderFactory?
+    /// The service's Start hand-overs, taken while this dispatcher runs (nil: it only claims).
+    let handoff: OutboxHandoff?
+    /// The `claimed_by` of messages a Start hands over.
+    var handoffWorker: String { "\(workerName)#start" }
 
     init(
         factory: ProviderFactory?,
+        handoff: OutboxHandoff?,
         store: OTPStore,
         configuration: OTPServiceConfiguration,
         providers: ProviderSet,
@@ -52,6 +60,7 @@ public final class OTPDispatcher: Service, Sendable {
         logger: Logger
     ) {
         self.factory = factory
+        self.handoff = handoff
         self.store = store
         self.configuration = configuration
         self.providers = providers
@@ -74,6 +83,11 @@ public final class OTPDispatcher: Service, Sendable {
                 "otp.notify_channel": "\(store.notifyChannel)",
             ]
         )
+        // Starts in this process hand their messages straight to the workers (OutboxHandoff).
+        let handsOver =
+            handoff?.open(
+                owner: self, worker: handoffWorker, lease: configuration.claimLease,
+                capacity: 4 * configuration.dispatchWorkers, wake: wake) ?? false
         // At graceful shutdown the workers finish the message in hand (its send and the record
         // of its outcome) and claim no more; then the listener and the sweep are cancelled.
         await withGracefulShutdownHandler {
@@ -82,14 +96,24 @@ public final class OTPDispatcher: Service, Sendable {
                 group.addTask { await self.sweep() }
                 await withTaskGroup(of: Void.self) { workers in
                     for index in 0..<self.configuration.dispatchWorkers {
-                        workers.addTask { await self.work(index) }
+                        workers.addTask { await self.work(index, takesHandoffs: handsOver) }
                     }
                 }
                 group.cancelAll()
             }
         } onGracefulShutdown: {
+            if handsOver { self.handoff?.stopReserving(owner: self) }
             self.stopping.store(true, ordering: .relaxed)
             self.wake.wake()
+        }
+        // What Starts handed over while the workers stopped: sent now rather than after the
+        // lease (the RPC server has drained its calls by now, so no more come).
+        if handsOver, let left = handoff?.close(owner: self), !left.isEmpty {
+            await withTaskGroup(of: Void.self) { group in
+                for message in left {
+                    group.addTask { await self.deliver(message, worker: self.handoffWorker) }
+                }
+            }
         }
         await factory?.shutdown()
         logger.info("OTP dispatcher stopped")
@@ -144,12 +168,20 @@ public final class OTPDispatcher: Service, Sendable {
     /// or a retry coming due (``WakeSignal/wake()``), at start and after a failed claim, it
     /// drains: claims until nothing is due, so a backlog does not wait for one notification per
     /// message.
-    private func work(_ index: Int) async {
+    private func work(_ index: Int, takesHandoffs: Bool) async {
         let worker = "\(workerName)#\(index)"
         var failures = 0
         var draining = true
         while !Task.isCancelled, !stopping.load(ordering: .relaxed) {
             let seen = wake.generation
+            // A message a Start handed over first: it is claimed already, so it costs no claim.
+            // Its wake-up (`wakeOne`) was for it alone: back to waiting unless draining.
+            if takesHandoffs, let message = handoff?.take() {
+                handoffsTaken.add(1, ordering: .relaxed)
+                await deliver(message, worker: handoffWorker)
+                if !draining, !stopping.load(ordering: .relaxed) { draining = await wake.wait(past: seen) == .all }
+                continue
+            }
             do {
                 let processed = try await deliverBatch(worker: worker, limit: 1)
                 failures = 0

@@ -28,6 +28,8 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
     let clock: any WallClock
     let logger: Logger
     let metrics: OTPMetrics
+    /// Starts hand their messages to this process's running dispatcher through it.
+    let handoff = OutboxHandoff()
 
     /// The schema's migrations, embedded in the executable from `Migrations/` (a test checks that
     /// this list names every file there).
@@ -66,14 +68,19 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         self.logger = logger
     }
 
-    /// A dispatcher for this service's outbox (same schema, clock and metrics).
+    /// A dispatcher for this service's outbox (same schema, clock and metrics). While it runs,
+    /// this service's Starts hand their messages to it (``OutboxHandoff``) unless
+    /// `takesStartHandoffs` is false (tests of the `NOTIFY` path) or another of its dispatchers
+    /// runs already.
     public func makeDispatcher(
         providers: ProviderSet,
         closing factory: ProviderFactory? = nil,
-        workerName: String = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)"
+        workerName: String = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)",
+        takesStartHandoffs: Bool = true
     ) -> OTPDispatcher {
         OTPDispatcher(
             factory: factory,
+            handoff: takesStartHandoffs ? handoff : nil,
             store: store,
             configuration: configuration,
             providers: providers,
@@ -143,6 +150,13 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             let expiresAt = now.addingTimeInterval(configuration.codeLifetime.timeInterval)
             let configuration = self.configuration
             let store = self.store
+            // The message goes to this process's dispatcher already claimed when it has room
+            // (OutboxHandoff), else to the outbox with a NOTIFY. A test destination sends nothing.
+            let messageID = CodeMAC.newID()
+            let handoff = self.handoff
+            let reservation = testCode == nil ? handoff.reserve(now: now) : nil
+            var handedOver = false
+            defer { if reservation != nil && !handedOver { handoff.release() } }
             // Three statements (locks, every limit's figures, every write), each a round trip.
             let outcome = try await store.pool.transaction { connection -> StartOutcome in
                 let attemptsSince = now.addingTimeInterval(-configuration.attemptWindow.timeInterval)
@@ -198,8 +212,9 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                     )
                 }
                 try store.writeStart(
-                    connection, id: id, destination: destination, purpose: purpose, locale: locale, clientIP: ip,
-                    codeMAC: mac, code: code, now: now, expiresAt: expiresAt
+                    connection, id: id, messageID: messageID, destination: destination, purpose: purpose,
+                    locale: locale, clientIP: ip, codeMAC: mac, code: code, now: now, expiresAt: expiresAt,
+                    claim: reservation
                 )
                 return .started(attemptsRemaining: max(0, configuration.maxWrongCodes - figures.wrongCodes))
             }
@@ -208,6 +223,15 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 metrics.refused(error.code.reason, channel: destination.channel, callingCode: destination.callingCode)
                 throw error
             case .started(let remaining):
+                if reservation != nil {
+                    handedOver = true
+                    handoff.hand(
+                        ClaimedMessage(
+                            id: messageID, verificationID: id, channel: destination.channel,
+                            destination: destination.normalized, callingCode: destination.callingCode, code: code,
+                            purpose: purpose.rawValue, locale: locale, createdAt: now, providerIndex: 0, attempts: 1
+                        ))
+                }
                 metrics.started(channel: destination.channel, callingCode: destination.callingCode, test: testCode != nil)
                 return Auth_Otp_V1_StartResponse(
                     verificationID: id.uuidString.lowercased(),

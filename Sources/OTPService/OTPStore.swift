@@ -217,10 +217,12 @@ struct OTPStore: Sendable {
 
     /// Everything a Start writes, in one statement: the verification, its limit events (the
     /// destination's, and the client IP's when there is one), the outbox message, the pumping
-    /// guard's count (SMS) and the outbox's `NOTIFY` (delivered at commit).
+    /// guard's count (SMS), and the outbox's `NOTIFY` (delivered at commit) unless the message
+    /// is written already claimed for this process's dispatcher (`claim`, ``OutboxHandoff``).
     func writeStart(
         _ connection: PostgresConnection,
         id: UUID,
+        messageID: UUID,
         destination: Destination,
         purpose: Purpose,
         locale: String,
@@ -228,8 +230,15 @@ struct OTPStore: Sendable {
         codeMAC: [UInt8],
         code: String,
         now: Date,
-        expiresAt: Date
+        expiresAt: Date,
+        claim: OutboxHandoff.Reservation?
     ) throws {
+        // Two texts, each prepared once: claimed (`sending`, leased, counted as one attempt) and
+        // announced (`queued`, NOTIFY).
+        let claimColumns = claim == nil ? "" : ", state, claimed_until, claimed_by, attempts, total_attempts"
+        let claimValues = claim == nil ? "" : ", 'sending', $15, $16, 1, 1"
+        let announce = claim == nil ? "SELECT pg_notify($15, '')" : "SELECT 1"
+        let last: [PostgresValue] = claim.map { [.timestamptz($0.leaseUntil), .text($0.worker)] } ?? [.text(notifyChannel)]
         try connection.execute(
             """
             WITH verification AS (
@@ -243,21 +252,21 @@ struct OTPStore: Sendable {
                 WHERE e.key <> ''
             ), message AS (
                 INSERT INTO \(t.messages) (id, verification_id, channel, destination, calling_code, code, purpose, locale,
-                    created_at, next_attempt_at, updated_at)
-                SELECT $11, verification.id, $2, $3, $4, $12, $5, $6, $9, $9, $9 FROM verification
+                    created_at, next_attempt_at, updated_at\(claimColumns))
+                SELECT $11, verification.id, $2, $3, $4, $12, $5, $6, $9, $9, $9\(claimValues) FROM verification
             ), pumping AS (
                 INSERT INTO \(t.pumpingCounts) AS p (calling_code, minute, shard, started, verified)
                 SELECT $4, $13, $14, 1, 0 WHERE $2 = 'sms'
                 ON CONFLICT (calling_code, minute, shard) DO UPDATE SET started = p.started + 1
             )
-            SELECT pg_notify($15, '')
+            \(announce)
             """,
             [
                 .uuid(id), .text(destination.channel.rawValue), .text(destination.normalized),
                 .text(destination.callingCode), .text(purpose.rawValue), .text(locale), .text(clientIP),
-                .bytea(codeMAC), .timestamptz(now), .timestamptz(expiresAt), .uuid(CodeMAC.newID()), .text(code),
-                .timestamptz(Self.minute(of: now)), .int64(Int64.random(in: 0...3)), .text(notifyChannel),
-            ]
+                .bytea(codeMAC), .timestamptz(now), .timestamptz(expiresAt), .uuid(messageID), .text(code),
+                .timestamptz(Self.minute(of: now)), .int64(Int64.random(in: 0...3)),
+            ] + last
         )
     }
 

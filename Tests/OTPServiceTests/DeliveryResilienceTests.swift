@@ -44,6 +44,7 @@ import Testing
     /// workers (the sweep set to an hour) unless `configure` says otherwise.
     static func withWebhookDispatcher(
         port: Int,
+        takesStartHandoffs: Bool = true,
         configure: (inout OTPServiceConfiguration) -> Void = { _ in },
         _ body: (OTPFixture) async throws -> Void
     ) async throws {
@@ -53,7 +54,8 @@ import Testing
             configure(&$0)
         }) { otp in
             let factory = ProviderFactory(configuration: otp.configuration, logger: testLogger)
-            let dispatcher = otp.service.makeDispatcher(providers: factory.providerSet(), closing: factory)
+            let dispatcher = otp.service.makeDispatcher(
+                providers: factory.providerSet(), closing: factory, takesStartHandoffs: takesStartHandoffs)
             try await withRunningDispatcher(dispatcher) { try await body(otp) }
         }
     }
@@ -75,16 +77,18 @@ import Testing
         }
     }
 
-    /// Each notification makes one worker claim once: bursts of starts from many callers at
-    /// once, faster than the workers send, with no sweep to catch a lost wake-up; every
-    /// message still goes out.
-    @Test func burstsOfStartsAreAllSentWithoutTheSweep() async throws {
+    /// Bursts of starts from many callers at once, faster than the workers send, with no sweep
+    /// to catch a lost wake-up; every message still goes out. Through the NOTIFY path alone
+    /// (each notification makes one worker claim once), and with the in-process hand-over,
+    /// whose bounded queue overflows to the NOTIFY path during the bursts.
+    @Test(arguments: [false, true])
+    func burstsOfStartsAreAllSentWithoutTheSweep(handingOver: Bool) async throws {
         let accepted = Accepted()
         try await HTTPReceiver.with(respond: { request, _ in
             accepted.add(request)
             return (200, "{}")
         }) { receiver in
-            try await Self.withWebhookDispatcher(port: receiver.port) { otp in
+            try await Self.withWebhookDispatcher(port: receiver.port, takesStartHandoffs: handingOver) { otp in
                 for burst in 0..<5 {
                     try await withThrowingTaskGroup(of: Void.self) { group in
                         for caller in 0..<16 {
@@ -156,7 +160,9 @@ import Testing
                     database: pool, configuration: configuration, clock: ManualClock(realTime: true), logger: testLogger)
                 let client = makeClient(service)
                 let factory = ProviderFactory(configuration: configuration, logger: testLogger)
-                let dispatcher = service.makeDispatcher(providers: factory.providerSet(), closing: factory)
+                // The NOTIFY path (a Start of another replica): no hand-over in this process.
+                let dispatcher = service.makeDispatcher(
+                    providers: factory.providerSet(), closing: factory, takesStartHandoffs: false)
                 try await withRunningDispatcher(dispatcher) {
                     for index in 0..<5 {
                         _ = try await client.start(.init(destination: "before\(index)@example.com", purpose: .login))
