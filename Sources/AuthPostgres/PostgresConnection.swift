@@ -31,6 +31,11 @@ public final class PostgresConnection {
     private var preparedStatements: [StatementKey: String] = [:]
     private var nextStatementNumber = 0
     private var broken = false
+    /// The `BEGIN` of a transaction that has run no statement yet: it is sent together with the
+    /// first one, in one round trip (``transaction(isolation:_:)``).
+    private var pendingBegin: String?
+    /// Round trips to the server so far (tests count them).
+    private(set) var roundTrips = 0
     let cancelHandle: PostgresCancelHandle
 
     private struct StatementKey: Hashable {
@@ -179,9 +184,15 @@ public final class PostgresConnection {
         let handle = try self.usableHandle()
         let encoded = try EncodedParameters(parameters)
         guard self.preparesStatements else {
+            if let begin = self.takePendingBegin() {
+                return try self.executeAfterBegin(begin, sql: sql, preparedName: nil, encoded, handle: handle)
+            }
             return try self.executeUnnamed(sql: sql, encoded, handle: handle)
         }
         let name = try self.preparedStatementName(sql: sql, types: encoded.types, handle: handle)
+        if let begin = self.takePendingBegin() {
+            return try self.executeAfterBegin(begin, sql: sql, preparedName: name, encoded, handle: handle)
+        }
         do {
             return try self.executePrepared(name: name, encoded, handle: handle)
         } catch let error where error.sqlState == "0A000" && self.transactionStatus == .idle {
@@ -201,6 +212,12 @@ public final class PostgresConnection {
     @discardableResult
     public func executeScript(_ sql: String) throws(PostgresError) -> String {
         let handle = try self.usableHandle()
+        // The simple query protocol cannot share a round trip: a pending BEGIN goes first.
+        if let begin = self.takePendingBegin() {
+            self.roundTrips += 1
+            try self.check(PQexec(handle, begin), handle: handle) { _ in () }
+        }
+        self.roundTrips += 1
         let result = PQexec(handle, sql)
         return try self.check(result, handle: handle) { result in
             String(cString: PQcmdStatus(result))
@@ -211,15 +228,23 @@ public final class PostgresConnection {
     /// it throws. No retries here: ``PostgresPool/transaction(isolation:maxAttempts:_:)`` retries
     /// serialization failures and deadlocks.
     ///
+    /// The `BEGIN` travels with the body's first statement, in one round trip (libpq's pipeline
+    /// mode: `BEGIN`, the statement, a sync), so a transaction of n statements takes n + 1
+    /// round trips, not n + 2. A body that runs no statement sends nothing.
+    ///
     /// - Throws: the body's error, or ``PostgresError/Code/queryFailed`` when the transaction
     ///   was rolled back at `COMMIT` because a statement inside it had failed.
     public func transaction<R>(
         isolation: PostgresIsolationLevel = .readCommitted,
         _ body: () throws -> R
     ) throws -> R {
-        try self.executeScript("BEGIN ISOLATION LEVEL \(isolation.sql)")
+        _ = try self.usableHandle()
+        self.pendingBegin = "BEGIN ISOLATION LEVEL \(isolation.sql)"
+        defer { self.pendingBegin = nil }
         do {
             let result = try body()
+            // No statement ran: no transaction was opened.
+            if self.takePendingBegin() != nil { return result }
             let tag = try self.executeScript("COMMIT")
             if tag == "ROLLBACK" {
                 throw PostgresError(
@@ -228,9 +253,71 @@ public final class PostgresConnection {
             }
             return result
         } catch {
-            self.rollbackIfInTransaction()
+            if self.takePendingBegin() == nil { self.rollbackIfInTransaction() }
             throw error
         }
+    }
+
+    private func takePendingBegin() -> String? {
+        defer { self.pendingBegin = nil }
+        return self.pendingBegin
+    }
+
+    /// `begin` and the statement (prepared as `preparedName`, or unnamed) in one round trip:
+    /// libpq's pipeline mode sends both and a sync, then reads `BEGIN`'s result, the
+    /// statement's and the sync's. A failed `BEGIN` makes the server skip the statement; a failed
+    /// statement leaves the transaction failed, for the caller's `ROLLBACK`, as without the
+    /// pipeline.
+    private func executeAfterBegin(
+        _ begin: String, sql: String, preparedName: String?, _ parameters: EncodedParameters, handle: OpaquePointer
+    ) throws(PostgresError) -> PostgresRows {
+        guard PQenterPipelineMode(handle) == 1 else { throw self.failure(result: nil, handle: handle) }
+        var sent = PQsendQueryParams(handle, begin, 0, nil, nil, nil, nil, 0) == 1
+        if sent {
+            sent = parameters.types.withUnsafeBufferPointer { types in
+                parameters.withPointers { values, lengths, formats in
+                    if let preparedName {
+                        PQsendQueryPrepared(handle, preparedName, Int32(types.count), values, lengths, formats, 1) == 1
+                    } else {
+                        PQsendQueryParams(handle, sql, Int32(types.count), types.baseAddress, values, lengths, formats, 1) == 1
+                    }
+                }
+            }
+        }
+        if sent { sent = PQpipelineSync(handle) == 1 }
+        self.roundTrips += 1
+        guard sent else {
+            // Part of the pipeline may be on its way: the connection's state is unknown.
+            let error = self.failure(result: nil, handle: handle)
+            self.broken = true
+            throw error
+        }
+        // Each query's results end with a NULL; the sync's result comes last.
+        func nextQueryResult() -> OpaquePointer? {
+            let result = PQgetResult(handle)
+            if result != nil {
+                while let extra = PQgetResult(handle) { PQclear(extra) }
+            }
+            return result
+        }
+        let beginResult = nextQueryResult()
+        let statementResult = nextQueryResult()
+        let syncResult = PQgetResult(handle)
+        let synced = syncResult.map { PQresultStatus($0) == PGRES_PIPELINE_SYNC } ?? false
+        if let syncResult { PQclear(syncResult) }
+        if !synced || PQexitPipelineMode(handle) != 1 {
+            if let beginResult { PQclear(beginResult) }
+            if let statementResult { PQclear(statementResult) }
+            let error = self.failure(result: nil, handle: handle)
+            self.broken = true
+            throw error
+        }
+        guard let beginResult, PQresultStatus(beginResult) == PGRES_COMMAND_OK else {
+            if let statementResult { PQclear(statementResult) }
+            return try self.check(beginResult, handle: handle) { result in copyRows(from: result) }
+        }
+        PQclear(beginResult)
+        return try self.check(statementResult, handle: handle) { result in copyRows(from: result) }
     }
 
     /// Sends `ROLLBACK` when a transaction is open; marks the connection broken when that fails.
@@ -323,6 +410,7 @@ public final class PostgresConnection {
         }
         let name = "auth_s\(self.nextStatementNumber)"
         self.nextStatementNumber += 1
+        self.roundTrips += 1
         let result = types.withUnsafeBufferPointer { types in
             PQprepare(handle, name, sql, Int32(types.count), types.baseAddress)
         }
@@ -340,6 +428,7 @@ public final class PostgresConnection {
     private func executePrepared(
         name: String, _ parameters: EncodedParameters, handle: OpaquePointer
     ) throws(PostgresError) -> PostgresRows {
+        self.roundTrips += 1
         let result = parameters.withPointers { values, lengths, formats in
             PQexecPrepared(handle, name, Int32(parameters.types.count), values, lengths, formats, 1)
         }
@@ -351,6 +440,7 @@ public final class PostgresConnection {
     private func executeUnnamed(
         sql: String, _ parameters: EncodedParameters, handle: OpaquePointer
     ) throws(PostgresError) -> PostgresRows {
+        self.roundTrips += 1
         let result = parameters.types.withUnsafeBufferPointer { types in
             parameters.withPointers { values, lengths, formats in
                 PQexecParams(handle, sql, Int32(types.count), types.baseAddress, values, lengths, formats, 1)
