@@ -102,15 +102,17 @@ struct UserStore: Sendable {
         self.schema = quoted(schema)
     }
 
-    private var selectUser: String {
+    /// The columns ``record(_:)`` reads, of a user row `u`.
+    private var userColumns: String {
         """
-        SELECT u.id, u.phone, u.email, u.phone_verified, u.email_verified, u.display_name, u.photo_url,
+        u.id, u.phone, u.email, u.phone_verified, u.email_verified, u.display_name, u.photo_url,
             u.onboarding_completed, u.created_at, u.updated_at, u.password_hash,
             COALESCE((SELECT string_agg(p.provider, ',' ORDER BY p.provider)
                 FROM \(schema).provider_identities p WHERE p.user_id = u.id), '') AS providers
-        FROM \(schema).users u
         """
     }
+
+    private var selectUser: String { "SELECT \(userColumns) FROM \(schema).users u" }
 
     static func record(_ row: PostgresRow) throws -> UserRecord {
         let providers = try row[11].string
@@ -200,29 +202,37 @@ struct UserStore: Sendable {
             case .phone(let phone): ("phone", "phone_verified", phone)
             case .email(let email): ("email", "email_verified", email)
             }
-        return try await pool.transaction { connection in
-            let rows = try connection.execute(
-                """
+        // One statement, so no transaction: the upsert, its audit row (sign_up when it created
+        // the account), and the account as written (a statement's reads do not see its own
+        // writes, so the row comes from RETURNING).
+        let rows = try await pool.query(
+            """
+            WITH u AS (
                 INSERT INTO \(schema).users AS u (id, \(column), \(verified), created_at, updated_at)
                 VALUES ($1, $2::text, true, $3, $3)
                 ON CONFLICT (\(column)) WHERE \(column) IS NOT NULL DO UPDATE
                     SET \(verified) = true,
                         updated_at = CASE WHEN u.\(verified) THEN u.updated_at ELSE EXCLUDED.updated_at END
-                RETURNING u.id, (xmax = 0) AS created
-                """,
-                [.uuid(newID), .text(value), .timestamptz(audit.occurredAt)]
+                RETURNING u.*, (xmax = 0) AS created
+            ), audit AS (
+                INSERT INTO \(schema).audit_events (user_id, kind, method, occurred_at, client_ip, request_id, caller)
+                SELECT u.id, CASE WHEN u.created THEN $4::text ELSE $5::text END, $6::text, $3, $7::text, $8::text,
+                    $9::text
+                FROM u
             )
-            let id = try rows[0][0].uuid
-            let created = try rows[0][1].bool
-            var entry = audit
-            entry.userID = id
-            entry.kind = created ? .signUp : audit.kind
-            try self.insertAudit(entry, on: connection)
-            guard let user = try self.user(id: id, on: connection) else {
-                throw IdentityError(.internal, "The user just written is missing.")
-            }
-            return (user, created)
+            SELECT \(userColumns), u.created FROM u WHERE u.deleted_at IS NULL
+            """,
+            [
+                .uuid(newID), .text(value), .timestamptz(audit.occurredAt), .text(AuditEntry.Kind.signUp.rawValue),
+                .text(audit.kind.rawValue), .text(audit.method), .text(audit.clientIP), .text(audit.requestID),
+                .text(audit.caller),
+            ]
+        )
+        guard let row = rows.first else {
+            // Deletion clears the contact, so the upsert cannot meet a deleted account.
+            throw IdentityError(.internal, "The user just written is missing.")
         }
+        return (try Self.record(row), try row[12].bool)
     }
 
     // MARK: Passwords

@@ -415,12 +415,10 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                     return .refused(OTPError(.codeExpired, "The code has expired; ask for a new one."))
                 }
                 if codes.matches(row.codeMAC, verificationID: id, code: presented) {
-                    try store.markVerified(connection, id: id, now: now)
-                    if !row.testDestination, row.destination.channel == .sms {
-                        try store.countForPumpingGuard(
-                            connection, callingCode: row.destination.callingCode, startedAt: row.createdAt,
-                            started: 0, verified: 1)
-                    }
+                    let countsForPumping = !row.testDestination && row.destination.channel == .sms
+                    try store.markVerified(
+                        connection, id: id, now: now,
+                        pumpingCallingCode: countsForPumping ? row.destination.callingCode : nil, startedAt: row.createdAt)
                     return .verified(row)
                 }
                 if row.testDestination {

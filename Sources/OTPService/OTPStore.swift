@@ -131,23 +131,29 @@ struct OTPStore: Sendable {
         Date(timeIntervalSince1970: (date.timeIntervalSince1970 / 60).rounded(.down) * 60)
     }
 
-    /// Counts an SMS code started (`started`) or verified (`verified`, in the minute its
-    /// verification started) for the pumping guard.
-    func countForPumpingGuard(
-        _ connection: PostgresConnection, callingCode: String, startedAt: Date, started: Int, verified: Int
-    ) throws {
-        try connection.execute(
-            """
-            INSERT INTO \(t.pumpingCounts) AS p (calling_code, minute, shard, started, verified) VALUES ($1, $2, $3, $4, $5)
-            ON CONFLICT (calling_code, minute, shard)
-            DO UPDATE SET started = p.started + EXCLUDED.started, verified = p.verified + EXCLUDED.verified
-            """,
-            [
-                .text(callingCode), .timestamptz(Self.minute(of: startedAt)), .int64(Int64.random(in: 0...3)),
-                .int64(Int64(started)), .int64(Int64(verified)),
-            ]
-        )
+    /// SQL that adds one to `column` (`started` or `verified`) of the pumping guard's count for
+    /// a calling code's minute, in one of 4 shards (so concurrent codes to one country rarely
+    /// wait for the same row), when `condition` holds: a statement, or a CTE of one. The
+    /// arguments are the SQL of each value (`$n`).
+    func pumpingCountIncrement(
+        _ column: PumpingColumn, callingCode: String, minute: String, shard: String, when condition: String
+    ) -> String {
+        """
+        INSERT INTO \(t.pumpingCounts) AS p (calling_code, minute, shard, started, verified)
+        SELECT \(callingCode), \(minute), \(shard), \(column == .started ? 1 : 0), \(column == .verified ? 1 : 0)
+        WHERE \(condition)
+        ON CONFLICT (calling_code, minute, shard) DO UPDATE SET \(column.rawValue) = p.\(column.rawValue) + 1
+        """
     }
+
+    enum PumpingColumn: String {
+        /// A code started, counted in its minute.
+        case started
+        /// A right code, counted in the minute its verification started.
+        case verified
+    }
+
+    static func pumpingShard() -> Int64 { Int64.random(in: 0...3) }
 
     // MARK: Start (three statements: locks, every limit's figures, every write)
 
@@ -255,9 +261,7 @@ struct OTPStore: Sendable {
                     created_at, next_attempt_at, updated_at\(claimColumns))
                 SELECT $11, verification.id, $2, $3, $4, $12, $5, $6, $9, $9, $9\(claimValues) FROM verification
             ), pumping AS (
-                INSERT INTO \(t.pumpingCounts) AS p (calling_code, minute, shard, started, verified)
-                SELECT $4, $13, $14, 1, 0 WHERE $2 = 'sms'
-                ON CONFLICT (calling_code, minute, shard) DO UPDATE SET started = p.started + 1
+                \(pumpingCountIncrement(.started, callingCode: "$4", minute: "$13", shard: "$14", when: "$2 = 'sms'"))
             )
             \(announce)
             """,
@@ -265,7 +269,7 @@ struct OTPStore: Sendable {
                 .uuid(id), .text(destination.channel.rawValue), .text(destination.normalized),
                 .text(destination.callingCode), .text(purpose.rawValue), .text(locale), .text(clientIP),
                 .bytea(codeMAC), .timestamptz(now), .timestamptz(expiresAt), .uuid(messageID), .text(code),
-                .timestamptz(Self.minute(of: now)), .int64(Int64.random(in: 0...3)),
+                .timestamptz(Self.minute(of: now)), .int64(Self.pumpingShard()),
             ] + last
         )
     }
@@ -338,10 +342,23 @@ struct OTPStore: Sendable {
         )
     }
 
-    func markVerified(_ connection: PostgresConnection, id: UUID, now: Date) throws {
+    /// A right code: the verification is verified and, for a code that counts for the pumping
+    /// guard (an SMS to a destination not on the test list), its start minute's count of
+    /// verified codes goes up, in one statement.
+    func markVerified(
+        _ connection: PostgresConnection, id: UUID, now: Date, pumpingCallingCode: String?, startedAt: Date
+    ) throws {
         try connection.execute(
-            "UPDATE \(t.verifications) SET status = 'verified', verified_at = $2 WHERE id = $1",
-            [.uuid(id), .timestamptz(now)]
+            """
+            WITH verified AS (
+                UPDATE \(t.verifications) SET status = 'verified', verified_at = $2 WHERE id = $1
+            )
+            \(pumpingCountIncrement(.verified, callingCode: "$3::text", minute: "$4", shard: "$5", when: "$6"))
+            """,
+            [
+                .uuid(id), .timestamptz(now), .text(pumpingCallingCode ?? ""), .timestamptz(Self.minute(of: startedAt)),
+                .int64(Self.pumpingShard()), .bool(pumpingCallingCode != nil),
+            ]
         )
     }
 

@@ -153,11 +153,16 @@ import Testing
             // guard looks again, when that whole minute is more than an hour old.
             #expect(refused?.retryAfterSeconds == 3_660)
             _ = try await otp.start("+919999912345")
-            _ = try await otp.start("pumped@example.com")
+            let email = try await otp.start("pumped@example.com")
             // 3 of 11 verified (27 %): the ratio recovers.
             for verification in started.prefix(3) {
                 _ = try await otp.check(verification.verificationID, try await otp.queuedCode(verification.verificationID))
             }
+            // A right email code is not an SMS: it counts for nothing.
+            _ = try await otp.check(email.verificationID, try await otp.queuedCode(email.verificationID))
+            let counted = try await otp.query(
+                "SELECT calling_code, sum(started)::int, sum(verified)::int FROM @pumping_counts GROUP BY 1 ORDER BY 1")
+            #expect(try counted.map { try [$0[0].string, String($0[1].int), String($0[2].int)] } == [["234", "11", "3"], ["91", "1", "0"]])
             _ = try await otp.start("+2348000000099")
         }
     }
