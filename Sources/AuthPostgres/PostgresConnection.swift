@@ -34,6 +34,10 @@ public final class PostgresConnection {
     /// The `BEGIN` of a transaction that has run no statement yet: it is sent together with the
     /// first one, in one round trip (``transaction(isolation:_:)``).
     private var pendingBegin: String?
+    /// Inside ``transaction(isolation:_:)``'s body; and whether ``executeAndCommit(_:_:)`` ended
+    /// the transaction already.
+    private var inTransactionBody = false
+    private var committedInBody = false
     /// Round trips to the server so far (tests count them).
     private(set) var roundTrips = 0
     let cancelHandle: PostgresCancelHandle
@@ -182,16 +186,19 @@ public final class PostgresConnection {
     @discardableResult
     public func execute(_ sql: String, _ parameters: [PostgresValue] = []) throws(PostgresError) -> PostgresRows {
         let handle = try self.usableHandle()
+        if self.committedInBody { throw Self.statementAfterCommit }
         let encoded = try EncodedParameters(parameters)
         guard self.preparesStatements else {
             if let begin = self.takePendingBegin() {
-                return try self.executeAfterBegin(begin, sql: sql, preparedName: nil, encoded, handle: handle)
+                return try self.executePipelined(
+                    begin: begin, sql: sql, preparedName: nil, encoded, commit: false, handle: handle)
             }
             return try self.executeUnnamed(sql: sql, encoded, handle: handle)
         }
         let name = try self.preparedStatementName(sql: sql, types: encoded.types, handle: handle)
         if let begin = self.takePendingBegin() {
-            return try self.executeAfterBegin(begin, sql: sql, preparedName: name, encoded, handle: handle)
+            return try self.executePipelined(
+                begin: begin, sql: sql, preparedName: name, encoded, commit: false, handle: handle)
         }
         do {
             return try self.executePrepared(name: name, encoded, handle: handle)
@@ -240,9 +247,17 @@ public final class PostgresConnection {
     ) throws -> R {
         _ = try self.usableHandle()
         self.pendingBegin = "BEGIN ISOLATION LEVEL \(isolation.sql)"
-        defer { self.pendingBegin = nil }
+        self.inTransactionBody = true
+        self.committedInBody = false
+        defer {
+            self.pendingBegin = nil
+            self.inTransactionBody = false
+            self.committedInBody = false
+        }
         do {
             let result = try body()
+            // The body's last statement carried the COMMIT.
+            if self.committedInBody { return result }
             // No statement ran: no transaction was opened.
             if self.takePendingBegin() != nil { return result }
             let tag = try self.executeScript("COMMIT")
@@ -258,21 +273,56 @@ public final class PostgresConnection {
         }
     }
 
+    /// Executes the transaction's last statement and its `COMMIT` in one round trip (with the
+    /// `BEGIN` too when it is the first statement: the whole transaction in one). Only as the
+    /// last statement of a ``transaction(isolation:_:)`` body: the transaction is over when this
+    /// returns, and a statement after it throws. A `COMMIT` that fails (a serialization failure,
+    /// which ``PostgresPool/transaction(isolation:maxAttempts:_:)`` retries) throws its error.
+    ///
+    /// - Throws: ``PostgresError``; ``PostgresError/Code/invalidArgument`` outside a transaction's body.
+    @discardableResult
+    public func executeAndCommit(_ sql: String, _ parameters: [PostgresValue] = []) throws(PostgresError) -> PostgresRows {
+        let handle = try self.usableHandle()
+        guard self.inTransactionBody, !self.committedInBody else {
+            throw PostgresError.invalidArgument(
+                "executeAndCommit runs only as the last statement of a transaction's body")
+        }
+        let encoded = try EncodedParameters(parameters)
+        let name = self.preparesStatements ? try self.preparedStatementName(sql: sql, types: encoded.types, handle: handle) : nil
+        // Whatever happens now, no COMMIT follows: a failed statement leaves the transaction
+        // failed for transaction()'s ROLLBACK; a failed COMMIT has ended it.
+        self.committedInBody = true
+        return try self.executePipelined(
+            begin: self.takePendingBegin(), sql: sql, preparedName: name, encoded, commit: true, handle: handle)
+    }
+
+    /// Executes `statement` and the transaction's `COMMIT` in one round trip; see
+    /// ``executeAndCommit(_:_:)``.
+    @discardableResult
+    public func executeAndCommit(_ statement: PostgresStatement) throws(PostgresError) -> PostgresRows {
+        try self.executeAndCommit(statement.sql, statement.parameters)
+    }
+
+    static let statementAfterCommit = PostgresError.invalidArgument(
+        "a statement after executeAndCommit: the transaction is over")
+
     private func takePendingBegin() -> String? {
         defer { self.pendingBegin = nil }
         return self.pendingBegin
     }
 
-    /// `begin` and the statement (prepared as `preparedName`, or unnamed) in one round trip:
-    /// libpq's pipeline mode sends both and a sync, then reads `BEGIN`'s result, the
-    /// statement's and the sync's. A failed `BEGIN` makes the server skip the statement; a failed
-    /// statement leaves the transaction failed, for the caller's `ROLLBACK`, as without the
-    /// pipeline.
-    private func executeAfterBegin(
-        _ begin: String, sql: String, preparedName: String?, _ parameters: EncodedParameters, handle: OpaquePointer
+    /// `begin` (if any), the statement (prepared as `preparedName`, or unnamed) and `COMMIT` (if
+    /// `commit`) in one round trip: libpq's pipeline mode sends them and a sync, then reads each
+    /// one's result and the sync's. A failed statement makes the server skip the rest, so a
+    /// failed `BEGIN` throws its error, and a failed statement leaves the transaction failed,
+    /// for the caller's `ROLLBACK`, as without the pipeline; a `COMMIT` that failed (a
+    /// serialization failure) throws its error with the transaction over.
+    private func executePipelined(
+        begin: String?, sql: String, preparedName: String?, _ parameters: EncodedParameters, commit: Bool,
+        handle: OpaquePointer
     ) throws(PostgresError) -> PostgresRows {
         guard PQenterPipelineMode(handle) == 1 else { throw self.failure(result: nil, handle: handle) }
-        var sent = PQsendQueryParams(handle, begin, 0, nil, nil, nil, nil, 0) == 1
+        var sent = begin.map { PQsendQueryParams(handle, $0, 0, nil, nil, nil, nil, 0) == 1 } ?? true
         if sent {
             sent = parameters.types.withUnsafeBufferPointer { types in
                 parameters.withPointers { values, lengths, formats in
@@ -284,6 +334,7 @@ public final class PostgresConnection {
                 }
             }
         }
+        if sent, commit { sent = PQsendQueryParams(handle, "COMMIT", 0, nil, nil, nil, nil, 0) == 1 }
         if sent { sent = PQpipelineSync(handle) == 1 }
         self.roundTrips += 1
         guard sent else {
@@ -293,32 +344,38 @@ public final class PostgresConnection {
             throw error
         }
         // Each query's results end with a NULL; the sync's result comes last.
-        func nextQueryResult() -> OpaquePointer? {
-            let result = PQgetResult(handle)
-            if result != nil {
-                while let extra = PQgetResult(handle) { PQclear(extra) }
-            }
-            return result
+        func nextQueryResult() -> PostgresResultHandle? {
+            guard let result = PQgetResult(handle) else { return nil }
+            while let extra = PQgetResult(handle) { PQclear(extra) }
+            return PostgresResultHandle(result)
         }
-        let beginResult = nextQueryResult()
+        let beginResult = begin == nil ? nil : nextQueryResult()
         let statementResult = nextQueryResult()
-        let syncResult = PQgetResult(handle)
-        let synced = syncResult.map { PQresultStatus($0) == PGRES_PIPELINE_SYNC } ?? false
-        if let syncResult { PQclear(syncResult) }
-        if !synced || PQexitPipelineMode(handle) != 1 {
-            if let beginResult { PQclear(beginResult) }
-            if let statementResult { PQclear(statementResult) }
+        let commitResult = commit ? nextQueryResult() : nil
+        let syncResult = PQgetResult(handle).map(PostgresResultHandle.init)
+        guard let syncResult, PQresultStatus(syncResult.pointer) == PGRES_PIPELINE_SYNC,
+            PQexitPipelineMode(handle) == 1, begin == nil || beginResult != nil, statementResult != nil,
+            !commit || commitResult != nil
+        else {
             let error = self.failure(result: nil, handle: handle)
             self.broken = true
             throw error
         }
-        guard let beginResult, PQresultStatus(beginResult) == PGRES_COMMAND_OK else {
-            if let statementResult { PQclear(statementResult) }
-            return try self.check(beginResult, handle: handle) { result in copyRows(from: result) }
+        if let beginResult, PQresultStatus(beginResult.pointer) != PGRES_COMMAND_OK {
+            throw self.failure(result: beginResult.pointer, handle: handle)
         }
-        PQclear(beginResult)
-        return try self.check(statementResult, handle: handle) { result in copyRows(from: result) }
+        let rows = try self.check(owned: statementResult!, handle: handle) { result in copyRows(from: result) }
+        if let commitResult {
+            guard PQresultStatus(commitResult.pointer) == PGRES_COMMAND_OK else {
+                throw self.failure(result: commitResult.pointer, handle: handle)
+            }
+            if String(cString: PQcmdStatus(commitResult.pointer)) == "ROLLBACK" { throw Self.rolledBackAtCommit }
+        }
+        return rows
     }
+
+    static let rolledBackAtCommit = PostgresError(
+        code: .queryFailed, message: "the transaction was rolled back because a statement in it had failed")
 
     /// Sends `ROLLBACK` when a transaction is open; marks the connection broken when that fails.
     func rollbackIfInTransaction() {
@@ -459,7 +516,15 @@ public final class PostgresConnection {
         guard let result else {
             throw self.failure(result: nil, handle: handle)
         }
-        let owned = PostgresResultHandle(result)
+        return try self.check(owned: PostgresResultHandle(result), handle: handle, read: read)
+    }
+
+    /// ``check(_:handle:read:)`` for a result already owned by a handle.
+    private func check<T>(
+        owned: PostgresResultHandle,
+        handle: OpaquePointer,
+        read: (OpaquePointer) -> T
+    ) throws(PostgresError) -> T {
         switch PQresultStatus(owned.pointer) {
         case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
             return read(owned.pointer)

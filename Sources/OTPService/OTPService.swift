@@ -211,7 +211,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                         )
                     )
                 }
-                try store.writeStart(
+                try store.writeStartAndCommit(
                     connection, id: id, messageID: messageID, destination: destination, purpose: purpose,
                     locale: locale, clientIP: ip, codeMAC: mac, code: code, now: now, expiresAt: expiresAt,
                     claim: reservation
@@ -416,7 +416,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 }
                 if codes.matches(row.codeMAC, verificationID: id, code: presented) {
                     let countsForPumping = !row.testDestination && row.destination.channel == .sms
-                    try store.markVerified(
+                    try store.markVerifiedAndCommit(
                         connection, id: id, now: now,
                         pumpingCallingCode: countsForPumping ? row.destination.callingCode : nil, startedAt: row.createdAt)
                     return .verified(row)

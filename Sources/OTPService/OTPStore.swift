@@ -225,7 +225,8 @@ struct OTPStore: Sendable {
     /// destination's, and the client IP's when there is one), the outbox message, the pumping
     /// guard's count (SMS), and the outbox's `NOTIFY` (delivered at commit) unless the message
     /// is written already claimed for this process's dispatcher (`claim`, ``OutboxHandoff``).
-    func writeStart(
+    /// The transaction's last statement: it carries the `COMMIT` (one round trip).
+    func writeStartAndCommit(
         _ connection: PostgresConnection,
         id: UUID,
         messageID: UUID,
@@ -245,7 +246,7 @@ struct OTPStore: Sendable {
         let claimValues = claim == nil ? "" : ", 'sending', $15, $16, 1, 1"
         let announce = claim == nil ? "SELECT pg_notify($15, '')" : "SELECT 1"
         let last: [PostgresValue] = claim.map { [.timestamptz($0.leaseUntil), .text($0.worker)] } ?? [.text(notifyChannel)]
-        try connection.execute(
+        try connection.executeAndCommit(
             """
             WITH verification AS (
                 INSERT INTO \(t.verifications) (id, channel, destination, calling_code, purpose, locale, client_ip, code_mac,
@@ -344,11 +345,12 @@ struct OTPStore: Sendable {
 
     /// A right code: the verification is verified and, for a code that counts for the pumping
     /// guard (an SMS to a destination not on the test list), its start minute's count of
-    /// verified codes goes up, in one statement.
-    func markVerified(
+    /// verified codes goes up, in one statement: the transaction's last, which carries the
+    /// `COMMIT` (one round trip).
+    func markVerifiedAndCommit(
         _ connection: PostgresConnection, id: UUID, now: Date, pumpingCallingCode: String?, startedAt: Date
     ) throws {
-        try connection.execute(
+        try connection.executeAndCommit(
             """
             WITH verified AS (
                 UPDATE \(t.verifications) SET status = 'verified', verified_at = $2 WHERE id = $1

@@ -50,7 +50,9 @@ struct PostgresPoolTransactionTests {
         }
     }
 
-    @Test func conflictingSerializableTransactionsBothCommitWithRetries() async throws {
+    /// The last UPDATE with its own COMMIT (`executeAndCommit`) or before `transaction`'s.
+    @Test(arguments: [false, true])
+    func conflictingSerializableTransactionsBothCommitWithRetries(committingWithTheUpdate: Bool) async throws {
         try await PostgresTestDatabase.withTestSchema(maxConnections: 2) { pool, _ in
             try await pool.query("CREATE TABLE counter (id int PRIMARY KEY, n int NOT NULL)")
             try await pool.query("INSERT INTO counter VALUES (1, 0)")
@@ -65,7 +67,12 @@ struct PostgresPoolTransactionTests {
                     let n = try connection.execute("SELECT n FROM counter WHERE id = 1")[0][0].int64
                     // Both first attempts read the same snapshot before either writes.
                     if attempt == 1 { barrier.arriveAndWait() }
-                    try connection.execute("UPDATE counter SET n = $1 WHERE id = 1", [.int64(n + 1)])
+                    let update = "UPDATE counter SET n = $1 WHERE id = 1"
+                    if committingWithTheUpdate {
+                        try connection.executeAndCommit(update, [.int64(n + 1)])
+                    } else {
+                        try connection.execute(update, [.int64(n + 1)])
+                    }
                 }
             }
             async let first: Void = increment()

@@ -93,4 +93,61 @@ struct PostgresTransactionRoundTripTests {
             #expect(timeout == "1234ms")
         }
     }
+
+    @Test(arguments: modes)
+    func theLastStatementCarriesTheCommit(_ pooler: PostgresPooler) async throws {
+        try await withConnection(pooler) { connection, schema in
+            let insert = "INSERT INTO \(schema).t VALUES ($1)"
+            try connection.execute(insert, [.int32(0)])  // prepared outside the count
+            var before = connection.roundTrips
+            _ = try connection.transaction { try connection.executeAndCommit(insert, [.int32(1)]) }
+            // BEGIN, the INSERT and COMMIT: the whole transaction in one round trip.
+            #expect(connection.roundTrips - before == 1)
+            #expect(connection.transactionStatus == .idle)
+            before = connection.roundTrips
+            try connection.transaction {
+                try connection.execute(insert, [.int32(2)])
+                try connection.executeAndCommit(insert, [.int32(3)])
+            }
+            #expect(connection.roundTrips - before == 2)
+            let count = try connection.execute("SELECT count(*) FROM \(schema).t")[0][0].int
+            #expect(count == 4)
+        }
+    }
+
+    @Test(arguments: modes)
+    func aFailingLastStatementRollsEverythingBack(_ pooler: PostgresPooler) async throws {
+        try await withConnection(pooler) { connection, schema in
+            let error = #expect(throws: PostgresError.self) {
+                try connection.transaction {
+                    try connection.execute("INSERT INTO \(schema).t VALUES ($1)", [.int32(1)])
+                    try connection.executeAndCommit("INSERT INTO \(schema).t VALUES ($1)", [.int32(1)])
+                }
+            }
+            #expect(error?.code == .uniqueViolation)
+            #expect(connection.transactionStatus == .idle)
+            let count = try connection.execute("SELECT count(*) FROM \(schema).t")[0][0].int
+            #expect(count == 0)
+        }
+    }
+
+    @Test func executeAndCommitIsTheLastStatementOfATransactionOnly() async throws {
+        try await withConnection(.none) { connection, schema in
+            let outside = #expect(throws: PostgresError.self) {
+                try connection.executeAndCommit("SELECT 1")
+            }
+            #expect(outside?.code == .invalidArgument)
+            let after = #expect(throws: PostgresError.self) {
+                try connection.transaction {
+                    try connection.executeAndCommit("INSERT INTO \(schema).t VALUES (1)")
+                    try connection.execute("INSERT INTO \(schema).t VALUES (2)")
+                }
+            }
+            #expect(after?.code == .invalidArgument)
+            // What was committed stays; nothing ran after it.
+            let rows = try connection.execute("SELECT x FROM \(schema).t")
+            #expect(rows.count == 1)
+            #expect(connection.transactionStatus == .idle)
+        }
+    }
 }
