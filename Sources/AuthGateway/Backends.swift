@@ -10,39 +10,63 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Metrics
+import Synchronization
 
 /// The gateway's metrics (docs/gateway.md#metrics), sent to `factory` (the process's
 /// Prometheus registry; `GET /metrics` renders it).
-struct GatewayMetrics: Sendable {
+///
+/// Each (counter, timer) pair is made once per label set and kept: making one asks the
+/// registry, which validates the names and looks the series up under a lock, several
+/// microseconds each time, and a sign-in records fourteen. The label sets are bounded (route
+/// templates, methods, statuses, service methods, status codes); past `maxSeries` pairs,
+/// new ones are made each time instead of kept.
+final class GatewayMetrics: Sendable {
     let factory: any MetricsFactory
+    private let series = Mutex<[SeriesKey: (Counter, Timer)]>([:])
+    private static let maxSeries = 4_096
+
+    init(factory: any MetricsFactory) {
+        self.factory = factory
+    }
+
+    private struct SeriesKey: Hashable {
+        var kind: UInt8
+        var a: String
+        var b: String
+        var c: String
+    }
+
+    /// The counter of `counterDimensions` and the timer of the same dimensions without the last.
+    private func pair(
+        _ kind: UInt8, counter: String, timer: String, _ dimensions: [(String, String)]
+    ) -> (Counter, Timer) {
+        let key = SeriesKey(kind: kind, a: dimensions[0].1, b: dimensions[1].1, c: dimensions[2].1)
+        if let pair = series.withLock({ $0[key] }) { return pair }
+        let pair = (
+            Counter(label: counter, dimensions: dimensions, factory: factory),
+            Timer(label: timer, dimensions: Array(dimensions.dropLast()), factory: factory)
+        )
+        series.withLock { if $0.count < Self.maxSeries { $0[key] = pair } }
+        return pair
+    }
 
     /// `http_requests_total{route,method,status}` and `http_request_duration_seconds{route,method}`.
     func request(route: String, method: HTTPRequest.Method, status: Int, duration: Duration) {
-        Counter(
-            label: "http_requests_total",
-            dimensions: [("route", route), ("method", method.rawValue), ("status", String(status))],
-            factory: factory
-        ).increment()
-        Timer(
-            label: "http_request_duration_seconds",
-            dimensions: [("route", route), ("method", method.rawValue)],
-            factory: factory
-        ).recordNanoseconds(duration.nanoseconds)
+        let (counter, timer) = pair(
+            0, counter: "http_requests_total", timer: "http_request_duration_seconds",
+            [("route", route), ("method", method.rawValue), ("status", String(status))])
+        counter.increment()
+        timer.recordNanoseconds(duration.nanoseconds)
     }
 
     /// `gateway_rpc_client_calls_total{service,method,code}` and
     /// `gateway_rpc_client_duration_seconds{service,method}`.
     func rpcCall(service: String, method: String, code: String, duration: Duration) {
-        Counter(
-            label: "gateway_rpc_client_calls_total",
-            dimensions: [("service", service), ("method", method), ("code", code)],
-            factory: factory
-        ).increment()
-        Timer(
-            label: "gateway_rpc_client_duration_seconds",
-            dimensions: [("service", service), ("method", method)],
-            factory: factory
-        ).recordNanoseconds(duration.nanoseconds)
+        let (counter, timer) = pair(
+            1, counter: "gateway_rpc_client_calls_total", timer: "gateway_rpc_client_duration_seconds",
+            [("service", service), ("method", method), ("code", code)])
+        counter.increment()
+        timer.recordNanoseconds(duration.nanoseconds)
     }
 }
 
