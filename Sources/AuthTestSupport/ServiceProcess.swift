@@ -183,11 +183,18 @@ public final class ServiceProcess: Sendable {
     }
 
     /// Waits for the process to exit by itself and returns its status; nil if it still runs
-    /// after `timeout`.
+    /// after `timeout`. Once it has exited, ``log`` holds all it wrote: what was still in the
+    /// pipe when it exited is read first (a test that checked the log right after the exit
+    /// found it empty once: the reader thread had not got to the last line yet).
     public func waitForExit(timeout: Duration = .seconds(30)) async -> Int32? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
-            if let status = exitStatusIfExited { return status }
+            if let status = exitStatusIfExited {
+                // Bounded: a child of the process could keep the pipe open after it exits.
+                let outputDeadline = ContinuousClock.now + .seconds(10)
+                while !output.ended, ContinuousClock.now < outputDeadline { try? await Task.sleep(for: .milliseconds(5)) }
+                return status
+            }
             try? await Task.sleep(for: .milliseconds(20))
         }
         return exitStatusIfExited
