@@ -311,7 +311,7 @@ struct WebhookReceiver {
         router.post("/otp") { request, _ -> Response in
             let body = try await request.body.collect(upTo: 1 << 16)
             let bytes = Array(buffer: body)
-            let expected = "sha256=" + hmac.authenticationCode(for: bytes).map { String(format: "%02x", $0) }.joined()
+            let expected = "sha256=" + Hex.lowercase(hmac.authenticationCode(for: bytes))
             guard request.headers[.init("x-auth-signature")!] == expected else { return Response(status: .unauthorized) }
             guard let message = try? JSONDecoder().decode(Message.self, from: Data(bytes)) else {
                 return Response(status: .badRequest)

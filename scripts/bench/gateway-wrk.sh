@@ -179,10 +179,22 @@ cpu_snapshot() {
     echo "postgres=$pg"
 }
 cpu_rows=()
-# cpu_row NAME REQUESTS BEFORE AFTER: CPU µs per request of each process between two snapshots.
+# timed_driver COMMAND...: runs the load generator (wrk, gateway-benchmark signins) with its
+# output where the caller sends it, and leaves its CPU seconds (user + system, its children
+# included) in $driver_cpu.
+driver_cpu=0
+timed_driver() {
+    local TIMEFORMAT='%3U %3S' timing status=0
+    # 5 and 6: the caller's stdout and stderr, for the command; `time` reports into the capture.
+    { timing=$( { time "$@" 1>&5 2>&6; } 2>&1 ) || status=$?; } 5>&1 6>&2
+    driver_cpu=$(tail -n 1 <<<"$timing" | awk '{ print $1 + $2 }')
+    return "$status"
+}
+# cpu_row NAME REQUESTS BEFORE AFTER DRIVER_SECONDS: CPU µs per request of each process between
+# two snapshots; the load generator's beside the total of the system's.
 cpu_row() {
-    local name=$1 requests=$2 before=$3 after=$4
-    cpu_rows+=("$(python3 - "$name" "$requests" "$clock_ticks" "$before" "$after" <<'EOF'
+    local name=$1 requests=$2 before=$3 after=$4 driver=$5
+    cpu_rows+=("$(python3 - "$name" "$requests" "$clock_ticks" "$before" "$after" "$driver" <<'EOF'
 import sys
 name, requests, hz = sys.argv[1], max(int(float(sys.argv[2])), 1), int(sys.argv[3])
 parse = lambda text: dict(line.split("=") for line in text.split())
@@ -190,7 +202,8 @@ before, after = parse(sys.argv[4]), parse(sys.argv[5])
 order = ["gateway", "identity", "otp-dispatch", "session", "postgres", "bare"]
 used = {k: (int(after[k]) - int(before[k])) / hz / requests * 1e6 for k in order}
 cells = ["%.0f" % used[k] if used[k] > 0 else "0" for k in order]
-print("| %s | %s | %.0f |" % (name, " | ".join(cells), sum(used.values())))
+driver = float(sys.argv[6]) / requests * 1e6
+print("| %s | %s | %.0f | %.0f |" % (name, " | ".join(cells), sum(used.values()), driver))
 EOF
 )")
 }
@@ -230,7 +243,7 @@ run_wrk() {
     local before after
     before=$(cpu_snapshot)
     if [[ "$profile" == "$profiled" ]]; then start_profile; fi
-    timeout "$((seconds + 60))" wrk -t "$threads" -c "$connections" -d "${seconds}s" --latency -s "$lua" "$url" -- "$@" >"$out" 2>&1
+    timed_driver timeout "$((seconds + 60))" wrk -t "$threads" -c "$connections" -d "${seconds}s" --latency -s "$lua" "$url" -- "$@" >"$out" 2>&1
     after=$(cpu_snapshot)
     finish_profile
     cat "$out" >&2
@@ -246,7 +259,7 @@ run_wrk() {
         ratio=$(python3 -c "print('%.0f %%' % (100 * $rate / $bare_rate))")
     fi
     rows+=("| $name | $(format_count "$rate") | $(format_us "$p50") | $(format_us "$p99") | $status_errors / $socket_errors | $ratio |")
-    cpu_row "$name" "$requests" "$before" "$after"
+    cpu_row "$name" "$requests" "$before" "$after" "$driver_cpu"
 }
 
 log "making $token_count signed-in sessions over RPC"
@@ -265,7 +278,7 @@ signin_row() {
     rows+=("| phone sign-ins (send + code + verify), $label | $(format_count "$rate") | $p50 ms | $p99 ms | $failed failed | |")
     local done_count
     done_count=$(python3 -c "print(round($rate * $seconds))")
-    cpu_row "phone sign-in, $label" "$done_count" "$before" "$after"
+    cpu_row "phone sign-in, $label" "$done_count" "$before" "$after" "$driver_cpu"
 }
 verifications() { psql "$AUTH_DATABASE_URL" -Atc "SELECT count(*) FROM otp.verifications"; }
 if [[ "$statements" == 1 ]]; then
@@ -275,7 +288,7 @@ fi
 if [[ "$profile" == signins ]]; then start_profile; fi
 log "gateway-benchmark signins: closed loop, $signin_concurrency in flight"
 before=$(cpu_snapshot)
-timeout "$((seconds * 2 + 60))" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
+timed_driver timeout "$((seconds * 2 + 60))" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
     --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --forwarded-for --concurrency "$signin_concurrency" --seconds "$seconds" \
     --warmup 1 --result-file "$work/signins-closed.tsv"
 after=$(cpu_snapshot)
@@ -296,7 +309,7 @@ closed_rate=$(cut -f 2 "$work/signins-closed.tsv")
 half_rate=$(python3 -c "print(max(1, round($closed_rate / 2)))")
 log "gateway-benchmark signins: open loop at $half_rate/s (half the closed loop's rate)"
 before=$(cpu_snapshot)
-timeout "$((seconds * 2 + 60))" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
+timed_driver timeout "$((seconds * 2 + 60))" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
     --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --forwarded-for --concurrency $((signin_concurrency * 4)) --rate "$half_rate" \
     --seconds "$seconds" --warmup 1 --result-file "$work/signins-open.tsv"
 after=$(cpu_snapshot)
@@ -310,10 +323,11 @@ echo "| route | req/s | p50 | p99 | errors: HTTP ≥ 400 / socket | vs bare |"
 echo "|---|---:|---:|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"
 echo
-echo "CPU per request (µs; user + system of each process over the row, /proc/PID/stat):"
+echo "CPU per request (µs; user + system of each process over the row, /proc/PID/stat; the load"
+echo "generator's, wrk or gateway-benchmark, from its rusage, beside the total of the others):"
 echo
-echo "| load | gateway | identity | otp-dispatch | session | PostgreSQL | bare | total |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+echo "| load | gateway | identity | otp-dispatch | session | PostgreSQL | bare | total | load generator |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${cpu_rows[@]}"
 if [[ "$statements" == 1 ]]; then
     echo
