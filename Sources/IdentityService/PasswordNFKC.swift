@@ -155,6 +155,16 @@ private struct CFNormalizer {
     }
 
     /// CFUniCharDecomposeCharacter(character, buffer + at, maxBufferLength)
+    /// Appends `c` to `buffer` at `mappedLength`: its canonical decomposition, or itself.
+    mutating func appendDecomposed(_ c: UInt32, mappedLength: inout Int) {
+        if isCanonicallyDecomposable(c) {
+            mappedLength += decomposeCharacter(c, at: mappedLength, maxBufferLength: maxDecompBuf - mappedLength)
+        } else {
+            buffer[mappedLength] = c
+            mappedLength += 1
+        }
+    }
+
     mutating func decomposeCharacter(_ c: UInt32, at: Int, maxBufferLength: Int) -> Int {
         if c >= hangulSBase && c <= hangulSBase + hangulSCount {
             let s = c - hangulSBase
@@ -288,13 +298,7 @@ private struct CFNormalizer {
                     }
                     contents += width
 
-                    if isCanonicallyDecomposable(currentChar) {
-                        mappedLength += decomposeCharacter(currentChar, at: mappedLength,
-                                                           maxBufferLength: maxDecompBuf - mappedLength)
-                    } else {
-                        buffer[mappedLength] = currentChar
-                        mappedLength += 1
-                    }
+                    appendDecomposed(currentChar, mappedLength: &mappedLength)
 
                     while contents < limit {
                         currentChar = readCharacter(at: contents, limit: limit)
@@ -307,13 +311,7 @@ private struct CFNormalizer {
                             currentLength += 1
                         }
                         if mappedLength == allocatedLength { grow() }
-                        if isCanonicallyDecomposable(currentChar) {
-                            mappedLength += decomposeCharacter(currentChar, at: mappedLength,
-                                                               maxBufferLength: maxDecompBuf - mappedLength)
-                        } else {
-                            buffer[mappedLength] = currentChar
-                            mappedLength += 1
-                        }
+                        appendDecomposed(currentChar, mappedLength: &mappedLength)
                     }
                 }
                 if mappedLength > 1 { prioritySort(mappedLength) }
