@@ -31,16 +31,22 @@ public final class PostgresConnection {
     private var preparedStatements: [StatementKey: String] = [:]
     private var nextStatementNumber = 0
     private var broken = false
-    /// The `BEGIN` of a transaction that has run no statement yet: it is sent together with the
-    /// first one, in one round trip (``transaction(isolation:_:)``).
-    private var pendingBegin: String?
-    /// Inside ``transaction(isolation:_:)``'s body; and whether ``executeAndCommit(_:_:)`` ended
-    /// the transaction already.
-    private var inTransactionBody = false
-    private var committedInBody = false
+    /// Where ``transaction(isolation:_:)``'s body stands.
+    private var transactionBody = TransactionBody.none
     /// Round trips to the server so far (tests count them).
     private(set) var roundTrips = 0
     let cancelHandle: PostgresCancelHandle
+
+    private enum TransactionBody {
+        /// Not inside a transaction's body.
+        case none
+        /// No statement ran yet: this `BEGIN` goes with the first one, in one round trip.
+        case beginPending(String)
+        /// The `BEGIN` was sent.
+        case open
+        /// ``executeAndCommit(_:_:)`` ended the transaction.
+        case committed
+    }
 
     private struct StatementKey: Hashable {
         var sql: String
@@ -186,7 +192,7 @@ public final class PostgresConnection {
     @discardableResult
     public func execute(_ sql: String, _ parameters: [PostgresValue] = []) throws(PostgresError) -> PostgresRows {
         let handle = try self.usableHandle()
-        if self.committedInBody { throw Self.statementAfterCommit }
+        if case .committed = self.transactionBody { throw Self.statementAfterCommit }
         let encoded = try EncodedParameters(parameters)
         guard self.preparesStatements else {
             if let begin = self.takePendingBegin() {
@@ -246,29 +252,20 @@ public final class PostgresConnection {
         _ body: () throws -> R
     ) throws -> R {
         _ = try self.usableHandle()
-        self.pendingBegin = "BEGIN ISOLATION LEVEL \(isolation.sql)"
-        self.inTransactionBody = true
-        self.committedInBody = false
-        defer {
-            self.pendingBegin = nil
-            self.inTransactionBody = false
-            self.committedInBody = false
-        }
+        self.transactionBody = .beginPending("BEGIN ISOLATION LEVEL \(isolation.sql)")
+        defer { self.transactionBody = .none }
         do {
             let result = try body()
-            // The body's last statement carried the COMMIT.
-            if self.committedInBody { return result }
-            // No statement ran: no transaction was opened.
-            if self.takePendingBegin() != nil { return result }
-            let tag = try self.executeScript("COMMIT")
-            if tag == "ROLLBACK" {
-                throw PostgresError(
-                    code: .queryFailed,
-                    message: "the transaction was rolled back because a statement in it had failed")
+            switch self.transactionBody {
+            case .committed, .beginPending, .none:
+                // The last statement carried the COMMIT, or no statement ran: nothing was opened.
+                return result
+            case .open:
+                if try self.executeScript("COMMIT") == "ROLLBACK" { throw Self.rolledBackAtCommit }
+                return result
             }
-            return result
         } catch {
-            if self.takePendingBegin() == nil { self.rollbackIfInTransaction() }
+            if case .beginPending = self.transactionBody {} else { self.rollbackIfInTransaction() }
             throw error
         }
     }
@@ -283,32 +280,30 @@ public final class PostgresConnection {
     @discardableResult
     public func executeAndCommit(_ sql: String, _ parameters: [PostgresValue] = []) throws(PostgresError) -> PostgresRows {
         let handle = try self.usableHandle()
-        guard self.inTransactionBody, !self.committedInBody else {
+        switch self.transactionBody {
+        case .beginPending, .open: break
+        case .none, .committed:
             throw PostgresError.invalidArgument(
                 "executeAndCommit runs only as the last statement of a transaction's body")
         }
         let encoded = try EncodedParameters(parameters)
         let name = self.preparesStatements ? try self.preparedStatementName(sql: sql, types: encoded.types, handle: handle) : nil
+        let begin = self.takePendingBegin()
         // Whatever happens now, no COMMIT follows: a failed statement leaves the transaction
         // failed for transaction()'s ROLLBACK; a failed COMMIT has ended it.
-        self.committedInBody = true
-        return try self.executePipelined(
-            begin: self.takePendingBegin(), sql: sql, preparedName: name, encoded, commit: true, handle: handle)
-    }
-
-    /// Executes `statement` and the transaction's `COMMIT` in one round trip; see
-    /// ``executeAndCommit(_:_:)``.
-    @discardableResult
-    public func executeAndCommit(_ statement: PostgresStatement) throws(PostgresError) -> PostgresRows {
-        try self.executeAndCommit(statement.sql, statement.parameters)
+        self.transactionBody = .committed
+        return try self.executePipelined(begin: begin, sql: sql, preparedName: name, encoded, commit: true, handle: handle)
     }
 
     static let statementAfterCommit = PostgresError.invalidArgument(
         "a statement after executeAndCommit: the transaction is over")
 
+    /// The pending `BEGIN`, if the body has run no statement yet; the transaction counts as
+    /// open from here on (its `BEGIN` is about to be sent).
     private func takePendingBegin() -> String? {
-        defer { self.pendingBegin = nil }
-        return self.pendingBegin
+        guard case .beginPending(let begin) = self.transactionBody else { return nil }
+        self.transactionBody = .open
+        return begin
     }
 
     /// `begin` (if any), the statement (prepared as `preparedName`, or unnamed) and `COMMIT` (if
