@@ -5,6 +5,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import Logging
+import NIOPosix
 import Synchronization
 
 #if canImport(Glibc)
@@ -63,6 +64,8 @@ final class PostgresListener: @unchecked Sendable {
     /// A pipe: the thread polls its read end; `wake` writes a byte to its write end.
     private let wakeReader: Int32
     private let wakeWriter: Int32
+    /// The listener thread: one thread of its own, started on first use.
+    private let thread = NIOThreadPool(numberOfThreads: 1)
 
     private struct Shared {
         var commands: [Command] = []
@@ -133,7 +136,10 @@ final class PostgresListener: @unchecked Sendable {
             self.wake(&shared)
             return shared.threadStarted
         }
-        if !wasStarted {
+        if wasStarted {
+            // The thread's loop sees the shutdown and returns; then the thread ends.
+            self.thread.shutdownGracefully { _ in }
+        } else {
             self.shared.withLock { self.closeWakeDescriptor(&$0) }
         }
     }
@@ -152,7 +158,10 @@ final class PostgresListener: @unchecked Sendable {
         }
         guard let startThread else { return false }
         if startThread {
-            DedicatedThread.start { [self] in self.run() }
+            self.thread.start()
+            self.thread.submit { [self] state in
+                if state == .active { self.run() }
+            }
         }
         return true
     }
