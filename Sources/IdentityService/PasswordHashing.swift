@@ -23,11 +23,12 @@ public final class PasswordHashing: Sendable {
     /// Hashes running now, and the most that ever ran at once (tests check the bound).
     private let running = Atomic<Int>(0)
     private let peak = Atomic<Int>(0)
-    /// Names of the threads hashes ran on (tests check they are the pool's own); at most 64 kept.
-    private let threadNames = Mutex<Set<String>>([])
+    /// The threads hashes ran on (`pthread_self`) and their names (tests check they are the
+    /// pool's own); a thread's name is read once, the first time it hashes.
+    private let threadsSeen = Mutex<(ids: Set<UInt>, names: Set<String>)>(([], []))
 
     var peakConcurrency: Int { peak.load(ordering: .relaxed) }
-    var hashingThreadNames: Set<String> { threadNames.withLock { $0 } }
+    var hashingThreadNames: Set<String> { threadsSeen.withLock { $0.names } }
 
     /// Starts the threads and computes the dummy hash (one hash's time).
     public init(parameters: ScryptPasswordHasher.Parameters, concurrency: Int) throws {
@@ -59,10 +60,13 @@ public final class PasswordHashing: Sendable {
             if exchanged { break }
             seen = current
         }
-        // The kernel's name of this thread (NIOThreadPool names its threads), without Foundation's `Thread`.
-        if let comm = try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8) {
-            let name = comm.trimmingWhitespace()
-            threadNames.withLock { if $0.count < 64 { $0.insert(name) } }
+        // A new thread: its kernel name (NIOThreadPool names its threads; Foundation's `Thread`
+        // is not in FoundationEssentials).
+        let id = UInt(pthread_self())
+        if threadsSeen.withLock({ $0.ids.insert(id).inserted }),
+            let comm = try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)
+        {
+            threadsSeen.withLock { _ = $0.names.insert(comm.trimmingWhitespace()) }
         }
         return try body()
     }
