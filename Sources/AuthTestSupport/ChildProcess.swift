@@ -62,28 +62,33 @@ public enum ChildProcess {
         try? err.close()
         let pid = process.processIdentifier
         let deadline = ContinuousClock.now + timeout
-        var status: Int32?
+        var status = exitStatus(reaping: process)
         while status == nil {
-            var raw: Int32 = 0
-            let reaped = waitpid(pid, &raw, WNOHANG)
-            if reaped == pid {
-                status = exitCode(raw)
-            } else if reaped < 0 && !process.isRunning {
-                // ECHILD: Foundation reaped it first and has its status.
-                status = process.terminationStatus
-            } else if ContinuousClock.now > deadline {
+            if ContinuousClock.now > deadline {
                 Glibc.kill(pid, SIGKILL)
+                var raw: Int32 = 0
                 _ = waitpid(pid, &raw, 0)
                 throw ServiceProcessError(message: "\(executable.lastPathComponent) still ran after \(timeout); killed")
-            } else {
-                try? await Task.sleep(for: .milliseconds(5))
             }
+            try? await Task.sleep(for: .milliseconds(5))
+            status = exitStatus(reaping: process)
         }
         return Result(
             status: status!,
             output: Array((try? Data(contentsOf: outURL)) ?? Data()),
             standardError: (try? String(contentsOf: errURL, encoding: .utf8)) ?? ""
         )
+    }
+
+    /// `process`'s exit status once it has exited, else nil. Reaps it with `waitpid(WNOHANG)`
+    /// when Foundation has not (whichever reaps first, the other finds nothing to wait for); a
+    /// status reaped here is returned once only, since Foundation then never learns it, so
+    /// callers keep it.
+    static func exitStatus(reaping process: Process) -> Int32? {
+        var raw: Int32 = 0
+        if waitpid(process.processIdentifier, &raw, WNOHANG) == process.processIdentifier { return exitCode(raw) }
+        // 0: still running; ECHILD: Foundation reaped it and has (or is about to have) its status.
+        return process.isRunning ? nil : process.terminationStatus
     }
 
     /// The exit code of a `waitpid` status, or the signal's number for a child killed by one

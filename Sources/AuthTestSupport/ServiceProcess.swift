@@ -11,7 +11,7 @@ public final class ServiceProcess: Sendable {
     public let name: String
     private let process: Process
     private let output = OutputBuffer()
-    /// The exit status when this class reaped the child itself (see ``hasExited``).
+    /// The exit status, once known (see ``hasExited``).
     private let reapedStatus = Mutex<Int32?>(nil)
     /// The folder of an unprivileged copy (``installForNobody(_:)``), removed with the process.
     private let copyFolder = Mutex<URL?>(nil)
@@ -113,25 +113,15 @@ public final class ServiceProcess: Sendable {
     /// moment (the tests start several services at once) inherits it too: Foundation then sees
     /// the exit only when that sibling exits as well, and until then `isRunning` stays true, the
     /// child stays a zombie and `waitUntilExit()` blocks (a whole test run hung on it once,
-    /// in `terminate`). So the child is also reaped here, with `waitpid(WNOHANG)`; whichever of
-    /// the two reaps it first, the other finds nothing to wait for.
-    private var hasExited: Bool {
-        if reapedStatus.withLock({ $0 }) != nil || !process.isRunning { return true }
-        var status: Int32 = 0
-        let pid = process.processIdentifier
-        guard waitpid(pid, &status, WNOHANG) == pid else {
-            // 0: still running; ECHILD: Foundation reaped it and is about to say so.
-            return false
-        }
-        let code = ChildProcess.exitCode(status)
-        reapedStatus.withLock { $0 = code }
-        return true
-    }
+    /// in `terminate`). So the child is also reaped here (``ChildProcess/exitStatus(reaping:)``).
+    private var hasExited: Bool { exitStatusIfExited != nil }
 
-    /// The exit status once exited, else nil.
+    /// The exit status once exited, else nil (kept: once reaped here, Foundation never learns it).
     private var exitStatusIfExited: Int32? {
-        guard hasExited else { return nil }
-        return reapedStatus.withLock { $0 } ?? (process.isRunning ? nil : process.terminationStatus)
+        reapedStatus.withLock { status in
+            if status == nil { status = ChildProcess.exitStatus(reaping: process) }
+            return status
+        }
     }
 
     /// Sends `signal` (e.g. SIGINT, as Ctrl-C does) to the process.
