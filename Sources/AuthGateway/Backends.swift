@@ -29,18 +29,15 @@ final class GatewayMetrics: Sendable {
         self.factory = factory
     }
 
+    /// A counter's label and its three dimensions' values.
     private struct SeriesKey: Hashable {
-        var kind: UInt8
-        var a: String
-        var b: String
-        var c: String
+        var counter: String
+        var values: [String]
     }
 
-    /// The counter of `counterDimensions` and the timer of the same dimensions without the last.
-    private func pair(
-        _ kind: UInt8, counter: String, timer: String, _ dimensions: [(String, String)]
-    ) -> (Counter, Timer) {
-        let key = SeriesKey(kind: kind, a: dimensions[0].1, b: dimensions[1].1, c: dimensions[2].1)
+    /// The counter of three `dimensions` and the timer of the first two.
+    private func pair(counter: String, timer: String, _ dimensions: [(String, String)]) -> (Counter, Timer) {
+        let key = SeriesKey(counter: counter, values: dimensions.map(\.1))
         if let pair = series.withLock({ $0[key] }) { return pair }
         let pair = (
             Counter(label: counter, dimensions: dimensions, factory: factory),
@@ -53,7 +50,7 @@ final class GatewayMetrics: Sendable {
     /// `http_requests_total{route,method,status}` and `http_request_duration_seconds{route,method}`.
     func request(route: String, method: HTTPRequest.Method, status: Int, duration: Duration) {
         let (counter, timer) = pair(
-            0, counter: "http_requests_total", timer: "http_request_duration_seconds",
+            counter: "http_requests_total", timer: "http_request_duration_seconds",
             [("route", route), ("method", method.rawValue), ("status", String(status))])
         counter.increment()
         timer.recordNanoseconds(duration.nanoseconds)
@@ -63,7 +60,7 @@ final class GatewayMetrics: Sendable {
     /// `gateway_rpc_client_duration_seconds{service,method}`.
     func rpcCall(service: String, method: String, code: String, duration: Duration) {
         let (counter, timer) = pair(
-            1, counter: "gateway_rpc_client_calls_total", timer: "gateway_rpc_client_duration_seconds",
+            counter: "gateway_rpc_client_calls_total", timer: "gateway_rpc_client_duration_seconds",
             [("service", service), ("method", method), ("code", code)])
         counter.increment()
         timer.recordNanoseconds(duration.nanoseconds)
