@@ -155,10 +155,15 @@ struct UserStore: Sendable {
 
     // MARK: Audit
 
+    /// The audit table with the columns every audit row is written with.
+    private var auditTable: String {
+        "\(schema).audit_events (user_id, kind, method, occurred_at, client_ip, request_id, caller)"
+    }
+
     func insertAudit(_ entry: AuditEntry, on connection: PostgresConnection) throws {
         try connection.execute(
             """
-            INSERT INTO \(schema).audit_events (user_id, kind, method, occurred_at, client_ip, request_id, caller)
+            INSERT INTO \(auditTable)
             VALUES ($1, $2::text, $3::text, $4, $5::text, $6::text, $7::text)
             """,
             [
@@ -215,7 +220,7 @@ struct UserStore: Sendable {
                         updated_at = CASE WHEN u.\(verified) THEN u.updated_at ELSE EXCLUDED.updated_at END
                 RETURNING u.*, (xmax = 0) AS created
             ), audit AS (
-                INSERT INTO \(schema).audit_events (user_id, kind, method, occurred_at, client_ip, request_id, caller)
+                INSERT INTO \(auditTable)
                 SELECT u.id, CASE WHEN u.created THEN $4::text ELSE $5::text END, $6::text, $3, $7::text, $8::text,
                     $9::text
                 FROM u

@@ -104,6 +104,14 @@ private func hexScalars(_ s: String) -> String {
         #expect(bad.isEmpty, "\(bad.count) of \(count) mismatches:\n\(bad.prefix(100).joined(separator: "\n"))")
     }
 
+    /// `input` normalises to `expected`, here and in Foundation.
+    private func expectNormalizes(_ input: String, to expected: String) {
+        let actual = UnicodeNFKC.normalize(input)
+        #expect(actual.unicodeScalars.elementsEqual(expected.unicodeScalars),
+                "\(hexScalars(input)) -> [\(hexScalars(actual))], expected [\(hexScalars(expected))]")
+        #expect(input.precomposedStringWithCompatibilityMapping.unicodeScalars.elementsEqual(expected.unicodeScalars))
+    }
+
     @Test(arguments: [
         ("\u{FB01}", "fi"),
         ("\u{2460}", "1"),
@@ -116,10 +124,7 @@ private func hexScalars(_ s: String) -> String {
         ("plain ASCII", "plain ASCII"),
     ])
     func namedExamples(input: String, expected: String) {
-        let actual = UnicodeNFKC.normalize(input)
-        #expect(actual.unicodeScalars.elementsEqual(expected.unicodeScalars),
-                "\(hexScalars(input)) -> [\(hexScalars(actual))], expected [\(hexScalars(expected))]")
-        #expect(input.precomposedStringWithCompatibilityMapping.unicodeScalars.elementsEqual(expected.unicodeScalars))
+        expectNormalizes(input, to: expected)
     }
 
     /// Random strings over every scalar CoreFoundation's normaliser treats
@@ -188,10 +193,7 @@ private func hexScalars(_ s: String) -> String {
         ("\u{11F00}\u{300}", "\u{1F02}"),              // base compared on its low 16 bits
     ])
     func coreFoundationQuirks(input: String, expected: String) {
-        let actual = UnicodeNFKC.normalize(input)
-        #expect(actual.unicodeScalars.elementsEqual(expected.unicodeScalars),
-                "\(hexScalars(input)) -> [\(hexScalars(actual))], expected [\(hexScalars(expected))]")
-        #expect(input.precomposedStringWithCompatibilityMapping.unicodeScalars.elementsEqual(expected.unicodeScalars))
+        expectNormalizes(input, to: expected)
     }
 
     @Test func tableIsParsed() {

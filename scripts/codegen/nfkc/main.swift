@@ -224,24 +224,25 @@ func generate() -> (text: String, summary: String) {
     // \(composition.count) precomposition pairs (\(sixteenBitBase.count) combining characters with 16-bit base lookup).
 
     """
-    out += "\n" + literal("compatibilityDecompositionData",
-        "/// Every scalar whose full compatibility decomposition (Foundation NFKD of the\n/// single scalar) differs from its full canonical decomposition (NFD), mapped to\n/// that NFKD. Format: `SCALAR NFKD...`.",
-        compat)
-    out += "\n" + literal("canonicalDecompositionData",
-        "/// CF's canonical-decomposable scalars except Hangul syllables (algorithmic):\n/// `SCALAR MINBUFFER DECOMPOSITION...` where MINBUFFER (decimal) is the smallest\n/// buffer for which CFUniCharDecomposeCharacter succeeds (0 = never).",
-        canonical)
-    out += "\n" + literal("combiningClassData",
-        "/// CF's canonical combining classes: `FIRST LAST CLASS` (CLASS decimal), all others 0.",
-        combiningLines)
-    out += "\n" + literal("nonBaseData",
-        "/// CF's non-base character set: `FIRST LAST`.",
-        nonBaseLines)
-    out += "\n" + literal("compositionData",
-        "/// CF's canonical precomposition pairs: `BASE COMBINING COMPOSITE`.",
-        composition)
-    out += "\n" + literal("sixteenBitBaseCombiningData",
-        "/// Combining characters (`FIRST LAST`) for which CF matches the base of a\n/// precomposition on its low 16 bits only (CFUniCharPrecomposeCharacter passes\n/// it as a UTF16Char), e.g. U+11F00 + U+0300 composes like U+1F00 + U+0300.",
-        ranges(sixteenBitBase))
+    let tables: [(name: String, documentation: String, lines: [String])] = [
+        ("compatibilityDecompositionData",
+         "/// Every scalar whose full compatibility decomposition (Foundation NFKD of the\n/// single scalar) differs from its full canonical decomposition (NFD), mapped to\n/// that NFKD. Format: `SCALAR NFKD...`.",
+         compat),
+        ("canonicalDecompositionData",
+         "/// CF's canonical-decomposable scalars except Hangul syllables (algorithmic):\n/// `SCALAR MINBUFFER DECOMPOSITION...` where MINBUFFER (decimal) is the smallest\n/// buffer for which CFUniCharDecomposeCharacter succeeds (0 = never).",
+         canonical),
+        ("combiningClassData",
+         "/// CF's canonical combining classes: `FIRST LAST CLASS` (CLASS decimal), all others 0.",
+         combiningLines),
+        ("nonBaseData", "/// CF's non-base character set: `FIRST LAST`.", nonBaseLines),
+        ("compositionData", "/// CF's canonical precomposition pairs: `BASE COMBINING COMPOSITE`.", composition),
+        ("sixteenBitBaseCombiningData",
+         "/// Combining characters (`FIRST LAST`) for which CF matches the base of a\n/// precomposition on its low 16 bits only (CFUniCharPrecomposeCharacter passes\n/// it as a UTF16Char), e.g. U+11F00 + U+0300 composes like U+1F00 + U+0300.",
+         ranges(sixteenBitBase)),
+    ]
+    for table in tables {
+        out += "\n" + literal(table.name, table.documentation, table.lines)
+    }
     let summary = "\(compatCount) compatibility decompositions, \(canonical.count) canonical decompositions, "
         + "\(combining.count) combining-class scalars (\(combiningLines.count) ranges), "
         + "\(nonBase.count) non-base scalars (\(nonBaseLines.count) ranges), \(composition.count) compositions, \(sixteenBitBase.count) combining characters with 16-bit base lookup"
