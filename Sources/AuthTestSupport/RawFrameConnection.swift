@@ -11,21 +11,47 @@ import Glibc
 /// (valid frames, garbage, oversized lengths) and reads what the server answers. For testing
 /// how a server treats misbehaving clients, and that the protocol works as docs/protocol.md
 /// says without our client library.
-public final class RawFrameConnection {
+///
+/// Every call that touches the socket is async and runs on a thread of its own
+/// (``offCooperativePool(_:)``): a `recv` waiting for the server on the cooperative pool (two
+/// threads on a 2-core machine) starves the very server tasks it waits for, and every other
+/// test of the run (issue 18).
+public final class RawFrameConnection: @unchecked Sendable {
+    // @unchecked Sendable: `fd` never changes; `challenge` is written once by `init`. A test
+    // uses a connection one step at a time (each call is awaited before the next), so no two
+    // threads read or write the socket at once.
     private let fd: Int32
     /// The server's first frame (its Challenge), read by `init` unless told not to.
     public private(set) var challenge = Auth_Rpc_V1_Challenge()
 
     /// Connects; with `readChallenge` (the default) also reads the server's Challenge.
-    public init(host: String = "127.0.0.1", port: Int, receiveTimeout: Duration = .seconds(5), readChallenge: Bool = true) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    /// `receiveTimeout` bounds each read (a read that times out counts as "nothing came"): it
+    /// tells a stuck server from a slow one, so it is far beyond any server timeout a test sets.
+    public init(
+        host: String = "127.0.0.1",
+        port: Int,
+        receiveTimeout: Duration = .seconds(30),
+        readChallenge: Bool = true
+    ) async throws {
+        let connected = try await offCooperativePool {
+            try Self.openSocket(host: host, port: port, receiveTimeout: receiveTimeout, readChallenge: readChallenge)
+        }
+        self.fd = connected.fd
+        self.challenge = connected.challenge
+    }
+
+    /// Connects a blocking socket and reads the challenge (on the calling thread).
+    private static func openSocket(
+        host: String, port: Int, receiveTimeout: Duration, readChallenge: Bool
+    ) throws -> (fd: Int32, challenge: Auth_Rpc_V1_Challenge) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw ServiceProcessError(message: "socket() failed") }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         inet_pton(AF_INET, host, &address.sin_addr)
         let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard result == 0 else {
             close(fd)
@@ -33,12 +59,15 @@ public final class RawFrameConnection {
         }
         var timeout = timeval(tv_sec: Int(receiveTimeout.components.seconds), tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        if readChallenge {
-            guard case .challenge(let challenge) = try receiveFrame()?.kind else {
-                close(fd)
+        guard readChallenge else { return (fd, Auth_Rpc_V1_Challenge()) }
+        do {
+            guard case .challenge(let challenge) = try receiveFrame(fd)?.kind else {
                 throw ServiceProcessError(message: "the server at \(host):\(port) sent no Challenge")
             }
-            self.challenge = challenge
+            return (fd, challenge)
+        } catch {
+            close(fd)
+            throw error
         }
     }
 
@@ -46,7 +75,12 @@ public final class RawFrameConnection {
 
     /// Sends raw bytes; false when the peer has closed.
     @discardableResult
-    public func send(_ bytes: [UInt8]) -> Bool {
+    public func send(_ bytes: [UInt8]) async -> Bool {
+        let fd = self.fd
+        return await offCooperativePool { Self.send(fd, bytes) }
+    }
+
+    private static func send(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         var offset = 0
         while offset < bytes.count {
             let sent = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -58,10 +92,10 @@ public final class RawFrameConnection {
 
     /// Sends one frame with its length prefix.
     @discardableResult
-    public func send(_ frame: Auth_Rpc_V1_Frame) throws -> Bool {
+    public func send(_ frame: Auth_Rpc_V1_Frame) async throws -> Bool {
         let body = try frame.serializedBytes()
         let length = UInt32(body.count)
-        return send([UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)] + body)
+        return await send([UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)] + body)
     }
 
     /// A valid Hello for `service` under `secret`, answering this connection's challenge.
@@ -73,29 +107,42 @@ public final class RawFrameConnection {
 
     /// Sends a valid Hello for `service` under `secret`, answering this connection's challenge.
     @discardableResult
-    public func sendHello(service: String, secret: [UInt8]) throws -> Auth_Rpc_V1_Hello {
+    public func sendHello(service: String, secret: [UInt8]) async throws -> Auth_Rpc_V1_Hello {
         let hello = try hello(service: service, secret: secret)
-        try send(Auth_Rpc_V1_Frame(kind: .hello(hello)))
+        try await send(Auth_Rpc_V1_Frame(kind: .hello(hello)))
         return hello
     }
 
     /// Reads one frame; nil when the peer closed the connection (or the timeout passed).
-    public func receiveFrame() throws -> Auth_Rpc_V1_Frame? {
-        guard let header = receive(count: 4) else { return nil }
-        let length = Int(header[0]) << 24 | Int(header[1]) << 16 | Int(header[2]) << 8 | Int(header[3])
-        guard let body = receive(count: length) else { return nil }
-        return try Auth_Rpc_V1_Frame(serializedBytes: body)
+    public func receiveFrame() async throws -> Auth_Rpc_V1_Frame? {
+        let fd = self.fd
+        return try await offCooperativePool { try Self.receiveFrame(fd) }
     }
 
     /// Reads frames until the server closes the connection; returns them.
-    public func receiveUntilClosed(maxFrames: Int = 100) throws -> [Auth_Rpc_V1_Frame] {
-        var frames: [Auth_Rpc_V1_Frame] = []
-        while frames.count < maxFrames, let frame = try receiveFrame() { frames.append(frame) }
-        return frames
+    public func receiveUntilClosed(maxFrames: Int = 100) async throws -> [Auth_Rpc_V1_Frame] {
+        let fd = self.fd
+        return try await offCooperativePool {
+            var frames: [Auth_Rpc_V1_Frame] = []
+            while frames.count < maxFrames, let frame = try Self.receiveFrame(fd) { frames.append(frame) }
+            return frames
+        }
     }
 
     /// Whether the server has closed the connection (reads until EOF or the timeout).
-    public func isClosedByPeer() -> Bool {
+    public func isClosedByPeer() async -> Bool {
+        let fd = self.fd
+        return await offCooperativePool { Self.isClosedByPeer(fd) }
+    }
+
+    private static func receiveFrame(_ fd: Int32) throws -> Auth_Rpc_V1_Frame? {
+        guard let header = receive(fd, count: 4) else { return nil }
+        let length = Int(header[0]) << 24 | Int(header[1]) << 16 | Int(header[2]) << 8 | Int(header[3])
+        guard let body = receive(fd, count: length) else { return nil }
+        return try Auth_Rpc_V1_Frame(serializedBytes: body)
+    }
+
+    private static func isClosedByPeer(_ fd: Int32) -> Bool {
         var byte: UInt8 = 0
         while true {
             let n = recv(fd, &byte, 1, 0)
@@ -104,7 +151,7 @@ public final class RawFrameConnection {
         }
     }
 
-    private func receive(count: Int) -> [UInt8]? {
+    private static func receive(_ fd: Int32, count: Int) -> [UInt8]? {
         var bytes = [UInt8](repeating: 0, count: count)
         var offset = 0
         while offset < count {

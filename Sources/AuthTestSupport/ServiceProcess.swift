@@ -206,12 +206,14 @@ public final class ServiceProcess: Sendable {
         return await waitForExit(timeout: .seconds(30)) ?? SIGKILL
     }
 
-    /// SIGKILL (`kill -9`: no shutdown, as a crash), then waits for the exit (a killed process
-    /// goes at once: this blocks for a moment, never for long).
-    public func kill() {
+    /// SIGKILL (`kill -9`: no shutdown, as a crash), then waits for the exit. It waits without
+    /// holding a thread of the cooperative pool (it once slept in `usleep`, blocking one of the
+    /// two threads every test shares; issue 18).
+    public func kill() async {
         guard isRunning else { return }
         Glibc.kill(process.processIdentifier, SIGKILL)
-        for _ in 0..<30_000 where isRunning { usleep(1_000) }
+        // A killed process is gone at once; the bound only keeps a test from hanging.
+        _ = await waitForExit(timeout: .seconds(30))
     }
 
     deinit {

@@ -112,7 +112,7 @@ struct PostgresConnectionTests {
         let url = try await PostgresTestDatabase.connectionString()
         let logger = PostgresTestDatabase.makeLogger()
         // Blocking calls: run them on a thread of their own, off the cooperative pool.
-        let (broken, status, samePID) = try await onThread {
+        let (broken, status, samePID) = try await offCooperativePool {
             let connection = try PostgresConnection.connect(
                 configuration: PostgresConfiguration(connectionString: url), logger: logger)
             defer { connection.close() }

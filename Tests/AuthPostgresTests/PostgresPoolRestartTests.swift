@@ -6,11 +6,14 @@ import Testing
 /// The database restarts under a live pool (a private cluster, so the shared one stays up).
 @Suite("PostgresPool across a database restart")
 struct PostgresPoolRestartTests {
-    @Test func poolRecoversAfterRestart() async throws {
+    /// The in-flight statement sleeps for an hour and the connect timeout is a minute: only
+    /// the restart can cut the one, and only a refused connection can end the other early. So
+    /// the outcomes show "promptly" without a stopwatch; a hang fails the time limit.
+    @Test(.timeLimit(.minutes(5))) func poolRecoversAfterRestart() async throws {
         try await PostgresTestCluster.withCluster { cluster in
             var configuration = PostgresConfiguration(
-                connectionString: cluster.connectionString, maxConnections: 3, connectTimeout: .seconds(2),
-                statementTimeout: .seconds(30), acquireTimeout: .seconds(2), applicationName: "restart-test")
+                connectionString: cluster.connectionString, maxConnections: 3, connectTimeout: .seconds(60),
+                acquireTimeout: .seconds(60), applicationName: "restart-test")
             configuration.reconnectBackoff = .milliseconds(50)
             configuration.reconnectBackoffLimit = .milliseconds(200)
             let pool = PostgresPool(configuration: configuration, logger: PostgresTestDatabase.makeLogger())
@@ -40,8 +43,8 @@ struct PostgresPoolRestartTests {
     @Test func firstCallsAfterARestartDoNotMeetStaleConnections() async throws {
         try await PostgresTestCluster.withCluster { cluster in
             var configuration = PostgresConfiguration(
-                connectionString: cluster.connectionString, maxConnections: 3, connectTimeout: .seconds(2),
-                acquireTimeout: .seconds(5), applicationName: "idle-restart-test")
+                connectionString: cluster.connectionString, maxConnections: 3, connectTimeout: .seconds(60),
+                acquireTimeout: .seconds(60), applicationName: "idle-restart-test")
             configuration.reconnectBackoff = .milliseconds(50)
             let pool = PostgresPool(configuration: configuration, logger: PostgresTestDatabase.makeLogger())
             do {
@@ -90,24 +93,20 @@ struct PostgresPoolRestartTests {
     }
 
     private func restart(cluster: PostgresTestCluster, pool: PostgresPool, immediate: Bool) async throws {
-        let inFlight = Task { try await pool.query("SELECT pg_sleep(20)") }
+        let inFlight = Task { try await pool.query("SELECT pg_sleep(3600)") }
         // Wait until the sleep really runs on the server.
-        var running = false
-        for _ in 0..<100 where !running {
-            let count = try await pool.query(
+        let running = try await eventually {
+            try await pool.query(
                 """
                 SELECT count(*) FROM pg_stat_activity
-                WHERE application_name = 'restart-test' AND state = 'active' AND query LIKE 'SELECT pg_sleep(20)%'
-                """)[0][0].int
-            running = count == 1
-            if !running { try await Task.sleep(for: .milliseconds(20)) }
+                WHERE application_name = 'restart-test' AND state = 'active' AND query LIKE 'SELECT pg_sleep(3600)%'
+                """)[0][0].int == 1
         }
-        #expect(running)
+        #expect(running, "the sleep never showed in pg_stat_activity")
 
         try await cluster.stop(immediate: immediate)
-        let stopped = ContinuousClock.now
+        // An hour-long sleep that returns at all was cut by the restart.
         let result = await inFlight.result
-        #expect(seconds(since: stopped) < 5, "the in-flight call must fail promptly, not hang")
         switch result {
         case .success:
             Issue.record("the in-flight query succeeded although the server went down")
@@ -118,27 +117,22 @@ struct PostgresPoolRestartTests {
             Issue.record("unexpected error \(error)")
         }
 
-        // While the server is down, calls fail fast with an unavailability error.
+        // While the server is down, calls fail with an unavailability error: the refused new
+        // connection (libpq's "Connection refused"), not the minute-long connect timeout.
         for _ in 0..<3 {
-            let start = ContinuousClock.now
             let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
             // `.unavailable`, not `.connectionLost`: stale idle connections are noticed and
             // dropped before use, so the failure is the refused new connection.
             #expect(error?.code == .unavailable, "got \(String(describing: error))")
-            #expect(seconds(since: start) < 4)  // refused at once; the connect timeout is 5 s
+            #expect(String(describing: error).contains("Connection refused"), "got \(String(describing: error))")
         }
 
         try await cluster.start()
 
         // Later calls succeed on the same pool (after at most one backoff period).
-        var recovered = false
-        let start = ContinuousClock.now
-        while !recovered && seconds(since: start) < 10 {
-            if let rows = try? await pool.query("SELECT 42"), try rows[0][0].int == 42 {
-                recovered = true
-            } else {
-                try await Task.sleep(for: .milliseconds(50))
-            }
+        let recovered = try await eventually(interval: .milliseconds(50)) {
+            guard let rows = try? await pool.query("SELECT 42") else { return false }
+            return try rows[0][0].int == 42
         }
         #expect(recovered)
         // Every pooled connection works again: stale ones were dropped, not handed out.

@@ -32,15 +32,15 @@ struct PostgresPoolTests {
         }
     }
 
-    @Test func waitingCallerTimesOut() async throws {
+    @Test(.timeLimit(.minutes(2))) func waitingCallerTimesOut() async throws {
         try await PostgresTestDatabase.withTestSchema(
             maxConnections: 1, configure: { $0.acquireTimeout = .milliseconds(150) }
-        ) { pool, _ in
-            let holder = Task { try await pool.query("SELECT pg_sleep(30)") }
-            try await self.waitUntil { pool.statistics.leasedConnections == 1 }
+        ) { pool, _ async throws in
+            let holder = Task { try await pool.query("SELECT pg_sleep(3600)") }
+            await self.waitUntil { pool.statistics.leasedConnections == 1 }
             let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
             #expect(error?.code == .poolTimeout)
-            // The holder keeps the only connection for 30 s: a pool timeout is its own (150 ms).
+            // The holder keeps the only connection for an hour: a pool timeout is its own (150 ms).
             holder.cancel()
             _ = await holder.result
             // The pool works again once the connection is back.
@@ -48,61 +48,63 @@ struct PostgresPoolTests {
         }
     }
 
-    @Test func waitingCallerRespectsCancellation() async throws {
+    @Test(.timeLimit(.minutes(2))) func waitingCallerRespectsCancellation() async throws {
         try await PostgresTestDatabase.withTestSchema(
-            maxConnections: 1, configure: { $0.acquireTimeout = .seconds(10) }
+            maxConnections: 1, configure: { $0.acquireTimeout = .seconds(3600) }
         ) { pool, _ in
-            let holder = Task { try await pool.query("SELECT pg_sleep(30)") }
-            try await self.waitUntil { pool.statistics.leasedConnections == 1 }
+            let holder = Task { try await pool.query("SELECT pg_sleep(3600)") }
+            await self.waitUntil { pool.statistics.leasedConnections == 1 }
             let waiter = Task { try await pool.query("SELECT 1") }
-            try await self.waitUntil { pool.statistics.waitingCallers == 1 }
+            await self.waitUntil { pool.statistics.waitingCallers == 1 }
             waiter.cancel()
             let result = await waiter.result
             #expect(throws: CancellationError.self) { try result.get() }
             // A CancellationError: it left on the cancel, not with the connection the holder
-            // would give back after 30 s.
+            // would give back after an hour, nor with an acquire timeout.
             #expect(pool.statistics.waitingCallers == 0)
             holder.cancel()
             _ = await holder.result
         }
     }
 
-    @Test func runningStatementIsCancelledWithItsTask() async throws {
+    /// The statement sleeps for an hour: only the cancel can end it (a broken cancel fails the
+    /// time limit instead of passing late).
+    @Test(.timeLimit(.minutes(2))) func runningStatementIsCancelledWithItsTask() async throws {
         let applicationName = "cancel_test_\(uniqueSuffix())"
         try await PostgresTestDatabase.withTestSchema(
             maxConnections: 2, configure: { $0.applicationName = applicationName }
         ) { pool, _ in
-            let sleeper = Task { try await pool.query("SELECT pg_sleep(10)") }
-            // Cancel only once the statement really runs on the server.
-            try await self.waitUntil {
+            let sleeper = Task { try await pool.query("SELECT pg_sleep(3600)") }
+            // Cancel only once the statement really runs on the server. (It once waited 5 s at
+            // most, which a loaded machine overran: the sleeper had not been scheduled yet.)
+            let running = try await eventually {
                 let rows = try await pool.query(
                     """
                     SELECT count(*) FROM pg_stat_activity
-                    WHERE application_name = $1 AND state = 'active' AND query = 'SELECT pg_sleep(10)'
+                    WHERE application_name = $1 AND state = 'active' AND query = 'SELECT pg_sleep(3600)'
                     """, [.text(applicationName)])
                 return try rows[0][0].int == 1
             }
+            #expect(running, "the sleep never showed in pg_stat_activity")
             sleeper.cancel()
             let result = await sleeper.result
             #expect(throws: PostgresError.self) { try result.get() }
             if case .failure(let error as PostgresError) = result {
                 #expect(error.code == .cancelled)
             }
-            // `.cancelled`: it was cut, not run for its 10 s.
+            // `.cancelled`: it was cut, not run for its hour.
             // The connection is kept and serves the next callers, in a clean state.
             #expect(try await pool.query("SELECT 3")[0][0].int == 3)
             #expect(pool.statistics.idleConnections == 2)
         }
     }
 
-    /// Polls `condition` every 10 ms for up to 5 s.
-    private func waitUntil(_ condition: () async throws -> Bool) async throws {
-        let start = ContinuousClock.now
-        while seconds(since: start) < 5 {
-            if try await condition() { return }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        Issue.record("condition not met within 5 s")
+    /// Waits for a pool statistic nothing notifies; records an issue if it never holds.
+    private func waitUntil(
+        sourceLocation: SourceLocation = #_sourceLocation, _ condition: @escaping () -> Bool
+    ) async {
+        let held = await eventually { condition() }
+        #expect(held, "the pool never reached the state the test waits for", sourceLocation: sourceLocation)
     }
 
     @Test func statementTimeout() async throws {

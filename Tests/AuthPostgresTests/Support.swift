@@ -145,13 +145,6 @@ func seconds(since start: ContinuousClock.Instant) -> Double {
     return Double(seconds) + Double(attoseconds) / 1e18
 }
 
-/// Runs blocking work on a dispatch thread and awaits its result.
-func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async { continuation.resume(with: Result(catching: body)) }
-    }
-}
-
 /// A value shared between test tasks and pool threads.
 final class Locked<Value: Sendable>: Sendable {
     private let mutex: Mutex<Value>

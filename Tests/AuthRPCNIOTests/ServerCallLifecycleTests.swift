@@ -90,9 +90,9 @@ func withStubbornServer(
     try await running.value
 }
 
-func authenticatedRawConnection(port: Int) async throws -> OffPoolRawConnection {
-    let connection = try OffPoolRawConnection(port: port)
-    try connection.raw.sendHello(service: "raw", secret: testSecret)
+func authenticatedRawConnection(port: Int) async throws -> RawFrameConnection {
+    let connection = try await RawFrameConnection(port: port)
+    try await connection.sendHello(service: "raw", secret: testSecret)
     guard case .helloAck = try await connection.receiveFrame()?.kind else { throw RPCError(code: .internal, message: "no HelloAck", reason: "test") }
     return connection
 }
@@ -104,13 +104,12 @@ func requestFrame(_ callID: UInt64, _ method: MethodDescriptor, _ value: String 
 @Suite struct ServerCallLifecycleTests {
     @Test func cancelledCallKeepsItsSlotUntilItsHandlerEnds() async throws {
         try await withStubbornServer(limits: ConnectionLimits(maxConcurrentCalls: 1)) { _, port, handler in
-            let connection = try await authenticatedRawConnection(port: port)
-            let raw = connection.raw
-            try raw.send(requestFrame(1, stubbornMethod))
+            let raw = try await authenticatedRawConnection(port: port)
+            try await raw.send(requestFrame(1, stubbornMethod))
             try await handler.waitUntilStarted(1)
-            try raw.send(Auth_Rpc_V1_Frame(kind: .cancel(Auth_Rpc_V1_Cancel(callID: 1))))
-            try raw.send(requestFrame(2, echoMethod, "1"))
-            guard case .response(let refused) = try await connection.receiveFrame()?.kind else {
+            try await raw.send(Auth_Rpc_V1_Frame(kind: .cancel(Auth_Rpc_V1_Cancel(callID: 1))))
+            try await raw.send(requestFrame(2, echoMethod, "1"))
+            guard case .response(let refused) = try await raw.receiveFrame()?.kind else {
                 Issue.record("expected a Response")
                 return
             }
@@ -124,8 +123,8 @@ func requestFrame(_ callID: UInt64, _ method: MethodDescriptor, _ value: String 
             try await handler.waitUntilEnded(1)
             var served = false
             for callID in UInt64(3)..<UInt64(200) where !served {
-                try raw.send(requestFrame(callID, echoMethod, "1"))
-                guard case .response(let response) = try await connection.receiveFrame()?.kind else {
+                try await raw.send(requestFrame(callID, echoMethod, "1"))
+                guard case .response(let response) = try await raw.receiveFrame()?.kind else {
                     Issue.record("expected a Response")
                     return
                 }
@@ -138,21 +137,21 @@ func requestFrame(_ callID: UInt64, _ method: MethodDescriptor, _ value: String 
     }
 
     @Test func drainingConnectionClosesAsSoonAsItsLastCallIsCancelled() async throws {
-        try await withStubbornServer(grace: .seconds(60)) { server, port, handler in
-            let connection = try await authenticatedRawConnection(port: port)
-            let raw = connection.raw
-            try raw.send(requestFrame(1, stubbornMethod))
+        try await withStubbornServer(grace: .seconds(3600)) { server, port, handler in
+            let raw = try await authenticatedRawConnection(port: port)
+            try await raw.send(requestFrame(1, stubbornMethod))
             try await handler.waitUntilStarted(1)
             server.beginShutdown()
-            guard case .goAway(let goAway) = try await connection.receiveFrame()?.kind else {
+            guard case .goAway(let goAway) = try await raw.receiveFrame()?.kind else {
                 Issue.record("expected GoAway")
                 return
             }
             #expect(goAway.reason == "going_away")
             #expect(goAway.lastCallID == 1)
-            try raw.send(Auth_Rpc_V1_Frame(kind: .cancel(Auth_Rpc_V1_Cancel(callID: 1))))
-            // Closed now, not at the end of the 60 s grace period (the receive timeout is 5 s).
-            #expect(try await connection.isClosedByPeer())
+            try await raw.send(Auth_Rpc_V1_Frame(kind: .cancel(Auth_Rpc_V1_Cancel(callID: 1))))
+            // Closed now, not at the end of the hour-long grace period (the receive timeout is 30 s).
+            let closed = await raw.isClosedByPeer()
+            #expect(closed)
         }
     }
 }

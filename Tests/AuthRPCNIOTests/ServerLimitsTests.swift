@@ -41,8 +41,8 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
     @Test func firstFrameIsCappedAtHelloSizeBeforeDecoding() async throws {
         try await withServer { _, port in
             // A valid Hello of exactly the cap is served.
-            let fits = try OffPoolRawConnection(port: port)
-            fits.raw.send(try paddedHelloFrame(answering: fits.raw.challenge, bodySize: ConnectionLimits().maxHelloFrameSize))
+            let fits = try await RawFrameConnection(port: port)
+            await fits.send(try paddedHelloFrame(answering: fits.challenge, bodySize: ConnectionLimits().maxHelloFrameSize))
             guard case .helloAck = try await fits.receiveFrame()?.kind else {
                 Issue.record("a Hello of \(ConnectionLimits().maxHelloFrameSize) bytes was not accepted")
                 return
@@ -51,7 +51,7 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
             var request = Auth_Rpc_V1_Request(callID: 1, method: echoMethod.path)
             request.payload = try HealthRequest(service: "7").serializedBytes()
             request.metadata = RPCMetadata(requestID: String(repeating: "r", count: 1000), traceparent: String(repeating: "t", count: 1000)).proto
-            try fits.raw.send(Auth_Rpc_V1_Frame(kind: .request(request)))
+            try await fits.send(Auth_Rpc_V1_Frame(kind: .request(request)))
             guard case .response(let response) = try await fits.receiveFrame()?.kind else {
                 Issue.record("a 2 KB request after Hello was not answered")
                 return
@@ -59,14 +59,15 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
             #expect(response.status == nil)
 
             // One byte more, still a valid Hello: refused from its length alone.
-            let tooLarge = try OffPoolRawConnection(port: port)
-            tooLarge.raw.send(try paddedHelloFrame(answering: tooLarge.raw.challenge, bodySize: ConnectionLimits().maxHelloFrameSize + 1))
+            let tooLarge = try await RawFrameConnection(port: port)
+            await tooLarge.send(try paddedHelloFrame(answering: tooLarge.challenge, bodySize: ConnectionLimits().maxHelloFrameSize + 1))
             let frames = try await tooLarge.receiveUntilClosed()
             #expect(goAwayReason(frames) == "frame_too_large")
             // A length prefix alone is enough to be refused (no body sent).
-            let prefixOnly = try OffPoolRawConnection(port: port)
-            prefixOnly.raw.send([0x00, 0x00, 0x10, 0x00])
-            #expect(goAwayReason(try await prefixOnly.receiveUntilClosed()) == "frame_too_large")
+            let prefixOnly = try await RawFrameConnection(port: port)
+            await prefixOnly.send([0x00, 0x00, 0x10, 0x00])
+            let prefixOnlyFrames = try await prefixOnly.receiveUntilClosed()
+            #expect(goAwayReason(prefixOnlyFrames) == "frame_too_large")
         }
     }
 
@@ -75,10 +76,10 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
         limits.maxConnections = 2
         try await withServer(limits: limits) { _, port in
             // Two connections, each known to be admitted (it was answered).
-            let first = try OffPoolRawConnection(port: port)
-            try first.raw.sendHello(service: "raw", secret: testSecret)
-            let second = try OffPoolRawConnection(port: port)
-            try second.raw.sendHello(service: "raw", secret: testSecret)
+            let first = try await RawFrameConnection(port: port)
+            try await first.sendHello(service: "raw", secret: testSecret)
+            let second = try await RawFrameConnection(port: port)
+            try await second.sendHello(service: "raw", secret: testSecret)
             for connection in [first, second] {
                 guard case .helloAck = try await connection.receiveFrame()?.kind else {
                     Issue.record("expected HelloAck")
@@ -86,7 +87,7 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
                 }
             }
             // Refused connections get a GoAway instead of a Challenge.
-            let third = try OffPoolRawConnection(port: port, readChallenge: false)
+            let third = try await RawFrameConnection(port: port, readChallenge: false)
             let frames = try await third.receiveUntilClosed()
             guard case .goAway(let goAway) = frames.last?.kind else {
                 Issue.record("expected GoAway, got \(frames)")
@@ -95,7 +96,7 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
             #expect(goAway.code == .resourceExhausted)
             #expect(goAway.reason == "too_many_connections")
             // The admitted ones still work.
-            try first.raw.send(Auth_Rpc_V1_Frame(kind: .ping(Auth_Rpc_V1_Ping(payload: 9))))
+            try await first.send(Auth_Rpc_V1_Frame(kind: .ping(Auth_Rpc_V1_Ping(payload: 9))))
             guard case .pong(let pong) = try await first.receiveFrame()?.kind else {
                 Issue.record("expected Pong")
                 return
@@ -109,10 +110,10 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
         limits.maxUnauthenticatedConnectionsPerPeer = 2
         try await withServer(limits: limits) { _, port in
             // Authenticated connections from the same address do not count.
-            var authenticated: [OffPoolRawConnection] = []
+            var authenticated: [RawFrameConnection] = []
             for _ in 0..<3 {
-                let connection = try OffPoolRawConnection(port: port)
-                try connection.raw.sendHello(service: "raw", secret: testSecret)
+                let connection = try await RawFrameConnection(port: port)
+                try await connection.sendHello(service: "raw", secret: testSecret)
                 guard case .helloAck = try await connection.receiveFrame()?.kind else {
                     Issue.record("expected HelloAck")
                     return
@@ -121,7 +122,8 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
             }
             // Three silent connections: whichever the server admits last is refused at once;
             // the two others wait for Hello until the read timeout.
-            let silent = try (0..<3).map { _ in try OffPoolRawConnection(port: port, readChallenge: false) }
+            var silent: [RawFrameConnection] = []
+            for _ in 0..<3 { silent.append(try await RawFrameConnection(port: port, readChallenge: false)) }
             var reasons: [String?] = []
             for connection in silent { reasons.append(goAwayReason(try await connection.receiveUntilClosed())) }
             #expect(reasons.filter { $0 == "too_many_unauthenticated_connections" }.count == 1)
@@ -133,9 +135,9 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
     @Test func peerSuppliedTextIsEscapedAndCutInTheLog() async throws {
         let log = CapturedLog()
         try await withServer(logger: log.logger()) { _, port in
-            let raw = try OffPoolRawConnection(port: port)
+            let raw = try await RawFrameConnection(port: port)
             let evil = "evil\nlevel=critical msg=forged \u{1B}[2J\u{202E}" + String(repeating: "x", count: 600)
-            try raw.raw.sendHello(service: evil, secret: Array(repeating: 1, count: 32))
+            try await raw.sendHello(service: evil, secret: Array(repeating: 1, count: 32))
             _ = try await raw.receiveUntilClosed()
         }
         let refusals = log.records.withLock { $0.filter { $0.message == "Refused a caller" } }
@@ -168,7 +170,7 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
             let raw = try await authenticatedRawConnection(port: port)
             var request = Auth_Rpc_V1_Request(callID: 1, method: echoMethod.path, payload: try HealthRequest(service: "1").serializedBytes())
             request.metadata = Auth_Rpc_V1_Metadata(extra: (0..<1000).map { _ in Auth_Rpc_V1_MetadataEntry(key: "same", value: "v") })
-            try raw.raw.send(Auth_Rpc_V1_Frame(kind: .request(request)))
+            try await raw.send(Auth_Rpc_V1_Frame(kind: .request(request)))
             guard case .response(let response) = try await raw.receiveFrame()?.kind else {
                 Issue.record("expected a Response")
                 return

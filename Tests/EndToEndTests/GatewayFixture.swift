@@ -470,13 +470,3 @@ func acceptsConnections(port: Int) -> Bool {
     return result == 0
 }
 
-/// Checks `condition` every 20 ms until it holds (true) or 30 s have passed (false): a bound
-/// that tells stuck from slow, for conditions nothing notifies.
-func eventually(_ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + .seconds(30)
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return condition()
-}

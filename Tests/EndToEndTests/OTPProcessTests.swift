@@ -115,7 +115,7 @@ import Testing
                 _ = try await first.listeningPort()
                 let some = await receiver.wait(timeout: .seconds(60)) { $0.count >= 200 }
                 #expect(some)
-                first.kill()
+                await first.kill()
                 let atKill = counts.distinct
                 print("otp crash test: \(atKill) of 1000 messages received when the process was killed (kill -9)")
                 #expect(atKill < 1_000, "the kill came after delivery had finished: the test proved nothing")

@@ -153,7 +153,7 @@ import Testing
         }
         // Progress lines are one a second: the one each stream was in when the kill came.
         let killSecond = load.map { $0.log.components(separatedBy: " calls, ").count - 1 }
-        for processes in replicas.values { processes[0].kill() }
+        for processes in replicas.values { await processes[0].kill() }
 
         for (index, bench) in load.enumerated() {
             let stream = streams[index]
