@@ -70,8 +70,9 @@ struct OTPFixture: Sendable {
         )
     }
 
-    func check(_ id: String, _ code: String) async throws -> Auth_Otp_V1_CheckResponse {
-        try await client.check(Auth_Otp_V1_CheckRequest(verificationID: id, code: code))
+    /// `timeout` nil: the client's default (10 s).
+    func check(_ id: String, _ code: String, timeout: Duration? = nil) async throws -> Auth_Otp_V1_CheckResponse {
+        try await client.check(Auth_Otp_V1_CheckRequest(verificationID: id, code: code), options: CallOptions(timeout: timeout))
     }
 
     func resend(_ id: String) async throws -> Auth_Otp_V1_ResendResponse {
