@@ -3,11 +3,38 @@
 # that generated code is up to date, starts a throwaway PostgreSQL, builds (no warnings
 # allowed in our code), runs the image and the compose stack with those executables under
 # podman, runs the codec tests under AddressSanitizer/LeakSanitizer, then the whole suite.
+#
+#   scripts/test.sh               everything (the README's test command; CI runs it)
+#   scripts/test.sh --stress N    builds, then runs the whole Swift suite N times in a row while
+#                                 two CPU hogs (stress-ng --cpu 2) load the machine; stops at the
+#                                 first failing run and prints its failures and output
+#                                 (docs/testing.md#a-loaded-machine)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+stress_runs=""
+if [[ "${1:-}" == "--stress" ]]; then
+    stress_runs="${2:-}"
+    [[ "$stress_runs" =~ ^[1-9][0-9]*$ ]] || { echo "usage: scripts/test.sh [--stress N]" >&2; exit 2; }
+elif [[ -n "${1:-}" ]]; then
+    echo "usage: scripts/test.sh [--stress N]" >&2
+    exit 2
+fi
 source scripts/lib/system-packages.sh
 ensure_system_packages
+if [[ -n "$stress_runs" ]]; then
+    ensure_packages stress-ng
+    mkdir -p .data
+    echo "== starting a throwaway PostgreSQL in .data/pg-test"
+    url=$(scripts/postgres.sh start "$root/.data/pg-test" | tail -n 1)
+    trap 'scripts/postgres.sh stop "$root/.data/pg-test" >/dev/null 2>&1 || true' EXIT
+    export AUTH_TEST_DATABASE_URL="$url"
+    echo "== build"
+    swift build --build-tests
+    scripts/jose-check/install.sh >/dev/null
+    scripts/lib/stress-suite.sh "$stress_runs"
+    exit 0
+fi
 
 echo "== generated code is up to date; the generator's own tests"
 scripts/generate-protos.sh --check

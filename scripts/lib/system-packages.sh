@@ -15,9 +15,18 @@ auth_required_packages=(
 )
 
 ensure_system_packages() {
+    ensure_packages "${auth_required_packages[@]}"
+    if ! command -v swift >/dev/null 2>&1; then
+        echo "swift is not on PATH: install Swift 6 (https://www.swift.org/install/linux/) first." >&2
+        exit 1
+    fi
+}
+
+# Installs the Debian packages named that are missing (e.g. stress-ng, for the stress runs only).
+ensure_packages() {
     local missing=()
     local package
-    for package in "${auth_required_packages[@]}"; do
+    for package in "$@"; do
         if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
             missing+=("$package")
         fi
@@ -28,9 +37,5 @@ ensure_system_packages() {
         if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
         $sudo apt-get update -qq
         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
-    fi
-    if ! command -v swift >/dev/null 2>&1; then
-        echo "swift is not on PATH: install Swift 6 (https://www.swift.org/install/linux/) first." >&2
-        exit 1
     fi
 }
