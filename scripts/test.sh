@@ -22,6 +22,11 @@ elif [[ -n "${1:-}" ]]; then
 fi
 source scripts/lib/system-packages.sh
 ensure_system_packages
+# At most 8 tests at once (Swift Testing's setting; unset, it starts all ~600 together). On two
+# cores every await of every test then queued behind hundreds of others: a hop to the pool or an
+# event loop took seconds, and deadlines and Hello timeouts that the tests are not about expired
+# (docs/testing.md#a-loaded-machine).
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-8}"
 if [[ -n "$stress_runs" ]]; then
     ensure_packages stress-ng
     mkdir -p .data

@@ -40,6 +40,66 @@ public final class RawFrameConnection: @unchecked Sendable {
         self.challenge = connected.challenge
     }
 
+    /// Connects, reads the Challenge, sends a valid Hello for `service` under `secret` and reads
+    /// the server's answer, all in one step on one thread: a server with a short Hello timeout
+    /// (a read timeout of a second) never sees the pause a hop through a busy cooperative pool
+    /// can put between the Challenge and the Hello. Returns the connection and the answer
+    /// (a HelloAck, or a GoAway; nil when the server closed).
+    public static func authenticated(
+        host: String = "127.0.0.1",
+        port: Int,
+        service: String,
+        secret: [UInt8],
+        receiveTimeout: Duration = .seconds(30)
+    ) async throws -> (connection: RawFrameConnection, answer: Auth_Rpc_V1_Frame?) {
+        let (fd, challenge, answer) = try await offCooperativePool {
+            let (fd, challenge) = try Self.openSocket(
+                host: host, port: port, receiveTimeout: receiveTimeout, readChallenge: true)
+            do {
+                let hello = try ServiceCredentialSigner(service: service, secret: secret)
+                    .hello(answering: challenge, expectedServer: nil)
+                    .get()
+                _ = Self.send(fd, try Self.framed(Auth_Rpc_V1_Frame(kind: .hello(hello))))
+                return (fd, challenge, try Self.receiveFrame(fd))
+            } catch {
+                close(fd)
+                throw error
+            }
+        }
+        return (RawFrameConnection(fd: fd, challenge: challenge), answer)
+    }
+
+    /// Opens `count` connections one right after the other on one thread (without reading
+    /// their Challenges unless told to): for tests where the server must see them arrive
+    /// together, which separate awaits on a busy cooperative pool do not promise.
+    public static func several(
+        _ count: Int,
+        host: String = "127.0.0.1",
+        port: Int,
+        readChallenge: Bool = false,
+        receiveTimeout: Duration = .seconds(30)
+    ) async throws -> [RawFrameConnection] {
+        let opened = try await offCooperativePool {
+            var opened: [(fd: Int32, challenge: Auth_Rpc_V1_Challenge)] = []
+            do {
+                for _ in 0..<count {
+                    opened.append(try Self.openSocket(
+                        host: host, port: port, receiveTimeout: receiveTimeout, readChallenge: readChallenge))
+                }
+            } catch {
+                for connection in opened { close(connection.fd) }
+                throw error
+            }
+            return opened
+        }
+        return opened.map { RawFrameConnection(fd: $0.fd, challenge: $0.challenge) }
+    }
+
+    private init(fd: Int32, challenge: Auth_Rpc_V1_Challenge) {
+        self.fd = fd
+        self.challenge = challenge
+    }
+
     /// Connects a blocking socket and reads the challenge (on the calling thread).
     private static func openSocket(
         host: String, port: Int, receiveTimeout: Duration, readChallenge: Bool
@@ -93,9 +153,14 @@ public final class RawFrameConnection: @unchecked Sendable {
     /// Sends one frame with its length prefix.
     @discardableResult
     public func send(_ frame: Auth_Rpc_V1_Frame) async throws -> Bool {
+        await send(try Self.framed(frame))
+    }
+
+    /// `frame` with its length prefix.
+    private static func framed(_ frame: Auth_Rpc_V1_Frame) throws -> [UInt8] {
         let body = try frame.serializedBytes()
         let length = UInt32(body.count)
-        return await send([UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)] + body)
+        return [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)] + body
     }
 
     /// A valid Hello for `service` under `secret`, answering this connection's challenge.

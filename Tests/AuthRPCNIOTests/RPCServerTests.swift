@@ -76,7 +76,9 @@ func makeClient(port: Int, secret: [UInt8] = testSecret, connections: Int = 1) -
         ),
         logger: quietLogger()
     )
-    return (RPCClient(transport: transport, callerService: "test-client", defaultTimeout: .seconds(10)), transport)
+    // A minute: the tests assert why a call fails (a refused credential, a server gone), and on
+    // a loaded machine a 10 s deadline came first (`deadline_exceeded`, issue 18).
+    return (RPCClient(transport: transport, callerService: "test-client", defaultTimeout: .seconds(60)), transport)
 }
 
 /// Runs `body` against a server on a free port, then shuts the server down.
@@ -276,13 +278,17 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
 
     @Test func peerThatStallsMidFrameIsCutOff() async throws {
         // The idle timeout is an hour and the raw peer gives up after 30 s: a close it sees is
-        // the read timeout's (300 ms).
-        let limits = ConnectionLimits(idleTimeout: .seconds(3600), readTimeout: .milliseconds(300))
+        // the read timeout's (5 s). The read timeout also bounds the wait for Hello, which a
+        // loaded machine's event loops once took longer than 300 ms to read (hello_timeout).
+        let limits = ConnectionLimits(idleTimeout: .seconds(3600), readTimeout: .seconds(5))
         try await withServer(limits: limits) { _, port in
             let (client, transport) = makeClient(port: port)
-            let raw = try await RawFrameConnection(port: port)
-            try await raw.sendHello(service: "raw", secret: testSecret)
-            _ = try await raw.receiveFrame()
+            // Hello within the read timeout: Challenge, Hello and answer in one step.
+            let (raw, answer) = try await RawFrameConnection.authenticated(port: port, service: "raw", secret: testSecret)
+            guard case .helloAck = answer?.kind else {
+                Issue.record("expected HelloAck, got \(String(describing: answer))")
+                return
+            }
             await raw.send([0x00, 0x00, 0x01])  // three bytes of a length prefix, then nothing
             let rawClosed = await raw.isClosedByPeer()
             #expect(rawClosed)
@@ -344,8 +350,9 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
         server.beginShutdown()
         #expect(try await inFlight.value.status == .serving)
         try await running.value
-        // The server is gone: new calls fail fast with UNAVAILABLE.
-        let error = await rpcError { _ = try await client.echo(2, timeout: .seconds(2)) }
+        // The server is gone: new calls fail with UNAVAILABLE, not by waiting out their
+        // deadline (a minute, so that a loaded machine cannot make it come first).
+        let error = await rpcError { _ = try await client.echo(2, timeout: .seconds(60)) }
         #expect(error?.code == .unavailable)
         await transport.shutdown()
     }
@@ -487,7 +494,7 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
                 ),
                 logger: quietLogger()
             )
-            let client = RPCClient(transport: transport, callerService: "test-client")
+            let client = RPCClient(transport: transport, callerService: "test-client", defaultTimeout: .seconds(60))
             let error = await rpcError { _ = try await client.echo(1) }
             #expect(error?.reason == "wrong_server")
             await transport.shutdown()

@@ -91,9 +91,8 @@ func withStubbornServer(
 }
 
 func authenticatedRawConnection(port: Int) async throws -> RawFrameConnection {
-    let connection = try await RawFrameConnection(port: port)
-    try await connection.sendHello(service: "raw", secret: testSecret)
-    guard case .helloAck = try await connection.receiveFrame()?.kind else { throw RPCError(code: .internal, message: "no HelloAck", reason: "test") }
+    let (connection, answer) = try await RawFrameConnection.authenticated(port: port, service: "raw", secret: testSecret)
+    guard case .helloAck = answer?.kind else { throw RPCError(code: .internal, message: "no HelloAck: \(String(describing: answer))", reason: "test") }
     return connection
 }
 

@@ -106,24 +106,28 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
     }
 
     @Test func unauthenticatedConnectionsPerPeerAreCapped() async throws {
-        var limits = ConnectionLimits(idleTimeout: .seconds(60), readTimeout: .seconds(1))
+        // The three silent connections must all be open before the first one's Hello timeout
+        // frees its place: they are opened back to back on one thread (sequential awaits on a
+        // loaded machine once took longer than the 1 s this timeout was, and all three timed
+        // out), and the timeout is 5 s.
+        var limits = ConnectionLimits(idleTimeout: .seconds(60), readTimeout: .seconds(5))
         limits.maxUnauthenticatedConnectionsPerPeer = 2
         try await withServer(limits: limits) { _, port in
             // Authenticated connections from the same address do not count.
             var authenticated: [RawFrameConnection] = []
             for _ in 0..<3 {
-                let connection = try await RawFrameConnection(port: port)
-                try await connection.sendHello(service: "raw", secret: testSecret)
-                guard case .helloAck = try await connection.receiveFrame()?.kind else {
-                    Issue.record("expected HelloAck")
+                // Hello within the read timeout: Challenge, Hello and answer in one step.
+                let (connection, answer) = try await RawFrameConnection.authenticated(
+                    port: port, service: "raw", secret: testSecret)
+                guard case .helloAck = answer?.kind else {
+                    Issue.record("expected HelloAck, got \(String(describing: answer))")
                     return
                 }
                 authenticated.append(connection)
             }
             // Three silent connections: whichever the server admits last is refused at once;
             // the two others wait for Hello until the read timeout.
-            var silent: [RawFrameConnection] = []
-            for _ in 0..<3 { silent.append(try await RawFrameConnection(port: port, readChallenge: false)) }
+            let silent = try await RawFrameConnection.several(3, port: port)
             var reasons: [String?] = []
             for connection in silent { reasons.append(goAwayReason(try await connection.receiveUntilClosed())) }
             #expect(reasons.filter { $0 == "too_many_unauthenticated_connections" }.count == 1)

@@ -20,9 +20,13 @@ command -v stress-ng >/dev/null || { echo "stress-ng is missing (scripts/test.sh
 hog_pid=""
 sampler_pid=""
 cleanup() {
-    [[ -n "$hog_pid" ]] && kill "$hog_pid" 2>/dev/null && wait "$hog_pid" 2>/dev/null
-    [[ -n "$sampler_pid" ]] && kill "$sampler_pid" 2>/dev/null && wait "$sampler_pid" 2>/dev/null
-    return 0
+    local pid
+    for pid in "$hog_pid" "$sampler_pid"; do
+        if [[ -n "$pid" ]]; then
+            kill "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        fi
+    done
 }
 trap cleanup EXIT
 
