@@ -188,14 +188,25 @@ struct GatewayRoutes: Sendable {
         let checked = try await checkCode(
             verificationID: verificationID, code: code, purposes: [.login, .signup, .verify], context: context)
         let isSMS = checked.channel == .sms
+        // Only POST /v1/signup starts `verify` codes: its own code proves the email for the
+        // person who set the password; any other proves it for the code's holder, and identity
+        // then clears a password set before the proof (docs/security.md, pre-hijacking).
         let found = try await backends.call(.identity, "FindOrCreateByContact", context) { options in
             try await backends.identity.findOrCreateByContact(
                 Auth_Identity_V1_FindOrCreateByContactRequest(
                     phone: isSMS ? checked.destination : "", email: isSMS ? "" : checked.destination,
-                    clientIP: context.clientIP),
+                    clientIP: context.clientIP, signupVerification: checked.purpose == .verify),
                 options: options)
         }
         guard let user = found.user else { throw APIError.internalError }
+        if found.passwordCleared {
+            // Whoever set that password may hold sessions: none outlives the proof.
+            _ = try await backends.call(.session, "RevokeAll", context) { options in
+                try await backends.session.revokeAll(
+                    Auth_Session_V1_RevokeAllRequest(userID: user.id, reason: "contact_proved_password_cleared"),
+                    options: options)
+            }
+        }
         return try await signIn(
             user, amr: isSMS ? "otp_sms" : "otp_email", isNewUser: found.created, request: request, context: context)
     }

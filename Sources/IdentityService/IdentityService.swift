@@ -212,15 +212,22 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             validator.clientIP(request.clientIP)
             try validator.check()
             guard let contact else { throw IdentityError(.internal, "validated contact missing") }
-            let (user, created) = try await store.findOrCreate(
+            let found = try await store.findOrCreate(
                 contact: contact,
                 newID: UUID(),
+                signupVerification: request.signupVerification,
                 audit: audit(.signIn, method: contact.method, request.clientIP, context)
             )
-            if created {
-                logger.info("User created", metadata: ["user.id": "\(user.id)", "identity.method": "\(contact.method)"])
+            if found.created {
+                logger.info("User created", metadata: ["user.id": "\(found.user.id)", "identity.method": "\(contact.method)"])
             }
-            return Auth_Identity_V1_FindOrCreateByContactResponse(user: user.proto, created: created)
+            if found.passwordCleared {
+                logger.notice(
+                    "A code proved a contact that an account with a password had claimed: password cleared",
+                    metadata: ["user.id": "\(found.user.id)", "identity.method": "\(contact.method)"])
+            }
+            return Auth_Identity_V1_FindOrCreateByContactResponse(
+                user: found.user.proto, created: found.created, passwordCleared: found.passwordCleared)
         }
     }
 

@@ -56,6 +56,9 @@ struct AuditEntry: Sendable {
         static let passwordChangeFailed = Kind(rawValue: "password_change_failed")
         static let passwordReset = Kind(rawValue: "password_reset")
         static let passwordRehashed = Kind(rawValue: "password_rehashed")
+        /// A code proved a contact that was unverified on an account holding a password: the
+        /// password (set by whoever signed up, before anyone proved the contact) was cleared.
+        static let passwordCleared = Kind(rawValue: "password_cleared")
         static let accountDeleted = Kind(rawValue: "account_deleted")
     }
 
@@ -200,8 +203,24 @@ struct UserStore: Sendable {
 
     // MARK: One-time-code contacts
 
+    /// What ``findOrCreate(contact:newID:signupVerification:audit:)`` found or made.
+    struct ContactSignIn: Sendable {
+        var user: UserRecord
+        var created: Bool
+        /// The proof cleared a password set before the contact was proved (pre-hijacking).
+        var passwordCleared: Bool
+    }
+
     /// Finds the account with `contact` and marks the contact verified, or creates one.
-    func findOrCreate(contact: Contact, newID: UUID, audit: AuditEntry) async throws -> (UserRecord, Bool) {
+    ///
+    /// A contact that was unverified on an account holding a password was claimed by whoever
+    /// signed up, not proved: unless the proof is the sign-up's own verification
+    /// (`signupVerification`), the person proving it now is its owner, and the password set
+    /// before goes (account pre-hijacking, docs/security.md). The caller revokes the account's
+    /// sessions when `passwordCleared`.
+    func findOrCreate(contact: Contact, newID: UUID, signupVerification: Bool, audit: AuditEntry) async throws
+        -> ContactSignIn
+    {
         let (column, verified, value): (String, String, String) =
             switch contact {
             case .phone(let phone): ("phone", "phone_verified", phone)
@@ -209,7 +228,8 @@ struct UserStore: Sendable {
             }
         // One statement, so no transaction: the upsert, its audit row (sign_up when it created
         // the account), and the account as written (a statement's reads do not see its own
-        // writes, so the row comes from RETURNING).
+        // writes, so the row comes from RETURNING). It leaves alone an account whose password a
+        // proof would clear (the conflict's WHERE): that rare case takes the transaction below.
         let rows = try await pool.query(
             """
             WITH u AS (
@@ -218,6 +238,7 @@ struct UserStore: Sendable {
                 ON CONFLICT (\(column)) WHERE \(column) IS NOT NULL DO UPDATE
                     SET \(verified) = true,
                         updated_at = CASE WHEN u.\(verified) THEN u.updated_at ELSE EXCLUDED.updated_at END
+                    WHERE u.\(verified) OR u.password_hash IS NULL OR $10
                 RETURNING u.*, (xmax = 0) AS created
             ), audit AS (
                 INSERT INTO \(auditTable)
@@ -230,14 +251,57 @@ struct UserStore: Sendable {
             [
                 .uuid(newID), .text(value), .timestamptz(audit.occurredAt), .text(AuditEntry.Kind.signUp.rawValue),
                 .text(audit.kind.rawValue), .text(audit.method), .text(audit.clientIP), .text(audit.requestID),
-                .text(audit.caller),
+                .text(audit.caller), .bool(signupVerification),
             ]
         )
-        guard let row = rows.first else {
-            // Deletion clears the contact, so the upsert cannot meet a deleted account.
-            throw IdentityError(.internal, "The user just written is missing.")
+        if let row = rows.first {
+            return ContactSignIn(user: try Self.record(row), created: try row[12].bool, passwordCleared: false)
         }
-        return (try Self.record(row), try row[12].bool)
+        return try await self.proveClaimedContact(column: column, verified: verified, value: value, audit: audit)
+    }
+
+    /// The contact is unverified on an account holding a password: marks it verified, clears
+    /// the password, and audits both, under the row's lock (a concurrent proof or sign-up waits).
+    private func proveClaimedContact(column: String, verified: String, value: String, audit: AuditEntry) async throws
+        -> ContactSignIn
+    {
+        try await pool.transaction { connection in
+            guard
+                let row = try connection.execute(
+                    """
+                    SELECT id, \(verified), password_hash IS NOT NULL FROM \(schema).users
+                    WHERE \(column) = $1::text AND deleted_at IS NULL FOR UPDATE
+                    """,
+                    [.text(value)]
+                ).first
+            else {
+                // Deletion clears the contact, so only a deletion between the two statements
+                // gets here.
+                throw IdentityError(.unavailable, "The account changed while signing in; try again.")
+            }
+            let id = try row[0].uuid
+            let cleared = try !row[1].bool && row[2].bool
+            try connection.execute(
+                """
+                UPDATE \(schema).users SET \(verified) = true,
+                    password_hash = CASE WHEN $2 THEN NULL ELSE password_hash END, updated_at = $3
+                WHERE id = $1
+                """,
+                [.uuid(id), .bool(cleared), .timestamptz(audit.occurredAt)]
+            )
+            var entry = audit
+            entry.userID = id
+            if cleared {
+                var clearedEntry = entry
+                clearedEntry.kind = .passwordCleared
+                try self.insertAudit(clearedEntry, on: connection)
+            }
+            try self.insertAudit(entry, on: connection)
+            guard let user = try self.user(id: id, on: connection) else {
+                throw IdentityError(.internal, "The user just written is missing.")
+            }
+            return ContactSignIn(user: user, created: false, passwordCleared: cleared)
+        }
     }
 
     // MARK: Passwords

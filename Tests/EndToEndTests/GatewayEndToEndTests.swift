@@ -195,6 +195,41 @@ extension GatewayEndToEndTests {
             #expect(upper.status == 200, "\(upper)")
         }
 
+        /// Account pre-hijacking (docs/security.md): an attacker signs up with the victim's email
+        /// and a password of their own, keeps the session, and never proves the email. The
+        /// victim later signs in with a code sent to that email: they get the account, and the
+        /// attacker's password, refresh token and access token all stop working.
+        @Test func aPasswordSetBeforeTheEmailWasProvedDiesWhenItsOwnerSignsInWithACode() async throws {
+            let fixture = try fixture()
+            let email = GatewayFixture.newEmail("victim")
+            let attacker = try await fixture.signUp(email: email, name: "Not The Owner")
+            #expect(attacker.user["email_verified"] as? Bool == false)
+            let attackerRefreshed = try await fixture.post("/v1/token/refresh", ["refresh_token": attacker.refreshToken])
+            #expect(attackerRefreshed.status == 200, "\(attackerRefreshed)")
+
+            // The owner: a login code to the email (the sign-up's own code went there first).
+            let sent = try await fixture.post("/v1/otp/send", ["email": email, "purpose": "auto"])
+            #expect(sent.status == 200, "\(sent)")
+            let code = try await fixture.code(to: email, index: 1)
+            #expect(fixture.messages(to: email)[1]["purpose"] == "login")
+            let owner = try await fixture.post(
+                "/v1/otp/verify", ["verification_id": sent.string("verification_id") ?? "", "code": code])
+            expectSessionBody(owner, isNewUser: false)
+            #expect(owner.userID == attacker.userID)
+            #expect(owner.user["email_verified"] as? Bool == true)
+
+            // Everything the attacker held is dead.
+            let login = try await fixture.logIn(email: email)
+            expectError(login, 401, "invalid_credentials")
+            let refresh = try await fixture.post("/v1/token/refresh", ["refresh_token": attackerRefreshed.refreshToken])
+            expectError(refresh, 401, "session_revoked")
+            let session = try await fixture.get("/v1/session", token: attackerRefreshed.accessToken)
+            expectError(session, 401, "invalid_token")
+            // The owner's own session lives.
+            let mine = try await fixture.get("/v1/session", token: owner.accessToken)
+            #expect(mine.status == 200, "\(mine)")
+        }
+
         @Test func passwordReset() async throws {
             let fixture = try fixture()
             let email = GatewayFixture.newEmail("reset")

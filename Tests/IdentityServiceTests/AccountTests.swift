@@ -32,15 +32,57 @@ import Testing
         }
     }
 
-    @Test func anEmailCodeVerifiesAPasswordAccountsEmail() async throws {
+    @Test func theSignUpsOwnCodeVerifiesTheEmailAndKeepsThePassword() async throws {
         try await withIdentityService { fixture in
             let user = try await fixture.signUp()
             #expect(!user.emailVerified)
-            let found = try await fixture.client.findOrCreateByContact(.init(email: "ASHA@example.com"))
+            let found = try await fixture.client.findOrCreateByContact(
+                .init(email: "ASHA@example.com", signupVerification: true))
             #expect(!found.created)
+            #expect(!found.passwordCleared)
             #expect(found.user?.id == user.id)
             #expect(found.user?.emailVerified == true)
+            #expect(found.user?.hasPassword == true)
             #expect(try await fixture.client.contactExists(.init(email: "asha@EXAMPLE.com")).exists)
+            #expect(try await fixture.signIn().id == user.id)
+        }
+    }
+
+    /// Account pre-hijacking: someone signs up with another person's email and a password of
+    /// their own, and never proves the email. When the email's owner proves it with a code of
+    /// their own, they get the account without that password, and the gateway is told to end
+    /// its sessions (docs/security.md).
+    @Test func anotherCodeProvingTheEmailClearsAPasswordSetBeforeTheProof() async throws {
+        try await withIdentityService { fixture in
+            let user = try await fixture.signUp()
+            let found = try await fixture.client.findOrCreateByContact(
+                .init(email: "asha@example.com", clientIP: "198.51.100.4"))
+            #expect(!found.created)
+            #expect(found.passwordCleared)
+            #expect(found.user?.id == user.id)
+            #expect(found.user?.emailVerified == true)
+            #expect(found.user?.hasPassword == false)
+            await expectRPCError(.unauthenticated, "invalid_credentials") { try await fixture.signIn() }
+            let kinds = try await fixture.query(
+                "SELECT kind FROM @audit_events WHERE user_id = $1 ORDER BY id", [.uuid(try #require(UUID(uuidString: user.id)))]
+            ).map { try $0[0].string }
+            #expect(kinds.suffix(3) == ["password_cleared", "sign_in", "sign_in_failed"], "\(kinds)")
+
+            // Proved now: a later code clears nothing, and a new password (reset) stays.
+            let again = try await fixture.client.findOrCreateByContact(.init(email: "asha@example.com"))
+            #expect(!again.passwordCleared)
+            #expect(again.user?.id == user.id)
+        }
+    }
+
+    @Test func aCodeForAVerifiedEmailLeavesItsPassword() async throws {
+        try await withIdentityService { fixture in
+            let user = try await fixture.signUp()
+            _ = try await fixture.client.findOrCreateByContact(.init(email: "asha@example.com", signupVerification: true))
+            let found = try await fixture.client.findOrCreateByContact(.init(email: "asha@example.com"))
+            #expect(!found.passwordCleared)
+            #expect(found.user?.hasPassword == true)
+            #expect(try await fixture.signIn().id == user.id)
         }
     }
 

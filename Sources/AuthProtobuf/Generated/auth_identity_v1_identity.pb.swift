@@ -591,13 +591,18 @@ public struct Auth_Identity_V1_FindOrCreateByContactRequest: ProtobufCMessage {
     public var phone: String = ""
     public var email: String = ""
     public var clientIP: String = ""
+    /// The code was the one SignUp's caller sent to the new account's email (purpose verify): it
+    /// proves the email for the person who set the password. Any other code proves it for whoever
+    /// holds the code, and then a password set before the proof is cleared (password_cleared).
+    public var signupVerification: Bool = false
 
     public init() {}
 
-    public init(phone: String = "", email: String = "", clientIP: String = "") {
+    public init(phone: String = "", email: String = "", clientIP: String = "", signupVerification: Bool = false) {
         self.phone = phone
         self.email = email
         self.clientIP = clientIP
+        self.signupVerification = signupVerification
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -644,7 +649,8 @@ extension Auth_Identity_V1_FindOrCreateByContactRequest: ProtobufCBridged {
         self.init(
             phone: try _protobufCString(c.pointee.phone, Self.self, "phone"),
             email: try _protobufCString(c.pointee.email, Self.self, "email"),
-            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip")
+            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip"),
+            signupVerification: c.pointee.signup_verification != 0
         )
     }
 
@@ -658,6 +664,7 @@ extension Auth_Identity_V1_FindOrCreateByContactRequest: ProtobufCBridged {
         if !self.clientIP.isEmpty {
             c.pointee.client_ip = try arena.cString(self.clientIP, Self.self, "client_ip")
         }
+        c.pointee.signup_verification = self.signupVerification ? 1 : 0
     }
 }
 
@@ -668,12 +675,18 @@ public struct Auth_Identity_V1_FindOrCreateByContactResponse: ProtobufCMessage {
 
     public var user: Auth_Identity_V1_User? = nil
     public var created: Bool = false
+    /// The contact was unverified on an account holding a password that someone set before anyone
+    /// proved the contact (account pre-hijacking): the password is cleared and a password_cleared
+    /// audit event written. The caller must revoke every session of the account before it starts
+    /// the prover's.
+    public var passwordCleared: Bool = false
 
     public init() {}
 
-    public init(user: Auth_Identity_V1_User? = nil, created: Bool = false) {
+    public init(user: Auth_Identity_V1_User? = nil, created: Bool = false, passwordCleared: Bool = false) {
         self.user = user
         self.created = created
+        self.passwordCleared = passwordCleared
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -719,7 +732,8 @@ extension Auth_Identity_V1_FindOrCreateByContactResponse: ProtobufCBridged {
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
         self.init(
             user: try _protobufCOptionalMessage(c.pointee.user, as: Auth_Identity_V1_User.self),
-            created: c.pointee.created != 0
+            created: c.pointee.created != 0,
+            passwordCleared: c.pointee.password_cleared != 0
         )
     }
 
@@ -728,6 +742,7 @@ extension Auth_Identity_V1_FindOrCreateByContactResponse: ProtobufCBridged {
             c.pointee.user = try arena.message(value)
         }
         c.pointee.created = self.created ? 1 : 0
+        c.pointee.password_cleared = self.passwordCleared ? 1 : 0
     }
 }
 

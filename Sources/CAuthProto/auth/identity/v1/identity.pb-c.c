@@ -1780,7 +1780,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__contact_exists_response__de
   (ProtobufCMessageInit) auth__identity__v1__contact_exists_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__identity__v1__find_or_create_by_contact_request__field_descriptors[3] =
+static const ProtobufCFieldDescriptor auth__identity__v1__find_or_create_by_contact_request__field_descriptors[4] =
 {
   {
     "phone",
@@ -1818,16 +1818,29 @@ static const ProtobufCFieldDescriptor auth__identity__v1__find_or_create_by_cont
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "signup_verification",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__FindOrCreateByContactRequest, signup_verification),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__identity__v1__find_or_create_by_contact_request__field_indices_by_name[] = {
   2,   /* field[2] = client_ip */
   1,   /* field[1] = email */
   0,   /* field[0] = phone */
+  3,   /* field[3] = signup_verification */
 };
 static const ProtobufCIntRange auth__identity__v1__find_or_create_by_contact_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor auth__identity__v1__find_or_create_by_contact_request__descriptor =
 {
@@ -1837,14 +1850,14 @@ const ProtobufCMessageDescriptor auth__identity__v1__find_or_create_by_contact_r
   "Auth__Identity__V1__FindOrCreateByContactRequest",
   "auth.identity.v1",
   sizeof(Auth__Identity__V1__FindOrCreateByContactRequest),
-  3,
+  4,
   auth__identity__v1__find_or_create_by_contact_request__field_descriptors,
   auth__identity__v1__find_or_create_by_contact_request__field_indices_by_name,
   1,  auth__identity__v1__find_or_create_by_contact_request__number_ranges,
   (ProtobufCMessageInit) auth__identity__v1__find_or_create_by_contact_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__identity__v1__find_or_create_by_contact_response__field_descriptors[2] =
+static const ProtobufCFieldDescriptor auth__identity__v1__find_or_create_by_contact_response__field_descriptors[3] =
 {
   {
     "user",
@@ -1870,15 +1883,28 @@ static const ProtobufCFieldDescriptor auth__identity__v1__find_or_create_by_cont
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "password_cleared",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__FindOrCreateByContactResponse, password_cleared),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__identity__v1__find_or_create_by_contact_response__field_indices_by_name[] = {
   1,   /* field[1] = created */
+  2,   /* field[2] = password_cleared */
   0,   /* field[0] = user */
 };
 static const ProtobufCIntRange auth__identity__v1__find_or_create_by_contact_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor auth__identity__v1__find_or_create_by_contact_response__descriptor =
 {
@@ -1888,7 +1914,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__find_or_create_by_contact_r
   "Auth__Identity__V1__FindOrCreateByContactResponse",
   "auth.identity.v1",
   sizeof(Auth__Identity__V1__FindOrCreateByContactResponse),
-  2,
+  3,
   auth__identity__v1__find_or_create_by_contact_response__field_descriptors,
   auth__identity__v1__find_or_create_by_contact_response__field_indices_by_name,
   1,  auth__identity__v1__find_or_create_by_contact_response__number_ranges,

@@ -176,10 +176,16 @@ struct  Auth__Identity__V1__FindOrCreateByContactRequest
   char *phone;
   char *email;
   char *client_ip;
+  /*
+   * The code was the one SignUp's caller sent to the new account's email (purpose verify): it
+   * proves the email for the person who set the password. Any other code proves it for whoever
+   * holds the code, and then a password set before the proof is cleared (password_cleared).
+   */
+  protobuf_c_boolean signup_verification;
 };
 #define AUTH__IDENTITY__V1__FIND_OR_CREATE_BY_CONTACT_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__find_or_create_by_contact_request__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Auth__Identity__V1__FindOrCreateByContactResponse
@@ -187,10 +193,17 @@ struct  Auth__Identity__V1__FindOrCreateByContactResponse
   ProtobufCMessage base;
   Auth__Identity__V1__User *user;
   protobuf_c_boolean created;
+  /*
+   * The contact was unverified on an account holding a password that someone set before anyone
+   * proved the contact (account pre-hijacking): the password is cleared and a password_cleared
+   * audit event written. The caller must revoke every session of the account before it starts
+   * the prover's.
+   */
+  protobuf_c_boolean password_cleared;
 };
 #define AUTH__IDENTITY__V1__FIND_OR_CREATE_BY_CONTACT_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__find_or_create_by_contact_response__descriptor) \
-    , NULL, 0 }
+    , NULL, 0, 0 }
 
 
 struct  Auth__Identity__V1__SignUpRequest
