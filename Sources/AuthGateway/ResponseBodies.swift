@@ -254,12 +254,19 @@ enum JSONResponse {
     /// per call.
     private static let encoder = JSONEncoder()
 
+    /// Every JSON answer is `Cache-Control: no-store` (with `Pragma: no-cache` for HTTP/1.0
+    /// caches): sign-ins and refreshes carry tokens, the rest user data or a per-request error,
+    /// and no proxy or browser cache may keep any of them (OWASP ASVS 5.0 V14.3).
     static func make(_ value: some Encodable, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) throws -> Response {
         let data = try encoder.encode(value)
         var headers = headers
         headers[.contentType] = "application/json; charset=utf-8"
+        headers[.cacheControl] = "no-store"
+        headers[Self.pragma] = "no-cache"
         return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(data: data)))
     }
+
+    private static let pragma = HTTPField.Name("Pragma")!
 
     /// 204.
     static let noContent = Response(status: .noContent)

@@ -273,6 +273,14 @@ final class GatewayFixture: Sendable {
         let reply = Reply(status: Int(response.status.code), headers: response.headers, text: String(buffer: body))
         // Every answer, whatever the route and status, has its request id.
         #expect(!(reply.header("X-Request-Id") ?? "").isEmpty, "no X-Request-Id: \(method) \(path) -> \(reply)")
+        // No cache keeps a JSON answer (tokens, user data, errors); the JWK Set and the OpenAPI
+        // document are public and say how long they may be kept.
+        if reply.header("Content-Type")?.hasPrefix("application/json") == true,
+            !path.hasPrefix("/.well-known/"), path != "/openapi.json"
+        {
+            #expect(reply.header("Cache-Control") == "no-store", "\(method) \(path) -> \(reply.headers)")
+            #expect(reply.header("Pragma") == "no-cache", "\(method) \(path) -> \(reply.headers)")
+        }
         return reply
     }
 
