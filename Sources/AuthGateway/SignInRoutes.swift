@@ -25,12 +25,18 @@ struct GatewayRoutes: Sendable {
     enum Provider: String, CaseIterable { case apple, google, facebook }
     enum Scope: String, CaseIterable { case local, global, others }
 
-    /// Takes one request from the client's budget for this route, or answers 429 `rate_limited`.
+    /// Takes one request from the client's budget for this operation, or answers 429
+    /// `rate_limited`. Budgets are kept per operation, not per path: the seed apps' alias
+    /// `/api/auth/login` spends `/v1/login`'s (two paths were once two budgets, twice the guesses).
     func limit(_ context: GatewayRequestContext) throws {
         let route = context.endpointPath ?? ""
-        let decision = routeLimiter.acquire("\(route) \(context.clientIP)", now: .now)
+        let operation = Self.operationAliases[route] ?? route
+        let decision = routeLimiter.acquire("\(operation) \(context.clientIP)", now: .now)
         guard decision.allowed else { throw APIError.rateLimited(retryAfter: decision.retryAfterSeconds) }
     }
+
+    /// Paths that are another name of one operation, to the operation's own path.
+    static let operationAliases: [String: String] = ["/api/auth/login": "/v1/login"]
 
     /// The device of a new session: the app's `User-Agent` (at most 512 bytes, printable).
     func device(_ request: Request) -> Auth_Session_V1_Device {
