@@ -70,6 +70,9 @@ public enum ServiceMain {
         let configuration: ServiceConfiguration
         do {
             configuration = try ServiceConfiguration(service: service)
+            // Checked with the other settings, so that its absence is a configuration error
+            // (status 2) like theirs, not a failed start (status 1).
+            guard configuration.databaseURL != nil else { throw Self.missingDatabaseURL }
         } catch {
             StandardStreams.exitWithConfigurationError(service.rawValue, error)
         }
@@ -82,15 +85,16 @@ public enum ServiceMain {
         }
     }
 
+    static let missingDatabaseURL = ConfigurationError(
+        variable: "AUTH_DATABASE_URL", problem: "is required (a libpq connection string)")
+
     static func run(
         configuration: ServiceConfiguration,
         serviceNames: Set<String>,
         logger: Logger,
         register: (inout RPCRouter, ServiceDependencies) async throws -> Void
     ) async throws {
-        guard let databaseURL = configuration.databaseURL else {
-            throw ConfigurationError(variable: "AUTH_DATABASE_URL", problem: "is required (a libpq connection string)")
-        }
+        guard let databaseURL = configuration.databaseURL else { throw Self.missingDatabaseURL }
         var databaseConfiguration = PostgresConfiguration(
             connectionString: databaseURL,
             maxConnections: configuration.databasePoolSize,

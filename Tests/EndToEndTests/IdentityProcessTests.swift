@@ -34,6 +34,21 @@ import Testing
         #expect(!identity.log.contains("The database is not reachable"))
     }
 
+    /// It exited with status 1 ("Service stopped with an error") where the README promises 2
+    /// for every configuration error (issue 19).
+    @Test func aMissingDatabaseURLIsAConfigurationError() async throws {
+        let identity = try ServiceProcess(
+            executable: "identity",
+            environment: ["AUTH_RPC_SECRET": Data(secret).base64EncodedString()]
+        )
+        let status = await identity.waitForExit(timeout: .seconds(20))
+        if status == nil { await identity.terminate() }
+        #expect(status == 2)
+        #expect(
+            identity.log.contains("identity: configuration error: AUTH_DATABASE_URL: is required (a libpq connection string)"),
+            "\(identity.log)")
+    }
+
     @Test func signUpAndSignInThroughTheExecutable() async throws {
         let identity = try ServiceProcess(
             executable: "identity",
