@@ -277,7 +277,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             guard let email else { throw IdentityError(.internal, "validated email missing") }
             let emailHash = SHA256.hash(email)
             let now = clock.microsecondNow()
-            let windowStart = try await checkPasswordLockout(emailHash: emailHash, now: now)
+            try await reservePasswordAttempt(emailHash: emailHash, now: now)
             let user = try await store.user(email: email)
             var matches = false
             if let password = PasswordPolicy.normalized(request.password) {
@@ -287,9 +287,10 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             guard matches, let user, let stored = user.passwordHash,
                 let password = PasswordPolicy.normalized(request.password)
             else {
+                // The reserved attempt stays as the failure.
                 var entry = audit(.signInFailed, method: "password", request.clientIP, context, at: now)
                 entry.userID = user?.id
-                try await store.recordFailure(emailHash: emailHash, windowStart: windowStart, audit: entry)
+                try await store.insertAudit(entry)
                 throw IdentityError(.invalidCredentials, IdentityError.invalidCredentialsMessage)
             }
             var rehashed: String?
@@ -358,16 +359,16 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             // together whichever method makes them. An account without an email has no password
             // (one is only ever set with an email), so there is nothing to guess and nothing to key.
             let emailHash = user.email.map { SHA256.hash($0) }
-            var windowStart: Date?
-            if let emailHash { windowStart = try await checkPasswordLockout(emailHash: emailHash, now: now) }
+            if let emailHash { try await reservePasswordAttempt(emailHash: emailHash, now: now) }
             let wrong = IdentityError(.wrongPassword, "Your current password is incorrect.")
             guard let oldPassword = PasswordPolicy.normalized(request.oldPassword),
                 try await hashing.verify(oldPassword, against: user.passwordHash)
             else {
-                if let emailHash, let windowStart {
+                if emailHash != nil {
+                    // The reserved attempt stays as the failure.
                     var entry = audit(.passwordChangeFailed, method: "password", request.clientIP, context, at: now)
                     entry.userID = id
-                    try await store.recordFailure(emailHash: emailHash, windowStart: windowStart, audit: entry)
+                    try await store.insertAudit(entry)
                 }
                 throw wrong
             }
@@ -403,15 +404,15 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
     /// fails with `too_many_attempts` when `emailHash` already has the maximum of failures within
     /// the window, before any hashing; otherwise returns the window's start, for recording a
     /// failure.
-    func checkPasswordLockout(emailHash: [UInt8], now: Date) async throws -> Date {
+    /// Takes one of the email's password attempts before any hashing, or answers
+    /// `too_many_attempts` once `maxSignInFailures` failures lie in the window (issue 19: a check
+    /// read before hashing and a failure written after let 50 concurrent guesses all through).
+    func reservePasswordAttempt(emailHash: [UInt8], now: Date) async throws {
         let window = configuration.signInFailureWindow.timeInterval
         let windowStart = now.addingTimeInterval(-window)
-        let failures = try await store.recentFailures(
-            emailHash: emailHash,
-            since: windowStart,
-            limit: configuration.maxSignInFailures
-        )
-        if failures.count >= configuration.maxSignInFailures, let oldestCounted = failures.last {
+        if let oldestCounted = try await store.reservePasswordAttempt(
+            emailHash: emailHash, at: now, windowStart: windowStart, limit: configuration.maxSignInFailures)
+        {
             let retryAfter = max(1, Int(oldestCounted.addingTimeInterval(window).timeIntervalSince(now).rounded(.up)))
             throw IdentityError(
                 .tooManyAttempts,
@@ -419,7 +420,6 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
                 retryAfterSeconds: UInt32(retryAfter)
             )
         }
-        return windowStart
     }
 
     // MARK: ID tokens

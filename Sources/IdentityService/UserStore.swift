@@ -332,21 +332,31 @@ struct UserStore: Sendable {
         }
     }
 
-    /// The failures for `emailHash` within the window (newest first, at most `limit`).
-    func recentFailures(emailHash: [UInt8], since: Date, limit: Int) async throws -> [Date] {
-        try await pool.query(
-            """
-            SELECT failed_at FROM \(schema).password_failures WHERE email_hash = $1 AND failed_at > $2
-            ORDER BY failed_at DESC LIMIT $3
-            """,
-            [.bytea(emailHash), .timestamptz(since), .int64(Int64(limit))]
-        ).map { try $0[0].date }
-    }
+    /// The advisory-lock class of password attempts (`pg_advisory_xact_lock(class, key)`); the
+    /// key is a hash of the email's hash, so two emails rarely share a lock (and then only wait
+    /// for each other's few-millisecond reservation).
+    private static let passwordAttemptLockClass: Int32 = 0x1D_0001
 
-    /// Records a failed password attempt (a sign-in, or ChangePassword's old password) and forgets
-    /// this email's failures older than the window.
-    func recordFailure(emailHash: [UInt8], windowStart: Date, audit: AuditEntry) async throws {
-        try await pool.withConnection { connection in
+    /// Reserves one password attempt for `emailHash` before the password is hashed, so that
+    /// concurrent guesses cannot all pass a check made before any of them is recorded: under a
+    /// lock per email, counts the failures since `windowStart` and, below `limit`, records this
+    /// attempt as one (a success clears them all: ``recordSignIn``, ``changePassword``).
+    /// Returns nil when reserved, or the oldest of the `limit` failures that lock the email out.
+    /// Forgets this email's failures older than the window.
+    func reservePasswordAttempt(emailHash: [UInt8], at now: Date, windowStart: Date, limit: Int) async throws -> Date? {
+        try await pool.transaction { connection in
+            try connection.execute(
+                "SELECT pg_advisory_xact_lock($1::int4, hashtext(encode($2::bytea, 'hex')))",
+                [.int32(Self.passwordAttemptLockClass), .bytea(emailHash)]
+            )
+            let failures = try connection.execute(
+                """
+                SELECT failed_at FROM \(schema).password_failures WHERE email_hash = $1 AND failed_at > $2
+                ORDER BY failed_at DESC LIMIT $3
+                """,
+                [.bytea(emailHash), .timestamptz(windowStart), .int64(Int64(limit))]
+            ).map { try $0[0].date }
+            if failures.count >= limit { return failures.last }
             try connection.execute(
                 """
                 WITH old AS (
@@ -354,9 +364,9 @@ struct UserStore: Sendable {
                 )
                 INSERT INTO \(schema).password_failures (email_hash, failed_at) VALUES ($1, $2)
                 """,
-                [.bytea(emailHash), .timestamptz(audit.occurredAt), .timestamptz(windowStart)]
+                [.bytea(emailHash), .timestamptz(now), .timestamptz(windowStart)]
             )
-            try self.insertAudit(audit, on: connection)
+            return nil
         }
     }
 

@@ -114,6 +114,46 @@ import Testing
         }
     }
 
+    /// 50 wrong passwords at once against a limit of 10: each attempt is reserved under a lock
+    /// before its hash, so exactly 10 hashes run (10 `invalid_credentials`) and the other 40 are
+    /// refused without one. It was a check before hashing and a write after: all 50 passed the
+    /// check (issue 19).
+    @Test func concurrentWrongPasswordsNeverOvershootTheLockout() async throws {
+        try await withIdentityService { fixture in
+            _ = try await fixture.signUp()
+            let reasons = await withTaskGroup(of: String.self) { group in
+                for _ in 0..<50 {
+                    group.addTask {
+                        do {
+                            // Hashes queue on the hashing threads; on a loaded machine the last
+                            // ones wait longer than the client's default deadline, which is not
+                            // what this test is about.
+                            _ = try await fixture.client.signInWithPassword(
+                                Auth_Identity_V1_SignInWithPasswordRequest(
+                                    email: "asha@example.com", password: "Wrong-Password-1", clientIP: "203.0.113.7"),
+                                options: CallOptions(timeout: .seconds(600)))
+                            return "success"
+                        } catch let error as RPCError {
+                            return error.reason
+                        } catch {
+                            return "\(error)"
+                        }
+                    }
+                }
+                var reasons: [String] = []
+                for await reason in group { reasons.append(reason) }
+                return reasons
+            }
+            let counts = Dictionary(reasons.map { ($0, 1) }, uniquingKeysWith: +)
+            #expect(counts == ["invalid_credentials": 10, "too_many_attempts": 40], "\(counts)")
+            let failures = try await fixture.query(
+                "SELECT count(*) FROM @password_failures WHERE email_hash = $1", [.bytea(SHA256.hash("asha@example.com"))])
+            #expect(try failures[0][0].int == 10)
+            let audited = try await fixture.query("SELECT count(*) FROM @audit_events WHERE kind = 'sign_in_failed'")
+            #expect(try audited[0][0].int == 10)
+        }
+    }
+
     @Test func theLockoutHoldsAcrossReplicas() async throws {
         let clock = ManualClock()
         try await withIdentityService(clock: clock) { fixture in
