@@ -27,7 +27,7 @@ OUR_SERVICES = set(RPC_SERVICES) | {"gateway"}
 # RPC authenticates with mutual TLS, each service's certificate and key mounted as files).
 SECRETS = {
     "identity": {"AUTH_DATABASE_URL"},
-    "otp-dispatch": {"AUTH_DATABASE_URL", "AUTH_OTP_SECRET"},
+    "otp-dispatch": {"AUTH_DATABASE_URL", "AUTH_OTP_SECRET", "AUTH_OTP_WEBHOOK_SECRET"},
     "session": {"AUTH_DATABASE_URL", "AUTH_MASTER_KEY"},
     "gateway": set(),
 }
@@ -100,6 +100,10 @@ def check_compose(path):
         cert_file = str((config.get("secrets") or {}).get(cert_source, {}).get("file", ""))
         if not cert_file.endswith(f"/{name}.pem"):
             problem(where, f"{name}: its certificate is {cert_file or cert_source!r}, not {name}.pem (the name it proves)")
+        if name == "otp-dispatch":
+            for variable in ("AUTH_OTP_SMS_PROVIDER", "AUTH_OTP_EMAIL_PROVIDER"):
+                if env.get(variable, "log") == "log":
+                    problem(where, f"{name}: {variable} is log (or unset); production refuses it")
         for secret in SECRETS[name]:
             if secret == "AUTH_DATABASE_URL":
                 if "host=postgres" not in str(env.get(secret, "")):
@@ -185,11 +189,14 @@ def check_kubernetes(directory):
         problem("configmap", "AUTH_ENVIRONMENT is not production")
     if config.get("AUTH_BIND_HOST") != "0.0.0.0":
         problem("configmap", "AUTH_BIND_HOST is not 0.0.0.0")
-    for variable in ("AUTH_RPC_SECRET", "AUTH_DATABASE_URL", "AUTH_MASTER_KEY", "AUTH_OTP_SECRET"):
+    for variable in ("AUTH_RPC_SECRET", "AUTH_DATABASE_URL", "AUTH_MASTER_KEY", "AUTH_OTP_SECRET", "AUTH_OTP_WEBHOOK_SECRET"):
         if variable in config:
             problem("configmap", f"{variable} is a secret and belongs in the Secret")
     if "AUTH_RPC_MESH_MTLS" in config:
         problem("configmap", "AUTH_RPC_MESH_MTLS is set; the manifests use mutual TLS")
+    for variable in ("AUTH_OTP_SMS_PROVIDER", "AUTH_OTP_EMAIL_PROVIDER"):
+        if config.get(variable, "log") == "log":
+            problem("configmap", f"{variable} is log (or unset); production refuses it")
     tls_paths = {variable: config.get(variable, "") for variable in TLS_VARIABLES}
     if not all(str(path).startswith("/") for path in tls_paths.values()):
         problem("configmap", f"{', '.join(TLS_VARIABLES)} are not all file paths")

@@ -228,11 +228,21 @@ AUTH_OTP_SECRET=$(openssl rand -base64 32)
 AUTH_POSTGRES_PASSWORD=$(openssl rand -hex 24)
 AUTH_IMAGE=$app_image
 AUTH_GATEWAY_PUBLISHED_PORT=$port
+AUTH_OTP_WEBHOOK_URL=https://messages.invalid/otp
+AUTH_OTP_WEBHOOK_SECRET=$(openssl rand -base64 32)
 EOF
+# The walk reads each code from otp-dispatch's `log` provider, which production refuses (it
+# writes codes to the log): otp-dispatch alone runs as development here. Every other setting,
+# and every other service, is the compose file's production configuration.
 cat >"$work/override.yml" <<EOF
 services:
   postgres:
     image: $postgres_image
+  otp-dispatch:
+    environment:
+      AUTH_ENVIRONMENT: development
+      AUTH_OTP_SMS_PROVIDER: log
+      AUTH_OTP_EMAIL_PROVIDER: log
 EOF
 
 podman system service --time=0 "unix://$work/podman.sock" >"$work/podman-service.log" 2>&1 &

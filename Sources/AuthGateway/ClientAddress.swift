@@ -1,121 +1,6 @@
 import AuthText
-
-/// An IPv4 or IPv6 address as bytes (4 or 16). IPv4-mapped IPv6 addresses (`::ffff:a.b.c.d`)
-/// are read as the IPv4 address, so one client has one key whichever way the kernel reports it.
-public struct IPAddress: Hashable, Sendable, CustomStringConvertible {
-    public let bytes: [UInt8]
-
-    public init?(_ text: some StringProtocol) {
-        let text = String(text)
-        if let v4 = Self.parseIPv4(text) {
-            bytes = v4
-        } else if let v6 = Self.parseIPv6(text) {
-            if v6.prefix(10).allSatisfy({ $0 == 0 }), v6[10] == 0xFF, v6[11] == 0xFF {
-                bytes = Array(v6.suffix(4))
-            } else {
-                bytes = v6
-            }
-        } else {
-            return nil
-        }
-    }
-
-    public var description: String {
-        if bytes.count == 4 { return bytes.map(String.init).joined(separator: ".") }
-        var groups: [String] = []
-        for index in stride(from: 0, to: 16, by: 2) {
-            groups.append(String(UInt16(bytes[index]) << 8 | UInt16(bytes[index + 1]), radix: 16))
-        }
-        // RFC 5952: the longest run (≥ 2) of zero groups becomes "::".
-        var best = (start: -1, length: 0)
-        var index = 0
-        while index < 8 {
-            guard groups[index] == "0" else { index += 1; continue }
-            var end = index
-            while end < 8, groups[end] == "0" { end += 1 }
-            if end - index > best.length { best = (index, end - index) }
-            index = end
-        }
-        guard best.length >= 2 else { return groups.joined(separator: ":") }
-        let head = groups[..<best.start].joined(separator: ":")
-        let tail = groups[(best.start + best.length)...].joined(separator: ":")
-        return head + "::" + tail
-    }
-
-    static func parseIPv4(_ text: String) -> [UInt8]? {
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 4 else { return nil }
-        var bytes: [UInt8] = []
-        for part in parts {
-            guard (1...3).contains(part.count), part.allSatisfy(\.isASCIIDigit),
-                part.count == 1 || part.first != "0", let value = UInt8(part)
-            else { return nil }
-            bytes.append(value)
-        }
-        return bytes
-    }
-
-    static func parseIPv6(_ text: String) -> [UInt8]? {
-        guard text.count <= 45, text.contains(":") else { return nil }
-        // A zone (`fe80::1%eth0`) is not part of the address.
-        let address = text.split(separator: "%", maxSplits: 1).first.map(String.init) ?? text
-        let halves = address.components(separatedBy: "::")
-        guard halves.count <= 2 else { return nil }
-        func groups(_ part: String) -> [UInt8]? {
-            if part.isEmpty { return [] }
-            var bytes: [UInt8] = []
-            let pieces = part.split(separator: ":", omittingEmptySubsequences: false)
-            for (index, piece) in pieces.enumerated() {
-                if index == pieces.count - 1, piece.contains("."), let v4 = parseIPv4(String(piece)) {
-                    bytes += v4
-                    continue
-                }
-                guard (1...4).contains(piece.count), piece.allSatisfy(\.isHexDigit), let value = UInt16(piece, radix: 16)
-                else { return nil }
-                bytes += [UInt8(value >> 8), UInt8(value & 0xFF)]
-            }
-            return bytes
-        }
-        guard let head = groups(halves[0]) else { return nil }
-        if halves.count == 1 { return head.count == 16 ? head : nil }
-        guard let tail = groups(halves[1]), head.count + tail.count <= 14 else { return nil }
-        return head + Array(repeating: 0, count: 16 - head.count - tail.count) + tail
-    }
-}
-
-/// An address or a CIDR range (`10.0.0.0/8`, `fd00::/8`, `192.0.2.7`).
-public struct IPAddressRange: Hashable, Sendable, CustomStringConvertible {
-    public let network: IPAddress
-    public let prefixLength: Int
-
-    public init?(_ text: String) {
-        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
-        guard (1...2).contains(parts.count), let address = IPAddress(parts[0]) else { return nil }
-        let bits = address.bytes.count * 8
-        if parts.count == 2 {
-            guard parts[1].allSatisfy(\.isASCIIDigit), let length = Int(parts[1]), (0...bits).contains(length) else {
-                return nil
-            }
-            prefixLength = length
-        } else {
-            prefixLength = bits
-        }
-        network = address
-    }
-
-    public func contains(_ address: IPAddress) -> Bool {
-        guard address.bytes.count == network.bytes.count else { return false }
-        var remaining = prefixLength
-        for (lhs, rhs) in zip(address.bytes, network.bytes) where remaining > 0 {
-            let mask: UInt8 = remaining >= 8 ? 0xFF : ~(0xFF >> UInt8(remaining))
-            if lhs & mask != rhs & mask { return false }
-            remaining -= 8
-        }
-        return true
-    }
-
-    public var description: String { "\(network)/\(prefixLength)" }
-}
+import Logging
+import Synchronization
 
 /// Which address a request comes from: the socket peer, or, when the peer is a trusted proxy,
 /// the right-most `X-Forwarded-For` entry that is not a trusted proxy (entries left of it can be
@@ -134,9 +19,13 @@ public struct ClientAddressResolver: Sendable {
     /// - Parameters:
     ///   - peer: the socket peer's address text, nil when unknown (then "" is returned).
     ///   - forwardedFor: every `X-Forwarded-For` header value, in order.
-    public func clientAddress(peer: String?, forwardedFor: [String]) -> String {
+    ///   - warnings: told when an untrusted peer sent `X-Forwarded-For` (production only).
+    public func clientAddress(peer: String?, forwardedFor: [String], warnings: ForwardedForWarnings? = nil) -> String {
         guard let peer, let peerAddress = IPAddress(peer) else { return "" }
-        guard !trustedProxies.isEmpty, isTrusted(peerAddress) else { return peerAddress.description }
+        guard !trustedProxies.isEmpty, isTrusted(peerAddress) else {
+            if !forwardedFor.isEmpty { warnings?.untrustedPeerForwarded(peerAddress) }
+            return peerAddress.description
+        }
         let hops = forwardedFor.flatMap { $0.split(separator: ",") }.map { $0.trimmingWhitespace() }
         var client = peerAddress
         for hop in hops.reversed() {
@@ -149,6 +38,42 @@ public struct ClientAddressResolver: Sendable {
     }
 }
 
-extension Character {
-    fileprivate var isASCIIDigit: Bool { isASCII && isNumber }
+/// The production warnings about `X-Forwarded-For` (issue 19, item 2): behind a proxy that is
+/// not trusted, every client has the proxy's address and shares one per-IP budget, so one client
+/// spends it for everyone. Once at start when no proxy is trusted, and once per peer that sends
+/// `X-Forwarded-For` without being trusted (at most ``maxWarnedPeers`` peers, so a flood of
+/// peers cannot fill memory or the log).
+public final class ForwardedForWarnings: Sendable {
+    public static let maxWarnedPeers = 1024
+    private let logger: Logger
+    private let warned = Mutex<Set<IPAddress>>([])
+
+    public init(logger: Logger) {
+        self.logger = logger
+    }
+
+    /// Logs the start-up warning when `trustedProxies` is empty.
+    public func started(trustedProxies: [IPAddressRange]) {
+        guard trustedProxies.isEmpty else { return }
+        logger.warning(
+            "AUTH_GATEWAY_TRUSTED_PROXIES is empty: behind a load balancer or Ingress every client has its address and shares one per-IP budget; list the proxy's addresses (docs/deployment.md)"
+        )
+    }
+
+    /// Logs once for `peer`, which sent `X-Forwarded-For` without being a trusted proxy.
+    /// Returns whether it logged.
+    @discardableResult
+    public func untrustedPeerForwarded(_ peer: IPAddress) -> Bool {
+        let first = warned.withLock { warned -> Bool in
+            guard warned.count < Self.maxWarnedPeers, !warned.contains(peer) else { return false }
+            warned.insert(peer)
+            return true
+        }
+        guard first else { return false }
+        logger.warning(
+            "X-Forwarded-For from a peer that is not a trusted proxy: ignored, the peer is the client; if it is your proxy, add it to AUTH_GATEWAY_TRUSTED_PROXIES",
+            metadata: ["peer": "\(peer)"]
+        )
+        return true
+    }
 }

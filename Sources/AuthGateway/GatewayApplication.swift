@@ -78,7 +78,16 @@ public struct GatewayApplication: Sendable {
         )
 
         let router = Router(context: GatewayRequestContext.self)
-        router.add(middleware: RequestIdentityMiddleware(resolver: ClientAddressResolver(trustedProxies: gateway.trustedProxies)))
+        var forwardedForWarnings: ForwardedForWarnings?
+        if configuration.environment == .production {
+            let warnings = ForwardedForWarnings(logger: logger)
+            warnings.started(trustedProxies: gateway.trustedProxies)
+            forwardedForWarnings = warnings
+        }
+        router.add(middleware: RequestIdentityMiddleware(
+            resolver: ClientAddressResolver(trustedProxies: gateway.trustedProxies),
+            forwardedForWarnings: forwardedForWarnings
+        ))
         router.add(middleware: MetricsMiddleware(metrics: metrics))
         router.add(middleware: ErrorResponseMiddleware(logger: logger))
 

@@ -47,6 +47,8 @@ enum CurrentRequest {
 struct RequestIdentityMiddleware: RouterMiddleware {
     typealias Context = GatewayRequestContext
     let resolver: ClientAddressResolver
+    /// Production only: warns about `X-Forwarded-For` from untrusted peers.
+    let forwardedForWarnings: ForwardedForWarnings?
 
     func handle(
         _ request: Request,
@@ -57,7 +59,8 @@ struct RequestIdentityMiddleware: RouterMiddleware {
         context.requestID = UUID().uuidString.lowercased()
         context.clientIP = resolver.clientAddress(
             peer: context.remoteAddress?.ipAddress,
-            forwardedFor: request.headers[values: .xForwardedFor]
+            forwardedFor: request.headers[values: .xForwardedFor],
+            warnings: forwardedForWarnings
         )
         context.traceparent = Self.traceparent(request.headers[.traceparent])
         var response = try await CurrentRequest.$requestID.withValue(context.requestID) {

@@ -1,4 +1,5 @@
 import AuthAPI
+import AuthText
 import AuthProtobuf
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -31,7 +32,7 @@ struct GatewayRoutes: Sendable {
     func limit(_ context: GatewayRequestContext) throws {
         let route = context.endpointPath ?? ""
         let operation = Self.operationAliases[route] ?? route
-        let decision = routeLimiter.acquire("\(operation) \(context.clientIP)", now: .now)
+        let decision = routeLimiter.acquire("\(operation) \(IPAddress.rateLimitKey(of: context.clientIP))", now: .now)
         guard decision.allowed else { throw APIError.rateLimited(retryAfter: decision.retryAfterSeconds) }
     }
 
@@ -109,7 +110,7 @@ struct GatewayRoutes: Sendable {
         }
         if purpose == .login {
             // "No account found" tells whether an account exists: budgeted per client IP.
-            let decision = accountCheckLimiter.acquire(context.clientIP, now: .now)
+            let decision = accountCheckLimiter.acquire(IPAddress.rateLimitKey(of: context.clientIP), now: .now)
             guard decision.allowed else { throw APIError.rateLimited(retryAfter: decision.retryAfterSeconds) }
         }
         let exists = try await backends.call(.identity, "ContactExists", context) { options in

@@ -40,6 +40,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     /// Frames produced during a read burst, written as one buffer when the burst ends.
     private var pendingOutput: ByteBuffer?
     private var peer = ""
+    /// Set by the first ``close()``: a connection is closed once, and logged once.
+    private var closing = false
 
     private var deadlineTimer = EarliestDeadlineTimer()
 
@@ -343,6 +345,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     }
 
     private func watchdogTick() {
+        guard !closing else { return }
         switch watchdog.check(now: .now, openCalls: state.callsHoldingSlots) {
         case .keep:
             return
@@ -372,17 +375,30 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         close()
     }
 
+    /// Writes what is pending (a last GoAway or response), then closes. The close does not wait
+    /// for that write longer than ``goAwayGrace``: a write queued behind a TLS handshake that
+    /// never finishes never completes, and the connection must end anyway (issue 19, item 4).
     private func close() {
-        guard let context else { return }
+        guard let context, !closing else { return }
+        closing = true
+        watchdogTask?.cancel()
+        watchdogTask = nil
         _ = state.connectionClosed()
         abandonAllCalls()
         let channel = context.channel
         let output = pendingOutput ?? channel.allocator.buffer(capacity: 0)
         pendingOutput = nil
+        let forcedClose = context.eventLoop.scheduleTask(in: TimeAmount(min(limits.readTimeout, Self.goAwayGrace))) {
+            channel.close(promise: nil)
+        }
         context.writeAndFlush(wrapOutboundOut(output)).whenComplete { _ in
+            forcedClose.cancel()
             channel.close(promise: nil)
         }
     }
+
+    /// How long a closing connection waits for its last frame to be written.
+    static let goAwayGrace: Duration = .seconds(1)
 
     private func abandonAllCalls() {
         _ = state.connectionClosed()

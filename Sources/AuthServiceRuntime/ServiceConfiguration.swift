@@ -89,9 +89,6 @@ public struct ServiceConfiguration: Sendable {
     public var rpcSecret: [UInt8]
     /// Mutual TLS material (`AUTH_RPC_TLS_CERT`, `_KEY`, `_CA`); nil in plaintext mode.
     public var rpcTLS: RPCTLSConfiguration?
-    /// Plaintext in production, allowed because `AUTH_RPC_MESH_MTLS=true` says a service mesh
-    /// provides mutual TLS between the pods (logged at start).
-    public var rpcPlaintextBehindMesh: Bool
     public var rpcLimits: ConnectionLimits
     public var logLevel: Logger.Level
     private var addresses: [AuthServiceName: [RPCAddress]]
@@ -125,19 +122,25 @@ public struct ServiceConfiguration: Sendable {
         self.databaseStartTimeout = .seconds(try reader.integer("AUTH_DB_START_TIMEOUT_SECONDS", default: 60, in: 0...3_600, unit: " of seconds"))
         self.logLevel = try reader.value("AUTH_LOG_LEVEL", default: .info, expected: "one of trace, debug, info, notice, warning, error, critical") { Logger.Level(rawValue: $0) }
 
-        let meshMTLS = try reader.value("AUTH_RPC_MESH_MTLS", default: false, expected: "`true` or `false`") { ["true": true, "false": false][$0] }
+        if reader.string("AUTH_RPC_MESH_MTLS") != nil {
+            // Issue 19, item 10: plaintext RPC names its caller by a secret every service holds,
+            // so any one of them could claim to be another, and per-method authorization meant
+            // nothing. Production RPC is mutual TLS, behind a mesh too (docs/deployment.md).
+            throw ConfigurationError(
+                variable: "AUTH_RPC_MESH_MTLS",
+                problem: "is no longer accepted: plaintext RPC lets any holder of the shared secret claim to be any service; set AUTH_RPC_TLS_CERT, AUTH_RPC_TLS_KEY and AUTH_RPC_TLS_CA (behind a service mesh too; docs/deployment.md says how)"
+            )
+        }
         self.rpcTLS = try RPCTLSConfiguration(environment: variables, expectedName: service.rawValue)
         if rpcTLS != nil {
             self.rpcSecret = []
-            self.rpcPlaintextBehindMesh = false
         } else {
-            if environment == .production, !meshMTLS {
+            if environment == .production {
                 throw ConfigurationError(
                     variable: "AUTH_RPC_TLS_CERT",
-                    problem: "is required in production (with AUTH_RPC_TLS_KEY and AUTH_RPC_TLS_CA); plaintext RPC is allowed only with AUTH_RPC_MESH_MTLS=true, when a service mesh provides mutual TLS"
+                    problem: "is required in production (with AUTH_RPC_TLS_KEY and AUTH_RPC_TLS_CA): production RPC is mutual TLS, never plaintext"
                 )
             }
-            self.rpcPlaintextBehindMesh = meshMTLS
             self.rpcSecret = try readRPCSecret(variables)
         }
 

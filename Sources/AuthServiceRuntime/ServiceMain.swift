@@ -129,11 +129,7 @@ public enum ServiceMain {
         )
 
         if configuration.rpcTLS == nil {
-            if configuration.rpcPlaintextBehindMesh {
-                logger.warning("RPC without TLS: AUTH_RPC_MESH_MTLS=true says a service mesh provides mutual TLS between services; callers are named by their Hello only")
-            } else {
-                logger.warning("RPC without TLS (development): callers prove the shared secret in their Hello; set AUTH_RPC_TLS_* for mutual TLS")
-            }
+            logger.warning("RPC without TLS (development): callers prove the shared secret in their Hello; set AUTH_RPC_TLS_* for mutual TLS")
         }
         let server = try RPCServer(
             configuration: RPCServerConfiguration(

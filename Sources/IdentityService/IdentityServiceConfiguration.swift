@@ -83,8 +83,17 @@ public enum PasswordPolicyMode: String, Sendable, CaseIterable {
     /// The customer's rule (seed 002 §2.3): at least 8 characters with an upper-case letter, a
     /// lower-case letter and a digit; not a common password.
     case composition
-    /// NIST SP 800-63B §5.1.1.2: at least 8 characters, not a common password, no composition rule.
+    /// NIST SP 800-63B-4 §3.1.1.2 for a password that is the only factor: at least 15
+    /// characters, not a common password, no composition rule. The production default.
     case nist
+
+    /// The fewest characters a new password may have.
+    public var minimumLength: Int {
+        switch self {
+        case .composition: 8
+        case .nist: 15
+        }
+    }
 }
 
 /// Everything the identity service needs besides its database. docs/identity.md lists the
@@ -148,6 +157,8 @@ public struct IdentityServiceConfiguration: Sendable {
             return items
         }
 
+        // Issue 19, item 9: production follows SP 800-63B-4 unless told otherwise.
+        if string("AUTH_ENVIRONMENT") == "production" { passwordPolicyMode = .nist }
         if let mode = string("AUTH_IDENTITY_PASSWORD_POLICY") {
             guard let parsed = PasswordPolicyMode(rawValue: mode) else {
                 throw IdentityConfigurationError(

@@ -10,12 +10,12 @@ import Foundation
 /// Every password, new or presented at sign-in, is first NFKC-normalised (so the same password
 /// typed on different keyboards hashes the same) and must be at most ``maxLength`` characters,
 /// checked before any hashing; it is never truncated. A new password must also have at least
-/// ``minLength`` characters and not be in ``PasswordBlocklist`` (case-insensitively); in
-/// ``PasswordPolicyMode/composition`` mode (the customer's default, seed 002 §2.3) it needs an
-/// upper-case letter, a lower-case letter and a digit as well. ``PasswordPolicyMode/nist`` is
-/// NIST SP 800-63B §5.1.1.2: length and blocklist only.
+/// ``PasswordPolicyMode/minimumLength`` characters and not be in ``PasswordBlocklist``
+/// (case-insensitively); in ``PasswordPolicyMode/composition`` mode (the seed apps' rule, seed
+/// 002 §2.3: 8 characters) it needs an upper-case letter, a lower-case letter and a digit as
+/// well. ``PasswordPolicyMode/nist`` is NIST SP 800-63B-4 for a single-factor password: 15
+/// characters, blocklist, no composition rule.
 public struct PasswordPolicy: Sendable {
-    public static let minLength = 8
     public static let maxLength = 128
 
     public var mode: PasswordPolicyMode
@@ -46,8 +46,8 @@ public struct PasswordPolicy: Sendable {
         guard let normalized = Self.normalized(password) else {
             return violation("too_long", "Password must be at most \(Self.maxLength) characters.")
         }
-        if normalized.count < Self.minLength {
-            return violation("too_short", "Password must be at least \(Self.minLength) characters.")
+        if normalized.count < mode.minimumLength {
+            return violation("too_short", "Password must be at least \(mode.minimumLength) characters.")
         }
         if mode == .composition {
             let scalars = normalized.unicodeScalars

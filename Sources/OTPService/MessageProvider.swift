@@ -16,6 +16,8 @@ public struct OutgoingMessage: Sendable {
     public var purpose: String
     public var locale: String
     public var createdAt: Date
+    /// When the code stops being accepted: a receiver that gets the message later drops it.
+    public var expiresAt: Date
     /// The rendered text (and subject, for email).
     public var text: RenderedMessage
 }

@@ -254,6 +254,7 @@ public final class OTPDispatcher: Service, Sendable {
             purpose: message.purpose,
             locale: message.locale,
             createdAt: message.createdAt,
+            expiresAt: message.createdAt.addingTimeInterval(configuration.codeLifetime.timeInterval),
             text: text
         )
         let result: Result<ProviderReceipt, ProviderError>

@@ -142,6 +142,8 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 }
             }
 
+            // The per-IP budget counts an IPv6 client by its /64 (issue 19, item 2).
+            let ipKey = ip.isEmpty ? "" : IPAddress.rateLimitKey(of: ip)
             let now = clock.microsecondNow()
             let id = CodeMAC.newID()
             let testCode = configuration.testDestinations[destination.normalized]
@@ -161,8 +163,12 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             let outcome = try await store.pool.transaction { connection -> StartOutcome in
                 let attemptsSince = now.addingTimeInterval(-configuration.attemptWindow.timeInterval)
                 guard testCode == nil else {
-                    // A test destination passes every limit and is never sent.
+                    // A test destination passes every start limit and is never sent; a lock
+                    // from its wrong codes holds, as for any destination.
                     try store.lock(connection, "destination:\(destination.normalized)")
+                    if let until = try store.lockedUntil(connection, destination: destination.normalized, now: now) {
+                        return .refused(Self.tooManyAttempts(until: until, now: now))
+                    }
                     try store.insertVerification(
                         connection, id: id, destination: destination, purpose: purpose, locale: locale, clientIP: ip,
                         codeMAC: mac, now: now, expiresAt: expiresAt, test: true
@@ -170,10 +176,10 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                     return .started(attemptsRemaining: configuration.maxWrongCodes)
                 }
                 // The destination's lock first, then the client IP's: always in this order.
-                try store.lock(connection, keys: ["destination:\(destination.normalized)"] + (ip.isEmpty ? [] : ["ip:\(ip)"]))
+                try store.lock(connection, keys: ["destination:\(destination.normalized)"] + (ipKey.isEmpty ? [] : ["ip:\(ipKey)"]))
                 let hourAgo = now.addingTimeInterval(-3_600)
                 let figures = try store.startFigures(
-                    connection, destination: destination, clientIP: ip, now: now, attemptsSince: attemptsSince,
+                    connection, destination: destination, clientIPKey: ipKey, now: now, attemptsSince: attemptsSince,
                     hourAgo: hourAgo, destinationLimit: configuration.startsPerDestinationPerHour,
                     ipLimit: configuration.startsPerIPPerHour
                 )
@@ -213,7 +219,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 }
                 try store.writeStartAndCommit(
                     connection, id: id, messageID: messageID, destination: destination, purpose: purpose,
-                    locale: locale, clientIP: ip, codeMAC: mac, code: code, now: now, expiresAt: expiresAt,
+                    locale: locale, clientIP: ip, clientIPKey: ipKey, codeMAC: mac, code: code, now: now, expiresAt: expiresAt,
                     claim: reservation
                 )
                 return .started(attemptsRemaining: max(0, configuration.maxWrongCodes - figures.wrongCodes))
@@ -273,9 +279,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 }
                 let destination = row.destination
                 try store.lock(connection, "destination:\(destination.normalized)")
-                if !row.testDestination,
-                    let until = try store.lockedUntil(connection, destination: destination.normalized, now: now)
-                {
+                if let until = try store.lockedUntil(connection, destination: destination.normalized, now: now) {
                     return .refused(Self.tooManyAttempts(until: until, now: now))
                 }
                 guard row.status == "pending" else { return .refused(Self.notFound()) }
@@ -333,7 +337,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 }
                 return .resent(
                     updated,
-                    attemptsRemaining: row.testDestination ? configuration.maxWrongCodes : max(0, configuration.maxWrongCodes - wrong),
+                    attemptsRemaining: max(0, configuration.maxWrongCodes - wrong),
                     resendsRemaining: resendsLeft
                 )
             }
@@ -407,7 +411,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 }
                 let destination = row.destination.normalized
                 try store.lock(connection, "destination:\(destination)")
-                if !row.testDestination, let until = try store.lockedUntil(connection, destination: destination, now: now) {
+                if let until = try store.lockedUntil(connection, destination: destination, now: now) {
                     return .refused(Self.tooManyAttempts(until: until, now: now))
                 }
                 guard row.status == "pending" else { return .refused(Self.notFound()) }
@@ -421,9 +425,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                         pumpingCallingCode: countsForPumping ? row.destination.callingCode : nil, startedAt: row.createdAt)
                     return .verified(row)
                 }
-                if row.testDestination {
-                    return .wrong(remaining: configuration.maxWrongCodes, locked: false, row)
-                }
+                // A test destination's wrong codes count too (issue 19, item 3): its code is fixed.
                 try store.record(connection, "wrong_code", destination, at: now)
                 let wrong = try store.events(
                     connection, "wrong_code", destination,

@@ -74,8 +74,9 @@ public struct OTPServiceConfiguration: Sendable {
     /// SMS-pumping guard: new SMS starts to the calling code are refused while fewer than this
     /// percentage of the last hour's codes were verified. 20.
     public var pumpingMinimumVerifiedPercent: Int = 20
-    /// Destinations with fixed codes that pass every limit and are never sent
-    /// (`AUTH_OTP_TEST_DESTINATIONS`). Empty by default.
+    /// Destinations with fixed codes that pass every start and resend limit and are never sent
+    /// (`AUTH_OTP_TEST_DESTINATIONS`); their wrong codes count and lock like any other. Empty by
+    /// default; in production only with `AUTH_OTP_ALLOW_TEST_DESTINATIONS=true`.
     public var testDestinations: [String: String] = [:]
 
     // MARK: Messages
@@ -214,7 +215,20 @@ public struct OTPServiceConfiguration: Sendable {
         pumpingMinimumSent = try integer("AUTH_OTP_PUMPING_MIN_SENT", 1...1_000_000, default: pumpingMinimumSent)
         pumpingMinimumVerifiedPercent = try integer(
             "AUTH_OTP_PUMPING_MIN_VERIFIED_PERCENT", 0...100, default: pumpingMinimumVerifiedPercent)
+        // Issue 19, item 3: production refuses what only a developer's machine may have.
+        let production = string("AUTH_ENVIRONMENT") == "production"
         if let text = string("AUTH_OTP_TEST_DESTINATIONS") {
+            if production {
+                let allowed = string("AUTH_OTP_ALLOW_TEST_DESTINATIONS")
+                guard allowed == "true" else {
+                    throw OTPConfigurationError(
+                        variable: "AUTH_OTP_TEST_DESTINATIONS",
+                        problem:
+                            "is refused in production unless AUTH_OTP_ALLOW_TEST_DESTINATIONS=true (fixed codes sign in "
+                            + "to these accounts; meant for app-store review accounts only)"
+                    )
+                }
+            }
             var destinations: [String: String] = [:]
             for entry in text.split(separator: ",") {
                 let parts = entry.split(separator: "=", maxSplits: 1).map { $0.trimmingWhitespace() }
@@ -276,20 +290,44 @@ public struct OTPServiceConfiguration: Sendable {
                 problem: "twilio sends SMS only; use log or webhook for email"
             )
         }
+        if production {
+            for (variable, kind) in [
+                ("AUTH_OTP_SMS_PROVIDER", smsProvider), ("AUTH_OTP_EMAIL_PROVIDER", emailProvider),
+                ("AUTH_OTP_SMS_FALLBACK_PROVIDER", smsFallbackProvider),
+                ("AUTH_OTP_EMAIL_FALLBACK_PROVIDER", emailFallbackProvider),
+            ] where kind == .log {
+                throw OTPConfigurationError(
+                    variable: variable,
+                    problem:
+                        "must not be log in production (log is the default): it writes codes and their destinations "
+                        + "to the log, where anyone who reads it can sign in as anyone; use webhook or twilio"
+                )
+            }
+            if twilioBaseURL.lowercased().hasPrefix("http://") {
+                throw OTPConfigurationError(variable: "AUTH_OTP_TWILIO_BASE_URL", problem: "must be an https URL in production")
+            }
+        }
+        let schemes = production ? ["https"] : ["http", "https"]
         let used = [smsProvider, emailProvider] + [smsFallbackProvider, emailFallbackProvider].compactMap { $0 }
         if used.contains(.webhook) {
-            guard let text = webhookURL, let url = URL(string: text), ["http", "https"].contains(url.scheme ?? ""),
+            guard let text = webhookURL, let url = URL(string: text), schemes.contains(url.scheme?.lowercased() ?? ""),
                 url.host != nil
             else {
                 throw OTPConfigurationError(
                     variable: "AUTH_OTP_WEBHOOK_URL",
-                    problem: "is required with the webhook provider: an http(s) URL"
+                    problem: "is required with the webhook provider: an \(production ? "https URL (in production)" : "http(s) URL")"
                 )
             }
-            guard webhookSecret != nil else {
+            guard let secret = webhookSecret else {
                 throw OTPConfigurationError(
                     variable: "AUTH_OTP_WEBHOOK_SECRET",
                     problem: "is required with the webhook provider (any string; the receiver checks X-Auth-Signature with it)"
+                )
+            }
+            if production, secret.utf8.count < 32 {
+                throw OTPConfigurationError(
+                    variable: "AUTH_OTP_WEBHOOK_SECRET",
+                    problem: "must be at least 32 bytes in production (`openssl rand -base64 32`)"
                 )
             }
         }

@@ -183,7 +183,7 @@ struct OTPStore: Sendable {
     func startFigures(
         _ connection: PostgresConnection,
         destination: Destination,
-        clientIP: String,
+        clientIPKey: String,
         now: Date,
         attemptsSince: Date,
         hourAgo: Date,
@@ -207,7 +207,7 @@ struct OTPStore: Sendable {
             """,
             [
                 .text(destination.normalized), .timestamptz(attemptsSince), .timestamptz(now), .timestamptz(hourAgo),
-                .int64(Int64(max(0, destinationLimit - 1))), .text(clientIP), .int64(Int64(max(0, ipLimit - 1))),
+                .int64(Int64(max(0, destinationLimit - 1))), .text(clientIPKey), .int64(Int64(max(0, ipLimit - 1))),
                 .text(destination.channel == .sms ? destination.callingCode : ""), .timestamptz(Self.minute(of: hourAgo)),
             ]
         )
@@ -216,7 +216,7 @@ struct OTPStore: Sendable {
             wrongCodes: try row[0].int,
             lockedUntil: try row[1].decode(Date?.self),
             destinationLimitStart: try row[2].decode(Date?.self),
-            ipLimitStart: clientIP.isEmpty ? nil : try row[3].decode(Date?.self),
+            ipLimitStart: clientIPKey.isEmpty ? nil : try row[3].decode(Date?.self),
             pumping: (try row[4].int, try row[5].int, try row[6].decode(Date?.self))
         )
     }
@@ -234,6 +234,7 @@ struct OTPStore: Sendable {
         purpose: Purpose,
         locale: String,
         clientIP: String,
+        clientIPKey: String,
         codeMAC: [UInt8],
         code: String,
         now: Date,
@@ -246,6 +247,8 @@ struct OTPStore: Sendable {
         let claimValues = claim == nil ? "" : ", 'sending', $15, $16, 1, 1"
         let announce = claim == nil ? "SELECT pg_notify($15, '')" : "SELECT 1"
         let last: [PostgresValue] = claim.map { [.timestamptz($0.leaseUntil), .text($0.worker)] } ?? [.text(notifyChannel)]
+        // The per-IP budget's key (an IPv6 client's /64) comes after them.
+        let ipKeyParameter = "$\(15 + last.count)"
         try connection.executeAndCommit(
             """
             WITH verification AS (
@@ -255,7 +258,7 @@ struct OTPStore: Sendable {
                 RETURNING id
             ), events AS (
                 INSERT INTO \(t.limitEvents) (kind, key, occurred_at)
-                SELECT e.kind, e.key, $9 FROM (VALUES ('start_destination', $3), ('start_ip', $7)) e (kind, key)
+                SELECT e.kind, e.key, $9 FROM (VALUES ('start_destination', $3), ('start_ip', \(ipKeyParameter))) e (kind, key)
                 WHERE e.key <> ''
             ), message AS (
                 INSERT INTO \(t.messages) (id, verification_id, channel, destination, calling_code, code, purpose, locale,
@@ -271,7 +274,7 @@ struct OTPStore: Sendable {
                 .text(destination.callingCode), .text(purpose.rawValue), .text(locale), .text(clientIP),
                 .bytea(codeMAC), .timestamptz(now), .timestamptz(expiresAt), .uuid(messageID), .text(code),
                 .timestamptz(Self.minute(of: now)), .int64(Self.pumpingShard()),
-            ] + last
+            ] + last + [.text(clientIPKey)]
         )
     }
 

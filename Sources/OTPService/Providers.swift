@@ -88,6 +88,7 @@ public struct WebhookProvider: MessageProvider {
         var purpose: String
         var locale: String
         var created_at: String
+        var expires_at: String
     }
 
     /// The exact bytes POSTed: JSON with sorted keys, no insignificant whitespace.
@@ -101,7 +102,8 @@ public struct WebhookProvider: MessageProvider {
             code: message.code,
             purpose: message.purpose,
             locale: message.locale,
-            created_at: message.createdAt.formatted(.iso8601)
+            created_at: message.createdAt.formatted(.iso8601),
+            expires_at: message.expiresAt.formatted(.iso8601)
         )
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

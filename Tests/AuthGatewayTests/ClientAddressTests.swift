@@ -1,3 +1,6 @@
+import AuthText
+import Logging
+import Synchronization
 import Testing
 
 @testable import AuthGateway
@@ -53,5 +56,62 @@ import Testing
         #expect(resolver.clientAddress(peer: "10.0.0.2", forwardedFor: ["1.1.1.1, garbage, 10.0.0.3"]) == "10.0.0.3")
         // No header: the proxy itself.
         #expect(resolver.clientAddress(peer: "10.0.0.2", forwardedFor: []) == "10.0.0.2")
+    }
+
+    /// Issue 19, item 2: an IPv6 client rotating through its /64 was a new client each time.
+    @Test func aLimitCountsAnIPv6ClientByItsSlash64() throws {
+        #expect(IPAddress.rateLimitKey(of: "2001:db8:1:2:aaaa:bbbb:cccc:dddd") == "2001:db8:1:2::/64")
+        #expect(IPAddress.rateLimitKey(of: "2001:db8:1:2::1") == "2001:db8:1:2::/64")
+        #expect(IPAddress.rateLimitKey(of: "2001:db8:1:3::1") == "2001:db8:1:3::/64")
+        #expect(IPAddress.rateLimitKey(of: "192.0.2.7") == "192.0.2.7")
+        #expect(IPAddress.rateLimitKey(of: "::ffff:192.0.2.7") == "192.0.2.7")
+        #expect(IPAddress.rateLimitKey(of: "") == "")
+    }
+
+    /// Issue 19, item 2: behind an untrusted proxy every client shares the proxy's budget; in
+    /// production the gateway says so at start, and once per peer that forwards.
+    @Test func forwardingFromAnUntrustedPeerIsWarnedOncePerPeer() throws {
+        let collected = CollectedLines()
+        let logger = Logger(label: "test") { _ in LineCollector(collected: collected) }
+        let warnings = ForwardedForWarnings(logger: logger)
+        warnings.started(trustedProxies: [])
+        warnings.started(trustedProxies: [try #require(IPAddressRange("10.0.0.0/8"))])
+        let resolver = ClientAddressResolver(trustedProxies: [try #require(IPAddressRange("10.0.0.0/8"))])
+        for _ in 0..<3 {
+            #expect(resolver.clientAddress(peer: "192.0.2.7", forwardedFor: ["203.0.113.9"], warnings: warnings) == "192.0.2.7")
+        }
+        _ = resolver.clientAddress(peer: "192.0.2.8", forwardedFor: [], warnings: warnings)
+        _ = resolver.clientAddress(peer: "10.0.0.2", forwardedFor: ["203.0.113.9"], warnings: warnings)
+        let logged = collected.lines.withLock { $0 }
+        #expect(logged.count == 2, "\(logged)")
+        #expect(logged.first?.contains("AUTH_GATEWAY_TRUSTED_PROXIES is empty") == true)
+        #expect(logged.last?.contains("peer=192.0.2.7") == true)
+        #expect(logged.last?.contains("AUTH_GATEWAY_TRUSTED_PROXIES") == true)
+        // At most 1,024 peers are remembered, and so logged.
+        for index in 0..<2_000 {
+            warnings.untrustedPeerForwarded(try #require(IPAddress("198.51.\(index / 256).\(index % 256)")))
+        }
+        #expect(collected.lines.withLock { $0.count } == 1 + ForwardedForWarnings.maxWarnedPeers)
+    }
+}
+
+private final class CollectedLines: Sendable {
+    let lines = Mutex<[String]>([])
+}
+
+/// Keeps each log line as `message key=value …`.
+private struct LineCollector: LogHandler {
+    let collected: CollectedLines
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let fields = (event.metadata ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+        collected.lines.withLock { $0.append(([event.message.description] + fields).joined(separator: " ")) }
     }
 }

@@ -44,6 +44,7 @@ struct TLSFixture {
 func withTLSServer(
     _ fixture: TLSFixture,
     tls: RPCTLSConfiguration? = nil,
+    limits: ConnectionLimits = ConnectionLimits(),
     logs: CapturedLog = CapturedLog(),
     _ body: (Int, CallerLog) async throws -> Void
 ) async throws {
@@ -58,7 +59,8 @@ func withTLSServer(
         return HealthResponse(status: .serving)
     }
     let server = try RPCServer(
-        configuration: RPCServerConfiguration(serviceName: "session", secret: [], tls: try tls ?? fixture.tls("session")),
+        configuration: RPCServerConfiguration(
+            serviceName: "session", secret: [], tls: try tls ?? fixture.tls("session"), limits: limits),
         router: router,
         logger: logs.logger(level: .info)
     )
@@ -274,5 +276,44 @@ final class FirstFrameHandler: ChannelInboundHandler {
             #expect(callers.all.isEmpty)
             await transport.shutdown()
         }
+    }
+
+    /// Issue 19, item 4: a socket that never starts TLS, or stops inside its ClientHello, was
+    /// never closed: the server's GoAway waited behind the handshake forever, and the watchdog
+    /// logged "no Hello in time" three times a second for it. Such sockets then used up the
+    /// address's unauthenticated-connection allowance, locking out good callers behind it.
+    @Test(.timeLimit(.minutes(2)))
+    func aTLSHandshakeThatNeverFinishesIsCutByTheReadTimeout() async throws {
+        let fixture = try await TLSFixture.make()
+        let logs = CapturedLog()
+        let limits = ConnectionLimits(readTimeout: .seconds(1), maxUnauthenticatedConnectionsPerPeer: 4)
+        try await withTLSServer(fixture, limits: limits, logs: logs) { port, callers in
+            // Four sockets hold the address's whole allowance: two say nothing, two stop
+            // inside a ClientHello (a TLS record header announcing 512 bytes, then 3 of them).
+            let silent = try await RawFrameConnection.several(2, port: port)
+            let stalled = try await RawFrameConnection.several(2, port: port)
+            for connection in stalled {
+                #expect(await connection.send([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01]))
+            }
+            // Each is closed by the server (the client's own read waits 30 s, far past the 1 s
+            // read timeout plus the 1 s a closing connection gives its last write).
+            for connection in silent + stalled {
+                #expect(await connection.isClosedByPeer())
+            }
+            // Closed once, logged once, and the address is served again (the allowance comes
+            // back when the server's close completes, just after the socket's end, hence the
+            // retries of a fresh client).
+            let gateway = try fixture.tls("gateway")
+            let served = await eventually {
+                let (client, transport) = tlsClient(port: port, caller: "gateway", tls: gateway)
+                let status = try? await client.health().status
+                await transport.shutdown()
+                return status == .serving
+            }
+            #expect(served)
+            #expect(callers.all == ["gateway"])
+        }
+        let timeouts = logs.records.withLock { $0.filter { $0.message == "Closing connection: no Hello in time" }.count }
+        #expect(timeouts == 4)
     }
 }

@@ -438,6 +438,27 @@ extension GatewayEndToEndTests {
     @Suite(.timeLimit(.minutes(1))) struct Limits {
         /// A gateway of its own with low limits: 5 requests per minute per route, 2 account checks
         /// per hour.
+        /// Issue 19, item 2: behind a trusted proxy, an IPv6 client that rotates addresses
+        /// inside its /64 (any home router hands out a whole /64) was a new client per address.
+        @Test func anIPv6ClientBehindATrustedProxyIsOneClientPerSlash64() async throws {
+            let fixture = try fixture()
+            let (_, base) = try await fixture.startGateway([
+                "AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE": "3",
+                "AUTH_GATEWAY_TRUSTED_PROXIES": "127.0.0.1",
+            ])
+            func logIn(from client: String) async throws -> GatewayFixture.Reply {
+                try await fixture.send(
+                    .POST, "/v1/login", json: ["email": GatewayFixture.newEmail("v6"), "password": "x"],
+                    headers: [("X-Forwarded-For", client)], base: base)
+            }
+            for client in ["2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2:aaaa:bbbb:cccc:dddd"] {
+                expectError(try await logIn(from: client), 401, "invalid_credentials")
+            }
+            expectError(try await logIn(from: "2001:db8:1:2:ffff::9"), 429, "rate_limited")
+            // Another /64 is another client.
+            expectError(try await logIn(from: "2001:db8:1:3::1"), 401, "invalid_credentials")
+        }
+
         @Test func perRouteLimitAndAccountCheckBudget() async throws {
             let fixture = try fixture()
             let (_, base) = try await fixture.startGateway([

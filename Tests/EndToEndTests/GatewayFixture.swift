@@ -254,10 +254,12 @@ final class GatewayFixture: Sendable {
         contentType: String? = nil,
         token: String? = nil,
         authorization: String? = nil,
+        headers: [(String, String)] = [],
         base: String? = nil
     ) async throws -> Reply {
         var request = HTTPClientRequest(url: (base ?? baseURL) + path)
         request.method = method
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let json {
             let data = try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys])
             request.body = .bytes(ByteBuffer(bytes: Array(data)))

@@ -53,6 +53,20 @@ import Testing
         }
     }
 
+    /// Issue 19, item 3: production started with the `log` provider, the default, and wrote
+    /// every code to the log.
+    @Test func productionRefusesToStartWithTheLogProvider() async throws {
+        let otp = try ServiceProcess(executable: "otp-dispatch", environment: [
+            "AUTH_ENVIRONMENT": "production",
+            "AUTH_OTP_SECRET": otpSecret,
+            "AUTH_DATABASE_URL": "host=127.0.0.1 port=1 dbname=auth connect_timeout=2",
+        ])
+        let status = await otp.waitForExit(timeout: .seconds(20))
+        if status == nil { await otp.terminate() }
+        #expect(status == 2)
+        #expect(otp.log.contains("otp-dispatch: configuration error: AUTH_OTP_SMS_PROVIDER: must not be log in production"))
+    }
+
     /// 1,000 codes enqueued through the RPC; the process is killed with SIGKILL while the
     /// webhook receiver is getting them, and started again: every message arrives at least
     /// once. The ones the dead process had in flight arrive twice (printed).

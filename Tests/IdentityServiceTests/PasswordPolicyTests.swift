@@ -39,8 +39,11 @@ import Testing
     @Test func nistModeIsLengthAndBlocklistOnly() {
         #expect(reasons("alllowercase words", .nist) == [])
         #expect(reasons("short", .nist) == ["too_short"])
-        #expect(reasons("password1", .nist) == ["too_common"])
-        #expect(reasons("baseball", .nist) == ["too_common"])
+        // SP 800-63B-4: at least 15 characters for a password that is the only factor.
+        #expect(reasons("password1", .nist) == ["too_short"])
+        #expect(reasons("fourteen chars", .nist) == ["too_short"])
+        #expect(reasons("1qaz2wsx3edc4rfv", .nist) == ["too_common"])
+        #expect(reasons("123456789987654321", .nist) == ["too_common"])
     }
 
     @Test func at128CharactersAndNeverTruncated() {
@@ -85,8 +88,24 @@ import Testing
         try await withIdentityService(configure: { $0.passwordPolicyMode = .nist }) { fixture in
             let user = try await fixture.signUp(password: "correct horse battery staple")
             #expect(user.hasPassword)
+            // SP 800-63B-4: a single-factor password has at least 15 characters.
+            let short = await expectRPCError(.invalidArgument, "invalid_argument") {
+                try await fixture.client.validatePassword(.init(password: "fourteen chars"))
+            }
+            #expect(short?.fieldViolations.map(\.description) == ["Password must be at least 15 characters."])
+            _ = try await fixture.client.validatePassword(.init(password: "fifteen chars!!"))
         }
         let parsed = try IdentityServiceConfiguration(environment: ["AUTH_IDENTITY_PASSWORD_POLICY": "nist"])
         #expect(parsed.passwordPolicyMode == .nist)
+    }
+
+    /// Issue 19, item 9: production defaulted to the composition rules with 8 characters.
+    @Test func productionDefaultsToNISTAndKeepsCompositionWhenAskedFor() throws {
+        #expect(try IdentityServiceConfiguration(environment: [:]).passwordPolicyMode == .composition)
+        #expect(try IdentityServiceConfiguration(environment: ["AUTH_ENVIRONMENT": "production"]).passwordPolicyMode == .nist)
+        let seedApps = try IdentityServiceConfiguration(environment: [
+            "AUTH_ENVIRONMENT": "production", "AUTH_IDENTITY_PASSWORD_POLICY": "composition",
+        ])
+        #expect(seedApps.passwordPolicyMode == .composition)
     }
 }

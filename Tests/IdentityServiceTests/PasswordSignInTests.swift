@@ -276,7 +276,7 @@ import Testing
         try await withIdentityService(configure: { $0.passwordPolicyMode = .nist }) { fixture in
             _ = try await fixture.client.validatePassword(.init(password: "alllowercase words"))
             let error = await expectRPCError(.invalidArgument, "invalid_argument") {
-                try await fixture.client.validatePassword(.init(password: "baseball"))
+                try await fixture.client.validatePassword(.init(password: "1qaz2wsx3edc4rfv"))
             }
             #expect(error?.fieldViolations.map(\.reason) == ["too_common"])
         }

@@ -166,6 +166,7 @@ import Testing
                 #expect((json["body"] as? String)?.contains(code) == true)
                 #expect((json["id"] as? String).flatMap(UUID.init(uuidString:)) != nil)
                 #expect(json["created_at"] as? String == "2026-06-01T00:00:00Z")
+                #expect(json["expires_at"] as? String == "2026-06-01T00:10:00Z")
                 let status = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
                 #expect(status.state == .sent)
                 #expect(status.provider == "webhook")

@@ -109,7 +109,7 @@ import Testing
             let factory = ProviderFactory(configuration: configuration, logger: testLogger)
             let message = OutgoingMessage(
                 id: UUID(), verificationID: UUID(), channel: .email, to: "a@example.com", code: "123456",
-                purpose: "login", locale: "en", createdAt: Date(), text: RenderedMessage(subject: "s", body: "b"))
+                purpose: "login", locale: "en", createdAt: Date(), expiresAt: Date() + 600, text: RenderedMessage(subject: "s", body: "b"))
             do {
                 _ = try await factory.provider(.webhook).send(message)
                 Issue.record("the send should have timed out")

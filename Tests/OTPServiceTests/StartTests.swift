@@ -76,6 +76,23 @@ import Testing
         }
     }
 
+    /// Issue 19, item 2: an IPv6 client rotating addresses inside its /64 was a new client with
+    /// each address, and got around the per-IP budget.
+    @Test func anIPv6ClientIsCountedByItsSlash64() async throws {
+        try await withOTPService(configure: { $0.startsPerIPPerHour = 2 }) { otp in
+            _ = try await otp.start("v6-1@example.com", clientIP: "2001:db8:1:2::1")
+            _ = try await otp.start("v6-2@example.com", clientIP: "2001:db8:1:2:aaaa:bbbb:cccc:dddd")
+            await expectRPCError(.resourceExhausted, "rate_limited") {
+                try await otp.start("v6-3@example.com", clientIP: "2001:db8:1:2::3")
+            }
+            // The next /64 is another client; the verification keeps the full address.
+            let other = try await otp.start("v6-4@example.com", clientIP: "2001:db8:1:3::1")
+            let rows = try await otp.query(
+                "SELECT client_ip FROM @verifications WHERE id = $1", [.uuid(UUID(uuidString: other.verificationID)!)])
+            #expect(try rows[0][0].string == "2001:db8:1:3::1")
+        }
+    }
+
     /// Concurrent starts cannot overshoot a limit: they count under the destination's and the
     /// client IP's locks, taken in that order (so two starts never wait for each other in a
     /// cycle).

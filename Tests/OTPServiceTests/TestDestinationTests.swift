@@ -7,20 +7,13 @@ import Testing
 @testable import OTPService
 
 @Suite struct TestDestinationTests {
-    @Test func testDestinationsHaveFixedCodesPassEveryLimitAndAreNeverSent() async throws {
+    @Test func testDestinationsHaveFixedCodesPassEveryStartLimitAndAreNeverSent() async throws {
         try await withOTPService(configure: {
             $0.testDestinations = ["+15550109999": "123456", "review@example.com": "654321"]
             $0.startsPerDestinationPerHour = 2
         }) { otp in
             for _ in 0..<5 {
                 let started = try await otp.start("+1 555 010 9999")
-                // Wrong codes neither count nor lock.
-                for _ in 0..<6 {
-                    let error = await expectRPCError(.unauthenticated, "invalid_code") {
-                        try await otp.check(started.verificationID, "000000")
-                    }
-                    #expect(error?.attemptsRemaining == 5)
-                }
                 _ = try await otp.check(started.verificationID, "123456")
             }
             let review = try await otp.start("review@example.com")
@@ -33,6 +26,66 @@ import Testing
             let messages = try await otp.query("SELECT count(*) FROM @messages")
             #expect(try messages[0][0].int == 0)
         }
+    }
+
+    /// Issue 19, item 3: a test destination's wrong codes were never counted, so its fixed code
+    /// (the same for everyone who knows the review account) could be guessed without limit.
+    @Test func aTestDestinationsWrongCodesCountAndLockLikeAnyOther() async throws {
+        try await withOTPService(configure: { $0.testDestinations = ["+15550109999": "123456"] }) { otp in
+            let started = try await otp.start("+1 555 010 9999")
+            for expected in [4, 3, 2, 1, 0] as [UInt32] {
+                let error = await expectRPCError(.unauthenticated, "invalid_code") {
+                    try await otp.check(started.verificationID, "000000")
+                }
+                #expect(error?.attemptsRemaining == expected)
+            }
+            let locked = await expectRPCError(.resourceExhausted, "too_many_attempts") {
+                try await otp.start("+1 555 010 9999")
+            }
+            #expect(locked?.retryAfterSeconds == 900)
+            otp.clock.advance(seconds: 900)
+            let again = try await otp.start("+1 555 010 9999")
+            _ = try await otp.check(again.verificationID, "123456")
+        }
+    }
+
+    /// Issue 19, item 3: with `AUTH_ENVIRONMENT=production` otp-dispatch started with the `log`
+    /// provider (every code in the log) and with test destinations.
+    @Test func productionRefusesTheLogProviderTestDestinationsAndPlainHTTP() throws {
+        let secret = "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldC0xMjM0NTY3OA=="
+        let webhookSecret = String(repeating: "w", count: 32)
+        let good = [
+            "AUTH_ENVIRONMENT": "production", "AUTH_OTP_SECRET": secret,
+            "AUTH_OTP_SMS_PROVIDER": "webhook", "AUTH_OTP_EMAIL_PROVIDER": "webhook",
+            "AUTH_OTP_WEBHOOK_URL": "https://sms.example.com/otp", "AUTH_OTP_WEBHOOK_SECRET": webhookSecret,
+        ]
+        func refusal(_ changes: [String: String?]) -> String? {
+            var variables = good
+            for (name, value) in changes { variables[name] = value }
+            do {
+                _ = try OTPServiceConfiguration(environment: variables)
+                return nil
+            } catch let error as OTPConfigurationError {
+                return error.variable
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(refusal([:]) == nil)
+        // The log provider, by default or by name, for either channel or as a fallback.
+        #expect(refusal(["AUTH_OTP_SMS_PROVIDER": nil]) == "AUTH_OTP_SMS_PROVIDER")
+        #expect(refusal(["AUTH_OTP_EMAIL_PROVIDER": "log"]) == "AUTH_OTP_EMAIL_PROVIDER")
+        #expect(refusal(["AUTH_OTP_SMS_FALLBACK_PROVIDER": "log"]) == "AUTH_OTP_SMS_FALLBACK_PROVIDER")
+        // Plain HTTP and a short webhook secret.
+        #expect(refusal(["AUTH_OTP_WEBHOOK_URL": "http://sms.example.com/otp"]) == "AUTH_OTP_WEBHOOK_URL")
+        #expect(refusal(["AUTH_OTP_WEBHOOK_SECRET": "short"]) == "AUTH_OTP_WEBHOOK_SECRET")
+        #expect(refusal(["AUTH_OTP_TWILIO_BASE_URL": "http://api.twilio.test"]) == "AUTH_OTP_TWILIO_BASE_URL")
+        // Test destinations only when explicitly allowed.
+        #expect(refusal(["AUTH_OTP_TEST_DESTINATIONS": "+15550109999=123456"]) == "AUTH_OTP_TEST_DESTINATIONS")
+        #expect(refusal(["AUTH_OTP_TEST_DESTINATIONS": "+15550109999=123456", "AUTH_OTP_ALLOW_TEST_DESTINATIONS": "true"]) == nil)
+        // Development keeps its conveniences.
+        #expect(refusal(["AUTH_ENVIRONMENT": "development", "AUTH_OTP_SMS_PROVIDER": nil, "AUTH_OTP_WEBHOOK_URL": "http://127.0.0.1:9/otp",
+                         "AUTH_OTP_WEBHOOK_SECRET": "short", "AUTH_OTP_TEST_DESTINATIONS": "+15550109999=123456"]) == nil)
     }
 
     @Test func theListIsOffByDefaultAndParsedStrictly() throws {
