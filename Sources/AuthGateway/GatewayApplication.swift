@@ -140,6 +140,11 @@ public struct GatewayApplication: Sendable {
 
         return Application(
             router: router,
+            server: .guardedHTTP1(
+                headerTimeout: gateway.headerTimeout,
+                idleTimeout: gateway.idleTimeout,
+                maxConnections: gateway.maxConnections
+            ),
             configuration: ApplicationConfiguration(
                 address: .hostname(configuration.bindHost, port: configuration.port),
                 serverName: "auth-gateway"

@@ -32,6 +32,15 @@ public struct GatewayConfiguration: Sendable {
     public var tokenAudience: String = "auth.api"
     /// The most rate-limit buckets kept in memory (per limit); beyond it the idle ones are dropped.
     public var maxTrackedClients: Int = 100_000
+    /// From a connection's accept to its first request's complete headers, and from a later
+    /// request's first byte to its complete headers (`AUTH_GATEWAY_HEADER_TIMEOUT_SECONDS`, 10).
+    public var headerTimeout: Duration = .seconds(10)
+    /// The longest silence of a keep-alive connection between requests, and between the bytes
+    /// of a body (`AUTH_GATEWAY_IDLE_TIMEOUT_SECONDS`, 60).
+    public var idleTimeout: Duration = .seconds(60)
+    /// Open HTTP connections at most; past it a new one is closed at once
+    /// (`AUTH_GATEWAY_MAX_CONNECTIONS`, 10,000).
+    public var maxConnections: Int = 10_000
 
     public init() {}
 
@@ -42,6 +51,9 @@ public struct GatewayConfiguration: Sendable {
         self.accountChecksPerHour = try reader.integer("AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR", default: 30, in: 1...1_000_000_000)
         self.rpcTimeout = .milliseconds(try reader.integer("AUTH_GATEWAY_RPC_TIMEOUT_MS", default: 5000, in: 10...120_000, unit: " of milliseconds"))
         self.jwksMaxAge = .seconds(try reader.integer("AUTH_GATEWAY_JWKS_MAX_AGE_SECONDS", default: 300, in: 1...86_400, unit: " of seconds"))
+        self.headerTimeout = .seconds(try reader.integer("AUTH_GATEWAY_HEADER_TIMEOUT_SECONDS", default: 10, in: 1...3_600, unit: " of seconds"))
+        self.idleTimeout = .seconds(try reader.integer("AUTH_GATEWAY_IDLE_TIMEOUT_SECONDS", default: 60, in: 1...86_400, unit: " of seconds"))
+        self.maxConnections = try reader.integer("AUTH_GATEWAY_MAX_CONNECTIONS", default: 10_000, in: 1...1_000_000)
         self.trustedProxies = try reader.value(
             "AUTH_GATEWAY_TRUSTED_PROXIES",
             default: [],

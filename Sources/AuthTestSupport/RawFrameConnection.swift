@@ -194,6 +194,12 @@ public final class RawFrameConnection: @unchecked Sendable {
         }
     }
 
+    /// Reads exactly `count` bytes; nil when the peer closed first (or the timeout passed).
+    public func receiveBytes(_ count: Int) async -> [UInt8]? {
+        let fd = self.fd
+        return await offCooperativePool { Self.receive(fd, count: count) }
+    }
+
     /// Whether the server has closed the connection (reads until EOF or the timeout).
     public func isClosedByPeer() async -> Bool {
         let fd = self.fd

@@ -436,8 +436,6 @@ extension GatewayEndToEndTests {
     // MARK: - The gateway's own limits
 
     @Suite(.timeLimit(.minutes(1))) struct Limits {
-        /// A gateway of its own with low limits: 5 requests per minute per route, 2 account checks
-        /// per hour.
         /// Issue 19, item 2: behind a trusted proxy, an IPv6 client that rotates addresses
         /// inside its /64 (any home router hands out a whole /64) was a new client per address.
         @Test func anIPv6ClientBehindATrustedProxyIsOneClientPerSlash64() async throws {
@@ -459,6 +457,8 @@ extension GatewayEndToEndTests {
             expectError(try await logIn(from: "2001:db8:1:3::1"), 401, "invalid_credentials")
         }
 
+        /// A gateway of its own with low limits: 5 requests per minute per route, 2 account checks
+        /// per hour.
         @Test func perRouteLimitAndAccountCheckBudget() async throws {
             let fixture = try fixture()
             let (_, base) = try await fixture.startGateway([
