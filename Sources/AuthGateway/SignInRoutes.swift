@@ -36,6 +36,13 @@ struct GatewayRoutes: Sendable {
         guard decision.allowed else { throw APIError.rateLimited(retryAfter: decision.retryAfterSeconds) }
     }
 
+    /// Takes one unit of the client's account-check budget, or answers 429 `rate_limited`:
+    /// for every request whose answer tells whether an account exists.
+    func spendAccountCheck(_ context: GatewayRequestContext) throws {
+        let decision = accountCheckLimiter.acquire(IPAddress.rateLimitKey(of: context.clientIP), now: .now)
+        guard decision.allowed else { throw APIError.rateLimited(retryAfter: decision.retryAfterSeconds) }
+    }
+
     /// Paths that are another name of one operation, to the operation's own path.
     static let operationAliases: [String: String] = ["/api/auth/login": "/v1/login"]
 
@@ -108,10 +115,10 @@ struct GatewayRoutes: Sendable {
         guard locale.isEmpty || Self.isValidLocale(locale) else {
             throw APIError.invalidRequest("`locale` must be a language tag such as en-IN.")
         }
-        if purpose == .login {
-            // "No account found" tells whether an account exists: budgeted per client IP.
-            let decision = accountCheckLimiter.acquire(IPAddress.rateLimitKey(of: context.clientIP), now: .now)
-            guard decision.allowed else { throw APIError.rateLimited(retryAfter: decision.retryAfterSeconds) }
+        if purpose != .auto {
+            // `login`'s "no account found" and `signup`'s "account exists" tell whether an
+            // account exists: budgeted per client IP (issue 19, item 7). `auto` tells nothing.
+            try spendAccountCheck(context)
         }
         let exists = try await backends.call(.identity, "ContactExists", context) { options in
             try await backends.identity.contactExists(
@@ -226,6 +233,8 @@ struct GatewayRoutes: Sendable {
         let displayName = try body.requiredString("display_name")
         let email = try body.requiredString("email")
         let password = try body.requiredString("password")
+        // 409 `email_taken` tells whether an account exists (issue 19, item 7).
+        try spendAccountCheck(context)
         var rules = ServiceErrorMapping.Rules()
         rules.validationFields = ["display_name": "display_name", "email": "email", "password": "password"]
         let created = try await backends.call(.identity, "SignUp", context, rules: rules) { options in
@@ -317,19 +326,20 @@ struct GatewayRoutes: Sendable {
             try await backends.identity.contactExists(
                 Auth_Identity_V1_ContactExistsRequest(email: email), options: options)
         }.exists
-        // The same answer whether or not the account exists: an id that is not a live
-        // verification when no code was sent.
+        // The same answer whether or not the account exists, here and on every route the id is
+        // used with afterwards: without an account the id is a decoy verification, counted by
+        // every limit like a real one and never sent (issue 19, item 7). When otp-dispatch
+        // refuses the start (a limit), either way the id is one that is not live.
         var verificationID = UUID().uuidString.lowercased()
-        if exists {
-            do {
-                verificationID = try await backends.call(.otpDispatch, "Start", context) { options in
-                    try await backends.otp.start(
-                        Auth_Otp_V1_StartRequest(destination: email, purpose: .passwordReset, clientIP: context.clientIP),
-                        options: options)
-                }.verificationID
-            } catch let error as APIError where error.status != .serviceUnavailable {
-                logger.notice("Password reset: no code sent", metadata: ["error": "\(error)"])
-            }
+        do {
+            verificationID = try await backends.call(.otpDispatch, "Start", context) { options in
+                try await backends.otp.start(
+                    Auth_Otp_V1_StartRequest(
+                        destination: email, purpose: .passwordReset, clientIP: context.clientIP, decoy: !exists),
+                    options: options)
+            }.verificationID
+        } catch let error as APIError where error.status != .serviceUnavailable {
+            logger.notice("Password reset: no code sent", metadata: ["error": "\(error)"])
         }
         return try JSONResponse.make(PasswordResetStartedBody(verificationID: verificationID), status: .accepted)
     }

@@ -37,6 +37,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         try PostgresMigration.load(files: [
             "0001_create_otp_schema.sql": PackageResources._001_create_otp_schema_sql,
             "0002_pumping_counts.sql": PackageResources._002_pumping_counts_sql,
+            "0003_decoy_verifications.sql": PackageResources._003_decoy_verifications_sql,
         ])
     }
 
@@ -156,7 +157,9 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             // (OutboxHandoff), else to the outbox with a NOTIFY. A test destination sends nothing.
             let messageID = CodeMAC.newID()
             let handoff = self.handoff
-            let reservation = testCode == nil ? handoff.reserve(now: now) : nil
+            // A decoy (issue 19, item 7) passes through every limit like a real start, and sends nothing.
+            let decoy = request.decoy
+            let reservation = testCode == nil && !decoy ? handoff.reserve(now: now) : nil
             var handedOver = false
             defer { if reservation != nil && !handedOver { handoff.release() } }
             // Three statements (locks, every limit's figures, every write), each a round trip.
@@ -220,7 +223,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 try store.writeStartAndCommit(
                     connection, id: id, messageID: messageID, destination: destination, purpose: purpose,
                     locale: locale, clientIP: ip, clientIPKey: ipKey, codeMAC: mac, code: code, now: now, expiresAt: expiresAt,
-                    claim: reservation
+                    claim: reservation, decoy: decoy
                 )
                 return .started(attemptsRemaining: max(0, configuration.maxWrongCodes - figures.wrongCodes))
             }
@@ -329,6 +332,8 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 ).count
                 if !row.testDestination {
                     try store.record(connection, "resend", destination.normalized, at: now)
+                }
+                if !row.testDestination && !row.decoy {
                     try store.supersede(connection, verificationID: id, now: now)
                     try store.enqueue(
                         connection, verificationID: id, destination: destination, code: code, purpose: row.purpose,

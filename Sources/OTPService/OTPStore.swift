@@ -18,6 +18,8 @@ struct VerificationRow: Sendable {
     var resends: Int
     var status: String
     var testDestination: Bool
+    /// Started as a decoy: counted like any other, never sent.
+    var decoy: Bool
 }
 
 /// A message claimed by a dispatcher worker.
@@ -239,7 +241,8 @@ struct OTPStore: Sendable {
         code: String,
         now: Date,
         expiresAt: Date,
-        claim: OutboxHandoff.Reservation?
+        claim: OutboxHandoff.Reservation?,
+        decoy: Bool = false
     ) throws {
         // Two texts, each prepared once: claimed (`sending`, leased, counted as one attempt) and
         // announced (`queued`, NOTIFY).
@@ -247,14 +250,15 @@ struct OTPStore: Sendable {
         let claimValues = claim == nil ? "" : ", 'sending', $15, $16, 1, 1"
         let announce = claim == nil ? "SELECT pg_notify($15, '')" : "SELECT 1"
         let last: [PostgresValue] = claim.map { [.timestamptz($0.leaseUntil), .text($0.worker)] } ?? [.text(notifyChannel)]
-        // The per-IP budget's key (an IPv6 client's /64) comes after them.
+        // The per-IP budget's key (an IPv6 client's /64) and whether it is a decoy come after them.
         let ipKeyParameter = "$\(15 + last.count)"
+        let decoyParameter = "$\(16 + last.count)"
         try connection.executeAndCommit(
             """
             WITH verification AS (
                 INSERT INTO \(t.verifications) (id, channel, destination, calling_code, purpose, locale, client_ip, code_mac,
-                    created_at, expires_at, last_sent_at)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $9)
+                    created_at, expires_at, last_sent_at, decoy)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $9, \(decoyParameter))
                 RETURNING id
             ), events AS (
                 INSERT INTO \(t.limitEvents) (kind, key, occurred_at)
@@ -264,8 +268,9 @@ struct OTPStore: Sendable {
                 INSERT INTO \(t.messages) (id, verification_id, channel, destination, calling_code, code, purpose, locale,
                     created_at, next_attempt_at, updated_at\(claimColumns))
                 SELECT $11, verification.id, $2, $3, $4, $12, $5, $6, $9, $9, $9\(claimValues) FROM verification
+                WHERE NOT \(decoyParameter)
             ), pumping AS (
-                \(pumpingCountIncrement(.started, callingCode: "$4", minute: "$13", shard: "$14", when: "$2 = 'sms'"))
+                \(pumpingCountIncrement(.started, callingCode: "$4", minute: "$13", shard: "$14", when: "$2 = 'sms' AND NOT \(decoyParameter)"))
             )
             \(announce)
             """,
@@ -274,7 +279,7 @@ struct OTPStore: Sendable {
                 .text(destination.callingCode), .text(purpose.rawValue), .text(locale), .text(clientIP),
                 .bytea(codeMAC), .timestamptz(now), .timestamptz(expiresAt), .uuid(messageID), .text(code),
                 .timestamptz(Self.minute(of: now)), .int64(Self.pumpingShard()),
-            ] + last + [.text(clientIPKey)]
+            ] + last + [.text(clientIPKey), .bool(decoy)]
         )
     }
 
@@ -310,7 +315,7 @@ struct OTPStore: Sendable {
         let rows = try connection.execute(
             """
             SELECT id, channel, destination, purpose, locale, code_mac, created_at, expires_at, last_sent_at, resends,
-                status, test_destination
+                status, test_destination, decoy
             FROM \(t.verifications) WHERE id = $1 FOR UPDATE
             """,
             [.uuid(id)]
@@ -332,7 +337,8 @@ struct OTPStore: Sendable {
             lastSentAt: try row[8].date,
             resends: try row[9].int,
             status: try row[10].string,
-            testDestination: try row[11].bool
+            testDestination: try row[11].bool,
+            decoy: try row[12].bool
         )
     }
 

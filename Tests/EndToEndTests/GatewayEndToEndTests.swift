@@ -248,16 +248,41 @@ extension GatewayEndToEndTests {
             #expect(UUID(uuidString: known.string("verification_id") ?? "") != nil)
 
             // The sign-up's verification code was message 0; the reset code is message 1.
-            let code = try await fixture.code(to: email, index: 1)
+            var code = try await fixture.code(to: email, index: 1)
             #expect(fixture.messages(to: email)[1]["purpose"] == "password_reset")
             let unknownCount = try await fixture.outboxCount(to: unknownEmail)
             #expect(unknownCount == 0)
             #expect(fixture.messages(to: unknownEmail).isEmpty)
-            // The unknown email's id is not a live verification.
+            // Issue 19, item 7: the unknown email's id answers every later route exactly as the
+            // known one's (it answered 404 `verification_not_found` before, so resend and confirm
+            // told which emails have accounts). Resend: the same answer (the fixture allows a
+            // resend at once) ...
+            var resent: [[String: String]] = []
+            for id in [unknown.string("verification_id") ?? "", known.string("verification_id") ?? ""] {
+                let again = try await fixture.post("/v1/otp/resend", ["verification_id": id])
+                #expect(again.status == 200, "\(again)")
+                #expect(again.string("verification_id") == id)
+                resent.append(again.json.filter { !["verification_id", "destination"].contains($0.key) }.mapValues { "\($0)" })
+            }
+            #expect(resent[0] == resent[1], "\(resent)")
+            // (The known email got a new code, message 2.)
+            code = try await fixture.code(to: email, index: 2)
+            // ... and confirm: 401 `invalid_code`, attempts counting down the same way.
+            for id in [unknown.string("verification_id") ?? "", known.string("verification_id") ?? ""] {
+                let wrong = try await fixture.post(
+                    "/v1/password/reset/confirm",
+                    ["verification_id": id, "code": code == "000000" ? "000001" : "000000", "password": "Another-Pass-77"])
+                expectError(wrong, 401, "invalid_code")
+                #expect(wrong.int("attempts_remaining") == 4, "\(wrong)")
+            }
+            // Nothing was sent to the unknown email, and its code is no one's to know.
+            let unknownCountAfter = try await fixture.outboxCount(to: unknownEmail)
+            #expect(unknownCountAfter == 0)
+            #expect(fixture.messages(to: unknownEmail).isEmpty)
             let notLive = try await fixture.post(
                 "/v1/password/reset/confirm",
                 ["verification_id": unknown.string("verification_id") ?? "", "code": code, "password": "Another-Pass-77"])
-            expectError(notLive, 404, "verification_not_found")
+            expectError(notLive, 401, "invalid_code")
 
             // Sent to the sign-in route, the reset code is no live verification there, and is
             // not used up by it: it still works below.

@@ -473,15 +473,23 @@ extension GatewayEndToEndTests {
             let checked = try await fixture.post("/v1/otp/send", ["phone": GatewayFixture.newPhone(), "purpose": "login"], base: base)
             expectError(checked, 429, "rate_limited")
             #expect((checked.int("retry_after") ?? 0) > 60, "\(checked)")
-            // ... while other purposes are not counted in it.
+            // ... while `auto`, which tells nothing, is not counted in it ...
             let auto = try await fixture.post("/v1/otp/send", ["phone": GatewayFixture.newPhone()], base: base)
             #expect(auto.status == 200, "\(auto)")
-            // That was the route's 4th request; the 5th passes, the 6th is refused.
-            let fifth = try await fixture.post("/v1/otp/send", ["phone": GatewayFixture.newPhone(), "purpose": "signup"], base: base)
-            #expect(fifth.status == 200, "\(fifth)")
-            let sixth = try await fixture.post("/v1/otp/send", ["phone": GatewayFixture.newPhone(), "purpose": "signup"], base: base)
+            // ... and `signup` is (issue 19, item 7: its 409 `account_exists` told for free).
+            let signup = try await fixture.post("/v1/otp/send", ["phone": GatewayFixture.newPhone(), "purpose": "signup"], base: base)
+            expectError(signup, 429, "rate_limited")
+            #expect((signup.int("retry_after") ?? 0) > 60, "\(signup)")
+            // That was the route's 5th request; the 6th is refused by the route's own budget.
+            let sixth = try await fixture.post("/v1/otp/send", ["phone": GatewayFixture.newPhone()], base: base)
             expectError(sixth, 429, "rate_limited")
             #expect((sixth.int("retry_after") ?? 0) <= 60, "\(sixth)")
+            // POST /v1/signup spends the same budget (its 409 `email_taken` tells too).
+            let signedUp = try await fixture.post(
+                "/v1/signup",
+                ["display_name": "Asha", "email": GatewayFixture.newEmail("rl"), "password": "Valid-Pass-123"], base: base)
+            expectError(signedUp, 429, "rate_limited")
+            #expect((signedUp.int("retry_after") ?? 0) > 60, "\(signedUp)")
 
             // Per route: /v1/login has its own budget of 5.
             for _ in 0..<5 {

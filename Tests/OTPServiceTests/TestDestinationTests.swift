@@ -100,3 +100,46 @@ import Testing
         }
     }
 }
+
+/// Issue 19, item 7: the password reset's answer for an email without an account is a decoy
+/// verification, so that Resend and Check answer for it as for a real one.
+@Suite struct DecoyTests {
+    @Test func aDecoyIsCountedLikeAnyStartAndNeverSent() async throws {
+        try await withOTPService(configure: { $0.startsPerDestinationPerHour = 2 }) { otp in
+            func decoy() async throws -> Auth_Otp_V1_StartResponse {
+                try await otp.client.start(Auth_Otp_V1_StartRequest(
+                    destination: "nobody@example.com", purpose: .passwordReset, clientIP: "203.0.113.7", decoy: true))
+            }
+            let started = try await decoy()
+            #expect(started.attemptsRemaining == 5)
+            #expect(started.resendAfter == 60)
+            // Resend: too soon, then allowed, on the same timing as a real verification.
+            let early = await expectRPCError(.resourceExhausted, "resend_too_soon") {
+                try await otp.resend(started.verificationID)
+            }
+            #expect(early?.retryAfterSeconds == 60)
+            otp.clock.advance(seconds: 60)
+            let resent = try await otp.resend(started.verificationID)
+            #expect(resent.attemptsRemaining == 5)
+            // Wrong codes count down and lock, as for any destination. (No one knows the
+            // decoy's code: "000000" is wrong unless its stored MAC says otherwise.)
+            let id = try #require(UUID(uuidString: started.verificationID))
+            let stored = try await otp.query("SELECT code_mac FROM @verifications WHERE id = $1", [.uuid(id)])
+            let codes = CodeMAC(secret: otp.configuration.secret)
+            let wrong = codes.matches(try stored[0][0].bytes, verificationID: id, code: "000000") ? "000001" : "000000"
+            for expected in [4, 3, 2, 1, 0] as [UInt32] {
+                let error = await expectRPCError(.unauthenticated, "invalid_code") {
+                    try await otp.check(started.verificationID, wrong)
+                }
+                #expect(error?.attemptsRemaining == expected)
+            }
+            // The start limit counts it: the second start of the hour is the last one.
+            otp.clock.advance(seconds: 900)
+            _ = try await decoy()
+            await expectRPCError(.resourceExhausted, "rate_limited") { _ = try await decoy() }
+            // Nothing was ever written to the outbox.
+            let messages = try await otp.query("SELECT count(*) FROM @messages")
+            #expect(try messages[0][0].int == 0)
+        }
+    }
+}

@@ -174,6 +174,11 @@ public struct Auth_Otp_V1_StartRequest: ProtobufCMessage {
     public var locale: String = ""
     /// The end user's IP address; empty means the call metadata's end_user_ip.
     public var clientIP: String = ""
+    /// A verification like any other (the same limits, resend timing and counts, wrong codes
+    /// counted and locking) whose messages are never sent, and whose random code no one knows:
+    /// the password reset's answer for an email without an account, so that Resend and Check
+    /// answer for it exactly as for a real one (docs/otp.md).
+    public var decoy: Bool = false
 
     public init() {}
 
@@ -181,12 +186,14 @@ public struct Auth_Otp_V1_StartRequest: ProtobufCMessage {
         destination: String = "",
         purpose: Auth_Otp_V1_Purpose = .unspecified,
         locale: String = "",
-        clientIP: String = ""
+        clientIP: String = "",
+        decoy: Bool = false
     ) {
         self.destination = destination
         self.purpose = purpose
         self.locale = locale
         self.clientIP = clientIP
+        self.decoy = decoy
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -234,7 +241,8 @@ extension Auth_Otp_V1_StartRequest: ProtobufCBridged {
             destination: try _protobufCString(c.pointee.destination, Self.self, "destination"),
             purpose: Auth_Otp_V1_Purpose(rawValue: Int32(truncatingIfNeeded: c.pointee.purpose.rawValue)),
             locale: try _protobufCString(c.pointee.locale, Self.self, "locale"),
-            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip")
+            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip"),
+            decoy: c.pointee.decoy != 0
         )
     }
 
@@ -249,6 +257,7 @@ extension Auth_Otp_V1_StartRequest: ProtobufCBridged {
         if !self.clientIP.isEmpty {
             c.pointee.client_ip = try arena.cString(self.clientIP, Self.self, "client_ip")
         }
+        c.pointee.decoy = self.decoy ? 1 : 0
     }
 }
 

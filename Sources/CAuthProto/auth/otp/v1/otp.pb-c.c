@@ -458,7 +458,7 @@ void   auth__otp__v1__report_delivery_response__free_unpacked
   assert(message->base.descriptor == &auth__otp__v1__report_delivery_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor auth__otp__v1__start_request__field_descriptors[4] =
+static const ProtobufCFieldDescriptor auth__otp__v1__start_request__field_descriptors[5] =
 {
   {
     "destination",
@@ -508,9 +508,22 @@ static const ProtobufCFieldDescriptor auth__otp__v1__start_request__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "decoy",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__StartRequest, decoy),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__otp__v1__start_request__field_indices_by_name[] = {
   3,   /* field[3] = client_ip */
+  4,   /* field[4] = decoy */
   0,   /* field[0] = destination */
   2,   /* field[2] = locale */
   1,   /* field[1] = purpose */
@@ -518,7 +531,7 @@ static const unsigned auth__otp__v1__start_request__field_indices_by_name[] = {
 static const ProtobufCIntRange auth__otp__v1__start_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor auth__otp__v1__start_request__descriptor =
 {
@@ -528,7 +541,7 @@ const ProtobufCMessageDescriptor auth__otp__v1__start_request__descriptor =
   "Auth__Otp__V1__StartRequest",
   "auth.otp.v1",
   sizeof(Auth__Otp__V1__StartRequest),
-  4,
+  5,
   auth__otp__v1__start_request__field_descriptors,
   auth__otp__v1__start_request__field_indices_by_name,
   1,  auth__otp__v1__start_request__number_ranges,

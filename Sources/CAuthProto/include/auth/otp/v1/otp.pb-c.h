@@ -98,10 +98,17 @@ struct  Auth__Otp__V1__StartRequest
    * The end user's IP address; empty means the call metadata's end_user_ip.
    */
   char *client_ip;
+  /*
+   * A verification like any other (the same limits, resend timing and counts, wrong codes
+   * counted and locking) whose messages are never sent, and whose random code no one knows:
+   * the password reset's answer for an email without an account, so that Resend and Check
+   * answer for it exactly as for a real one (docs/otp.md).
+   */
+  protobuf_c_boolean decoy;
 };
 #define AUTH__OTP__V1__START_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__otp__v1__start_request__descriptor) \
-    , (char *)protobuf_c_empty_string, AUTH__OTP__V1__PURPOSE__PURPOSE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, AUTH__OTP__V1__PURPOSE__PURPOSE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Auth__Otp__V1__StartResponse
