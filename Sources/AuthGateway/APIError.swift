@@ -137,6 +137,14 @@ enum ServiceErrorMapping {
             return APIError(
                 .tooManyRequests, "too_many_attempts", "\(text) Please try again in \(APIError.minutes(seconds)).",
                 retryAfter: seconds, detail: detail)
+        case "factor_locked":
+            // The consecutive-failure limit (issue 19, item 6): no retry_after, it lasts until a
+            // password reset (passwords) or an operator's unlock.
+            let message =
+                service == "otp-dispatch"
+                ? "Too many wrong codes: codes to this phone number or email are locked. Please contact support."
+                : "Too many failed attempts: password sign-in is locked for this email. Reset your password to unlock it."
+            return make(.forbidden, "factor_locked", message)
         case "provider_not_enabled":
             // `/v1/idtoken` names the provider in the message (it knows which one it asked for).
             return make(.badRequest, "provider_not_enabled", "This Sign-In is not configured. Please use email/password.")

@@ -42,6 +42,8 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
     &auth__identity__v1__change_password_response__descriptor,
     &auth__identity__v1__validate_password_request__descriptor,
     &auth__identity__v1__validate_password_response__descriptor,
+    &auth__identity__v1__unlock_password_request__descriptor,
+    &auth__identity__v1__unlock_password_response__descriptor,
     &auth__identity__v1__delete_user_request__descriptor,
     &auth__identity__v1__delete_user_response__descriptor,
     &auth__identity__v1__list_audit_events_request__descriptor,
@@ -53,6 +55,8 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
     &auth__otp__v1__resend_response__descriptor,
     &auth__otp__v1__check_request__descriptor,
     &auth__otp__v1__check_response__descriptor,
+    &auth__otp__v1__unlock_destination_request__descriptor,
+    &auth__otp__v1__unlock_destination_response__descriptor,
     &auth__otp__v1__get_delivery_status_request__descriptor,
     &auth__otp__v1__get_delivery_status_response__descriptor,
     &auth__otp__v1__report_delivery_request__descriptor,
@@ -101,6 +105,6 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
 };
 
 const ProtobufCMessageDescriptor *const *auth_proto_message_descriptors(size_t *count) {
-    *count = 83;
+    *count = 87;
     return auth_proto_message_descriptors_list;
 }

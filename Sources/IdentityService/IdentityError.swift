@@ -32,6 +32,9 @@ public struct IdentityError: Error, Sendable, CustomStringConvertible {
         public static let invalidCredentials = Code("invalid_credentials", .unauthenticated)
         /// Too many failed password sign-ins for this email in the window.
         public static let tooManyAttempts = Code("too_many_attempts", .resourceExhausted)
+        /// The email's password met the consecutive-failure limit: locked until a password reset
+        /// or an operator's unlock.
+        public static let factorLocked = Code("factor_locked", .permissionDenied)
         /// ChangePassword's old password is wrong.
         public static let wrongPassword = Code("wrong_password", .unauthenticated)
         /// The ID token is malformed, badly signed, for another audience or issuer, or mistimed.

@@ -112,6 +112,10 @@ public struct IdentityServiceConfiguration: Sendable {
     public var maxSignInFailures: Int = 10
     /// Default 15 minutes.
     public var signInFailureWindow: Duration = .seconds(15 * 60)
+    /// Failed password attempts for one email since its last success, with no window, after
+    /// which its password answers `factor_locked` until a password reset or an operator's
+    /// unlock (NIST SP 800-63B's consecutive-failure limit). Default 100.
+    public var maxConsecutiveFailures: Int = 100
     /// Clock difference tolerated on ID tokens' `exp` and `iat`. 60 s.
     public var idTokenClockSkew: Duration = .seconds(60)
     /// A JWKS is refetched at most this often for an unknown `kid`. 1 minute.
@@ -187,6 +191,8 @@ public struct IdentityServiceConfiguration: Sendable {
         signInFailureWindow = .seconds(
             try integer("AUTH_IDENTITY_SIGNIN_WINDOW_SECONDS", 60...86_400, default: 900, unit: " of seconds")
         )
+        maxConsecutiveFailures = try integer(
+            "AUTH_IDENTITY_MAX_CONSECUTIVE_FAILURES", 1...100_000, default: maxConsecutiveFailures, unit: "")
 
         for provider in IdentityProvider.allCases {
             let prefix = provider.variablePrefix

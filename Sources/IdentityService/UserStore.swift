@@ -343,30 +343,75 @@ struct UserStore: Sendable {
     /// attempt as one (a success clears them all: ``recordSignIn``, ``changePassword``).
     /// Returns nil when reserved, or the oldest of the `limit` failures that lock the email out.
     /// Forgets this email's failures older than the window.
-    func reservePasswordAttempt(emailHash: [UInt8], at now: Date, windowStart: Date, limit: Int) async throws -> Date? {
+    /// What ``reservePasswordAttempt(emailHash:at:windowStart:limit:maxConsecutive:)`` decided.
+    enum PasswordAttemptReservation: Equatable {
+        /// The attempt is counted (as a failure until a success clears it): hash away.
+        case reserved
+        /// `limit` failures lie in the window; the oldest of them.
+        case windowFull(oldestCounted: Date)
+        /// `maxConsecutive` failures since the last success: locked until a reset or an unlock.
+        case factorLocked
+    }
+
+    func reservePasswordAttempt(
+        emailHash: [UInt8], at now: Date, windowStart: Date, limit: Int, maxConsecutive: Int
+    ) async throws -> PasswordAttemptReservation {
         try await pool.transaction { connection in
             try connection.execute(
                 "SELECT pg_advisory_xact_lock($1::int4, hashtext(encode($2::bytea, 'hex')))",
                 [.int32(Self.passwordAttemptLockClass), .bytea(emailHash)]
             )
-            let failures = try connection.execute(
+            let rows = try connection.execute(
                 """
-                SELECT failed_at FROM \(schema).password_failures WHERE email_hash = $1 AND failed_at > $2
-                ORDER BY failed_at DESC LIMIT $3
+                SELECT (SELECT failures FROM \(schema).password_consecutive_failures WHERE email_hash = $1),
+                    (SELECT failed_at FROM \(schema).password_failures WHERE email_hash = $1 AND failed_at > $2
+                        ORDER BY failed_at DESC OFFSET $3 LIMIT 1)
                 """,
-                [.bytea(emailHash), .timestamptz(windowStart), .int64(Int64(limit))]
-            ).map { try $0[0].date }
-            if failures.count >= limit { return failures.last }
+                [.bytea(emailHash), .timestamptz(windowStart), .int64(Int64(max(0, limit - 1)))]
+            )
+            if let consecutive = try rows[0][0].decode(Int?.self), consecutive >= maxConsecutive { return .factorLocked }
+            // The limit-th most recent failure in the window, when there are that many.
+            if let oldest = try rows[0][1].decode(Date?.self) { return .windowFull(oldestCounted: oldest) }
             try connection.execute(
                 """
                 WITH old AS (
                     DELETE FROM \(schema).password_failures WHERE email_hash = $1 AND failed_at <= $3
+                ), consecutive AS (
+                    INSERT INTO \(schema).password_consecutive_failures AS c (email_hash, failures, last_failed_at)
+                    VALUES ($1, 1, $2)
+                    ON CONFLICT (email_hash) DO UPDATE SET failures = c.failures + 1, last_failed_at = $2
                 )
                 INSERT INTO \(schema).password_failures (email_hash, failed_at) VALUES ($1, $2)
                 """,
                 [.bytea(emailHash), .timestamptz(now), .timestamptz(windowStart)]
             )
-            return nil
+            return .reserved
+        }
+    }
+
+    /// Forgets every counted failure of `emailHash`, windowed and consecutive: a success, a
+    /// completed reset or change, an operator's unlock, a deletion.
+    func clearPasswordFailures(emailHash: [UInt8], on connection: PostgresConnection) throws {
+        try connection.execute(
+            """
+            WITH windowed AS (DELETE FROM \(schema).password_failures WHERE email_hash = $1)
+            DELETE FROM \(schema).password_consecutive_failures WHERE email_hash = $1
+            """,
+            [.bytea(emailHash)]
+        )
+    }
+
+    /// `authctl users unlock`: clears the failures of `emailHash`; whether a consecutive-failure
+    /// lock (at `maxConsecutive`) was lifted.
+    func unlockPassword(emailHash: [UInt8], maxConsecutive: Int) async throws -> Bool {
+        try await pool.transaction { connection in
+            let rows = try connection.execute(
+                "SELECT failures FROM \(schema).password_consecutive_failures WHERE email_hash = $1",
+                [.bytea(emailHash)]
+            )
+            let wasLocked = try rows.first.map { try $0[0].int >= maxConsecutive } ?? false
+            try self.clearPasswordFailures(emailHash: emailHash, on: connection)
+            return wasLocked
         }
     }
 
@@ -375,10 +420,7 @@ struct UserStore: Sendable {
         async throws
     {
         try await pool.transaction { connection in
-            try connection.execute(
-                "DELETE FROM \(schema).password_failures WHERE email_hash = $1",
-                [.bytea(emailHash)]
-            )
+            try self.clearPasswordFailures(emailHash: emailHash, on: connection)
             if let rehashed {
                 // Only if the hash is still the one verified (a concurrent change wins).
                 let updated = try connection.execute(
@@ -413,10 +455,7 @@ struct UserStore: Sendable {
             )
             guard let row = rows.first else { return nil }
             let id = try row[0].uuid
-            try connection.execute(
-                "DELETE FROM \(schema).password_failures WHERE email_hash = $1",
-                [.bytea(emailHash)]
-            )
+            try self.clearPasswordFailures(emailHash: emailHash, on: connection)
             var entry = audit
             entry.userID = id
             try self.insertAudit(entry, on: connection)
@@ -439,10 +478,7 @@ struct UserStore: Sendable {
             )
             guard rows.affectedRows == 1 else { return false }
             if let emailHash {
-                try connection.execute(
-                    "DELETE FROM \(schema).password_failures WHERE email_hash = $1",
-                    [.bytea(emailHash)]
-                )
+                try self.clearPasswordFailures(emailHash: emailHash, on: connection)
             }
             try self.insertAudit(audit, on: connection)
             return true
@@ -488,10 +524,7 @@ struct UserStore: Sendable {
             guard let row = rows.first else { return nil }
             if try row[1].bool { return false }
             if let email = try row[0].decode(String?.self) {
-                try connection.execute(
-                    "DELETE FROM \(schema).password_failures WHERE email_hash = $1",
-                    [.bytea(SHA256.hash(email))]
-                )
+                try self.clearPasswordFailures(emailHash: SHA256.hash(email), on: connection)
             }
             try connection.execute(
                 "DELETE FROM \(schema).provider_identities WHERE user_id = $1",

@@ -24,6 +24,8 @@ public struct OTPError: Error, Sendable, CustomStringConvertible {
         /// The destination entered too many wrong codes and is locked; `retry_after_seconds`.
         public static let tooManyAttempts = Code("too_many_attempts", .resourceExhausted)
         /// The code has expired; start again (or resend).
+        /// The destination met the consecutive-failure limit: locked until an operator unlocks it.
+        public static let factorLocked = Code("factor_locked", .permissionDenied)
         public static let codeExpired = Code("code_expired", .failedPrecondition)
         /// No such verification, or it was already used.
         public static let verificationNotFound = Code("verification_not_found", .notFound)

@@ -38,6 +38,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             "0001_create_otp_schema.sql": PackageResources._001_create_otp_schema_sql,
             "0002_pumping_counts.sql": PackageResources._002_pumping_counts_sql,
             "0003_decoy_verifications.sql": PackageResources._003_decoy_verifications_sql,
+            "0004_consecutive_failures.sql": PackageResources._004_consecutive_failures_sql,
         ])
     }
 
@@ -100,8 +101,29 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             resend: .only(["gateway"]),
             check: .only(["gateway"]),
             getDeliveryStatus: .only(["gateway", "authctl"]),
-            reportDelivery: .only(["gateway", "authctl"])
+            reportDelivery: .only(["gateway", "authctl"]),
+            unlockDestination: .only(["authctl"])
         )
+    }
+
+    // MARK: Operators
+
+    public func unlockDestination(
+        request: Auth_Otp_V1_UnlockDestinationRequest,
+        context: ServerContext
+    ) async throws -> Auth_Otp_V1_UnlockDestinationResponse {
+        try await serving {
+            guard let destination = Destination(parsing: request.destination) else {
+                throw OTPError(
+                    .invalidArgument, "The destination is neither an E.164 phone number nor an email address.",
+                    fieldViolations: [.init(field: "destination", reason: "invalid_value", description: "An E.164 phone number or an email address.")])
+            }
+            let wasLocked = try await store.unlock(
+                destination: destination.normalized, maxConsecutive: configuration.maxConsecutiveFailures)
+            logger.notice(
+                "A destination was unlocked", metadata: ["otp.destination": "\(destination.masked)", "otp.was_locked": "\(wasLocked)"])
+            return Auth_Otp_V1_UnlockDestinationResponse(wasLocked: wasLocked)
+        }
     }
 
     // MARK: Start
@@ -169,8 +191,11 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                     // A test destination passes every start limit and is never sent; a lock
                     // from its wrong codes holds, as for any destination.
                     try store.lock(connection, "destination:\(destination.normalized)")
-                    if let until = try store.lockedUntil(connection, destination: destination.normalized, now: now) {
-                        return .refused(Self.tooManyAttempts(until: until, now: now))
+                    if let refusal = Self.refusal(
+                        try store.locks(connection, destination: destination.normalized, now: now), now: now,
+                        maxConsecutive: configuration.maxConsecutiveFailures)
+                    {
+                        return .refused(refusal)
                     }
                     try store.insertVerification(
                         connection, id: id, destination: destination, purpose: purpose, locale: locale, clientIP: ip,
@@ -186,8 +211,11 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                     hourAgo: hourAgo, destinationLimit: configuration.startsPerDestinationPerHour,
                     ipLimit: configuration.startsPerIPPerHour
                 )
-                if let until = figures.lockedUntil {
-                    return .refused(Self.tooManyAttempts(until: until, now: now))
+                if let refusal = Self.refusal(
+                    OTPStore.DestinationLocks(lockedUntil: figures.lockedUntil, consecutiveFailures: figures.consecutiveFailures),
+                    now: now, maxConsecutive: configuration.maxConsecutiveFailures)
+                {
+                    return .refused(refusal)
                 }
                 if let oldest = figures.destinationLimitStart {
                     return .refused(
@@ -282,8 +310,11 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 }
                 let destination = row.destination
                 try store.lock(connection, "destination:\(destination.normalized)")
-                if let until = try store.lockedUntil(connection, destination: destination.normalized, now: now) {
-                    return .refused(Self.tooManyAttempts(until: until, now: now))
+                if let refusal = Self.refusal(
+                    try store.locks(connection, destination: destination.normalized, now: now), now: now,
+                    maxConsecutive: configuration.maxConsecutiveFailures)
+                {
+                    return .refused(refusal)
                 }
                 guard row.status == "pending" else { return .refused(Self.notFound()) }
                 let allowedAt =
@@ -416,8 +447,11 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 }
                 let destination = row.destination.normalized
                 try store.lock(connection, "destination:\(destination)")
-                if let until = try store.lockedUntil(connection, destination: destination, now: now) {
-                    return .refused(Self.tooManyAttempts(until: until, now: now))
+                if let refusal = Self.refusal(
+                    try store.locks(connection, destination: destination, now: now), now: now,
+                    maxConsecutive: configuration.maxConsecutiveFailures)
+                {
+                    return .refused(refusal)
                 }
                 guard row.status == "pending" else { return .refused(Self.notFound()) }
                 if row.expiresAt <= now {
@@ -426,12 +460,13 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 if codes.matches(row.codeMAC, verificationID: id, code: presented) {
                     let countsForPumping = !row.testDestination && row.destination.channel == .sms
                     try store.markVerifiedAndCommit(
-                        connection, id: id, now: now,
+                        connection, id: id, destination: destination, now: now,
                         pumpingCallingCode: countsForPumping ? row.destination.callingCode : nil, startedAt: row.createdAt)
                     return .verified(row)
                 }
                 // A test destination's wrong codes count too (issue 19, item 3): its code is fixed.
                 try store.record(connection, "wrong_code", destination, at: now)
+                try store.countConsecutiveFailure(connection, destination: destination, at: now)
                 let wrong = try store.events(
                     connection, "wrong_code", destination,
                     since: now.addingTimeInterval(-configuration.attemptWindow.timeInterval)
@@ -551,6 +586,18 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
 
     static func notFound() -> OTPError {
         OTPError(.verificationNotFound, "No such verification, or it was already used.")
+    }
+
+    /// Why a locked destination is refused: the consecutive-failure limit first (it holds until
+    /// an operator unlocks it), then the window's lock; nil when it is not locked.
+    static func refusal(_ locks: OTPStore.DestinationLocks, now: Date, maxConsecutive: Int) -> OTPError? {
+        if locks.consecutiveFailures >= maxConsecutive {
+            return OTPError(
+                .factorLocked,
+                "Too many wrong codes: codes to this destination are locked. Contact support to unlock it."
+            )
+        }
+        return locks.lockedUntil.map { tooManyAttempts(until: $0, now: now) }
     }
 
     static func tooManyAttempts(until: Date, now: Date) -> OTPError {

@@ -48,6 +48,10 @@ public struct OTPServiceConfiguration: Sendable {
     public var attemptWindow: Duration = .seconds(900)
     /// How long a destination stays locked after its last allowed wrong code. 15 minutes.
     public var lockout: Duration = .seconds(900)
+    /// Wrong codes for a destination since its last right one, with no window, after which it
+    /// answers `factor_locked` until an operator unlocks it (NIST SP 800-63B's
+    /// consecutive-failure limit). 100.
+    public var maxConsecutiveFailures: Int = 100
 
     // MARK: Resends
     /// First resend allowed this long after Start. 60 s.
@@ -203,6 +207,7 @@ public struct OTPServiceConfiguration: Sendable {
         maxWrongCodes = try integer("AUTH_OTP_MAX_WRONG_CODES", 1...100, default: maxWrongCodes)
         attemptWindow = try seconds("AUTH_OTP_ATTEMPT_WINDOW_SECONDS", 60...86_400, default: attemptWindow)
         lockout = try seconds("AUTH_OTP_LOCKOUT_SECONDS", 1...86_400, default: lockout)
+        maxConsecutiveFailures = try integer("AUTH_OTP_MAX_CONSECUTIVE_FAILURES", 1...100_000, default: maxConsecutiveFailures)
         firstResendDelay = try seconds("AUTH_OTP_RESEND_AFTER_SECONDS", 0...3_600, default: firstResendDelay)
         resendInterval = try seconds("AUTH_OTP_RESEND_INTERVAL_SECONDS", 0...3_600, default: resendInterval)
         maxResends = try integer("AUTH_OTP_MAX_RESENDS", 0...100, default: maxResends)

@@ -64,6 +64,7 @@ struct OTPStore: Sendable {
         let locks: String
         let messages: String
         let pumpingCounts: String
+        let consecutiveFailures: String
     }
 
     init(pool: PostgresPool, schema: String) {
@@ -75,7 +76,8 @@ struct OTPStore: Sendable {
             limitEvents: "\(q).limit_events",
             locks: "\(q).destination_locks",
             messages: "\(q).messages",
-            pumpingCounts: "\(q).pumping_counts"
+            pumpingCounts: "\(q).pumping_counts",
+            consecutiveFailures: "\(q).consecutive_failures"
         )
         // Channel names must be identifiers: the schema's letters, digits and underscores.
         let safe = String(schema.unicodeScalars.filter { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_") }.map(Character.init))
@@ -109,13 +111,56 @@ struct OTPStore: Sendable {
         )
     }
 
-    /// Until when `destination` is locked, if it is at `now`.
-    func lockedUntil(_ connection: PostgresConnection, destination: String, now: Date) throws -> Date? {
+    /// A destination's locks at a moment.
+    struct DestinationLocks: Sendable {
+        /// Until when the destination is locked by its window's wrong codes, if it is.
+        var lockedUntil: Date?
+        /// Wrong codes since its last right one (the consecutive-failure limit's count).
+        var consecutiveFailures: Int
+    }
+
+    /// `destination`'s locks at `now`, in one statement.
+    func locks(_ connection: PostgresConnection, destination: String, now: Date) throws -> DestinationLocks {
         let rows = try connection.execute(
-            "SELECT locked_until FROM \(t.locks) WHERE destination = $1 AND locked_until > $2",
+            """
+            SELECT (SELECT locked_until FROM \(t.locks) WHERE destination = $1 AND locked_until > $2),
+                coalesce((SELECT failures FROM \(t.consecutiveFailures) WHERE destination = $1), 0)
+            """,
             [.text(destination), .timestamptz(now)]
         )
-        return try rows.first.map { try $0[0].date }
+        return DestinationLocks(lockedUntil: try rows[0][0].decode(Date?.self), consecutiveFailures: try rows[0][1].int)
+    }
+
+    /// One more wrong code since the destination's last right one.
+    func countConsecutiveFailure(_ connection: PostgresConnection, destination: String, at now: Date) throws {
+        try connection.execute(
+            """
+            INSERT INTO \(t.consecutiveFailures) AS c (destination, failures, last_failed_at) VALUES ($1, 1, $2)
+            ON CONFLICT (destination) DO UPDATE SET failures = c.failures + 1, last_failed_at = $2
+            """,
+            [.text(destination), .timestamptz(now)]
+        )
+    }
+
+    /// `authctl otp unlock`: forgets the destination's wrong codes, its lock and its consecutive
+    /// count; whether the consecutive-failure limit (`maxConsecutive`) had locked it.
+    func unlock(destination: String, maxConsecutive: Int) async throws -> Bool {
+        try await pool.transaction { connection in
+            let rows = try connection.execute(
+                "SELECT failures FROM \(t.consecutiveFailures) WHERE destination = $1 FOR UPDATE",
+                [.text(destination)]
+            )
+            let wasLocked = try rows.first.map { try $0[0].int >= maxConsecutive } ?? false
+            try connection.execute(
+                """
+                WITH consecutive AS (DELETE FROM \(t.consecutiveFailures) WHERE destination = $1),
+                    wrong AS (DELETE FROM \(t.limitEvents) WHERE kind = 'wrong_code' AND key = $1)
+                DELETE FROM \(t.locks) WHERE destination = $1
+                """,
+                [.text(destination)]
+            )
+            return wasLocked
+        }
     }
 
     func lockDestination(_ connection: PostgresConnection, destination: String, until: Date) throws {
@@ -178,6 +223,8 @@ struct OTPStore: Sendable {
         var destinationLimitStart: Date?
         /// The same for the client IP.
         var ipLimitStart: Date?
+        /// Wrong codes since the destination's last right one.
+        var consecutiveFailures: Int
         /// The pumping guard's figures for the calling code (zero for an email).
         var pumping: (started: Int, verified: Int, oldestMinute: Date?)
     }
@@ -197,6 +244,7 @@ struct OTPStore: Sendable {
             SELECT
                 (SELECT count(*) FROM \(t.limitEvents) WHERE kind = 'wrong_code' AND key = $1 AND occurred_at > $2),
                 (SELECT locked_until FROM \(t.locks) WHERE destination = $1 AND locked_until > $3),
+                coalesce((SELECT failures FROM \(t.consecutiveFailures) WHERE destination = $1), 0),
                 (SELECT occurred_at FROM \(t.limitEvents) WHERE kind = 'start_destination' AND key = $1 AND occurred_at > $4
                     ORDER BY occurred_at DESC OFFSET $5 LIMIT 1),
                 (SELECT occurred_at FROM \(t.limitEvents) WHERE kind = 'start_ip' AND key = $6 AND occurred_at > $4
@@ -217,9 +265,10 @@ struct OTPStore: Sendable {
         return StartFigures(
             wrongCodes: try row[0].int,
             lockedUntil: try row[1].decode(Date?.self),
-            destinationLimitStart: try row[2].decode(Date?.self),
-            ipLimitStart: clientIPKey.isEmpty ? nil : try row[3].decode(Date?.self),
-            pumping: (try row[4].int, try row[5].int, try row[6].decode(Date?.self))
+            destinationLimitStart: try row[3].decode(Date?.self),
+            ipLimitStart: clientIPKey.isEmpty ? nil : try row[4].decode(Date?.self),
+            consecutiveFailures: try row[2].int,
+            pumping: (try row[5].int, try row[6].int, try row[7].decode(Date?.self))
         )
     }
 
@@ -357,18 +406,21 @@ struct OTPStore: Sendable {
     /// verified codes goes up, in one statement: the transaction's last, which carries the
     /// `COMMIT` (one round trip).
     func markVerifiedAndCommit(
-        _ connection: PostgresConnection, id: UUID, now: Date, pumpingCallingCode: String?, startedAt: Date
+        _ connection: PostgresConnection, id: UUID, destination: String, now: Date, pumpingCallingCode: String?,
+        startedAt: Date
     ) throws {
         try connection.executeAndCommit(
             """
             WITH verified AS (
                 UPDATE \(t.verifications) SET status = 'verified', verified_at = $2 WHERE id = $1
+            ), consecutive AS (
+                DELETE FROM \(t.consecutiveFailures) WHERE destination = $7
             )
             \(pumpingCountIncrement(.verified, callingCode: "$3::text", minute: "$4", shard: "$5", when: "$6"))
             """,
             [
                 .uuid(id), .timestamptz(now), .text(pumpingCallingCode ?? ""), .timestamptz(Self.minute(of: startedAt)),
-                .int64(Self.pumpingShard()), .bool(pumpingCallingCode != nil),
+                .int64(Self.pumpingShard()), .bool(pumpingCallingCode != nil), .text(destination),
             ]
         )
     }

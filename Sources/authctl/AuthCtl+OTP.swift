@@ -12,9 +12,43 @@ extension AuthCtl {
     struct OTP: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "otp",
-            abstract: "Reads the otp-dispatch service's state.",
-            subcommands: [Status.self]
+            abstract: "Reads and acts on the otp-dispatch service's state.",
+            subcommands: [Status.self, Unlock.self]
         )
+
+        struct Unlock: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Lifts a destination's lock (403 factor_locked, or the 15-minute lock).",
+                discussion: """
+                    Forgets the destination's wrong codes (docs/otp.md, Attempts and locks). Prints whether \
+                    the consecutive-failure limit had locked it.
+                    """
+            )
+
+            @OptionGroup var target: ServiceTargetOptions
+
+            @Argument(help: "The phone number (E.164) or email address.")
+            var destination: String
+
+            func run() async throws {
+                let (client, transport) = try target.makeClient(defaultServer: "otp-dispatch")
+                let result: Result<Auth_Otp_V1_UnlockDestinationResponse, any Error>
+                do {
+                    result = .success(try await Auth_Otp_V1_OTP.Client(wrapping: client)
+                        .unlockDestination(Auth_Otp_V1_UnlockDestinationRequest(destination: destination)))
+                } catch {
+                    result = .failure(error)
+                }
+                await transport.shutdown()
+                switch result {
+                case .success(let response):
+                    print(response.wasLocked ? "unlocked: the destination was locked (factor_locked)" : "cleared: the destination was not locked")
+                case .failure(let error):
+                    StandardStreams.writeError("authctl: \(error)\n")
+                    throw ExitCode(2)
+                }
+            }
+        }
 
         struct Status: AsyncParsableCommand {
             static let configuration = CommandConfiguration(

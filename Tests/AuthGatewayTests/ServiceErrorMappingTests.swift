@@ -35,6 +35,7 @@ import Testing
         (.unavailable, "", 503, "unavailable"),
         (.deadlineExceeded, "deadline_exceeded", 503, "unavailable"),
         (.permissionDenied, "caller_not_allowed", 500, "internal"),
+        (.permissionDenied, "factor_locked", 403, "factor_locked"),
     ])
     func theTable(code: RPCError.Code, reason: String, status: Int, error: String) {
         let mapped = map(code, reason)
@@ -55,6 +56,17 @@ import Testing
         let soon = map(.resourceExhausted, "resend_too_soon", service: "otp-dispatch", retryAfter: 45)
         #expect(soon.message == "Please wait 45 seconds before requesting a new code.")
         #expect(APIError.minutes(42) == "1 minute")
+    }
+
+    /// Issue 19, item 6: the consecutive-failure limit lasts until an unlock, so no retry_after.
+    @Test func aLockedFactorIsForbiddenAndSaysHowToUnlockIt() {
+        let password = map(.permissionDenied, "factor_locked")
+        #expect(password.status == .forbidden)
+        #expect(password.retryAfter == nil)
+        #expect(password.message.contains("Reset your password"))
+        let codes = map(.permissionDenied, "factor_locked", service: "otp-dispatch")
+        #expect(codes.status == .forbidden)
+        #expect(codes.message.contains("contact support"))
     }
 
     @Test func invalidCodeCarriesTheAttemptsLeft() {

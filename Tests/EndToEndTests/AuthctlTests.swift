@@ -255,5 +255,13 @@ import Testing
         #expect(line.hasPrefix("sent: email to a***@example.com via log"), "\(line)")
         let unknown = try await calls.authctl(["otp", "status", "--target", address, UUID().uuidString.lowercased()])
         #expect(unknown.status == 2 && unknown.output.contains("verification_not_found"), "\(unknown.output)")
+
+        // `otp unlock` (issue 19, item 6): a destination that is not locked is cleared all the
+        // same; a malformed one is refused naming the field.
+        let unlocked = try await calls.authctl(["otp", "unlock", "--target", address, "authctl-\(suffix)@example.com"])
+        #expect(unlocked.status == 0 && unlocked.output.hasPrefix("cleared: the destination was not locked"), "\(unlocked.output)")
+        let malformed = try await calls.authctl(["otp", "unlock", "--target", address, "not a destination"])
+        #expect(malformed.status == 2 && malformed.output.contains("destination"), "\(malformed.output)")
+        #expect(await otp.terminate() == 0)
     }
 }

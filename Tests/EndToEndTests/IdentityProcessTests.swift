@@ -93,6 +93,15 @@ import Testing
         #expect(taken == nil)
         let exists = try await client.contactExists(.init(email: email))
         #expect(exists.exists)
+        // `authctl users unlock` (issue 19, item 6) clears the email's counted failures.
+        let unlock = try ServiceProcess(
+            executable: "authctl",
+            arguments: ["users", "unlock", "--target", "127.0.0.1:\(port)", email],
+            environment: ["AUTH_RPC_SECRET": Data(secret).base64EncodedString()]
+        )
+        #expect(await unlock.exitStatus() == 0)
+        let unlocked = try await unlock.completeOutput()
+        #expect(unlocked.hasPrefix("cleared: the password was not locked"), "\(unlocked)")
         _ = try await client.deleteUser(.init(userID: user.id))
         let after = try await client.contactExists(.init(email: email))
         #expect(!after.exists)

@@ -114,6 +114,62 @@ import Testing
         }
     }
 
+    /// Issue 19, item 6: the window alone let a patient guesser try 10 passwords every 15
+    /// minutes forever (960 a day). After `maxConsecutiveFailures` failures since the last
+    /// success the password is locked (`factor_locked`) across windows, until a completed
+    /// password reset or an operator's unlock.
+    @Test func consecutiveFailuresLockThePasswordUntilAResetOrAnUnlock() async throws {
+        let clock = ManualClock()
+        try await withIdentityService(clock: clock, configure: {
+            $0.maxSignInFailures = 3
+            $0.maxConsecutiveFailures = 5
+        }) { fixture in
+            _ = try await fixture.signUp()
+            // Three failures fill the window; after it, two more make five in a row.
+            for _ in 0..<3 {
+                await expectRPCError(.unauthenticated, "invalid_credentials") { try await fixture.signIn(password: "Wrong-Password-1") }
+            }
+            await expectRPCError(.resourceExhausted, "too_many_attempts") { try await fixture.signIn() }
+            clock.advance(seconds: 901)
+            for _ in 0..<2 {
+                await expectRPCError(.unauthenticated, "invalid_credentials") { try await fixture.signIn(password: "Wrong-Password-1") }
+            }
+            // Locked, even with the right password, and still a week later.
+            await expectRPCError(.permissionDenied, "factor_locked") { try await fixture.signIn() }
+            clock.advance(seconds: 7 * 86_400)
+            await expectRPCError(.permissionDenied, "factor_locked") { try await fixture.signIn() }
+            // A completed password reset unlocks it.
+            _ = try await fixture.client.resetPassword(.init(email: "asha@example.com", newPassword: "Fresh-Start-77"))
+            _ = try await fixture.signIn(password: "Fresh-Start-77")
+
+            // A success resets the count: four failures, a success, four more are not five in a row.
+            for round in 0..<2 {
+                for _ in 0..<4 {
+                    await expectRPCError(.unauthenticated, "invalid_credentials") { try await fixture.signIn(password: "Wrong-Password-1") }
+                    clock.advance(seconds: 901)
+                }
+                if round == 0 { _ = try await fixture.signIn(password: "Fresh-Start-77") }
+            }
+            _ = try await fixture.signIn(password: "Fresh-Start-77")
+
+            // An unknown email locks the same way (the lock tells nothing about accounts), and
+            // an operator's unlock lifts it; only authctl may.
+            for _ in 0..<5 {
+                await expectRPCError(.unauthenticated, "invalid_credentials") { try await fixture.signIn(email: "ghost@example.com") }
+                clock.advance(seconds: 901)
+            }
+            await expectRPCError(.permissionDenied, "factor_locked") { try await fixture.signIn(email: "ghost@example.com") }
+            await expectRPCError(.permissionDenied, "caller_not_allowed") {
+                _ = try await fixture.client.unlockPassword(.init(email: "ghost@example.com"))
+            }
+            let unlocked = try await fixture.operatorClient.unlockPassword(.init(email: "Ghost@Example.com"))
+            #expect(unlocked.wasLocked)
+            await expectRPCError(.unauthenticated, "invalid_credentials") { try await fixture.signIn(email: "ghost@example.com") }
+            let again = try await fixture.operatorClient.unlockPassword(.init(email: "ghost@example.com"))
+            #expect(!again.wasLocked)
+        }
+    }
+
     /// 50 wrong passwords at once against a limit of 10: each attempt is reserved under a lock
     /// before its hash, so exactly 10 hashes run (10 `invalid_credentials`) and the other 40 are
     /// refused without one. It was a check before hashing and a write after: all 50 passed the

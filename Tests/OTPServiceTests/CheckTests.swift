@@ -205,3 +205,71 @@ func outcome<T: Sendable>(_ body: @Sendable () async throws -> T) async -> Resul
         return .failure(error)
     }
 }
+
+/// Issue 19, item 6: the window alone (5 wrong codes per 15 minutes, then a 15-minute lock) let a
+/// patient guesser try about 480 codes a day per phone. After `maxConsecutiveFailures` wrong
+/// codes since the last right one the destination answers `factor_locked` across windows,
+/// until an operator unlocks it.
+@Suite struct ConsecutiveFailureTests {
+    @Test func consecutiveWrongCodesLockTheDestinationUntilAnOperatorUnlocksIt() async throws {
+        try await withOTPService(configure: {
+            $0.maxWrongCodes = 3
+            $0.maxConsecutiveFailures = 5
+        }) { otp in
+            let phone = "+919999900077"
+            // Three wrong codes lock the destination for the window; after it, two more make five.
+            let first = try await otp.start(phone)
+            let wrong = try await otp.wrongCode(for: first.verificationID)
+            for _ in 0..<3 {
+                await expectRPCError(.unauthenticated, "invalid_code") { try await otp.check(first.verificationID, wrong) }
+            }
+            otp.clock.advance(seconds: 901)
+            let second = try await otp.start(phone)
+            let wrongAgain = try await otp.wrongCode(for: second.verificationID)
+            for _ in 0..<2 {
+                await expectRPCError(.unauthenticated, "invalid_code") { try await otp.check(second.verificationID, wrongAgain) }
+            }
+            // Locked: the right code, a resend and a new start are all refused, a week later too.
+            let right = try await otp.queuedCode(second.verificationID)
+            await expectRPCError(.permissionDenied, "factor_locked") { try await otp.check(second.verificationID, right) }
+            otp.clock.advance(seconds: 7 * 86_400)
+            await expectRPCError(.permissionDenied, "factor_locked") { try await otp.resend(second.verificationID) }
+            await expectRPCError(.permissionDenied, "factor_locked") { try await otp.start(phone) }
+            // Only an operator unlocks it.
+            let gateway = otp.client
+            await expectRPCError(.permissionDenied, "caller_not_allowed") {
+                try await gateway.unlockDestination(.init(destination: phone))
+            }
+            let operatorClient = makeClient(otp.service, caller: "authctl")
+            let unlocked = try await operatorClient.unlockDestination(.init(destination: "+91 99999 00077"))
+            #expect(unlocked.wasLocked)
+            let third = try await otp.start(phone)
+            #expect(third.attemptsRemaining == 3)
+            _ = try await otp.check(third.verificationID, try await otp.queuedCode(third.verificationID))
+            let invalid = await expectRPCError(.invalidArgument, "invalid_argument") {
+                try await operatorClient.unlockDestination(.init(destination: "not a destination"))
+            }
+            #expect(invalid?.fieldViolations.map(\.field) == ["destination"])
+        }
+    }
+
+    @Test func aRightCodeStartsTheCountAgain() async throws {
+        try await withOTPService(configure: {
+            $0.maxWrongCodes = 3
+            $0.maxConsecutiveFailures = 3
+        }) { otp in
+            let phone = "+919999900078"
+            for _ in 0..<3 {
+                let started = try await otp.start(phone)
+                let wrong = try await otp.wrongCode(for: started.verificationID)
+                for _ in 0..<2 {
+                    await expectRPCError(.unauthenticated, "invalid_code") { try await otp.check(started.verificationID, wrong) }
+                }
+                _ = try await otp.check(started.verificationID, try await otp.queuedCode(started.verificationID))
+                otp.clock.advance(seconds: 901)
+            }
+            let rows = try await otp.query("SELECT count(*) FROM @consecutive_failures")
+            #expect(try rows[0][0].int == 0)
+        }
+    }
+}

@@ -24,7 +24,8 @@ public enum Auth_Identity_V1_Identity {
         public static let validatePassword = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ValidatePassword")
         public static let deleteUser = MethodDescriptor(service: "auth.identity.v1.Identity", method: "DeleteUser")
         public static let listAuditEvents = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ListAuditEvents")
-        public static let all: [MethodDescriptor] = [getUser, getUserByPhone, getUserByEmail, contactExists, findOrCreateByContact, signUp, signInWithPassword, signInWithIDToken, updateProfile, resetPassword, changePassword, validatePassword, deleteUser, listAuditEvents]
+        public static let unlockPassword = MethodDescriptor(service: "auth.identity.v1.Identity", method: "UnlockPassword")
+        public static let all: [MethodDescriptor] = [getUser, getUserByPhone, getUserByEmail, contactExists, findOrCreateByContact, signUp, signInWithPassword, signInWithIDToken, updateProfile, resetPassword, changePassword, validatePassword, deleteUser, listAuditEvents, unlockPassword]
     }
 
     /// Who may call each method of the service. The initializer takes one value per method,
@@ -44,6 +45,7 @@ public enum Auth_Identity_V1_Identity {
         public var validatePassword: AllowedCallers
         public var deleteUser: AllowedCallers
         public var listAuditEvents: AllowedCallers
+        public var unlockPassword: AllowedCallers
 
         public init(
             getUser: AllowedCallers,
@@ -59,7 +61,8 @@ public enum Auth_Identity_V1_Identity {
             changePassword: AllowedCallers,
             validatePassword: AllowedCallers,
             deleteUser: AllowedCallers,
-            listAuditEvents: AllowedCallers
+            listAuditEvents: AllowedCallers,
+            unlockPassword: AllowedCallers
         ) {
             self.getUser = getUser
             self.getUserByPhone = getUserByPhone
@@ -75,6 +78,7 @@ public enum Auth_Identity_V1_Identity {
             self.validatePassword = validatePassword
             self.deleteUser = deleteUser
             self.listAuditEvents = listAuditEvents
+            self.unlockPassword = unlockPassword
         }
     }
 
@@ -154,6 +158,12 @@ public enum Auth_Identity_V1_Identity {
             request: Auth_Identity_V1_ListAuditEventsRequest,
             context: ServerContext
         ) async throws -> Auth_Identity_V1_ListAuditEventsResponse
+
+        /// Operators: lift an email's password lock (docs/identity.md, Passwords).
+        func unlockPassword(
+            request: Auth_Identity_V1_UnlockPasswordRequest,
+            context: ServerContext
+        ) async throws -> Auth_Identity_V1_UnlockPasswordResponse
     }
 
     public struct Client: Sendable {
@@ -261,6 +271,14 @@ public enum Auth_Identity_V1_Identity {
         ) async throws -> Auth_Identity_V1_ListAuditEventsResponse {
             try await self.rpc.unary(Method.listAuditEvents, request: request, options: options)
         }
+
+        /// Operators: lift an email's password lock (docs/identity.md, Passwords).
+        public func unlockPassword(
+            _ request: Auth_Identity_V1_UnlockPasswordRequest,
+            options: CallOptions = CallOptions()
+        ) async throws -> Auth_Identity_V1_UnlockPasswordResponse {
+            try await self.rpc.unary(Method.unlockPassword, request: request, options: options)
+        }
     }
 }
 
@@ -322,6 +340,10 @@ extension Auth_Identity_V1_Identity.ServiceProtocol {
         router.register(Auth_Identity_V1_Identity.Method.listAuditEvents, allowedCallers: allowed.listAuditEvents) {
             (request: Auth_Identity_V1_ListAuditEventsRequest, context: ServerContext) in
             try await self.listAuditEvents(request: request, context: context)
+        }
+        router.register(Auth_Identity_V1_Identity.Method.unlockPassword, allowedCallers: allowed.unlockPassword) {
+            (request: Auth_Identity_V1_UnlockPasswordRequest, context: ServerContext) in
+            try await self.unlockPassword(request: request, context: context)
         }
     }
 }

@@ -15,7 +15,8 @@ public enum Auth_Otp_V1_OTP {
         public static let check = MethodDescriptor(service: "auth.otp.v1.OTP", method: "Check")
         public static let getDeliveryStatus = MethodDescriptor(service: "auth.otp.v1.OTP", method: "GetDeliveryStatus")
         public static let reportDelivery = MethodDescriptor(service: "auth.otp.v1.OTP", method: "ReportDelivery")
-        public static let all: [MethodDescriptor] = [start, resend, check, getDeliveryStatus, reportDelivery]
+        public static let unlockDestination = MethodDescriptor(service: "auth.otp.v1.OTP", method: "UnlockDestination")
+        public static let all: [MethodDescriptor] = [start, resend, check, getDeliveryStatus, reportDelivery, unlockDestination]
     }
 
     /// Who may call each method of the service. The initializer takes one value per method,
@@ -26,19 +27,22 @@ public enum Auth_Otp_V1_OTP {
         public var check: AllowedCallers
         public var getDeliveryStatus: AllowedCallers
         public var reportDelivery: AllowedCallers
+        public var unlockDestination: AllowedCallers
 
         public init(
             start: AllowedCallers,
             resend: AllowedCallers,
             check: AllowedCallers,
             getDeliveryStatus: AllowedCallers,
-            reportDelivery: AllowedCallers
+            reportDelivery: AllowedCallers,
+            unlockDestination: AllowedCallers
         ) {
             self.start = start
             self.resend = resend
             self.check = check
             self.getDeliveryStatus = getDeliveryStatus
             self.reportDelivery = reportDelivery
+            self.unlockDestination = unlockDestination
         }
     }
 
@@ -70,6 +74,12 @@ public enum Auth_Otp_V1_OTP {
             request: Auth_Otp_V1_ReportDeliveryRequest,
             context: ServerContext
         ) async throws -> Auth_Otp_V1_ReportDeliveryResponse
+
+        /// Lifts a destination's locks (docs/otp.md, Attempts and locks). Callers: authctl.
+        func unlockDestination(
+            request: Auth_Otp_V1_UnlockDestinationRequest,
+            context: ServerContext
+        ) async throws -> Auth_Otp_V1_UnlockDestinationResponse
     }
 
     public struct Client: Sendable {
@@ -117,6 +127,14 @@ public enum Auth_Otp_V1_OTP {
         ) async throws -> Auth_Otp_V1_ReportDeliveryResponse {
             try await self.rpc.unary(Method.reportDelivery, request: request, options: options)
         }
+
+        /// Lifts a destination's locks (docs/otp.md, Attempts and locks). Callers: authctl.
+        public func unlockDestination(
+            _ request: Auth_Otp_V1_UnlockDestinationRequest,
+            options: CallOptions = CallOptions()
+        ) async throws -> Auth_Otp_V1_UnlockDestinationResponse {
+            try await self.rpc.unary(Method.unlockDestination, request: request, options: options)
+        }
     }
 }
 
@@ -142,6 +160,10 @@ extension Auth_Otp_V1_OTP.ServiceProtocol {
         router.register(Auth_Otp_V1_OTP.Method.reportDelivery, allowedCallers: allowed.reportDelivery) {
             (request: Auth_Otp_V1_ReportDeliveryRequest, context: ServerContext) in
             try await self.reportDelivery(request: request, context: context)
+        }
+        router.register(Auth_Otp_V1_OTP.Method.unlockDestination, allowedCallers: allowed.unlockDestination) {
+            (request: Auth_Otp_V1_UnlockDestinationRequest, context: ServerContext) in
+            try await self.unlockDestination(request: request, context: context)
         }
     }
 }

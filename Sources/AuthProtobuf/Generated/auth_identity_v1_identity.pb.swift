@@ -1906,6 +1906,135 @@ extension Auth_Identity_V1_ValidatePasswordResponse: ProtobufCBridged {
     }
 }
 
+// MARK: - auth.identity.v1.UnlockPasswordRequest
+
+/// Operators (`authctl users unlock`): forget the counted password failures of an email, which
+/// lifts the consecutive-failure lock (`factor_locked`) and the 15-minute window's.
+public struct Auth_Identity_V1_UnlockPasswordRequest: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.UnlockPasswordRequest"
+
+    public var email: String = ""
+
+    public init() {}
+
+    public init(email: String = "") {
+        self.email = email
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_UnlockPasswordRequest: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__UnlockPasswordRequest
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__unlock_password_request__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__unlock_password_request__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__unlock_password_request__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__unlock_password_request__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__unlock_password_request__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(email: try _protobufCString(c.pointee.email, Self.self, "email"))
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.email.isEmpty {
+            c.pointee.email = try arena.cString(self.email, Self.self, "email")
+        }
+    }
+}
+
+// MARK: - auth.identity.v1.UnlockPasswordResponse
+
+public struct Auth_Identity_V1_UnlockPasswordResponse: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.UnlockPasswordResponse"
+
+    /// Whether the email's password was locked by the consecutive-failure limit.
+    public var wasLocked: Bool = false
+
+    public init() {}
+
+    public init(wasLocked: Bool = false) {
+        self.wasLocked = wasLocked
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_UnlockPasswordResponse: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__UnlockPasswordResponse
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__unlock_password_response__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__unlock_password_response__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__unlock_password_response__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__unlock_password_response__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__unlock_password_response__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(wasLocked: c.pointee.was_locked != 0)
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        c.pointee.was_locked = self.wasLocked ? 1 : 0
+    }
+}
+
 // MARK: - auth.identity.v1.DeleteUserRequest
 
 public struct Auth_Identity_V1_DeleteUserRequest: ProtobufCMessage {

@@ -709,6 +709,136 @@ extension Auth_Otp_V1_CheckResponse: ProtobufCBridged {
     }
 }
 
+// MARK: - auth.otp.v1.UnlockDestinationRequest
+
+/// Operators (`authctl otp unlock`): forget a destination's counted wrong codes, which lifts
+/// the consecutive-failure lock (`factor_locked`) and the 15-minute lock.
+public struct Auth_Otp_V1_UnlockDestinationRequest: ProtobufCMessage {
+    public static let protoMessageName = "auth.otp.v1.UnlockDestinationRequest"
+
+    /// An E.164 phone number or an email address, in any form Start accepts.
+    public var destination: String = ""
+
+    public init() {}
+
+    public init(destination: String = "") {
+        self.destination = destination
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Otp_V1_UnlockDestinationRequest: ProtobufCBridged {
+    typealias _CMessage = Auth__Otp__V1__UnlockDestinationRequest
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__otp__v1__unlock_destination_request__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__otp__v1__unlock_destination_request__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__otp__v1__unlock_destination_request__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__otp__v1__unlock_destination_request__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__otp__v1__unlock_destination_request__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(destination: try _protobufCString(c.pointee.destination, Self.self, "destination"))
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.destination.isEmpty {
+            c.pointee.destination = try arena.cString(self.destination, Self.self, "destination")
+        }
+    }
+}
+
+// MARK: - auth.otp.v1.UnlockDestinationResponse
+
+public struct Auth_Otp_V1_UnlockDestinationResponse: ProtobufCMessage {
+    public static let protoMessageName = "auth.otp.v1.UnlockDestinationResponse"
+
+    /// Whether the destination was locked by the consecutive-failure limit.
+    public var wasLocked: Bool = false
+
+    public init() {}
+
+    public init(wasLocked: Bool = false) {
+        self.wasLocked = wasLocked
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Otp_V1_UnlockDestinationResponse: ProtobufCBridged {
+    typealias _CMessage = Auth__Otp__V1__UnlockDestinationResponse
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__otp__v1__unlock_destination_response__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__otp__v1__unlock_destination_response__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__otp__v1__unlock_destination_response__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__otp__v1__unlock_destination_response__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__otp__v1__unlock_destination_response__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(wasLocked: c.pointee.was_locked != 0)
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        c.pointee.was_locked = self.wasLocked ? 1 : 0
+    }
+}
+
 // MARK: - auth.otp.v1.GetDeliveryStatusRequest
 
 public struct Auth_Otp_V1_GetDeliveryStatusRequest: ProtobufCMessage {

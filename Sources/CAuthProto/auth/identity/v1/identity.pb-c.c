@@ -1133,6 +1133,96 @@ void   auth__identity__v1__validate_password_response__free_unpacked
   assert(message->base.descriptor == &auth__identity__v1__validate_password_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   auth__identity__v1__unlock_password_request__init
+                     (Auth__Identity__V1__UnlockPasswordRequest         *message)
+{
+  static const Auth__Identity__V1__UnlockPasswordRequest init_value = AUTH__IDENTITY__V1__UNLOCK_PASSWORD_REQUEST__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__unlock_password_request__get_packed_size
+                     (const Auth__Identity__V1__UnlockPasswordRequest *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__unlock_password_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__unlock_password_request__pack
+                     (const Auth__Identity__V1__UnlockPasswordRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__unlock_password_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__unlock_password_request__pack_to_buffer
+                     (const Auth__Identity__V1__UnlockPasswordRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__unlock_password_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__UnlockPasswordRequest *
+       auth__identity__v1__unlock_password_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__UnlockPasswordRequest *)
+     protobuf_c_message_unpack (&auth__identity__v1__unlock_password_request__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__unlock_password_request__free_unpacked
+                     (Auth__Identity__V1__UnlockPasswordRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__unlock_password_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__identity__v1__unlock_password_response__init
+                     (Auth__Identity__V1__UnlockPasswordResponse         *message)
+{
+  static const Auth__Identity__V1__UnlockPasswordResponse init_value = AUTH__IDENTITY__V1__UNLOCK_PASSWORD_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__unlock_password_response__get_packed_size
+                     (const Auth__Identity__V1__UnlockPasswordResponse *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__unlock_password_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__unlock_password_response__pack
+                     (const Auth__Identity__V1__UnlockPasswordResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__unlock_password_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__unlock_password_response__pack_to_buffer
+                     (const Auth__Identity__V1__UnlockPasswordResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__unlock_password_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__UnlockPasswordResponse *
+       auth__identity__v1__unlock_password_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__UnlockPasswordResponse *)
+     protobuf_c_message_unpack (&auth__identity__v1__unlock_password_response__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__unlock_password_response__free_unpacked
+                     (Auth__Identity__V1__UnlockPasswordResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__unlock_password_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   auth__identity__v1__delete_user_request__init
                      (Auth__Identity__V1__DeleteUserRequest         *message)
 {
@@ -2749,6 +2839,82 @@ const ProtobufCMessageDescriptor auth__identity__v1__validate_password_response_
   (ProtobufCMessageInit) auth__identity__v1__validate_password_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor auth__identity__v1__unlock_password_request__field_descriptors[1] =
+{
+  {
+    "email",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__UnlockPasswordRequest, email),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__identity__v1__unlock_password_request__field_indices_by_name[] = {
+  0,   /* field[0] = email */
+};
+static const ProtobufCIntRange auth__identity__v1__unlock_password_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor auth__identity__v1__unlock_password_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.UnlockPasswordRequest",
+  "UnlockPasswordRequest",
+  "Auth__Identity__V1__UnlockPasswordRequest",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__UnlockPasswordRequest),
+  1,
+  auth__identity__v1__unlock_password_request__field_descriptors,
+  auth__identity__v1__unlock_password_request__field_indices_by_name,
+  1,  auth__identity__v1__unlock_password_request__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__unlock_password_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__identity__v1__unlock_password_response__field_descriptors[1] =
+{
+  {
+    "was_locked",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__UnlockPasswordResponse, was_locked),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__identity__v1__unlock_password_response__field_indices_by_name[] = {
+  0,   /* field[0] = was_locked */
+};
+static const ProtobufCIntRange auth__identity__v1__unlock_password_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor auth__identity__v1__unlock_password_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.UnlockPasswordResponse",
+  "UnlockPasswordResponse",
+  "Auth__Identity__V1__UnlockPasswordResponse",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__UnlockPasswordResponse),
+  1,
+  auth__identity__v1__unlock_password_response__field_descriptors,
+  auth__identity__v1__unlock_password_response__field_indices_by_name,
+  1,  auth__identity__v1__unlock_password_response__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__unlock_password_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor auth__identity__v1__delete_user_request__field_descriptors[2] =
 {
   {
@@ -3075,7 +3241,7 @@ const ProtobufCEnumDescriptor auth__identity__v1__provider__descriptor =
   auth__identity__v1__provider__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_descriptors[14] =
+static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_descriptors[15] =
 {
   { "GetUser", &auth__identity__v1__get_user_request__descriptor, &auth__identity__v1__get_user_response__descriptor },
   { "GetUserByPhone", &auth__identity__v1__get_user_by_phone_request__descriptor, &auth__identity__v1__get_user_response__descriptor },
@@ -3091,6 +3257,7 @@ static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_desc
   { "ValidatePassword", &auth__identity__v1__validate_password_request__descriptor, &auth__identity__v1__validate_password_response__descriptor },
   { "DeleteUser", &auth__identity__v1__delete_user_request__descriptor, &auth__identity__v1__delete_user_response__descriptor },
   { "ListAuditEvents", &auth__identity__v1__list_audit_events_request__descriptor, &auth__identity__v1__list_audit_events_response__descriptor },
+  { "UnlockPassword", &auth__identity__v1__unlock_password_request__descriptor, &auth__identity__v1__unlock_password_response__descriptor },
 };
 const unsigned auth__identity__v1__identity__method_indices_by_name[] = {
   10,        /* ChangePassword */
@@ -3105,6 +3272,7 @@ const unsigned auth__identity__v1__identity__method_indices_by_name[] = {
   7,        /* SignInWithIDToken */
   6,        /* SignInWithPassword */
   5,        /* SignUp */
+  14,        /* UnlockPassword */
   8,        /* UpdateProfile */
   11         /* ValidatePassword */
 };
@@ -3115,7 +3283,7 @@ const ProtobufCServiceDescriptor auth__identity__v1__identity__descriptor =
   "Identity",
   "Auth__Identity__V1__Identity",
   "auth.identity.v1",
-  14,
+  15,
   auth__identity__v1__identity__method_descriptors,
   auth__identity__v1__identity__method_indices_by_name
 };
@@ -3230,6 +3398,14 @@ void auth__identity__v1__identity__list_audit_events(ProtobufCService *service,
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
   service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void auth__identity__v1__identity__unlock_password(ProtobufCService *service,
+                                                   const Auth__Identity__V1__UnlockPasswordRequest *input,
+                                                   Auth__Identity__V1__UnlockPasswordResponse_Closure closure,
+                                                   void *closure_data)
+{
+  assert(service->descriptor == &auth__identity__v1__identity__descriptor);
+  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__init (Auth__Identity__V1__Identity_Service *service,
                                          Auth__Identity__V1__Identity_ServiceDestroy destroy)

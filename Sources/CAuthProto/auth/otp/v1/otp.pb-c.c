@@ -278,6 +278,96 @@ void   auth__otp__v1__check_response__free_unpacked
   assert(message->base.descriptor == &auth__otp__v1__check_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   auth__otp__v1__unlock_destination_request__init
+                     (Auth__Otp__V1__UnlockDestinationRequest         *message)
+{
+  static const Auth__Otp__V1__UnlockDestinationRequest init_value = AUTH__OTP__V1__UNLOCK_DESTINATION_REQUEST__INIT;
+  *message = init_value;
+}
+size_t auth__otp__v1__unlock_destination_request__get_packed_size
+                     (const Auth__Otp__V1__UnlockDestinationRequest *message)
+{
+  assert(message->base.descriptor == &auth__otp__v1__unlock_destination_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__otp__v1__unlock_destination_request__pack
+                     (const Auth__Otp__V1__UnlockDestinationRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__otp__v1__unlock_destination_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__otp__v1__unlock_destination_request__pack_to_buffer
+                     (const Auth__Otp__V1__UnlockDestinationRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__otp__v1__unlock_destination_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Otp__V1__UnlockDestinationRequest *
+       auth__otp__v1__unlock_destination_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Otp__V1__UnlockDestinationRequest *)
+     protobuf_c_message_unpack (&auth__otp__v1__unlock_destination_request__descriptor,
+                                allocator, len, data);
+}
+void   auth__otp__v1__unlock_destination_request__free_unpacked
+                     (Auth__Otp__V1__UnlockDestinationRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__otp__v1__unlock_destination_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__otp__v1__unlock_destination_response__init
+                     (Auth__Otp__V1__UnlockDestinationResponse         *message)
+{
+  static const Auth__Otp__V1__UnlockDestinationResponse init_value = AUTH__OTP__V1__UNLOCK_DESTINATION_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t auth__otp__v1__unlock_destination_response__get_packed_size
+                     (const Auth__Otp__V1__UnlockDestinationResponse *message)
+{
+  assert(message->base.descriptor == &auth__otp__v1__unlock_destination_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__otp__v1__unlock_destination_response__pack
+                     (const Auth__Otp__V1__UnlockDestinationResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__otp__v1__unlock_destination_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__otp__v1__unlock_destination_response__pack_to_buffer
+                     (const Auth__Otp__V1__UnlockDestinationResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__otp__v1__unlock_destination_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Otp__V1__UnlockDestinationResponse *
+       auth__otp__v1__unlock_destination_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Otp__V1__UnlockDestinationResponse *)
+     protobuf_c_message_unpack (&auth__otp__v1__unlock_destination_response__descriptor,
+                                allocator, len, data);
+}
+void   auth__otp__v1__unlock_destination_response__free_unpacked
+                     (Auth__Otp__V1__UnlockDestinationResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__otp__v1__unlock_destination_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   auth__otp__v1__get_delivery_status_request__init
                      (Auth__Otp__V1__GetDeliveryStatusRequest         *message)
 {
@@ -959,6 +1049,82 @@ const ProtobufCMessageDescriptor auth__otp__v1__check_response__descriptor =
   (ProtobufCMessageInit) auth__otp__v1__check_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor auth__otp__v1__unlock_destination_request__field_descriptors[1] =
+{
+  {
+    "destination",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__UnlockDestinationRequest, destination),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__otp__v1__unlock_destination_request__field_indices_by_name[] = {
+  0,   /* field[0] = destination */
+};
+static const ProtobufCIntRange auth__otp__v1__unlock_destination_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor auth__otp__v1__unlock_destination_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.otp.v1.UnlockDestinationRequest",
+  "UnlockDestinationRequest",
+  "Auth__Otp__V1__UnlockDestinationRequest",
+  "auth.otp.v1",
+  sizeof(Auth__Otp__V1__UnlockDestinationRequest),
+  1,
+  auth__otp__v1__unlock_destination_request__field_descriptors,
+  auth__otp__v1__unlock_destination_request__field_indices_by_name,
+  1,  auth__otp__v1__unlock_destination_request__number_ranges,
+  (ProtobufCMessageInit) auth__otp__v1__unlock_destination_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__otp__v1__unlock_destination_response__field_descriptors[1] =
+{
+  {
+    "was_locked",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__UnlockDestinationResponse, was_locked),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__otp__v1__unlock_destination_response__field_indices_by_name[] = {
+  0,   /* field[0] = was_locked */
+};
+static const ProtobufCIntRange auth__otp__v1__unlock_destination_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor auth__otp__v1__unlock_destination_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.otp.v1.UnlockDestinationResponse",
+  "UnlockDestinationResponse",
+  "Auth__Otp__V1__UnlockDestinationResponse",
+  "auth.otp.v1",
+  sizeof(Auth__Otp__V1__UnlockDestinationResponse),
+  1,
+  auth__otp__v1__unlock_destination_response__field_descriptors,
+  auth__otp__v1__unlock_destination_response__field_indices_by_name,
+  1,  auth__otp__v1__unlock_destination_response__number_ranges,
+  (ProtobufCMessageInit) auth__otp__v1__unlock_destination_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor auth__otp__v1__get_delivery_status_request__field_descriptors[1] =
 {
   {
@@ -1328,20 +1494,22 @@ const ProtobufCEnumDescriptor auth__otp__v1__delivery_state__descriptor =
   auth__otp__v1__delivery_state__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor auth__otp__v1__otp__method_descriptors[5] =
+static const ProtobufCMethodDescriptor auth__otp__v1__otp__method_descriptors[6] =
 {
   { "Start", &auth__otp__v1__start_request__descriptor, &auth__otp__v1__start_response__descriptor },
   { "Resend", &auth__otp__v1__resend_request__descriptor, &auth__otp__v1__resend_response__descriptor },
   { "Check", &auth__otp__v1__check_request__descriptor, &auth__otp__v1__check_response__descriptor },
   { "GetDeliveryStatus", &auth__otp__v1__get_delivery_status_request__descriptor, &auth__otp__v1__get_delivery_status_response__descriptor },
   { "ReportDelivery", &auth__otp__v1__report_delivery_request__descriptor, &auth__otp__v1__report_delivery_response__descriptor },
+  { "UnlockDestination", &auth__otp__v1__unlock_destination_request__descriptor, &auth__otp__v1__unlock_destination_response__descriptor },
 };
 const unsigned auth__otp__v1__otp__method_indices_by_name[] = {
   2,        /* Check */
   3,        /* GetDeliveryStatus */
   4,        /* ReportDelivery */
   1,        /* Resend */
-  0         /* Start */
+  0,        /* Start */
+  5         /* UnlockDestination */
 };
 const ProtobufCServiceDescriptor auth__otp__v1__otp__descriptor =
 {
@@ -1350,7 +1518,7 @@ const ProtobufCServiceDescriptor auth__otp__v1__otp__descriptor =
   "OTP",
   "Auth__Otp__V1__OTP",
   "auth.otp.v1",
-  5,
+  6,
   auth__otp__v1__otp__method_descriptors,
   auth__otp__v1__otp__method_indices_by_name
 };
@@ -1393,6 +1561,14 @@ void auth__otp__v1__otp__report_delivery(ProtobufCService *service,
 {
   assert(service->descriptor == &auth__otp__v1__otp__descriptor);
   service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void auth__otp__v1__otp__unlock_destination(ProtobufCService *service,
+                                            const Auth__Otp__V1__UnlockDestinationRequest *input,
+                                            Auth__Otp__V1__UnlockDestinationResponse_Closure closure,
+                                            void *closure_data)
+{
+  assert(service->descriptor == &auth__otp__v1__otp__descriptor);
+  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__otp__v1__otp__init (Auth__Otp__V1__OTP_Service *service,
                                Auth__Otp__V1__OTP_ServiceDestroy destroy)

@@ -41,6 +41,8 @@ typedef struct Auth__Identity__V1__ChangePasswordRequest Auth__Identity__V1__Cha
 typedef struct Auth__Identity__V1__ChangePasswordResponse Auth__Identity__V1__ChangePasswordResponse;
 typedef struct Auth__Identity__V1__ValidatePasswordRequest Auth__Identity__V1__ValidatePasswordRequest;
 typedef struct Auth__Identity__V1__ValidatePasswordResponse Auth__Identity__V1__ValidatePasswordResponse;
+typedef struct Auth__Identity__V1__UnlockPasswordRequest Auth__Identity__V1__UnlockPasswordRequest;
+typedef struct Auth__Identity__V1__UnlockPasswordResponse Auth__Identity__V1__UnlockPasswordResponse;
 typedef struct Auth__Identity__V1__DeleteUserRequest Auth__Identity__V1__DeleteUserRequest;
 typedef struct Auth__Identity__V1__DeleteUserResponse Auth__Identity__V1__DeleteUserResponse;
 typedef struct Auth__Identity__V1__ListAuditEventsRequest Auth__Identity__V1__ListAuditEventsRequest;
@@ -412,6 +414,33 @@ struct  Auth__Identity__V1__ValidatePasswordResponse
 #define AUTH__IDENTITY__V1__VALIDATE_PASSWORD_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__validate_password_response__descriptor) \
      }
+
+
+/*
+ * Operators (`authctl users unlock`): forget the counted password failures of an email, which
+ * lifts the consecutive-failure lock (`factor_locked`) and the 15-minute window's.
+ */
+struct  Auth__Identity__V1__UnlockPasswordRequest
+{
+  ProtobufCMessage base;
+  char *email;
+};
+#define AUTH__IDENTITY__V1__UNLOCK_PASSWORD_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__unlock_password_request__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+struct  Auth__Identity__V1__UnlockPasswordResponse
+{
+  ProtobufCMessage base;
+  /*
+   * Whether the email's password was locked by the consecutive-failure limit.
+   */
+  protobuf_c_boolean was_locked;
+};
+#define AUTH__IDENTITY__V1__UNLOCK_PASSWORD_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__unlock_password_response__descriptor) \
+    , 0 }
 
 
 struct  Auth__Identity__V1__DeleteUserRequest
@@ -966,6 +995,44 @@ Auth__Identity__V1__ValidatePasswordResponse *
 void   auth__identity__v1__validate_password_response__free_unpacked
                      (Auth__Identity__V1__ValidatePasswordResponse *message,
                       ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__UnlockPasswordRequest methods */
+void   auth__identity__v1__unlock_password_request__init
+                     (Auth__Identity__V1__UnlockPasswordRequest         *message);
+size_t auth__identity__v1__unlock_password_request__get_packed_size
+                     (const Auth__Identity__V1__UnlockPasswordRequest   *message);
+size_t auth__identity__v1__unlock_password_request__pack
+                     (const Auth__Identity__V1__UnlockPasswordRequest   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__unlock_password_request__pack_to_buffer
+                     (const Auth__Identity__V1__UnlockPasswordRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__UnlockPasswordRequest *
+       auth__identity__v1__unlock_password_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__unlock_password_request__free_unpacked
+                     (Auth__Identity__V1__UnlockPasswordRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__UnlockPasswordResponse methods */
+void   auth__identity__v1__unlock_password_response__init
+                     (Auth__Identity__V1__UnlockPasswordResponse         *message);
+size_t auth__identity__v1__unlock_password_response__get_packed_size
+                     (const Auth__Identity__V1__UnlockPasswordResponse   *message);
+size_t auth__identity__v1__unlock_password_response__pack
+                     (const Auth__Identity__V1__UnlockPasswordResponse   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__unlock_password_response__pack_to_buffer
+                     (const Auth__Identity__V1__UnlockPasswordResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__UnlockPasswordResponse *
+       auth__identity__v1__unlock_password_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__unlock_password_response__free_unpacked
+                     (Auth__Identity__V1__UnlockPasswordResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Auth__Identity__V1__DeleteUserRequest methods */
 void   auth__identity__v1__delete_user_request__init
                      (Auth__Identity__V1__DeleteUserRequest         *message);
@@ -1138,6 +1205,12 @@ typedef void (*Auth__Identity__V1__ValidatePasswordRequest_Closure)
 typedef void (*Auth__Identity__V1__ValidatePasswordResponse_Closure)
                  (const Auth__Identity__V1__ValidatePasswordResponse *message,
                   void *closure_data);
+typedef void (*Auth__Identity__V1__UnlockPasswordRequest_Closure)
+                 (const Auth__Identity__V1__UnlockPasswordRequest *message,
+                  void *closure_data);
+typedef void (*Auth__Identity__V1__UnlockPasswordResponse_Closure)
+                 (const Auth__Identity__V1__UnlockPasswordResponse *message,
+                  void *closure_data);
 typedef void (*Auth__Identity__V1__DeleteUserRequest_Closure)
                  (const Auth__Identity__V1__DeleteUserRequest *message,
                   void *closure_data);
@@ -1216,6 +1289,10 @@ struct Auth__Identity__V1__Identity_Service
                             const Auth__Identity__V1__ListAuditEventsRequest *input,
                             Auth__Identity__V1__ListAuditEventsResponse_Closure closure,
                             void *closure_data);
+  void (*unlock_password)(Auth__Identity__V1__Identity_Service *service,
+                          const Auth__Identity__V1__UnlockPasswordRequest *input,
+                          Auth__Identity__V1__UnlockPasswordResponse_Closure closure,
+                          void *closure_data);
 };
 typedef void (*Auth__Identity__V1__Identity_ServiceDestroy)(Auth__Identity__V1__Identity_Service *);
 void auth__identity__v1__identity__init (Auth__Identity__V1__Identity_Service *service,
@@ -1237,7 +1314,8 @@ void auth__identity__v1__identity__init (Auth__Identity__V1__Identity_Service *s
       function_prefix__ ## change_password,\
       function_prefix__ ## validate_password,\
       function_prefix__ ## delete_user,\
-      function_prefix__ ## list_audit_events  }
+      function_prefix__ ## list_audit_events,\
+      function_prefix__ ## unlock_password  }
 void auth__identity__v1__identity__get_user(ProtobufCService *service,
                                             const Auth__Identity__V1__GetUserRequest *input,
                                             Auth__Identity__V1__GetUserResponse_Closure closure,
@@ -1294,6 +1372,10 @@ void auth__identity__v1__identity__list_audit_events(ProtobufCService *service,
                                                      const Auth__Identity__V1__ListAuditEventsRequest *input,
                                                      Auth__Identity__V1__ListAuditEventsResponse_Closure closure,
                                                      void *closure_data);
+void auth__identity__v1__identity__unlock_password(ProtobufCService *service,
+                                                   const Auth__Identity__V1__UnlockPasswordRequest *input,
+                                                   Auth__Identity__V1__UnlockPasswordResponse_Closure closure,
+                                                   void *closure_data);
 
 /* --- descriptors --- */
 
@@ -1323,6 +1405,8 @@ extern const ProtobufCMessageDescriptor auth__identity__v1__change_password_requ
 extern const ProtobufCMessageDescriptor auth__identity__v1__change_password_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__validate_password_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__validate_password_response__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__unlock_password_request__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__unlock_password_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__delete_user_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__delete_user_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__list_audit_events_request__descriptor;

@@ -22,6 +22,8 @@ typedef struct Auth__Otp__V1__ResendRequest Auth__Otp__V1__ResendRequest;
 typedef struct Auth__Otp__V1__ResendResponse Auth__Otp__V1__ResendResponse;
 typedef struct Auth__Otp__V1__CheckRequest Auth__Otp__V1__CheckRequest;
 typedef struct Auth__Otp__V1__CheckResponse Auth__Otp__V1__CheckResponse;
+typedef struct Auth__Otp__V1__UnlockDestinationRequest Auth__Otp__V1__UnlockDestinationRequest;
+typedef struct Auth__Otp__V1__UnlockDestinationResponse Auth__Otp__V1__UnlockDestinationResponse;
 typedef struct Auth__Otp__V1__GetDeliveryStatusRequest Auth__Otp__V1__GetDeliveryStatusRequest;
 typedef struct Auth__Otp__V1__GetDeliveryStatusResponse Auth__Otp__V1__GetDeliveryStatusResponse;
 typedef struct Auth__Otp__V1__ReportDeliveryRequest Auth__Otp__V1__ReportDeliveryRequest;
@@ -212,6 +214,36 @@ struct  Auth__Otp__V1__CheckResponse
     , (char *)protobuf_c_empty_string, AUTH__OTP__V1__CHANNEL__CHANNEL_UNSPECIFIED, AUTH__OTP__V1__PURPOSE__PURPOSE_UNSPECIFIED }
 
 
+/*
+ * Operators (`authctl otp unlock`): forget a destination's counted wrong codes, which lifts
+ * the consecutive-failure lock (`factor_locked`) and the 15-minute lock.
+ */
+struct  Auth__Otp__V1__UnlockDestinationRequest
+{
+  ProtobufCMessage base;
+  /*
+   * An E.164 phone number or an email address, in any form Start accepts.
+   */
+  char *destination;
+};
+#define AUTH__OTP__V1__UNLOCK_DESTINATION_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__otp__v1__unlock_destination_request__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+struct  Auth__Otp__V1__UnlockDestinationResponse
+{
+  ProtobufCMessage base;
+  /*
+   * Whether the destination was locked by the consecutive-failure limit.
+   */
+  protobuf_c_boolean was_locked;
+};
+#define AUTH__OTP__V1__UNLOCK_DESTINATION_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__otp__v1__unlock_destination_response__descriptor) \
+    , 0 }
+
+
 struct  Auth__Otp__V1__GetDeliveryStatusRequest
 {
   ProtobufCMessage base;
@@ -399,6 +431,44 @@ Auth__Otp__V1__CheckResponse *
 void   auth__otp__v1__check_response__free_unpacked
                      (Auth__Otp__V1__CheckResponse *message,
                       ProtobufCAllocator *allocator);
+/* Auth__Otp__V1__UnlockDestinationRequest methods */
+void   auth__otp__v1__unlock_destination_request__init
+                     (Auth__Otp__V1__UnlockDestinationRequest         *message);
+size_t auth__otp__v1__unlock_destination_request__get_packed_size
+                     (const Auth__Otp__V1__UnlockDestinationRequest   *message);
+size_t auth__otp__v1__unlock_destination_request__pack
+                     (const Auth__Otp__V1__UnlockDestinationRequest   *message,
+                      uint8_t             *out);
+size_t auth__otp__v1__unlock_destination_request__pack_to_buffer
+                     (const Auth__Otp__V1__UnlockDestinationRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Otp__V1__UnlockDestinationRequest *
+       auth__otp__v1__unlock_destination_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__otp__v1__unlock_destination_request__free_unpacked
+                     (Auth__Otp__V1__UnlockDestinationRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Otp__V1__UnlockDestinationResponse methods */
+void   auth__otp__v1__unlock_destination_response__init
+                     (Auth__Otp__V1__UnlockDestinationResponse         *message);
+size_t auth__otp__v1__unlock_destination_response__get_packed_size
+                     (const Auth__Otp__V1__UnlockDestinationResponse   *message);
+size_t auth__otp__v1__unlock_destination_response__pack
+                     (const Auth__Otp__V1__UnlockDestinationResponse   *message,
+                      uint8_t             *out);
+size_t auth__otp__v1__unlock_destination_response__pack_to_buffer
+                     (const Auth__Otp__V1__UnlockDestinationResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Otp__V1__UnlockDestinationResponse *
+       auth__otp__v1__unlock_destination_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__otp__v1__unlock_destination_response__free_unpacked
+                     (Auth__Otp__V1__UnlockDestinationResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Auth__Otp__V1__GetDeliveryStatusRequest methods */
 void   auth__otp__v1__get_delivery_status_request__init
                      (Auth__Otp__V1__GetDeliveryStatusRequest         *message);
@@ -495,6 +565,12 @@ typedef void (*Auth__Otp__V1__CheckRequest_Closure)
 typedef void (*Auth__Otp__V1__CheckResponse_Closure)
                  (const Auth__Otp__V1__CheckResponse *message,
                   void *closure_data);
+typedef void (*Auth__Otp__V1__UnlockDestinationRequest_Closure)
+                 (const Auth__Otp__V1__UnlockDestinationRequest *message,
+                  void *closure_data);
+typedef void (*Auth__Otp__V1__UnlockDestinationResponse_Closure)
+                 (const Auth__Otp__V1__UnlockDestinationResponse *message,
+                  void *closure_data);
 typedef void (*Auth__Otp__V1__GetDeliveryStatusRequest_Closure)
                  (const Auth__Otp__V1__GetDeliveryStatusRequest *message,
                   void *closure_data);
@@ -534,6 +610,10 @@ struct Auth__Otp__V1__OTP_Service
                           const Auth__Otp__V1__ReportDeliveryRequest *input,
                           Auth__Otp__V1__ReportDeliveryResponse_Closure closure,
                           void *closure_data);
+  void (*unlock_destination)(Auth__Otp__V1__OTP_Service *service,
+                             const Auth__Otp__V1__UnlockDestinationRequest *input,
+                             Auth__Otp__V1__UnlockDestinationResponse_Closure closure,
+                             void *closure_data);
 };
 typedef void (*Auth__Otp__V1__OTP_ServiceDestroy)(Auth__Otp__V1__OTP_Service *);
 void auth__otp__v1__otp__init (Auth__Otp__V1__OTP_Service *service,
@@ -546,7 +626,8 @@ void auth__otp__v1__otp__init (Auth__Otp__V1__OTP_Service *service,
       function_prefix__ ## resend,\
       function_prefix__ ## check,\
       function_prefix__ ## get_delivery_status,\
-      function_prefix__ ## report_delivery  }
+      function_prefix__ ## report_delivery,\
+      function_prefix__ ## unlock_destination  }
 void auth__otp__v1__otp__start(ProtobufCService *service,
                                const Auth__Otp__V1__StartRequest *input,
                                Auth__Otp__V1__StartResponse_Closure closure,
@@ -567,6 +648,10 @@ void auth__otp__v1__otp__report_delivery(ProtobufCService *service,
                                          const Auth__Otp__V1__ReportDeliveryRequest *input,
                                          Auth__Otp__V1__ReportDeliveryResponse_Closure closure,
                                          void *closure_data);
+void auth__otp__v1__otp__unlock_destination(ProtobufCService *service,
+                                            const Auth__Otp__V1__UnlockDestinationRequest *input,
+                                            Auth__Otp__V1__UnlockDestinationResponse_Closure closure,
+                                            void *closure_data);
 
 /* --- descriptors --- */
 
@@ -579,6 +664,8 @@ extern const ProtobufCMessageDescriptor auth__otp__v1__resend_request__descripto
 extern const ProtobufCMessageDescriptor auth__otp__v1__resend_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__check_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__check_response__descriptor;
+extern const ProtobufCMessageDescriptor auth__otp__v1__unlock_destination_request__descriptor;
+extern const ProtobufCMessageDescriptor auth__otp__v1__unlock_destination_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__get_delivery_status_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__get_delivery_status_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__report_delivery_request__descriptor;

@@ -1,0 +1,48 @@
+import ArgumentParser
+import AuthAPI
+import AuthProtobuf
+import AuthServiceRuntime
+
+extension AuthCtl {
+    struct Users: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "users",
+            abstract: "Acts on the identity service's accounts.",
+            subcommands: [Unlock.self]
+        )
+
+        struct Unlock: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Lifts an email's password lock (403 factor_locked, or the 15-minute lock).",
+                discussion: """
+                    Forgets the email's counted password failures, as a completed password reset does \
+                    (docs/identity.md, Passwords). Prints whether the consecutive-failure limit had locked it.
+                    """
+            )
+
+            @OptionGroup var target: ServiceTargetOptions
+
+            @Argument(help: "The email address whose password sign-in is locked.")
+            var email: String
+
+            func run() async throws {
+                let (client, transport) = try target.makeClient(defaultServer: "identity")
+                let result: Result<Auth_Identity_V1_UnlockPasswordResponse, any Error>
+                do {
+                    result = .success(try await Auth_Identity_V1_Identity.Client(wrapping: client)
+                        .unlockPassword(Auth_Identity_V1_UnlockPasswordRequest(email: email)))
+                } catch {
+                    result = .failure(error)
+                }
+                await transport.shutdown()
+                switch result {
+                case .success(let response):
+                    print(response.wasLocked ? "unlocked: the password was locked (factor_locked)" : "cleared: the password was not locked")
+                case .failure(let error):
+                    StandardStreams.writeError("authctl: \(error)\n")
+                    throw ExitCode(2)
+                }
+            }
+        }
+    }
+}
