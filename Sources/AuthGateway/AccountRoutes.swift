@@ -12,7 +12,9 @@ import Hummingbird
 extension GatewayRoutes {
     /// The signed-in caller of `request` (401 `invalid_token` otherwise).
     func signedIn(_ request: Request, _ context: GatewayRequestContext) async throws -> AccessTokenAuthenticator.SignedIn {
-        try await authenticator.authenticate(request, context: context)
+        let signedIn = try await authenticator.authenticate(request, context: context)
+        AuthDecisionNote.record(userID: signedIn.userID)
+        return signedIn
     }
 
     // MARK: POST /v1/logout

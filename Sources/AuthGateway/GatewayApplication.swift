@@ -86,10 +86,12 @@ public struct GatewayApplication: Sendable {
         }
         router.add(middleware: RequestIdentityMiddleware(
             resolver: ClientAddressResolver(trustedProxies: gateway.trustedProxies),
-            forwardedForWarnings: forwardedForWarnings
+            forwardedForWarnings: forwardedForWarnings,
+            accessLog: gateway.accessLog ? logger : nil
         ))
         router.add(middleware: MetricsMiddleware(metrics: metrics))
         router.add(middleware: ErrorResponseMiddleware(logger: logger))
+        router.add(middleware: AuthDecisionMiddleware(logger: logger))
 
         router.post("/v1/otp/send", use: routes.sendCode)
         router.post("/v1/otp/resend", use: routes.resendCode)

@@ -41,6 +41,8 @@ public struct GatewayConfiguration: Sendable {
     /// Open HTTP connections at most; past it a new one is closed at once
     /// (`AUTH_GATEWAY_MAX_CONNECTIONS`, 10,000).
     public var maxConnections: Int = 10_000
+    /// One `info` line per request (`AUTH_GATEWAY_ACCESS_LOG`, default true).
+    public var accessLog = true
 
     public init() {}
 
@@ -54,6 +56,9 @@ public struct GatewayConfiguration: Sendable {
         self.headerTimeout = .seconds(try reader.integer("AUTH_GATEWAY_HEADER_TIMEOUT_SECONDS", default: 10, in: 1...3_600, unit: " of seconds"))
         self.idleTimeout = .seconds(try reader.integer("AUTH_GATEWAY_IDLE_TIMEOUT_SECONDS", default: 60, in: 1...86_400, unit: " of seconds"))
         self.maxConnections = try reader.integer("AUTH_GATEWAY_MAX_CONNECTIONS", default: 10_000, in: 1...1_000_000)
+        self.accessLog = try reader.value("AUTH_GATEWAY_ACCESS_LOG", default: true, expected: "`true` or `false`") {
+            ["true": true, "false": false][$0]
+        }
         self.trustedProxies = try reader.value(
             "AUTH_GATEWAY_TRUSTED_PROXIES",
             default: [],

@@ -49,6 +49,8 @@ struct RequestIdentityMiddleware: RouterMiddleware {
     let resolver: ClientAddressResolver
     /// Production only: warns about `X-Forwarded-For` from untrusted peers.
     let forwardedForWarnings: ForwardedForWarnings?
+    /// The access log (`AUTH_GATEWAY_ACCESS_LOG`, on by default): one `info` line per request.
+    let accessLog: Logger?
 
     func handle(
         _ request: Request,
@@ -63,11 +65,37 @@ struct RequestIdentityMiddleware: RouterMiddleware {
             warnings: forwardedForWarnings
         )
         context.traceparent = Self.traceparent(request.headers[.traceparent])
-        var response = try await CurrentRequest.$requestID.withValue(context.requestID) {
-            try await next(request, context)
+        let started = ContinuousClock.now
+        let requestID = context.requestID
+        let served = context
+        do {
+            var response = try await CurrentRequest.$requestID.withValue(requestID) {
+                try await next(request, context)
+            }
+            response.headers[.xRequestID] = requestID
+            logAccess(request, served, status: response.status.code, since: started)
+            return response
+        } catch {
+            logAccess(request, served, status: 500, since: started)
+            throw error
         }
-        response.headers[.xRequestID] = context.requestID
-        return response
+    }
+
+    /// One line per request: method, the route template as `openapi.yaml` writes it
+    /// (`/v1/sessions/{id}`; `NotFound` for no route), status, duration and request id. Never
+    /// the path's own values, a query, a header or a body.
+    private func logAccess(_ request: Request, _ context: GatewayRequestContext, status: Int, since started: ContinuousClock.Instant) {
+        guard let accessLog else { return }
+        let elapsed = ContinuousClock.now - started
+        let (seconds, attoseconds) = elapsed.components
+        let milliseconds = Double(seconds) * 1000 + Double(attoseconds) / 1e15
+        accessLog.info("Request", metadata: [
+            "http.method": "\(request.method)",
+            "http.route": "\(context.endpointPath ?? "NotFound")",
+            "http.status": "\(status)",
+            "http.duration_ms": "\((milliseconds * 1000).rounded() / 1000)",
+            "request_id": "\(context.requestID)",
+        ])
     }
 
     /// The caller's `traceparent` when it is a well-formed version-00 one (W3C Trace Context

@@ -68,6 +68,7 @@ struct GatewayRoutes: Sendable {
         status: HTTPResponse.Status = .ok,
         verificationID: String?? = nil
     ) async throws -> Response {
+        AuthDecisionNote.record(userID: user.id)
         let issued = try await backends.call(.session, "Issue", context) { options in
             try await backends.session.issue(
                 Auth_Session_V1_IssueRequest(userID: user.id, amr: [amr], device: device(request), clientIP: context.clientIP),
@@ -110,6 +111,7 @@ struct GatewayRoutes: Sendable {
         guard (phone == nil) != (email == nil) else {
             throw APIError.invalidRequest("exactly one of `phone` and `email` is required.")
         }
+        AuthDecisionNote.record(contact: phone ?? email, method: phone != nil ? "otp_sms" : "otp_email")
         let purpose = try body.choice("purpose", default: Purpose.auto)
         let locale = try body.string("locale") ?? ""
         guard locale.isEmpty || Self.isValidLocale(locale) else {
@@ -159,6 +161,7 @@ struct GatewayRoutes: Sendable {
             try await backends.otp.resend(
                 Auth_Otp_V1_ResendRequest(verificationID: verificationID, clientIP: context.clientIP), options: options)
         }
+        AuthDecisionNote.record(masked: resent.maskedDestination, method: resent.channel == .sms ? "otp_sms" : "otp_email")
         return try JSONResponse.make(
             Self.verificationBody(
                 id: resent.verificationID, channel: resent.channel, masked: resent.maskedDestination,
@@ -183,6 +186,7 @@ struct GatewayRoutes: Sendable {
                     acceptedPurposes: purposes.sorted { $0.rawValue < $1.rawValue }),
                 options: options)
         }
+        AuthDecisionNote.record(contact: checked.destination, method: checked.channel == .sms ? "otp_sms" : "otp_email")
         // otp-dispatch refuses other purposes itself; this only guards against an older one.
         guard purposes.contains(checked.purpose) else {
             var notFound = APIError.verificationNotFound
@@ -233,6 +237,7 @@ struct GatewayRoutes: Sendable {
         let displayName = try body.requiredString("display_name")
         let email = try body.requiredString("email")
         let password = try body.requiredString("password")
+        AuthDecisionNote.record(contact: email, method: "password")
         // 409 `email_taken` tells whether an account exists (issue 19, item 7).
         try spendAccountCheck(context)
         var rules = ServiceErrorMapping.Rules()
@@ -270,6 +275,7 @@ struct GatewayRoutes: Sendable {
         let body = try await JSONRequest.read(request, allowed: ["email", "password"])
         let email = try body.requiredString("email")
         let password = try body.requiredString("password")
+        AuthDecisionNote.record(contact: email, method: "password")
         var rules = ServiceErrorMapping.Rules()
         rules.credentialsRoute = true
         let signedIn = try await backends.call(.identity, "SignInWithPassword", context, rules: rules) { options in
@@ -290,6 +296,7 @@ struct GatewayRoutes: Sendable {
         let idToken = try body.requiredString("id_token")
         let nonce = try body.string("nonce")
         let displayName = try body.string("display_name") ?? ""
+        AuthDecisionNote.record(method: "oidc_\(provider.rawValue)")
         if provider != .facebook, (nonce ?? "").isEmpty {
             throw APIError.invalidRequest("`nonce` is required for \(provider.rawValue).")
         }
@@ -322,6 +329,7 @@ struct GatewayRoutes: Sendable {
         try limit(context)
         let body = try await JSONRequest.read(request, allowed: ["email"])
         let email = try body.requiredString("email")
+        AuthDecisionNote.record(contact: email)
         let exists = try await backends.call(.identity, "ContactExists", context) { options in
             try await backends.identity.contactExists(
                 Auth_Identity_V1_ContactExistsRequest(email: email), options: options)

@@ -64,15 +64,8 @@ public struct Destination: Sendable, Hashable {
     /// the first letter and the domain (`a***@example.com`).
     public var masked: String {
         switch channel {
-        case .sms:
-            let digits = normalized.dropFirst()
-            let national = digits.dropFirst(callingCode.count)
-            let last = national.suffix(4)
-            return "+" + callingCode + String(repeating: "*", count: max(0, national.count - last.count)) + last
-        case .email:
-            guard let at = normalized.lastIndex(of: "@") else { return "***" }
-            let first = normalized.first.map(String.init) ?? ""
-            return first + "***" + normalized[at...]
+        case .sms: ContactMask.phone(digits: String(normalized.dropFirst()), callingCode: callingCode)
+        case .email: ContactMask.email(normalized)
         }
     }
 
@@ -98,19 +91,8 @@ public struct Destination: Sendable, Hashable {
     /// The ITU-T E.164 country calling code at the start of `digits`: the assigned one- and
     /// two-digit codes, else the first three digits.
     static func callingCode(of digits: String) -> String? {
-        guard let first = digits.first, first != "0" else { return nil }
-        if first == "1" || first == "7" { return String(first) }
-        let two = String(digits.prefix(2))
-        if twoDigitCodes.contains(two) { return two }
-        guard digits.count >= 3 else { return nil }
-        return String(digits.prefix(3))
+        ContactMask.callingCode(of: digits)
     }
-
-    static let twoDigitCodes: Set<String> = [
-        "20", "27", "30", "31", "32", "33", "34", "36", "39", "40", "41", "43", "44", "45", "46", "47", "48", "49",
-        "51", "52", "53", "54", "55", "56", "57", "58", "60", "61", "62", "63", "64", "65", "66", "81", "82", "84",
-        "86", "90", "91", "92", "93", "94", "95", "98",
-    ]
 }
 
 extension Unicode.Scalar {
