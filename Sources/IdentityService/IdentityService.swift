@@ -125,9 +125,11 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
     /// may read users and audit trails.
     public var allowedCallers: Auth_Identity_V1_Identity.AllowedCallersByMethod {
         .init(
+            // Trimmed to the callers of today (issue 19): no gateway route looks a user up by
+            // phone or email, or reads an audit trail.
             getUser: .only(["gateway", "authctl"]),
-            getUserByPhone: .only(["gateway", "authctl"]),
-            getUserByEmail: .only(["gateway", "authctl"]),
+            getUserByPhone: .only(["authctl"]),
+            getUserByEmail: .only(["authctl"]),
             contactExists: .only(["gateway"]),
             findOrCreateByContact: .only(["gateway"]),
             signUp: .only(["gateway"]),
@@ -138,7 +140,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             changePassword: .only(["gateway"]),
             validatePassword: .only(["gateway"]),
             deleteUser: .only(["gateway", "authctl"]),
-            listAuditEvents: .only(["gateway", "authctl"]),
+            listAuditEvents: .only(["authctl"]),
             unlockPassword: .only(["authctl"])
         )
     }

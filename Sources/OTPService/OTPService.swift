@@ -100,8 +100,10 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             start: .only(["gateway"]),
             resend: .only(["gateway"]),
             check: .only(["gateway"]),
-            getDeliveryStatus: .only(["gateway", "authctl"]),
-            reportDelivery: .only(["gateway", "authctl"]),
+            // Trimmed to the callers of today (issue 19): no gateway route reads a delivery
+            // status or relays a provider's report yet.
+            getDeliveryStatus: .only(["authctl"]),
+            reportDelivery: .only(["authctl"]),
             unlockDestination: .only(["authctl"])
         )
     }

@@ -77,13 +77,15 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
     /// from identity where an account change ends sessions; key rotation only from operators.
     public var allowedCallers: Auth_Session_V1_Session.AllowedCallersByMethod {
         .init(
-            issue: .only(["gateway", "identity"]),
+            // Trimmed to the callers of today (issue 19): identity and otp-dispatch call no
+            // session method.
+            issue: .only(["gateway"]),
             refresh: .only(["gateway"]),
-            validate: .only(["gateway", "identity", "otp-dispatch"]),
-            revoke: .only(["gateway", "identity"]),
-            revokeAll: .only(["gateway", "identity"]),
+            validate: .only(["gateway"]),
+            revoke: .only(["gateway"]),
+            revokeAll: .only(["gateway"]),
             listSessions: .only(["gateway"]),
-            getJWKS: .only(["gateway", "identity", "otp-dispatch"]),
+            getJWKS: .only(["gateway"]),
             // Operator methods: only configuration.keyRotationCaller (authctl). The handler
             // checks it (`requireOperator`) rather than the router, so that every refused caller
             // is also recorded as a security event, which the router cannot write.

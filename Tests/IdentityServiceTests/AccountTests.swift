@@ -20,14 +20,14 @@ import Testing
             #expect(!again.created)
             #expect(again.user?.id == first.user?.id)
 
-            let byPhone = try await fixture.client.getUserByPhone(.init(phone: "+919876543210"))
+            let byPhone = try await fixture.operatorClient.getUserByPhone(.init(phone: "+919876543210"))
             #expect(byPhone.user?.id == first.user?.id)
             let byID = try await fixture.client.getUser(.init(userID: first.user?.id ?? ""))
             #expect(byID.user == first.user)
             #expect(try await fixture.client.contactExists(.init(phone: "+919876543210")).exists)
             #expect(!(try await fixture.client.contactExists(.init(phone: "+14155550123")).exists))
             await expectRPCError(.notFound, "user_not_found") {
-                try await fixture.client.getUserByPhone(.init(phone: "+14155550123"))
+                try await fixture.operatorClient.getUserByPhone(.init(phone: "+14155550123"))
             }
         }
     }
@@ -142,7 +142,7 @@ import Testing
 
             await expectRPCError(.notFound, "user_not_found") { try await fixture.client.getUser(.init(userID: user.id)) }
             await expectRPCError(.notFound, "user_not_found") {
-                try await fixture.client.getUserByEmail(.init(email: "asha@example.com"))
+                try await fixture.operatorClient.getUserByEmail(.init(email: "asha@example.com"))
             }
             #expect(!(try await fixture.client.contactExists(.init(email: "asha@example.com")).exists))
             await expectRPCError(.unauthenticated, "invalid_credentials") { try await fixture.signIn() }
@@ -188,12 +188,21 @@ import Testing
             await #expect(throws: (any Error).self) { try await fixture.query("UPDATE @audit_events SET kind = 'x'") }
             await #expect(throws: (any Error).self) { try await fixture.query("TRUNCATE @audit_events") }
 
-            // Only operators and the gateway may read it.
+            // Only operators may read it: no gateway route reads an audit trail, and the
+            // allowed callers are trimmed to what is called today (issue 19; the gateway was
+            // allowed, and so were its lookups by phone and email).
             let (otp, transport) = fixture.makeClient(caller: "otp-dispatch")
             await expectRPCError(.permissionDenied, "caller_not_allowed") {
                 try await otp.listAuditEvents(.init(userID: user.id))
             }
             await transport.shutdown()
+            let gateway = fixture.client
+            await expectRPCError(.permissionDenied, "caller_not_allowed") {
+                try await gateway.listAuditEvents(.init(userID: user.id))
+            }
+            await expectRPCError(.permissionDenied, "caller_not_allowed") {
+                try await gateway.getUserByEmail(.init(email: "asha@example.com"))
+            }
         }
     }
 

@@ -57,12 +57,12 @@ import Testing
     @Test func invalidContactsAreRefusedWithTheirReasons() async throws {
         try await withIdentityService { fixture in
             let phoneError = await expectRPCError(.invalidArgument, "invalid_phone") {
-                try await fixture.client.getUserByPhone(.init(phone: "+915876543210"))
+                try await fixture.operatorClient.getUserByPhone(.init(phone: "+915876543210"))
             }
             #expect(phoneError?.fieldViolations.map(\.field) == ["phone"])
             #expect(phoneError?.message == "Please enter a valid phone number.")
             let emailError = await expectRPCError(.invalidArgument, "invalid_email") {
-                try await fixture.client.getUserByEmail(.init(email: "not-an-email"))
+                try await fixture.operatorClient.getUserByEmail(.init(email: "not-an-email"))
             }
             #expect(emailError?.fieldViolations.map(\.reason) == ["invalid_email"])
             await expectRPCError(.invalidArgument, "invalid_email") {

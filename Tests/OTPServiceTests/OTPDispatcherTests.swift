@@ -16,7 +16,7 @@ import Testing
             let dispatcher = otp.service.makeDispatcher(providers: ProviderSet(sms: [provider], email: [provider]))
             let started = try await otp.start("+919999900010")
             let code = try await otp.queuedCode(started.verificationID)
-            let queued = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
+            let queued = try await otp.operatorClient.getDeliveryStatus(.init(verificationID: started.verificationID))
             #expect(queued.state == .queued)
             #expect(try await dispatcher.deliverDue() == 1)
             #expect(provider.sent.count == 1)
@@ -25,16 +25,16 @@ import Testing
             let rows = try await otp.query("SELECT state, code IS NULL, provider_message_id FROM @messages")
             #expect(try rows[0][0].string == "sent")
             #expect(try rows[0][1].bool)
-            let status = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
+            let status = try await otp.operatorClient.getDeliveryStatus(.init(verificationID: started.verificationID))
             #expect(status.state == .sent)
             #expect(status.provider == "log")
             #expect(status.attempts == 1)
             #expect(status.maskedDestination == "+91******0010")
             // A delivery report from the provider.
-            let report = try await otp.client.reportDelivery(
+            let report = try await otp.operatorClient.reportDelivery(
                 .init(providerMessageID: try rows[0][2].string, delivered: true, error: ""))
             #expect(report.found)
-            let delivered = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
+            let delivered = try await otp.operatorClient.getDeliveryStatus(.init(verificationID: started.verificationID))
             #expect(delivered.state == .delivered)
             // The code still works: sending does not consume it.
             _ = try await otp.check(started.verificationID, code)
@@ -67,7 +67,7 @@ import Testing
             #expect(try rows[0][1].bool)
             #expect(try rows[0][2].string == "webhook: HTTP 503")
             #expect(try rows[0][3].int == 3)
-            let status = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
+            let status = try await otp.operatorClient.getDeliveryStatus(.init(verificationID: started.verificationID))
             #expect(status.state == .failed)
             #expect(status.lastError == "webhook: HTTP 503")
             otp.clock.advance(seconds: 3_600)
@@ -88,7 +88,7 @@ import Testing
             #expect(primary.sent.count == 1)
             #expect(secondary.sent.map(\.code) == [code])
             #expect(secondary.sent.first?.id == primary.sent.first?.id)
-            let status = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
+            let status = try await otp.operatorClient.getDeliveryStatus(.init(verificationID: started.verificationID))
             #expect(status.state == .sent)
             #expect(status.provider == "webhook")
         }
@@ -167,7 +167,7 @@ import Testing
                 #expect((json["id"] as? String).flatMap(UUID.init(uuidString:)) != nil)
                 #expect(json["created_at"] as? String == "2026-06-01T00:00:00Z")
                 #expect(json["expires_at"] as? String == "2026-06-01T00:10:00Z")
-                let status = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
+                let status = try await otp.operatorClient.getDeliveryStatus(.init(verificationID: started.verificationID))
                 #expect(status.state == .sent)
                 #expect(status.provider == "webhook")
             }

@@ -91,7 +91,7 @@ import Testing
             otp.clock.advance(seconds: otp.configuration.claimLease.timeInterval + 1)
             #expect(try await other.deliverDue() == 1)
             #expect(provider.sent.map(\.code) == [code])
-            let status = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
+            let status = try await otp.operatorClient.getDeliveryStatus(.init(verificationID: started.verificationID))
             #expect(status.state == .sent)
         }
     }

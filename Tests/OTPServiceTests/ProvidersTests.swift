@@ -59,15 +59,15 @@ import Testing
                 #expect(fields["To"] == "+919999912345")
                 #expect(fields["From"] == "+15005550006")
                 #expect(fields["Body"] == "\(code) is your UrbanNest verification code\n\n@urbannest.com #\(code)")
-                let status = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
+                let status = try await otp.operatorClient.getDeliveryStatus(.init(verificationID: started.verificationID))
                 #expect(status.state == .sent)
                 #expect(status.provider == "twilio")
                 #expect(status.attempts == 3)
                 // Twilio's status callback, relayed by the gateway.
-                let report = try await otp.client.reportDelivery(
+                let report = try await otp.operatorClient.reportDelivery(
                     .init(providerMessageID: "SM0123456789abcdef", delivered: true, error: ""))
                 #expect(report.found)
-                let delivered = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
+                let delivered = try await otp.operatorClient.getDeliveryStatus(.init(verificationID: started.verificationID))
                 #expect(delivered.state == .delivered)
             }
         }
@@ -90,7 +90,7 @@ import Testing
                 await factory.shutdown()
                 #expect(twilio.requests.count == 1)
                 #expect(Self.form(try #require(twilio.requests.first).bodyText)["MessagingServiceSid"] != nil)
-                let status = try await otp.client.getDeliveryStatus(.init(verificationID: started.verificationID))
+                let status = try await otp.operatorClient.getDeliveryStatus(.init(verificationID: started.verificationID))
                 #expect(status.state == .failed)
                 #expect(status.lastError == "twilio: HTTP 400")
             }

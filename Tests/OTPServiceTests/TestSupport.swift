@@ -54,6 +54,8 @@ func makeClient(_ service: OTPService, caller: String = "gateway") -> Auth_Otp_V
 struct OTPFixture: Sendable {
     let service: OTPService
     let client: Auth_Otp_V1_OTP.Client
+    /// Called as `authctl`: the operator methods (delivery status, reports, unlock).
+    var operatorClient: Auth_Otp_V1_OTP.Client { makeClient(service, caller: "authctl") }
     let clock: ManualClock
     let pool: PostgresPool
     let schema: String

@@ -124,10 +124,21 @@ import Testing
             #expect(refused?.code == .invalidArgument)
             #expect(Set(refused?.fieldViolations.map(\.field) ?? []) == ["session_id", "user_id"])
 
-            // Only the gateway asks.
+            // Only the gateway asks; and identity and otp-dispatch, which call no session
+            // method, may not issue, validate or revoke (issue 19: the lists were wider).
             let identity = makeClient(try await fixture.replica().0, caller: "identity")
             await expectRPCError(.permissionDenied, "caller_not_allowed") {
                 _ = try await identity.checkSession(.init(sessionID: pair.sessionID, userID: "user-7"))
+            }
+            await expectRPCError(.permissionDenied, "caller_not_allowed") {
+                _ = try await identity.issue(.init(userID: "user-7", amr: ["pwd"]))
+            }
+            await expectRPCError(.permissionDenied, "caller_not_allowed") {
+                _ = try await identity.revokeAll(.init(userID: "user-7", reason: "test"))
+            }
+            let otp = makeClient(try await fixture.replica().0, caller: "otp-dispatch")
+            await expectRPCError(.permissionDenied, "caller_not_allowed") {
+                _ = try await otp.validate(.init(accessToken: pair.accessToken))
             }
         }
     }

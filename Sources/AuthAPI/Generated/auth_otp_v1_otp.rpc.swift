@@ -62,14 +62,14 @@ public enum Auth_Otp_V1_OTP {
         /// Checks a code; success consumes the verification. Callers: gateway.
         func check(request: Auth_Otp_V1_CheckRequest, context: ServerContext) async throws -> Auth_Otp_V1_CheckResponse
 
-        /// Where the code's message is. Callers: gateway, authctl.
+        /// Where the code's message is. Callers: authctl.
         func getDeliveryStatus(
             request: Auth_Otp_V1_GetDeliveryStatusRequest,
             context: ServerContext
         ) async throws -> Auth_Otp_V1_GetDeliveryStatusResponse
 
-        /// A provider's delivery report (e.g. a Twilio status callback the gateway received).
-        /// Callers: gateway, authctl.
+        /// A provider's delivery report (e.g. a Twilio status callback relayed by an operator).
+        /// Callers: authctl.
         func reportDelivery(
             request: Auth_Otp_V1_ReportDeliveryRequest,
             context: ServerContext
@@ -111,7 +111,7 @@ public enum Auth_Otp_V1_OTP {
             try await self.rpc.unary(Method.check, request: request, options: options)
         }
 
-        /// Where the code's message is. Callers: gateway, authctl.
+        /// Where the code's message is. Callers: authctl.
         public func getDeliveryStatus(
             _ request: Auth_Otp_V1_GetDeliveryStatusRequest,
             options: CallOptions = CallOptions()
@@ -119,8 +119,8 @@ public enum Auth_Otp_V1_OTP {
             try await self.rpc.unary(Method.getDeliveryStatus, request: request, options: options)
         }
 
-        /// A provider's delivery report (e.g. a Twilio status callback the gateway received).
-        /// Callers: gateway, authctl.
+        /// A provider's delivery report (e.g. a Twilio status callback relayed by an operator).
+        /// Callers: authctl.
         public func reportDelivery(
             _ request: Auth_Otp_V1_ReportDeliveryRequest,
             options: CallOptions = CallOptions()
