@@ -203,6 +203,17 @@ let package = Package(
             swiftSettings: strictSwift
         ),
         // One-time codes: verifications, limits, the outbox and its providers (docs/otp.md).
+        // The admin HTTP port (GET /metrics) of otp-dispatch and the gateway.
+        .target(
+            name: "AuthAdminHTTP",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSwift
+        ),
         .target(
             name: "OTPService",
             dependencies: [
@@ -231,6 +242,7 @@ let package = Package(
         .target(
             name: "AuthGateway",
             dependencies: [
+                "AuthAdminHTTP",
                 "AuthText",
                 "AuthAccessToken",
                 "AuthCrypto",
@@ -264,6 +276,7 @@ let package = Package(
         .executableTarget(
             name: "otp-dispatch",
             dependencies: [
+                "AuthAdminHTTP",
                 "AuthServiceRuntime",
                 "OTPService",
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -93,7 +93,7 @@ start otp-dispatch AUTH_OTP_PORT=0
 otp_port=$port
 start session AUTH_SESSION_PORT=0
 session_port=$port
-start gateway AUTH_GATEWAY_PORT=0 \
+start gateway AUTH_GATEWAY_PORT=0 AUTH_GATEWAY_ADMIN_PORT=0 \
     AUTH_IDENTITY_ADDRESSES="127.0.0.1:$identity_port" AUTH_OTP_ADDRESSES="127.0.0.1:$otp_port" \
     AUTH_SESSION_ADDRESSES="127.0.0.1:$session_port"
 gateway_port=$port

@@ -1,3 +1,4 @@
+import AuthAdminHTTP
 import AuthAPI
 import AuthProtobuf
 import AuthRPC
@@ -118,19 +119,12 @@ public struct GatewayApplication: Sendable {
             guard let live else { throw APIError.internalError }
             return live
         }
+        // Answered from a result at most 1 s old, and one probe at a time: a flood of it costs
+        // the services one fan-out per second (issue 19).
+        let readiness = ReadinessCache(maxAge: .seconds(1)) { await self.readiness() }
         router.get("/health/ready") { _, _ in
-            let report = await self.readiness()
+            let report = await readiness.report()
             return try JSONResponse.make(report, status: report.status == "SERVING" ? .ok : .serviceUnavailable)
-        }
-        router.get("/metrics") { _, _ in
-            var buffer: [UInt8] = []
-            buffer.reserveCapacity(16 * 1024)
-            registry.emit(into: &buffer)
-            return Response(
-                status: .ok,
-                headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                body: ResponseBody(byteBuffer: ByteBuffer(bytes: buffer))
-            )
         }
         router.get("/openapi.json") { _, _ in
             Response(
@@ -151,6 +145,12 @@ public struct GatewayApplication: Sendable {
                 address: .hostname(configuration.bindHost, port: configuration.port),
                 serverName: "auth-gateway"
             ),
+            // `/metrics` is on the admin port, off the public listener (issue 19).
+            services: [
+                MetricsServer(
+                    registry: registry, host: configuration.bindHost, port: gateway.adminPort,
+                    serverName: "auth-gateway-admin", logger: logger)
+            ],
             logger: logger
         )
     }

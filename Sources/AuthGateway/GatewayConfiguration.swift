@@ -41,6 +41,9 @@ public struct GatewayConfiguration: Sendable {
     /// Open HTTP connections at most; past it a new one is closed at once
     /// (`AUTH_GATEWAY_MAX_CONNECTIONS`, 10,000).
     public var maxConnections: Int = 10_000
+    /// The admin port: `GET /metrics` (`AUTH_GATEWAY_ADMIN_PORT`, 9100; 0: any free port,
+    /// logged at start), bound to `AUTH_BIND_HOST` like the API.
+    public var adminPort: Int = 9100
     /// One `info` line per request (`AUTH_GATEWAY_ACCESS_LOG`, default true).
     public var accessLog = true
 
@@ -56,6 +59,8 @@ public struct GatewayConfiguration: Sendable {
         self.headerTimeout = .seconds(try reader.integer("AUTH_GATEWAY_HEADER_TIMEOUT_SECONDS", default: 10, in: 1...3_600, unit: " of seconds"))
         self.idleTimeout = .seconds(try reader.integer("AUTH_GATEWAY_IDLE_TIMEOUT_SECONDS", default: 60, in: 1...86_400, unit: " of seconds"))
         self.maxConnections = try reader.integer("AUTH_GATEWAY_MAX_CONNECTIONS", default: 10_000, in: 1...1_000_000)
+        self.adminPort = try reader.integer(
+            "AUTH_GATEWAY_ADMIN_PORT", default: 9100, in: 0...65_535, note: " (0: any free port, logged at start)")
         self.accessLog = try reader.value("AUTH_GATEWAY_ACCESS_LOG", default: true, expected: "`true` or `false`") {
             ["true": true, "false": false][$0]
         }

@@ -1,3 +1,4 @@
+import AuthAdminHTTP
 import AuthServiceRuntime
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -42,7 +43,8 @@ await ServiceMain.run(.otpDispatch, serviceNames: ["auth.otp.v1.OTP"]) { router,
     if let port = configuration.metricsPort {
         dependencies.addService(
             MetricsServer(
-                registry: registry, host: dependencies.configuration.bindHost, port: port, logger: dependencies.logger)
+                registry: registry, host: dependencies.configuration.bindHost, port: port, serverName: "otp-dispatch-admin",
+                logger: dependencies.logger)
         )
     }
 }

@@ -67,5 +67,18 @@ extension GatewayEndToEndTests {
             #expect(Self.lines(gateway.log, "auth.event=token_refused", "request_id=\(id)").count == 1)
             #expect(Self.lines(gateway.log, "http.route=").isEmpty, "\(gateway.log)")
         }
+
+        /// Issue 19: `/metrics` was on the public listener; it moves to the admin port.
+        @Test func metricsAreOnTheAdminPortNotThePublicOne() async throws {
+            let fixture = try fixture()
+            let (gateway, base) = try await fixture.startGateway([:])
+            _ = try await fixture.get("/health/live", base: base)
+            let publicMetrics = try await fixture.send(.GET, "/metrics", base: base)
+            #expect(publicMetrics.status == 404, "\(publicMetrics)")
+            let adminPort = try await gateway.waitForLog(#"admin\.port=(\d+)"#)
+            let metrics = try await httpGet("http://127.0.0.1:\(adminPort)/metrics")
+            #expect(metrics.status == 200)
+            #expect(metrics.body.contains("http_requests_total"), "\(metrics.body.prefix(500))")
+        }
     }
 }

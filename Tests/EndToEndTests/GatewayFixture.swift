@@ -158,6 +158,7 @@ final class GatewayFixture: Sendable {
     static func gatewayVariables(session: Int, identity: Int, otp: Int, extra: [String: String]) -> [String: String] {
         [
             "AUTH_GATEWAY_PORT": "0",
+            "AUTH_GATEWAY_ADMIN_PORT": "0",
             "AUTH_SESSION_ADDRESSES": "127.0.0.1:\(session)",
             "AUTH_IDENTITY_ADDRESSES": "127.0.0.1:\(identity)",
             "AUTH_OTP_ADDRESSES": "127.0.0.1:\(otp)",

@@ -139,7 +139,7 @@ import Testing
                 let all = await receiver.wait(timeout: .seconds(120)) { _ in counts.distinct == 1_000 }
                 #expect(all)
                 // The admin port serves the funnel in Prometheus text.
-                let metricsPort = try await second.waitForLog(#"Server started and listening on 127\.0\.0\.1:(\d+)"#)
+                let metricsPort = try await second.waitForLog(#"admin\.port=(\d+)"#)
                 let metrics = try await httpGet("http://127.0.0.1:\(metricsPort)/metrics")
                 #expect(metrics.status == 200)
                 #expect(metrics.body.contains(#"otp_codes_sent_total{channel="email",provider="webhook",calling_code="none"}"#))

@@ -137,6 +137,7 @@ import FoundationNetworking
         // gateway calls both over mutual TLS for its readiness; otp-dispatch is not running.
         var gatewayEnvironment = try await environment([
             "AUTH_GATEWAY_PORT": "0",
+            "AUTH_GATEWAY_ADMIN_PORT": "0",
             "AUTH_SESSION_ADDRESSES": "127.0.0.1:\(sessionPort)",
             "AUTH_IDENTITY_ADDRESSES": "127.0.0.1:\(identityPort)",
             "AUTH_OTP_ADDRESSES": "127.0.0.1:1",
