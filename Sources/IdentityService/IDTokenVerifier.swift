@@ -62,6 +62,14 @@ struct IDTokenVerifier: Sendable {
             throw invalid("no audience")
         }
         guard audiences.contains(where: configuration.clientIDs.contains) else { throw invalid("wrong audience") }
+        // OIDC Core §3.1.3.7: a token for several audiences names the party it was issued to in
+        // `azp`, which must be ours (issue 19: any token listing our client id among others
+        // was taken).
+        if audiences.count > 1 {
+            guard let azp = claims["azp"]?.stringValue, configuration.clientIDs.contains(azp) else {
+                throw invalid("several audiences without our azp")
+            }
+        }
         guard let exp = claims["exp"]?.numberValue, let iat = claims["iat"]?.numberValue else {
             throw invalid("exp and iat are required")
         }

@@ -46,7 +46,8 @@ public final class HTTPJWKSFetcher: JWKSFetching {
 /// One provider's public keys, by `kid`: fetched on first use, used for ``lifetime``, and
 /// fetched again for an unknown `kid` at most once per ``refetchInterval`` (so tokens with made-up
 /// key ids cannot make us hammer the provider). When a fetch fails the keys already held stay
-/// in use.
+/// in use; with none held, the next fetch waits ``failureBackoff`` (issue 19: an unreachable
+/// provider was fetched again on every sign-in).
 actor JWKSCache {
     let url: URL
     let fetcher: any JWKSFetching
@@ -56,6 +57,12 @@ actor JWKSCache {
     private var keys: [String: any JWSVerificationKey] = [:]
     private var fetchedAt: Date?
     private var lastAttempt: Date?
+    private var lastFailure: Date?
+    private var lastError: (any Error)?
+    private var running: Task<Void, Never>?
+    /// With no keys held, how long after a failed fetch the next one may be made; sign-ins in
+    /// between answer `provider_unavailable` at once.
+    static let failureBackoff: TimeInterval = 10
     /// How many fetches were made (tests).
     private(set) var fetchCount = 0
 
@@ -73,13 +80,31 @@ actor JWKSCache {
         let now = clock.now()
         let stale = fetchedAt.map { now.timeIntervalSince($0) >= lifetime } ?? true
         let mayRefetch = lastAttempt.map { now.timeIntervalSince($0) >= refetchInterval } ?? true
-        if keys.isEmpty || (stale && mayRefetch) || (keys[kid] == nil && mayRefetch) {
-            try await refresh(now: now)
+        if keys.isEmpty {
+            if running == nil, let lastFailure, now.timeIntervalSince(lastFailure) < Self.failureBackoff {
+                throw Self.unavailable(lastError)
+            }
+            await refresh(now: now)
+            if keys.isEmpty { throw Self.unavailable(lastError) }
+        } else if (stale && mayRefetch) || (keys[kid] == nil && mayRefetch) {
+            await refresh(now: now)
         }
         return keys[kid]
     }
 
-    private func refresh(now: Date) async throws {
+    /// One fetch at a time: a caller that comes while one runs waits for it.
+    private func refresh(now: Date) async {
+        if let running {
+            await running.value
+            return
+        }
+        let task = Task { await self.fetch(now: now) }
+        running = task
+        await task.value
+        running = nil
+    }
+
+    private func fetch(now: Date) async {
         lastAttempt = now
         fetchCount += 1
         do {
@@ -96,14 +121,20 @@ actor JWKSCache {
             }
             keys = parsed
             fetchedAt = now
+            lastFailure = nil
+            lastError = nil
         } catch {
-            if keys.isEmpty {
-                throw IdentityError(
-                    .providerUnavailable,
-                    "The sign-in provider cannot be reached. Please try again.",
-                    cause: DescribedError(description: "\(error)")
-                )
-            }
+            // The keys already held (if any) stay in use.
+            lastFailure = now
+            lastError = error
         }
+    }
+
+    private static func unavailable(_ cause: (any Error)?) -> IdentityError {
+        IdentityError(
+            .providerUnavailable,
+            "The sign-in provider cannot be reached. Please try again.",
+            cause: DescribedError(description: cause.map { "\($0)" } ?? "the last fetch failed less than 10 s ago")
+        )
     }
 }

@@ -3,6 +3,7 @@ import AuthProtobuf
 import AuthCrypto
 import AuthRPC
 import Foundation
+import Synchronization
 import Testing
 
 @testable import IdentityService
@@ -86,6 +87,9 @@ import Testing
             for change: (inout [String: Any?]) -> Void in [
                 { $0["aud"] = "com.evil.app" },
                 { $0["aud"] = ["com.evil.app", "another"] },
+                // Several audiences, ours among them: `azp` must be ours (issue 19).
+                { $0["aud"] = ["com.laten.app", "com.evil.app"] },
+                { $0["aud"] = ["com.laten.app", "com.evil.app"]; $0["azp"] = "com.evil.app" },
                 { $0["iss"] = "https://evil.test" },
                 { $0["exp"] = nil },
                 { $0["iat"] = nil },
@@ -290,6 +294,57 @@ import Testing
                 try await fixture.signIn(.google, token: token, rawNonce: "n")
             }
         }
+    }
+
+    /// Issue 19: with no keys held, every sign-in fetched the provider's JWKS again; now at most
+    /// once per 10 s, and the sign-ins between answer `provider_unavailable` at once.
+    @Test func anUnreachableJWKSIsFetchedAgainAtMostOncePer10Seconds() async throws {
+        let clock = ManualClock()
+        let fetcher = FailingJWKSFetcher()
+        try await withIdentityService(clock: clock, fetcher: fetcher, configure: { configuration in
+            configuration.providers[.google] = OIDCProviderConfiguration(
+                provider: .google, clientIDs: ["c"], jwksURL: URL(string: "https://keys.invalid/jwks"))
+        }) { fixture in
+            let provider = try TestProvider(issuer: "https://accounts.google.com", clientID: "c")
+            for _ in 0..<5 {
+                let token = try provider.token(provider.claims(nonce: "n", now: clock.now()))
+                await expectRPCError(.unavailable, "provider_unavailable") {
+                    try await fixture.signIn(.google, token: token, rawNonce: "n")
+                }
+                clock.advance(seconds: 1)
+            }
+            #expect(fetcher.count == 1)
+            clock.advance(seconds: 5)
+            let token = try provider.token(provider.claims(nonce: "n", now: clock.now()))
+            await expectRPCError(.unavailable, "provider_unavailable") {
+                try await fixture.signIn(.google, token: token, rawNonce: "n")
+            }
+            #expect(fetcher.count == 2)
+        }
+    }
+
+    /// OIDC Core: with several audiences, `azp` names the one it was issued to.
+    @Test func severalAudiencesWithOurAzpAreAccepted() async throws {
+        let provider = try TestProvider()
+        let clock = ManualClock()
+        try await withProviderService(provider, clock: clock) { fixture in
+            let raw = "nonce-azp"
+            var claims = provider.claims(nonce: appleNonce(raw), now: clock.now())
+            claims["aud"] = ["com.laten.app", "com.laten.watch"]
+            claims["azp"] = "com.laten.app"
+            _ = try await fixture.signIn(.apple, token: try provider.token(claims), rawNonce: raw)
+        }
+    }
+}
+
+/// A JWKS endpoint that never answers, counting the attempts.
+final class FailingJWKSFetcher: JWKSFetching {
+    private let attempts = Atomic<Int>(0)
+    var count: Int { attempts.load(ordering: .relaxed) }
+
+    func fetch(_ url: URL) async throws -> [UInt8] {
+        attempts.add(1, ordering: .relaxed)
+        throw IdentityError(.providerUnavailable, "the test's provider is down")
     }
 }
 
