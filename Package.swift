@@ -243,6 +243,7 @@ let package = Package(
             name: "AuthGateway",
             dependencies: [
                 "AuthAdminHTTP",
+                "AuthBackoff",
                 "AuthText",
                 "AuthAccessToken",
                 "AuthCrypto",

@@ -98,10 +98,7 @@ extension GatewayRoutes {
             try await backends.identity.deleteUser(
                 Auth_Identity_V1_DeleteUserRequest(userID: caller.userID, clientIP: context.clientIP), options: options)
         }
-        _ = try await backends.call(.session, "RevokeAll", context) { options in
-            try await backends.session.revokeAll(
-                Auth_Session_V1_RevokeAllRequest(userID: caller.userID, reason: "account_deleted"), options: options)
-        }
+        try await backends.revokeAllSessions(userID: caller.userID, reason: "account_deleted", context)
         return JSONResponse.noContent
     }
 
@@ -121,12 +118,9 @@ extension GatewayRoutes {
                     userID: caller.userID, oldPassword: current, newPassword: new, clientIP: context.clientIP),
                 options: options)
         }
-        _ = try await backends.call(.session, "RevokeAll", context) { options in
-            try await backends.session.revokeAll(
-                Auth_Session_V1_RevokeAllRequest(
-                    userID: caller.userID, exceptSessionID: caller.sessionID, reason: "password_changed"),
-                options: options)
-        }
+        // After the change (it verifies the old password), retried while session is unavailable.
+        try await backends.revokeAllSessions(
+            userID: caller.userID, except: caller.sessionID, reason: "password_changed", context)
         return JSONResponse.noContent
     }
 

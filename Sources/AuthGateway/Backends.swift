@@ -1,3 +1,4 @@
+import AuthBackoff
 import AuthAPI
 import AuthProtobuf
 import AuthRPC
@@ -131,4 +132,32 @@ struct Backends: Sendable {
             throw unavailable
         }
     }
+
+    /// Ends every session of `userID` (but `except`), trying again while session is
+    /// unavailable: a password reset, change or clearing and an account deletion must not leave
+    /// old sessions alive because one call was lost (issue 19). RevokeAll is idempotent, so a
+    /// retry after a call that did reach session changes nothing. Up to ``revokeAttempts``
+    /// attempts, 100 ms doubling to 1 s apart (×0.5–1.5); then 503 `unavailable`.
+    func revokeAllSessions(
+        userID: String, except: String = "", reason: String, _ context: GatewayRequestContext
+    ) async throws {
+        let backoff = ExponentialBackoff(initial: .milliseconds(100), limit: .seconds(1), jitter: 0.5...1.5)
+        var failures = 0
+        while true {
+            do {
+                _ = try await call(.session, "RevokeAll", context) { options in
+                    try await session.revokeAll(
+                        Auth_Session_V1_RevokeAllRequest(userID: userID, exceptSessionID: except, reason: reason),
+                        options: options)
+                }
+                return
+            } catch let error as APIError where error.status == .serviceUnavailable {
+                failures += 1
+                guard failures < Self.revokeAttempts else { throw error }
+                try await Task.sleep(for: backoff.delay(afterFailures: failures))
+            }
+        }
+    }
+
+    static let revokeAttempts = 4
 }

@@ -219,11 +219,7 @@ struct GatewayRoutes: Sendable {
         guard let user = found.user else { throw APIError.internalError }
         if found.passwordCleared {
             // Whoever set that password may hold sessions: none outlives the proof.
-            _ = try await backends.call(.session, "RevokeAll", context) { options in
-                try await backends.session.revokeAll(
-                    Auth_Session_V1_RevokeAllRequest(userID: user.id, reason: "contact_proved_password_cleared"),
-                    options: options)
-            }
+            try await backends.revokeAllSessions(userID: user.id, reason: "contact_proved_password_cleared", context)
         }
         return try await signIn(
             user, amr: isSMS ? "otp_sms" : "otp_email", isNewUser: found.created, request: request, context: context)
@@ -369,6 +365,23 @@ struct GatewayRoutes: Sendable {
         }
         let checked = try await checkCode(
             verificationID: verificationID, code: code, purposes: [.passwordReset], context: context)
+        // Every session ends before the password changes (issue 19: a RevokeAll lost after the
+        // change left them alive, and the consumed code allowed no second try). If session
+        // cannot be reached, the answer is 503 and the password is unchanged.
+        let owner: Auth_Identity_V1_GetUserResponse
+        do {
+            owner = try await backends.call(.identity, "GetUserByEmail", context) { options in
+                try await backends.identity.getUserByEmail(
+                    Auth_Identity_V1_GetUserByEmailRequest(email: checked.destination), options: options)
+            }
+        } catch let error as APIError where error.reason == "user_not_found" {
+            // Deleted since the code was sent.
+            var notFound = APIError.verificationNotFound
+            notFound.detail = error.detail
+            throw notFound
+        }
+        guard let ownerID = owner.user?.id else { throw APIError.internalError }
+        try await backends.revokeAllSessions(userID: ownerID, reason: "password_reset", context)
         let reset: Auth_Identity_V1_ResetPasswordResponse
         do {
             reset = try await backends.call(.identity, "ResetPassword", context, rules: passwordRules) { options in
@@ -384,9 +397,12 @@ struct GatewayRoutes: Sendable {
             throw notFound
         }
         guard let user = reset.user else { throw APIError.internalError }
-        _ = try await backends.call(.session, "RevokeAll", context) { options in
-            try await backends.session.revokeAll(
-                Auth_Session_V1_RevokeAllRequest(userID: user.id, reason: "password_reset"), options: options)
+        // Again after the change, for a session started with the old password in between
+        // (best effort: the ones from before the change are already gone).
+        do {
+            try await backends.revokeAllSessions(userID: user.id, reason: "password_reset", context)
+        } catch {
+            logger.warning("Password reset: the second revocation failed", metadata: ["error": "\(error)", "user.id": "\(user.id)"])
         }
         return try await signIn(user, amr: "otp_email", isNewUser: false, request: request, context: context)
     }

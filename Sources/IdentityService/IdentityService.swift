@@ -126,10 +126,10 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
     public var allowedCallers: Auth_Identity_V1_Identity.AllowedCallersByMethod {
         .init(
             // Trimmed to the callers of today (issue 19): no gateway route looks a user up by
-            // phone or email, or reads an audit trail.
+            // phone or reads an audit trail; the password reset looks its user up by email.
             getUser: .only(["gateway", "authctl"]),
             getUserByPhone: .only(["authctl"]),
-            getUserByEmail: .only(["authctl"]),
+            getUserByEmail: .only(["gateway", "authctl"]),
             contactExists: .only(["gateway"]),
             findOrCreateByContact: .only(["gateway"]),
             signUp: .only(["gateway"]),

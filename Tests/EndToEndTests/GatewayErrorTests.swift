@@ -517,6 +517,34 @@ extension GatewayEndToEndTests {
     // MARK: - A service that stops answering, and the gateway's own shutdown
 
     @Suite(.timeLimit(.minutes(1))) struct Lifecycle {
+        /// Issue 19: the reset's RevokeAll came after ResetPassword; when it was lost (session
+        /// unreachable) the password had changed and every old session lived on, and the
+        /// consumed code allowed no second try. Now the sessions end first: with session
+        /// stopped the confirm answers 503 and nothing changed.
+        @Test func aResetWhoseSessionsCannotBeEndedChangesNothing() async throws {
+            let fixture = try fixture()
+            let (session, sessionPort) = try await fixture.startSession()
+            let (_, base) = try await fixture.startGateway(sessionPort: sessionPort, ["AUTH_GATEWAY_RPC_TIMEOUT_MS": "300"])
+            let email = GatewayFixture.newEmail("revoke-first")
+            let signedUp = try await fixture.post(
+                "/v1/signup", ["display_name": "Asha", "email": email, "password": GatewayFixture.password], base: base)
+            #expect(signedUp.status == 201, "\(signedUp)")
+            let started = try await fixture.post("/v1/password/reset", ["email": email], base: base)
+            let code = try await fixture.code(to: email, index: 1)
+            session.send(SIGSTOP)
+            let confirm = try await fixture.post(
+                "/v1/password/reset/confirm",
+                ["verification_id": started.string("verification_id") ?? "", "code": code, "password": "Brand-New-Pass-55"],
+                base: base)
+            session.send(SIGCONT)
+            expectError(confirm, 503, "unavailable")
+            // The password did not change: the old one signs in, the new one does not.
+            let old = try await fixture.send(.POST, "/v1/login", json: ["email": email, "password": GatewayFixture.password], base: base)
+            #expect(old.status == 200, "\(old)")
+            let new = try await fixture.send(.POST, "/v1/login", json: ["email": email, "password": "Brand-New-Pass-55"], base: base)
+            expectError(new, 401, "invalid_credentials")
+        }
+
         /// Its own session process (same database and keys) behind two gateways of its own.
         @Test func unavailableServiceAnswers503AndSIGTERMFinishesInFlightRequests() async throws {
             let fixture = try fixture()

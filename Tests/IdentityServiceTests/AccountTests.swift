@@ -201,7 +201,7 @@ import Testing
                 try await gateway.listAuditEvents(.init(userID: user.id))
             }
             await expectRPCError(.permissionDenied, "caller_not_allowed") {
-                try await gateway.getUserByEmail(.init(email: "asha@example.com"))
+                try await gateway.getUserByPhone(.init(phone: "+919999900001"))
             }
         }
     }
