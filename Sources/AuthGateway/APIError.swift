@@ -50,6 +50,8 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     static let invalidToken = APIError(.unauthorized, "invalid_token", "Your session has expired. Please sign in again.")
+    static let reauthenticationRequired = APIError(
+        .unauthorized, "reauthentication_required", "For your security, please sign in again before deleting your account.")
     static let payloadTooLarge = APIError(.contentTooLarge, "payload_too_large", "The request is too large.")
     static let unsupportedMediaType = APIError(
         .unsupportedMediaType, "unsupported_media_type", "The request must be sent as application/json.")

@@ -90,16 +90,44 @@ extension GatewayRoutes {
 
     func deleteMe(_ request: Request, context: GatewayRequestContext) async throws -> Response {
         let caller = try await signedIn(request, context)
+        // A recent sign-in (issue 19): a stolen token, or a phone left unlocked, does not delete
+        // the account.
+        let now = Int64(Date().timeIntervalSince1970)
+        if Self.needsReauthentication(sessionCreatedAt: caller.sessionCreatedAt, now: now, window: reauthenticationWindow) {
+            throw APIError.reauthenticationRequired
+        }
         var rules = ServiceErrorMapping.Rules()
         rules.signedInUser = true
-        // Delete first, then end every session: a retry after a failed revoke finds the user
-        // already deleted (`deleted` false) and revokes again.
+        // What otp-dispatch keeps under the account's phone and email goes too (verifications,
+        // limit events, locks). Read first: identity clears the contacts when it deletes. A
+        // retry after a partial failure finds the user deleted (no contacts to read: they were
+        // forgotten before the deletion) and deletes and revokes again, both idempotent.
+        var contacts: [String] = []
+        do {
+            let user = try await backends.call(.identity, "GetUser", context) { options in
+                try await backends.identity.getUser(Auth_Identity_V1_GetUserRequest(userID: caller.userID), options: options)
+            }.user
+            contacts = [user?.phone ?? "", user?.email ?? ""].filter { !$0.isEmpty }
+        } catch let error as APIError where error.reason == "user_not_found" {}
+        for contact in contacts {
+            _ = try await backends.call(.otpDispatch, "ForgetDestination", context) { options in
+                try await backends.otp.forgetDestination(
+                    Auth_Otp_V1_ForgetDestinationRequest(destination: contact), options: options)
+            }
+        }
         _ = try await backends.call(.identity, "DeleteUser", context, rules: rules) { options in
             try await backends.identity.deleteUser(
                 Auth_Identity_V1_DeleteUserRequest(userID: caller.userID, clientIP: context.clientIP), options: options)
         }
-        try await backends.revokeAllSessions(userID: caller.userID, reason: "account_deleted", context)
+        try await backends.revokeAllSessions(
+            userID: caller.userID, reason: "account_deleted", forgetPersonalData: true, context)
         return JSONResponse.noContent
+    }
+
+    /// Whether a session started at `sessionCreatedAt` (Unix seconds) is too old, at `now`, for
+    /// what needs a recent sign-in.
+    static func needsReauthentication(sessionCreatedAt: Int64, now: Int64, window: Duration) -> Bool {
+        now - sessionCreatedAt > window.components.seconds
     }
 
     // MARK: POST /v1/me/password

@@ -139,7 +139,8 @@ struct Backends: Sendable {
     /// retry after a call that did reach session changes nothing. Up to ``revokeAttempts``
     /// attempts, 100 ms doubling to 1 s apart (×0.5–1.5); then 503 `unavailable`.
     func revokeAllSessions(
-        userID: String, except: String = "", reason: String, _ context: GatewayRequestContext
+        userID: String, except: String = "", reason: String, forgetPersonalData: Bool = false,
+        _ context: GatewayRequestContext
     ) async throws {
         let backoff = ExponentialBackoff(initial: .milliseconds(100), limit: .seconds(1), jitter: 0.5...1.5)
         var failures = 0
@@ -147,7 +148,8 @@ struct Backends: Sendable {
             do {
                 _ = try await call(.session, "RevokeAll", context) { options in
                     try await session.revokeAll(
-                        Auth_Session_V1_RevokeAllRequest(userID: userID, exceptSessionID: except, reason: reason),
+                        Auth_Session_V1_RevokeAllRequest(
+                            userID: userID, exceptSessionID: except, reason: reason, forgetPersonalData: forgetPersonalData),
                         options: options)
                 }
                 return

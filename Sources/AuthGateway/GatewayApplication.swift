@@ -75,6 +75,7 @@ public struct GatewayApplication: Sendable {
             accountCheckLimiter: RateLimiter(
                 capacity: gateway.accountChecksPerHour, per: .seconds(3600), maxKeys: gateway.maxTrackedClients),
             jwksMaxAge: gateway.jwksMaxAge,
+            reauthenticationWindow: gateway.reauthenticationWindow,
             logger: logger
         )
 

@@ -44,6 +44,9 @@ public struct GatewayConfiguration: Sendable {
     /// The admin port: `GET /metrics` (`AUTH_GATEWAY_ADMIN_PORT`, 9100; 0: any free port,
     /// logged at start), bound to `AUTH_BIND_HOST` like the API.
     public var adminPort: Int = 9100
+    /// `DELETE /v1/me` needs a session signed in at most this long ago
+    /// (`AUTH_GATEWAY_REAUTH_SECONDS`, 300); otherwise 401 `reauthentication_required`.
+    public var reauthenticationWindow: Duration = .seconds(300)
     /// One `info` line per request (`AUTH_GATEWAY_ACCESS_LOG`, default true).
     public var accessLog = true
 
@@ -61,6 +64,8 @@ public struct GatewayConfiguration: Sendable {
         self.maxConnections = try reader.integer("AUTH_GATEWAY_MAX_CONNECTIONS", default: 10_000, in: 1...1_000_000)
         self.adminPort = try reader.integer(
             "AUTH_GATEWAY_ADMIN_PORT", default: 9100, in: 0...65_535, note: " (0: any free port, logged at start)")
+        self.reauthenticationWindow = .seconds(
+            try reader.integer("AUTH_GATEWAY_REAUTH_SECONDS", default: 300, in: 1...86_400, unit: " of seconds"))
         self.accessLog = try reader.value("AUTH_GATEWAY_ACCESS_LOG", default: true, expected: "`true` or `false`") {
             ["true": true, "false": false][$0]
         }

@@ -20,6 +20,8 @@ struct GatewayRoutes: Sendable {
     /// Per client IP: the account checks of `purpose` `login`.
     let accountCheckLimiter: RateLimiter
     let jwksMaxAge: Duration
+    /// `DELETE /v1/me` needs a session signed in at most this long ago (`AUTH_GATEWAY_REAUTH_SECONDS`).
+    var reauthenticationWindow: Duration = .seconds(300)
     let logger: Logger
 
     enum Purpose: String, CaseIterable { case login, signup, auto }

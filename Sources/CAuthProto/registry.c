@@ -55,6 +55,8 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
     &auth__otp__v1__resend_response__descriptor,
     &auth__otp__v1__check_request__descriptor,
     &auth__otp__v1__check_response__descriptor,
+    &auth__otp__v1__forget_destination_request__descriptor,
+    &auth__otp__v1__forget_destination_response__descriptor,
     &auth__otp__v1__unlock_destination_request__descriptor,
     &auth__otp__v1__unlock_destination_response__descriptor,
     &auth__otp__v1__get_delivery_status_request__descriptor,
@@ -105,6 +107,6 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
 };
 
 const ProtobufCMessageDescriptor *const *auth_proto_message_descriptors(size_t *count) {
-    *count = 87;
+    *count = 89;
     return auth_proto_message_descriptors_list;
 }

@@ -104,8 +104,24 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             // status or relays a provider's report yet.
             getDeliveryStatus: .only(["authctl"]),
             reportDelivery: .only(["authctl"]),
-            unlockDestination: .only(["authctl"])
+            unlockDestination: .only(["authctl"]),
+            forgetDestination: .only(["gateway"])
         )
+    }
+
+    public func forgetDestination(
+        request: Auth_Otp_V1_ForgetDestinationRequest,
+        context: ServerContext
+    ) async throws -> Auth_Otp_V1_ForgetDestinationResponse {
+        try await serving {
+            guard let destination = Destination(parsing: request.destination) else {
+                throw OTPError(
+                    .invalidArgument, "The destination is neither an E.164 phone number nor an email address.",
+                    fieldViolations: [.init(field: "destination", reason: "invalid_value", description: "An E.164 phone number or an email address.")])
+            }
+            let deleted = try await store.forget(destination: destination.normalized)
+            return Auth_Otp_V1_ForgetDestinationResponse(verificationsDeleted: UInt32(clamping: deleted))
+        }
     }
 
     // MARK: Operators

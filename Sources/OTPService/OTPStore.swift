@@ -142,6 +142,22 @@ struct OTPStore: Sendable {
         )
     }
 
+    /// An account's deletion: deletes what is kept under its contact (verifications and, by
+    /// cascade, their messages; limit events; lock; consecutive count). Returns the verifications
+    /// deleted.
+    func forget(destination: String) async throws -> Int {
+        let rows = try await pool.query(
+            """
+            WITH events AS (DELETE FROM \(t.limitEvents) WHERE kind IN ('start_destination', 'resend', 'wrong_code') AND key = $1),
+                locked AS (DELETE FROM \(t.locks) WHERE destination = $1),
+                consecutive AS (DELETE FROM \(t.consecutiveFailures) WHERE destination = $1)
+            DELETE FROM \(t.verifications) WHERE destination = $1
+            """,
+            [.text(destination)]
+        )
+        return rows.affectedRows ?? 0
+    }
+
     /// `authctl otp unlock`: forgets the destination's wrong codes, its lock and its consecutive
     /// count; whether the consecutive-failure limit (`maxConsecutive`) had locked it.
     func unlock(destination: String, maxConsecutive: Int) async throws -> Bool {

@@ -379,6 +379,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
                 reason: reason,
                 now: clock.microsecondNow()
             )
+            if request.forgetPersonalData { try await store.forgetPersonalData(userID: request.userID) }
             logger.info(
                 "Sessions of a user revoked",
                 metadata: ["session.count": "\(count)", "session.reason": "\(reason)"]

@@ -167,6 +167,13 @@ struct SessionStore: Sendable {
         return rows.affectedRows ?? 0
     }
 
+    /// An account's deletion: clears the IP addresses, device names and user agents of every
+    /// session of `userID` (live or not) and the IP addresses of its security events. The rows
+    /// stay (ids, times, reasons) until the dead-session clean-up deletes them.
+    func forgetPersonalData(userID: String) async throws {
+        try await pool.query(sql.forgetPersonalData, [.text(userID)])
+    }
+
     /// The live sessions of `userID`, most recently used first.
     func liveSessions(userID: String, now: Date, limit: Int) async throws -> [SessionRecord] {
         try await pool.query(sql.liveSessions, [.text(userID), .timestamptz(now), .int64(Int64(limit))]).map { row in
@@ -223,6 +230,7 @@ struct SessionStore: Sendable {
         let revokeForReuse: String
         let revoke: String
         let revokeAll: String
+        let forgetPersonalData: String
         let liveSessions: String
         let liveSession: String
         let deleteDead: String
@@ -293,6 +301,14 @@ struct SessionStore: Sendable {
                 UPDATE \(s).sessions SET revoked_at = $2, revoke_reason = $3::text
                 WHERE user_id = $1 AND revoked_at IS NULL AND refresh_expires_at > $2
                     AND ($4::uuid IS NULL OR id <> $4::uuid)
+                """
+            forgetPersonalData = """
+                WITH scrubbed AS (
+                    UPDATE \(s).sessions SET client_ip = '', last_client_ip = '', device_name = '', device_user_agent = ''
+                    WHERE user_id = $1
+                )
+                UPDATE \(s).security_events SET client_ip = '', details = details - 'user_agent' - 'ip'
+                WHERE user_id = $1
                 """
             liveSessions = """
                 SELECT id, array_to_string(amr, ' '), device_platform, device_name, device_user_agent,

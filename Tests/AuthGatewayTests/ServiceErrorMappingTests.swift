@@ -111,4 +111,13 @@ import Testing
         // Without the route's field names, invalid_argument is a 400.
         #expect(map(.invalidArgument, "invalid_argument").status == .badRequest)
     }
+
+    /// Issue 19: `DELETE /v1/me` needs a session signed in within `AUTH_GATEWAY_REAUTH_SECONDS`;
+    /// otherwise 401 `reauthentication_required`.
+    @Test func deletionNeedsARecentSignIn() {
+        #expect(!GatewayRoutes.needsReauthentication(sessionCreatedAt: 1_000, now: 1_300, window: .seconds(300)))
+        #expect(GatewayRoutes.needsReauthentication(sessionCreatedAt: 1_000, now: 1_301, window: .seconds(300)))
+        #expect(APIError.reauthenticationRequired.status == .unauthorized)
+        #expect(APIError.reauthenticationRequired.reason == "reauthentication_required")
+    }
 }

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import AuthCrypto
+import AuthPostgres
 import AuthTestSupport
 import Foundation
 import NIOHTTP1
@@ -483,6 +484,38 @@ extension GatewayEndToEndTests {
             let again = try await fixture.signInWithCode(email: email)
             #expect(again["is_new_user"] as? Bool == true)
             #expect(again.userID != created.userID)
+        }
+
+        /// Issue 19: deletion left the person's data in the other services: session rows with
+        /// IP and user agent, and otp-dispatch's verifications and limit events under the raw
+        /// phone number.
+        @Test func accountDeletionForgetsWhatTheOtherServicesKeptAboutThePerson() async throws {
+            let fixture = try fixture()
+            let phone = GatewayFixture.newPhone()
+            let signedIn = try await fixture.signInWithCode(phone: phone)
+            let user = signedIn.userID
+            let before = try await fixture.database.query(
+                "SELECT count(*)::int8 FROM otp.verifications WHERE destination = \(phone)" as PostgresStatement)
+            #expect(try before[0].decode(Int64.self, at: 0) == 1)
+            let sessionBefore = try await fixture.database.query(
+                "SELECT client_ip FROM session.sessions WHERE user_id = \(user)" as PostgresStatement)
+            #expect(try sessionBefore[0].decode(String.self, at: 0) == "127.0.0.1")
+            let deleted = try await fixture.send(.DELETE, "/v1/me", token: signedIn.accessToken)
+            #expect(deleted.status == 204, "\(deleted)")
+            let otpRows = try await fixture.database.query(
+                """
+                SELECT (SELECT count(*) FROM otp.verifications WHERE destination = \(phone))::int8,
+                    (SELECT count(*) FROM otp.limit_events WHERE key = \(phone))::int8
+                """ as PostgresStatement)
+            #expect(try otpRows[0].decode(Int64.self, at: 0) == 0)
+            #expect(try otpRows[0].decode(Int64.self, at: 1) == 0)
+            let sessions = try await fixture.database.query(
+                """
+                SELECT count(*)::int8, count(*) FILTER (WHERE client_ip <> '' OR last_client_ip <> '' OR device_user_agent <> '')::int8
+                FROM session.sessions WHERE user_id = \(user)
+                """ as PostgresStatement)
+            #expect(try sessions[0].decode(Int64.self, at: 0) == 1)
+            #expect(try sessions[0].decode(Int64.self, at: 1) == 0)
         }
 
         @Test func changePassword() async throws {

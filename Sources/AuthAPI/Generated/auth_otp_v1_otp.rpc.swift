@@ -16,7 +16,8 @@ public enum Auth_Otp_V1_OTP {
         public static let getDeliveryStatus = MethodDescriptor(service: "auth.otp.v1.OTP", method: "GetDeliveryStatus")
         public static let reportDelivery = MethodDescriptor(service: "auth.otp.v1.OTP", method: "ReportDelivery")
         public static let unlockDestination = MethodDescriptor(service: "auth.otp.v1.OTP", method: "UnlockDestination")
-        public static let all: [MethodDescriptor] = [start, resend, check, getDeliveryStatus, reportDelivery, unlockDestination]
+        public static let forgetDestination = MethodDescriptor(service: "auth.otp.v1.OTP", method: "ForgetDestination")
+        public static let all: [MethodDescriptor] = [start, resend, check, getDeliveryStatus, reportDelivery, unlockDestination, forgetDestination]
     }
 
     /// Who may call each method of the service. The initializer takes one value per method,
@@ -28,6 +29,7 @@ public enum Auth_Otp_V1_OTP {
         public var getDeliveryStatus: AllowedCallers
         public var reportDelivery: AllowedCallers
         public var unlockDestination: AllowedCallers
+        public var forgetDestination: AllowedCallers
 
         public init(
             start: AllowedCallers,
@@ -35,7 +37,8 @@ public enum Auth_Otp_V1_OTP {
             check: AllowedCallers,
             getDeliveryStatus: AllowedCallers,
             reportDelivery: AllowedCallers,
-            unlockDestination: AllowedCallers
+            unlockDestination: AllowedCallers,
+            forgetDestination: AllowedCallers
         ) {
             self.start = start
             self.resend = resend
@@ -43,6 +46,7 @@ public enum Auth_Otp_V1_OTP {
             self.getDeliveryStatus = getDeliveryStatus
             self.reportDelivery = reportDelivery
             self.unlockDestination = unlockDestination
+            self.forgetDestination = forgetDestination
         }
     }
 
@@ -80,6 +84,12 @@ public enum Auth_Otp_V1_OTP {
             request: Auth_Otp_V1_UnlockDestinationRequest,
             context: ServerContext
         ) async throws -> Auth_Otp_V1_UnlockDestinationResponse
+
+        /// Deletes what is kept under a deleted account's contact (docs/otp.md). Callers: gateway.
+        func forgetDestination(
+            request: Auth_Otp_V1_ForgetDestinationRequest,
+            context: ServerContext
+        ) async throws -> Auth_Otp_V1_ForgetDestinationResponse
     }
 
     public struct Client: Sendable {
@@ -135,6 +145,14 @@ public enum Auth_Otp_V1_OTP {
         ) async throws -> Auth_Otp_V1_UnlockDestinationResponse {
             try await self.rpc.unary(Method.unlockDestination, request: request, options: options)
         }
+
+        /// Deletes what is kept under a deleted account's contact (docs/otp.md). Callers: gateway.
+        public func forgetDestination(
+            _ request: Auth_Otp_V1_ForgetDestinationRequest,
+            options: CallOptions = CallOptions()
+        ) async throws -> Auth_Otp_V1_ForgetDestinationResponse {
+            try await self.rpc.unary(Method.forgetDestination, request: request, options: options)
+        }
     }
 }
 
@@ -164,6 +182,10 @@ extension Auth_Otp_V1_OTP.ServiceProtocol {
         router.register(Auth_Otp_V1_OTP.Method.unlockDestination, allowedCallers: allowed.unlockDestination) {
             (request: Auth_Otp_V1_UnlockDestinationRequest, context: ServerContext) in
             try await self.unlockDestination(request: request, context: context)
+        }
+        router.register(Auth_Otp_V1_OTP.Method.forgetDestination, allowedCallers: allowed.forgetDestination) {
+            (request: Auth_Otp_V1_ForgetDestinationRequest, context: ServerContext) in
+            try await self.forgetDestination(request: request, context: context)
         }
     }
 }

@@ -709,6 +709,135 @@ extension Auth_Otp_V1_CheckResponse: ProtobufCBridged {
     }
 }
 
+// MARK: - auth.otp.v1.ForgetDestinationRequest
+
+/// The gateway, when an account is deleted: delete what is kept under the account's phone
+/// number or email (its verifications and their messages, its limit events, locks and
+/// consecutive-failure count).
+public struct Auth_Otp_V1_ForgetDestinationRequest: ProtobufCMessage {
+    public static let protoMessageName = "auth.otp.v1.ForgetDestinationRequest"
+
+    public var destination: String = ""
+
+    public init() {}
+
+    public init(destination: String = "") {
+        self.destination = destination
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Otp_V1_ForgetDestinationRequest: ProtobufCBridged {
+    typealias _CMessage = Auth__Otp__V1__ForgetDestinationRequest
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__otp__v1__forget_destination_request__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__otp__v1__forget_destination_request__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__otp__v1__forget_destination_request__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__otp__v1__forget_destination_request__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__otp__v1__forget_destination_request__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(destination: try _protobufCString(c.pointee.destination, Self.self, "destination"))
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.destination.isEmpty {
+            c.pointee.destination = try arena.cString(self.destination, Self.self, "destination")
+        }
+    }
+}
+
+// MARK: - auth.otp.v1.ForgetDestinationResponse
+
+public struct Auth_Otp_V1_ForgetDestinationResponse: ProtobufCMessage {
+    public static let protoMessageName = "auth.otp.v1.ForgetDestinationResponse"
+
+    public var verificationsDeleted: UInt32 = 0
+
+    public init() {}
+
+    public init(verificationsDeleted: UInt32 = 0) {
+        self.verificationsDeleted = verificationsDeleted
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Otp_V1_ForgetDestinationResponse: ProtobufCBridged {
+    typealias _CMessage = Auth__Otp__V1__ForgetDestinationResponse
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__otp__v1__forget_destination_response__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__otp__v1__forget_destination_response__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__otp__v1__forget_destination_response__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__otp__v1__forget_destination_response__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__otp__v1__forget_destination_response__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(verificationsDeleted: c.pointee.verifications_deleted)
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        c.pointee.verifications_deleted = self.verificationsDeleted
+    }
+}
+
 // MARK: - auth.otp.v1.UnlockDestinationRequest
 
 /// Operators (`authctl otp unlock`): forget a destination's counted wrong codes, which lifts

@@ -1059,13 +1059,22 @@ public struct Auth_Session_V1_RevokeAllRequest: ProtobufCMessage {
     /// keep this one (the caller's own), if set
     public var exceptSessionID: String = ""
     public var reason: String = ""
+    /// The account is being deleted: also clear the IP addresses, device names and user agents
+    /// of every session of the user (live or not) and the IP addresses of its security events.
+    public var forgetPersonalData: Bool = false
 
     public init() {}
 
-    public init(userID: String = "", exceptSessionID: String = "", reason: String = "") {
+    public init(
+        userID: String = "",
+        exceptSessionID: String = "",
+        reason: String = "",
+        forgetPersonalData: Bool = false
+    ) {
         self.userID = userID
         self.exceptSessionID = exceptSessionID
         self.reason = reason
+        self.forgetPersonalData = forgetPersonalData
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -1112,7 +1121,8 @@ extension Auth_Session_V1_RevokeAllRequest: ProtobufCBridged {
         self.init(
             userID: try _protobufCString(c.pointee.user_id, Self.self, "user_id"),
             exceptSessionID: try _protobufCString(c.pointee.except_session_id, Self.self, "except_session_id"),
-            reason: try _protobufCString(c.pointee.reason, Self.self, "reason")
+            reason: try _protobufCString(c.pointee.reason, Self.self, "reason"),
+            forgetPersonalData: c.pointee.forget_personal_data != 0
         )
     }
 
@@ -1126,6 +1136,7 @@ extension Auth_Session_V1_RevokeAllRequest: ProtobufCBridged {
         if !self.reason.isEmpty {
             c.pointee.reason = try arena.cString(self.reason, Self.self, "reason")
         }
+        c.pointee.forget_personal_data = self.forgetPersonalData ? 1 : 0
     }
 }
 

@@ -278,6 +278,96 @@ void   auth__otp__v1__check_response__free_unpacked
   assert(message->base.descriptor == &auth__otp__v1__check_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   auth__otp__v1__forget_destination_request__init
+                     (Auth__Otp__V1__ForgetDestinationRequest         *message)
+{
+  static const Auth__Otp__V1__ForgetDestinationRequest init_value = AUTH__OTP__V1__FORGET_DESTINATION_REQUEST__INIT;
+  *message = init_value;
+}
+size_t auth__otp__v1__forget_destination_request__get_packed_size
+                     (const Auth__Otp__V1__ForgetDestinationRequest *message)
+{
+  assert(message->base.descriptor == &auth__otp__v1__forget_destination_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__otp__v1__forget_destination_request__pack
+                     (const Auth__Otp__V1__ForgetDestinationRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__otp__v1__forget_destination_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__otp__v1__forget_destination_request__pack_to_buffer
+                     (const Auth__Otp__V1__ForgetDestinationRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__otp__v1__forget_destination_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Otp__V1__ForgetDestinationRequest *
+       auth__otp__v1__forget_destination_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Otp__V1__ForgetDestinationRequest *)
+     protobuf_c_message_unpack (&auth__otp__v1__forget_destination_request__descriptor,
+                                allocator, len, data);
+}
+void   auth__otp__v1__forget_destination_request__free_unpacked
+                     (Auth__Otp__V1__ForgetDestinationRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__otp__v1__forget_destination_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__otp__v1__forget_destination_response__init
+                     (Auth__Otp__V1__ForgetDestinationResponse         *message)
+{
+  static const Auth__Otp__V1__ForgetDestinationResponse init_value = AUTH__OTP__V1__FORGET_DESTINATION_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t auth__otp__v1__forget_destination_response__get_packed_size
+                     (const Auth__Otp__V1__ForgetDestinationResponse *message)
+{
+  assert(message->base.descriptor == &auth__otp__v1__forget_destination_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__otp__v1__forget_destination_response__pack
+                     (const Auth__Otp__V1__ForgetDestinationResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__otp__v1__forget_destination_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__otp__v1__forget_destination_response__pack_to_buffer
+                     (const Auth__Otp__V1__ForgetDestinationResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__otp__v1__forget_destination_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Otp__V1__ForgetDestinationResponse *
+       auth__otp__v1__forget_destination_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Otp__V1__ForgetDestinationResponse *)
+     protobuf_c_message_unpack (&auth__otp__v1__forget_destination_response__descriptor,
+                                allocator, len, data);
+}
+void   auth__otp__v1__forget_destination_response__free_unpacked
+                     (Auth__Otp__V1__ForgetDestinationResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__otp__v1__forget_destination_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   auth__otp__v1__unlock_destination_request__init
                      (Auth__Otp__V1__UnlockDestinationRequest         *message)
 {
@@ -1049,6 +1139,82 @@ const ProtobufCMessageDescriptor auth__otp__v1__check_response__descriptor =
   (ProtobufCMessageInit) auth__otp__v1__check_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor auth__otp__v1__forget_destination_request__field_descriptors[1] =
+{
+  {
+    "destination",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__ForgetDestinationRequest, destination),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__otp__v1__forget_destination_request__field_indices_by_name[] = {
+  0,   /* field[0] = destination */
+};
+static const ProtobufCIntRange auth__otp__v1__forget_destination_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor auth__otp__v1__forget_destination_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.otp.v1.ForgetDestinationRequest",
+  "ForgetDestinationRequest",
+  "Auth__Otp__V1__ForgetDestinationRequest",
+  "auth.otp.v1",
+  sizeof(Auth__Otp__V1__ForgetDestinationRequest),
+  1,
+  auth__otp__v1__forget_destination_request__field_descriptors,
+  auth__otp__v1__forget_destination_request__field_indices_by_name,
+  1,  auth__otp__v1__forget_destination_request__number_ranges,
+  (ProtobufCMessageInit) auth__otp__v1__forget_destination_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__otp__v1__forget_destination_response__field_descriptors[1] =
+{
+  {
+    "verifications_deleted",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__ForgetDestinationResponse, verifications_deleted),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__otp__v1__forget_destination_response__field_indices_by_name[] = {
+  0,   /* field[0] = verifications_deleted */
+};
+static const ProtobufCIntRange auth__otp__v1__forget_destination_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor auth__otp__v1__forget_destination_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.otp.v1.ForgetDestinationResponse",
+  "ForgetDestinationResponse",
+  "Auth__Otp__V1__ForgetDestinationResponse",
+  "auth.otp.v1",
+  sizeof(Auth__Otp__V1__ForgetDestinationResponse),
+  1,
+  auth__otp__v1__forget_destination_response__field_descriptors,
+  auth__otp__v1__forget_destination_response__field_indices_by_name,
+  1,  auth__otp__v1__forget_destination_response__number_ranges,
+  (ProtobufCMessageInit) auth__otp__v1__forget_destination_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor auth__otp__v1__unlock_destination_request__field_descriptors[1] =
 {
   {
@@ -1494,7 +1660,7 @@ const ProtobufCEnumDescriptor auth__otp__v1__delivery_state__descriptor =
   auth__otp__v1__delivery_state__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor auth__otp__v1__otp__method_descriptors[6] =
+static const ProtobufCMethodDescriptor auth__otp__v1__otp__method_descriptors[7] =
 {
   { "Start", &auth__otp__v1__start_request__descriptor, &auth__otp__v1__start_response__descriptor },
   { "Resend", &auth__otp__v1__resend_request__descriptor, &auth__otp__v1__resend_response__descriptor },
@@ -1502,9 +1668,11 @@ static const ProtobufCMethodDescriptor auth__otp__v1__otp__method_descriptors[6]
   { "GetDeliveryStatus", &auth__otp__v1__get_delivery_status_request__descriptor, &auth__otp__v1__get_delivery_status_response__descriptor },
   { "ReportDelivery", &auth__otp__v1__report_delivery_request__descriptor, &auth__otp__v1__report_delivery_response__descriptor },
   { "UnlockDestination", &auth__otp__v1__unlock_destination_request__descriptor, &auth__otp__v1__unlock_destination_response__descriptor },
+  { "ForgetDestination", &auth__otp__v1__forget_destination_request__descriptor, &auth__otp__v1__forget_destination_response__descriptor },
 };
 const unsigned auth__otp__v1__otp__method_indices_by_name[] = {
   2,        /* Check */
+  6,        /* ForgetDestination */
   3,        /* GetDeliveryStatus */
   4,        /* ReportDelivery */
   1,        /* Resend */
@@ -1518,7 +1686,7 @@ const ProtobufCServiceDescriptor auth__otp__v1__otp__descriptor =
   "OTP",
   "Auth__Otp__V1__OTP",
   "auth.otp.v1",
-  6,
+  7,
   auth__otp__v1__otp__method_descriptors,
   auth__otp__v1__otp__method_indices_by_name
 };
@@ -1569,6 +1737,14 @@ void auth__otp__v1__otp__unlock_destination(ProtobufCService *service,
 {
   assert(service->descriptor == &auth__otp__v1__otp__descriptor);
   service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void auth__otp__v1__otp__forget_destination(ProtobufCService *service,
+                                            const Auth__Otp__V1__ForgetDestinationRequest *input,
+                                            Auth__Otp__V1__ForgetDestinationResponse_Closure closure,
+                                            void *closure_data)
+{
+  assert(service->descriptor == &auth__otp__v1__otp__descriptor);
+  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__otp__v1__otp__init (Auth__Otp__V1__OTP_Service *service,
                                Auth__Otp__V1__OTP_ServiceDestroy destroy)

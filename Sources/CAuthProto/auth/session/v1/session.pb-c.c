@@ -1946,7 +1946,7 @@ const ProtobufCMessageDescriptor auth__session__v1__revoke_response__descriptor 
   (ProtobufCMessageInit) auth__session__v1__revoke_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__session__v1__revoke_all_request__field_descriptors[3] =
+static const ProtobufCFieldDescriptor auth__session__v1__revoke_all_request__field_descriptors[4] =
 {
   {
     "user_id",
@@ -1984,16 +1984,29 @@ static const ProtobufCFieldDescriptor auth__session__v1__revoke_all_request__fie
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "forget_personal_data",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Session__V1__RevokeAllRequest, forget_personal_data),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__session__v1__revoke_all_request__field_indices_by_name[] = {
   1,   /* field[1] = except_session_id */
+  3,   /* field[3] = forget_personal_data */
   2,   /* field[2] = reason */
   0,   /* field[0] = user_id */
 };
 static const ProtobufCIntRange auth__session__v1__revoke_all_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor auth__session__v1__revoke_all_request__descriptor =
 {
@@ -2003,7 +2016,7 @@ const ProtobufCMessageDescriptor auth__session__v1__revoke_all_request__descript
   "Auth__Session__V1__RevokeAllRequest",
   "auth.session.v1",
   sizeof(Auth__Session__V1__RevokeAllRequest),
-  3,
+  4,
   auth__session__v1__revoke_all_request__field_descriptors,
   auth__session__v1__revoke_all_request__field_indices_by_name,
   1,  auth__session__v1__revoke_all_request__number_ranges,

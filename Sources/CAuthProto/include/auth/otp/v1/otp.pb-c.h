@@ -22,6 +22,8 @@ typedef struct Auth__Otp__V1__ResendRequest Auth__Otp__V1__ResendRequest;
 typedef struct Auth__Otp__V1__ResendResponse Auth__Otp__V1__ResendResponse;
 typedef struct Auth__Otp__V1__CheckRequest Auth__Otp__V1__CheckRequest;
 typedef struct Auth__Otp__V1__CheckResponse Auth__Otp__V1__CheckResponse;
+typedef struct Auth__Otp__V1__ForgetDestinationRequest Auth__Otp__V1__ForgetDestinationRequest;
+typedef struct Auth__Otp__V1__ForgetDestinationResponse Auth__Otp__V1__ForgetDestinationResponse;
 typedef struct Auth__Otp__V1__UnlockDestinationRequest Auth__Otp__V1__UnlockDestinationRequest;
 typedef struct Auth__Otp__V1__UnlockDestinationResponse Auth__Otp__V1__UnlockDestinationResponse;
 typedef struct Auth__Otp__V1__GetDeliveryStatusRequest Auth__Otp__V1__GetDeliveryStatusRequest;
@@ -212,6 +214,31 @@ struct  Auth__Otp__V1__CheckResponse
 #define AUTH__OTP__V1__CHECK_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__otp__v1__check_response__descriptor) \
     , (char *)protobuf_c_empty_string, AUTH__OTP__V1__CHANNEL__CHANNEL_UNSPECIFIED, AUTH__OTP__V1__PURPOSE__PURPOSE_UNSPECIFIED }
+
+
+/*
+ * The gateway, when an account is deleted: delete what is kept under the account's phone
+ * number or email (its verifications and their messages, its limit events, locks and
+ * consecutive-failure count).
+ */
+struct  Auth__Otp__V1__ForgetDestinationRequest
+{
+  ProtobufCMessage base;
+  char *destination;
+};
+#define AUTH__OTP__V1__FORGET_DESTINATION_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__otp__v1__forget_destination_request__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+struct  Auth__Otp__V1__ForgetDestinationResponse
+{
+  ProtobufCMessage base;
+  uint32_t verifications_deleted;
+};
+#define AUTH__OTP__V1__FORGET_DESTINATION_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__otp__v1__forget_destination_response__descriptor) \
+    , 0 }
 
 
 /*
@@ -431,6 +458,44 @@ Auth__Otp__V1__CheckResponse *
 void   auth__otp__v1__check_response__free_unpacked
                      (Auth__Otp__V1__CheckResponse *message,
                       ProtobufCAllocator *allocator);
+/* Auth__Otp__V1__ForgetDestinationRequest methods */
+void   auth__otp__v1__forget_destination_request__init
+                     (Auth__Otp__V1__ForgetDestinationRequest         *message);
+size_t auth__otp__v1__forget_destination_request__get_packed_size
+                     (const Auth__Otp__V1__ForgetDestinationRequest   *message);
+size_t auth__otp__v1__forget_destination_request__pack
+                     (const Auth__Otp__V1__ForgetDestinationRequest   *message,
+                      uint8_t             *out);
+size_t auth__otp__v1__forget_destination_request__pack_to_buffer
+                     (const Auth__Otp__V1__ForgetDestinationRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Otp__V1__ForgetDestinationRequest *
+       auth__otp__v1__forget_destination_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__otp__v1__forget_destination_request__free_unpacked
+                     (Auth__Otp__V1__ForgetDestinationRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Otp__V1__ForgetDestinationResponse methods */
+void   auth__otp__v1__forget_destination_response__init
+                     (Auth__Otp__V1__ForgetDestinationResponse         *message);
+size_t auth__otp__v1__forget_destination_response__get_packed_size
+                     (const Auth__Otp__V1__ForgetDestinationResponse   *message);
+size_t auth__otp__v1__forget_destination_response__pack
+                     (const Auth__Otp__V1__ForgetDestinationResponse   *message,
+                      uint8_t             *out);
+size_t auth__otp__v1__forget_destination_response__pack_to_buffer
+                     (const Auth__Otp__V1__ForgetDestinationResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Otp__V1__ForgetDestinationResponse *
+       auth__otp__v1__forget_destination_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__otp__v1__forget_destination_response__free_unpacked
+                     (Auth__Otp__V1__ForgetDestinationResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Auth__Otp__V1__UnlockDestinationRequest methods */
 void   auth__otp__v1__unlock_destination_request__init
                      (Auth__Otp__V1__UnlockDestinationRequest         *message);
@@ -565,6 +630,12 @@ typedef void (*Auth__Otp__V1__CheckRequest_Closure)
 typedef void (*Auth__Otp__V1__CheckResponse_Closure)
                  (const Auth__Otp__V1__CheckResponse *message,
                   void *closure_data);
+typedef void (*Auth__Otp__V1__ForgetDestinationRequest_Closure)
+                 (const Auth__Otp__V1__ForgetDestinationRequest *message,
+                  void *closure_data);
+typedef void (*Auth__Otp__V1__ForgetDestinationResponse_Closure)
+                 (const Auth__Otp__V1__ForgetDestinationResponse *message,
+                  void *closure_data);
 typedef void (*Auth__Otp__V1__UnlockDestinationRequest_Closure)
                  (const Auth__Otp__V1__UnlockDestinationRequest *message,
                   void *closure_data);
@@ -614,6 +685,10 @@ struct Auth__Otp__V1__OTP_Service
                              const Auth__Otp__V1__UnlockDestinationRequest *input,
                              Auth__Otp__V1__UnlockDestinationResponse_Closure closure,
                              void *closure_data);
+  void (*forget_destination)(Auth__Otp__V1__OTP_Service *service,
+                             const Auth__Otp__V1__ForgetDestinationRequest *input,
+                             Auth__Otp__V1__ForgetDestinationResponse_Closure closure,
+                             void *closure_data);
 };
 typedef void (*Auth__Otp__V1__OTP_ServiceDestroy)(Auth__Otp__V1__OTP_Service *);
 void auth__otp__v1__otp__init (Auth__Otp__V1__OTP_Service *service,
@@ -627,7 +702,8 @@ void auth__otp__v1__otp__init (Auth__Otp__V1__OTP_Service *service,
       function_prefix__ ## check,\
       function_prefix__ ## get_delivery_status,\
       function_prefix__ ## report_delivery,\
-      function_prefix__ ## unlock_destination  }
+      function_prefix__ ## unlock_destination,\
+      function_prefix__ ## forget_destination  }
 void auth__otp__v1__otp__start(ProtobufCService *service,
                                const Auth__Otp__V1__StartRequest *input,
                                Auth__Otp__V1__StartResponse_Closure closure,
@@ -652,6 +728,10 @@ void auth__otp__v1__otp__unlock_destination(ProtobufCService *service,
                                             const Auth__Otp__V1__UnlockDestinationRequest *input,
                                             Auth__Otp__V1__UnlockDestinationResponse_Closure closure,
                                             void *closure_data);
+void auth__otp__v1__otp__forget_destination(ProtobufCService *service,
+                                            const Auth__Otp__V1__ForgetDestinationRequest *input,
+                                            Auth__Otp__V1__ForgetDestinationResponse_Closure closure,
+                                            void *closure_data);
 
 /* --- descriptors --- */
 
@@ -664,6 +744,8 @@ extern const ProtobufCMessageDescriptor auth__otp__v1__resend_request__descripto
 extern const ProtobufCMessageDescriptor auth__otp__v1__resend_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__check_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__check_response__descriptor;
+extern const ProtobufCMessageDescriptor auth__otp__v1__forget_destination_request__descriptor;
+extern const ProtobufCMessageDescriptor auth__otp__v1__forget_destination_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__unlock_destination_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__unlock_destination_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__get_delivery_status_request__descriptor;

@@ -298,10 +298,15 @@ struct  Auth__Session__V1__RevokeAllRequest
    */
   char *except_session_id;
   char *reason;
+  /*
+   * The account is being deleted: also clear the IP addresses, device names and user agents
+   * of every session of the user (live or not) and the IP addresses of its security events.
+   */
+  protobuf_c_boolean forget_personal_data;
 };
 #define AUTH__SESSION__V1__REVOKE_ALL_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__session__v1__revoke_all_request__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Auth__Session__V1__RevokeAllResponse
