@@ -66,7 +66,6 @@ ROUTES = {
     ("get", "/.well-known/jwks.json"): dict(success="200", errors={"503": []}),
     ("get", "/health/live"): dict(success="200", service=False, errors={}),
     ("get", "/health/ready"): dict(success="200", errors={"503": []}),
-    ("get", "/metrics"): dict(success="200", service=False, errors={}),
     ("get", "/openapi.json"): dict(success="200", service=False, errors={}),
 }
 
