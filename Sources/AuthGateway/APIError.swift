@@ -123,6 +123,14 @@ enum ServiceErrorMapping {
             return unavailable
         default: break
         }
+        // A form's fields (sign-up, profile, password): one broken field answers like several, 422
+        // `validation_failed` with `fields` (issue 20: a sign-up whose only broken field was the
+        // email answered 400 `invalid_email`, against the contract).
+        if let names = rules.validationFields, ["invalid_phone", "invalid_email"].contains(error.reason),
+            let failed = validationFailed(error, names: names, detail: detail)
+        {
+            return failed
+        }
         switch error.reason {
         // identity
         case "invalid_phone": return make(.badRequest, "invalid_phone", "Please enter a valid phone number.")
@@ -196,17 +204,8 @@ enum ServiceErrorMapping {
         case "invalid_argument":
             if rules.verificationRoute { return withDetail(.verificationNotFound, detail) }
             if rules.credentialsRoute { return withDetail(.invalidCredentials, detail) }
-            if let names = rules.validationFields {
-                var fields: [String: String] = [:]
-                for violation in error.fieldViolations {
-                    guard let name = names[violation.field] else { continue }
-                    fields[name] = violation.description.isEmpty ? "This value is not valid." : violation.description
-                }
-                if !fields.isEmpty {
-                    var failed = APIError.validationFailed(fields)
-                    failed.detail = detail
-                    return failed
-                }
+            if let names = rules.validationFields, let failed = validationFailed(error, names: names, detail: detail) {
+                return failed
             }
             var invalid = APIError.invalidRequest(error.fieldViolations.first.map { "\($0.field): \($0.description)" } ?? "a value is not valid.")
             invalid.detail = detail
@@ -216,6 +215,20 @@ enum ServiceErrorMapping {
             // the services): the client cannot fix it; logged with the detail.
             return withDetail(.internalError, detail)
         }
+    }
+
+    /// 422 `validation_failed` with the violations of the form's fields (`names`: service field →
+    /// request member); nil when none of them is a form field.
+    private static func validationFailed(_ error: RPCError, names: [String: String], detail: String) -> APIError? {
+        var fields: [String: String] = [:]
+        for violation in error.fieldViolations {
+            guard let name = names[violation.field] else { continue }
+            fields[name] = violation.description.isEmpty ? "This value is not valid." : violation.description
+        }
+        guard !fields.isEmpty else { return nil }
+        var failed = APIError.validationFailed(fields)
+        failed.detail = detail
+        return failed
     }
 
     private static func withDetail(_ error: APIError, _ detail: String) -> APIError {

@@ -93,6 +93,20 @@ import Testing
         #expect(map(.unauthenticated, "wrong_password").message == "Your current password is incorrect.")
     }
 
+    /// Issue 20: a form whose only broken field is the email (or the phone) answers like one
+    /// with several broken fields: 422 `validation_failed` with `fields`.
+    @Test func aFormsOnlyBrokenContactIsA422Too() {
+        var rules = ServiceErrorMapping.Rules()
+        rules.validationFields = ["display_name": "display_name", "email": "email", "password": "password"]
+        let email = map(.invalidArgument, "invalid_email", rules: rules, violations: [
+            RPCError.FieldViolation(field: "email", reason: "invalid_email", description: "Please enter a valid email address."),
+        ])
+        #expect(email.status == .unprocessableContent)
+        #expect(email.fields == ["email": "Please enter a valid email address."])
+        // Outside a form (e.g. /v1/otp/send) it stays 400 `invalid_email`.
+        #expect(map(.invalidArgument, "invalid_email").status == .badRequest)
+    }
+
     @Test func fieldViolationsBecomeA422InTheRequestsOwnNames() {
         var rules = ServiceErrorMapping.Rules()
         rules.validationFields = ["old_password": "current_password", "new_password": "new_password"]

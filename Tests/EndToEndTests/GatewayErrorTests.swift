@@ -206,6 +206,12 @@ extension GatewayEndToEndTests {
                 "/v1/signup", ["display_name": "Good Name", "email": GatewayFixture.newEmail(), "password": "Password1"])
             expectError(common, 422, "validation_failed")
             #expect((common["fields"] as? [String: String])?.keys.sorted() == ["password"], "\(common)")
+            // Issue 20: the email alone broken answered 400 `invalid_email`, unlike the contract
+            // and the same email with another broken field.
+            let onlyEmail = try await fixture.post(
+                "/v1/signup", ["display_name": "Good Name", "email": "nope", "password": GatewayFixture.password])
+            expectError(onlyEmail, 422, "validation_failed")
+            #expect((onlyEmail["fields"] as? [String: String]) == ["email": "Please enter a valid email address."], "\(onlyEmail)")
             let missing = try await fixture.post("/v1/signup", ["email": GatewayFixture.newEmail(), "password": GatewayFixture.password])
             expectError(missing, 400, "invalid_request")
 
