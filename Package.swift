@@ -435,6 +435,7 @@ let package = Package(
             name: "AuthTestSupport",
             dependencies: [
                 .product(name: "Hummingbird", package: "hummingbird"),
+                "AuthTime",
                 "AuthPostgres",
                 "AuthRPC",
                 "AuthProtobuf",

@@ -1,6 +1,5 @@
+import AuthTestSupport
 import AuthText
-import Logging
-import Synchronization
 import Testing
 
 @testable import AuthGateway
@@ -71,9 +70,8 @@ import Testing
     /// Issue 19, item 2: behind an untrusted proxy every client shares the proxy's budget; in
     /// production the gateway says so at start, and once per peer that forwards.
     @Test func forwardingFromAnUntrustedPeerIsWarnedOncePerPeer() throws {
-        let collected = CollectedLines()
-        let logger = Logger(label: "test") { _ in LineCollector(collected: collected) }
-        let warnings = ForwardedForWarnings(logger: logger)
+        let log = CapturedLog()
+        let warnings = ForwardedForWarnings(logger: log.logger())
         warnings.started(trustedProxies: [])
         warnings.started(trustedProxies: [try #require(IPAddressRange("10.0.0.0/8"))])
         let resolver = ClientAddressResolver(trustedProxies: [try #require(IPAddressRange("10.0.0.0/8"))])
@@ -82,7 +80,7 @@ import Testing
         }
         _ = resolver.clientAddress(peer: "192.0.2.8", forwardedFor: [], warnings: warnings)
         _ = resolver.clientAddress(peer: "10.0.0.2", forwardedFor: ["203.0.113.9"], warnings: warnings)
-        let logged = collected.lines.withLock { $0 }
+        let logged = log.lines
         #expect(logged.count == 2, "\(logged)")
         #expect(logged.first?.contains("AUTH_GATEWAY_TRUSTED_PROXIES is empty") == true)
         #expect(logged.last?.contains("peer=192.0.2.7") == true)
@@ -91,27 +89,6 @@ import Testing
         for index in 0..<2_000 {
             warnings.untrustedPeerForwarded(try #require(IPAddress("198.51.\(index / 256).\(index % 256)")))
         }
-        #expect(collected.lines.withLock { $0.count } == 1 + ForwardedForWarnings.maxWarnedPeers)
-    }
-}
-
-private final class CollectedLines: Sendable {
-    let lines = Mutex<[String]>([])
-}
-
-/// Keeps each log line as `message key=value …`.
-private struct LineCollector: LogHandler {
-    let collected: CollectedLines
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let fields = (event.metadata ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
-        collected.lines.withLock { $0.append(([event.message.description] + fields).joined(separator: " ")) }
+        #expect(log.lines.count == 1 + ForwardedForWarnings.maxWarnedPeers)
     }
 }

@@ -5,6 +5,7 @@ import AuthRPC
 import Foundation
 import Synchronization
 import Testing
+import AuthTestSupport
 
 @testable import IdentityService
 

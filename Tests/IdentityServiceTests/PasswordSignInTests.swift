@@ -4,6 +4,7 @@ import AuthCrypto
 import AuthRPC
 import Foundation
 import Testing
+import AuthTestSupport
 
 @testable import IdentityService
 

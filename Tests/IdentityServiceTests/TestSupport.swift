@@ -15,22 +15,6 @@ import Testing
 
 @testable import IdentityService
 
-/// A wall clock the test moves by hand.
-final class ManualClock: WallClock {
-    private let current: Mutex<Date>
-
-    /// Starts at a fixed, realistic time (2026-06-01T00:00:00Z).
-    init(_ start: Date = Date(timeIntervalSince1970: 1_780_272_000)) {
-        self.current = Mutex(start)
-    }
-
-    func now() -> Date { current.withLock { $0 } }
-
-    func advance(seconds: Double) {
-        current.withLock { $0 = $0.addingTimeInterval(seconds) }
-    }
-}
-
 let testLogger: Logger = PostgresTestDatabase.makeLogger(label: "auth.tests.identity")
 let rpcSecret: [UInt8] = SecureRandom.bytes(count: 32)
 /// Cheap scrypt for tests (N = 2^10); the timing test sets its own.
@@ -158,27 +142,6 @@ private func makeTCPClient(port: Int, caller: String) -> (Auth_Identity_V1_Ident
         ),
         transport
     )
-}
-
-/// Expects `body` to fail with an RPC error of `code` and `reason`; returns the error.
-@discardableResult
-func expectRPCError(
-    _ code: RPCError.Code,
-    _ reason: String,
-    sourceLocation: SourceLocation = #_sourceLocation,
-    _ body: () async throws -> some Any
-) async -> RPCError? {
-    do {
-        _ = try await body()
-        Issue.record("expected \(code) \(reason), but the call succeeded", sourceLocation: sourceLocation)
-    } catch let error as RPCError {
-        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
-        #expect(error.reason == reason, "\(error)", sourceLocation: sourceLocation)
-        return error
-    } catch {
-        Issue.record("expected an RPCError \(reason), got \(error)", sourceLocation: sourceLocation)
-    }
-    return nil
 }
 
 // MARK: ID tokens

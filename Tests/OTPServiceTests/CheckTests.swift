@@ -3,6 +3,7 @@ import AuthProtobuf
 import AuthRPC
 import Foundation
 import Testing
+import AuthTestSupport
 
 @testable import OTPService
 

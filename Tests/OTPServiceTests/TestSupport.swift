@@ -13,30 +13,6 @@ import Testing
 
 @testable import OTPService
 
-/// A wall clock the test moves by hand.
-final class ManualClock: WallClock {
-    private let current: Mutex<Date>
-    /// With `realTime`, the clock also moves with the system's (for tests of the dispatcher
-    /// running on its own); `advance` still jumps.
-    private let realStart: Date?
-
-    /// Starts at a fixed, realistic time (2026-06-01T00:00:00Z).
-    init(_ start: Date = Date(timeIntervalSince1970: 1_780_272_000), realTime: Bool = false) {
-        self.current = Mutex(start)
-        self.realStart = realTime ? Date() : nil
-    }
-
-    func now() -> Date {
-        let base = current.withLock { $0 }
-        guard let realStart else { return base }
-        return base.addingTimeInterval(Date().timeIntervalSince(realStart))
-    }
-
-    func advance(seconds: Double) {
-        current.withLock { $0 = $0.addingTimeInterval(seconds) }
-    }
-}
-
 let testLogger: Logger = PostgresTestDatabase.makeLogger(label: "auth.tests.otp")
 
 func makeClient(_ service: OTPService, caller: String = "gateway") -> Auth_Otp_V1_OTP.Client {
@@ -140,28 +116,6 @@ func withOTPService<R>(
                 configuration: configuration
             )
         )
-    }
-}
-
-/// Expects `body` to fail with an RPC error of `code` and `reason`; returns the error.
-@discardableResult
-func expectRPCError(
-    _ code: RPCError.Code,
-    _ reason: String,
-    sourceLocation: SourceLocation = #_sourceLocation,
-    _ body: () async throws -> some Any
-) async -> RPCError? {
-    do {
-        _ = try await body()
-        Issue.record("expected \(code) \(reason), but the call succeeded", sourceLocation: sourceLocation)
-        return nil
-    } catch let error as RPCError {
-        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
-        #expect(error.reason == reason, "\(error)", sourceLocation: sourceLocation)
-        return error
-    } catch {
-        Issue.record("expected an RPCError \(reason), got \(error)", sourceLocation: sourceLocation)
-        return nil
     }
 }
 

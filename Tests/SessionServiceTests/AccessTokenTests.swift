@@ -5,6 +5,7 @@ import AuthRPC
 import AuthTime
 import Foundation
 import Testing
+import AuthTestSupport
 
 @testable import SessionService
 

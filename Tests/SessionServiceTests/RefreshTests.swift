@@ -5,6 +5,7 @@ import AuthProtobuf
 import AuthRPC
 import Foundation
 import Testing
+import AuthTestSupport
 
 @testable import SessionService
 

@@ -3,6 +3,7 @@ import AuthRPC
 import AuthTime
 import Foundation
 import Testing
+import AuthTestSupport
 
 @testable import SessionService
 

@@ -2,6 +2,7 @@ import AuthAPI
 import AuthRPC
 import Foundation
 import Testing
+import AuthTestSupport
 
 @testable import SessionService
 

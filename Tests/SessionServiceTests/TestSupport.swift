@@ -12,26 +12,6 @@ import Testing
 
 @testable import SessionService
 
-/// A wall clock the test moves by hand.
-final class ManualClock: WallClock {
-    private let current: Mutex<Date>
-
-    /// Starts at a fixed, realistic time (2026-06-01T00:00:00Z).
-    init(_ start: Date = Date(timeIntervalSince1970: 1_780_272_000)) {
-        self.current = Mutex(start)
-    }
-
-    func now() -> Date { current.withLock { $0 } }
-
-    func advance(by duration: Duration) {
-        current.withLock { $0 = $0.addingTimeInterval(duration.timeInterval) }
-    }
-
-    func advance(seconds: Double) {
-        current.withLock { $0 = $0.addingTimeInterval(seconds) }
-    }
-}
-
 /// A session service on its own schema of the test database, called through the in-process
 /// transport as `gateway` (``client``) or `authctl` (``operatorClient``).
 struct SessionFixture: Sendable {
@@ -133,24 +113,6 @@ func withSessionService<R>(
                 configuration: configuration
             )
         )
-    }
-}
-
-/// Expects `body` to fail with an RPC error of `code` and `reason`.
-func expectRPCError(
-    _ code: RPCError.Code,
-    _ reason: String,
-    sourceLocation: SourceLocation = #_sourceLocation,
-    _ body: () async throws -> some Any
-) async {
-    do {
-        _ = try await body()
-        Issue.record("expected \(code) \(reason), but the call succeeded", sourceLocation: sourceLocation)
-    } catch let error as RPCError {
-        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
-        #expect(error.reason == reason, "\(error)", sourceLocation: sourceLocation)
-    } catch {
-        Issue.record("expected an RPCError \(reason), got \(error)", sourceLocation: sourceLocation)
     }
 }
 

@@ -1,17 +1,25 @@
 import Logging
 import Synchronization
 
-/// Keeps every log record, for tests of what reaches the log.
-final class CapturedLog: Sendable {
-    struct Record: Sendable {
-        let level: Logger.Level
-        let message: String
-        let metadata: [String: String]
+/// Keeps every log record, for tests of what reaches the log. The one recording log handler
+/// for every test target.
+public final class CapturedLog: Sendable {
+    public struct Record: Sendable {
+        public let level: Logger.Level
+        public let message: String
+        public let metadata: [String: String]
+
+        /// `message key=value …`, the keys sorted.
+        public var line: String {
+            ([message] + metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }).joined(separator: " ")
+        }
     }
 
-    let records = Mutex<[Record]>([])
+    public let records = Mutex<[Record]>([])
 
-    func logger(level: Logger.Level = .trace) -> Logger {
+    public init() {}
+
+    public func logger(level: Logger.Level = .trace) -> Logger {
         var logger = Logger(label: "captured") { _ in Handler(log: self) }
         logger.logLevel = level
         return logger
@@ -35,9 +43,12 @@ final class CapturedLog: Sendable {
         }
     }
 
+    /// Each record as ``Record/line``.
+    public var lines: [String] { records.withLock { $0.map(\.line) } }
+
     /// Whether one record, as a line `level message key=value …` (keys sorted), contains every
     /// part.
-    func contains(_ parts: String...) -> Bool {
+    public func contains(_ parts: String...) -> Bool {
         records.withLock { records in
             records.contains { record in
                 let fields = record.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
