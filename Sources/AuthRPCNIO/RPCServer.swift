@@ -57,7 +57,6 @@ public final class RPCServer: Service, Sendable {
     private let logger: Logger
     private let verifier: ServiceCredentialVerifier
     private let sslContext: NIOSSLContext?
-    private let wallClock: @Sendable () -> Int64
     private let state: NIOLockedValueBox<State>
     private let stopPromise: EventLoopPromise<Void>
 
@@ -73,14 +72,12 @@ public final class RPCServer: Service, Sendable {
         configuration: RPCServerConfiguration,
         router: RPCRouter,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        logger: Logger,
-        wallClock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
+        logger: Logger
     ) throws {
         self.configuration = configuration
         self.router = router
         self.group = eventLoopGroup
         self.logger = logger
-        self.wallClock = wallClock
         self.verifier = ServiceCredentialVerifier(
             serverName: configuration.serviceName,
             secret: configuration.tls == nil ? configuration.secret : nil
@@ -105,7 +102,6 @@ public final class RPCServer: Service, Sendable {
         let router = self.router
         let verifier = self.verifier
         let configuration = self.configuration
-        let wallClock = self.wallClock
         let logger = self.logger
         let sslContext = self.sslContext
         let peerCertificateNames: PeerCertificateNames? =
@@ -154,7 +150,6 @@ public final class RPCServer: Service, Sendable {
                         peerCertificateNames: peerCertificateNames,
                         limits: configuration.limits,
                         serviceName: configuration.serviceName,
-                        wallClock: wallClock,
                         logger: logger,
                         onAuthenticated: { [weak self] in
                             self?.state.withLockedValue { $0.admission.authenticated(id) }

@@ -23,7 +23,6 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     private var challenge: Auth_Rpc_V1_Challenge?
     private let limits: ConnectionLimits
     private let serviceName: String
-    private let wallClock: @Sendable () -> Int64
     private let onAuthenticated: @Sendable () -> Void
     private var logger: Logger
 
@@ -51,7 +50,6 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         peerCertificateNames: PeerCertificateNames?,
         limits: ConnectionLimits,
         serviceName: String,
-        wallClock: @escaping @Sendable () -> Int64,
         logger: Logger,
         onAuthenticated: @escaping @Sendable () -> Void = {}
     ) {
@@ -60,7 +58,6 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         self.peerCertificateNames = peerCertificateNames
         self.limits = limits
         self.serviceName = serviceName
-        self.wallClock = wallClock
         self.logger = logger
         self.onAuthenticated = onAuthenticated
         self.state = ServerConnectionStateMachine(maxConcurrentCalls: limits.maxConcurrentCalls)

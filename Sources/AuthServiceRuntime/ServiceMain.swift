@@ -25,11 +25,6 @@ public struct ServiceDependencies: Sendable {
     public func addService(_ service: some Service) {
         backgroundServices.add(service)
     }
-
-    /// A client for another service of the system, with this service as the caller.
-    public func client(for service: AuthServiceName) -> RPCClient {
-        configuration.rpcClient(for: service, logger: logger)
-    }
 }
 
 extension ServiceConfiguration {

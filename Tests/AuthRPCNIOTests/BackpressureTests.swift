@@ -29,7 +29,6 @@ final class ReadCounter: ChannelOutboundHandler {
             peerCertificateNames: nil,
             limits: ConnectionLimits(),
             serviceName: "test-server",
-            wallClock: { 0 },
             logger: quietLogger()
         ))
         channel.read()
