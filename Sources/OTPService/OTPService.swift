@@ -114,11 +114,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         context: ServerContext
     ) async throws -> Auth_Otp_V1_ForgetDestinationResponse {
         try await serving {
-            guard let destination = Destination(parsing: request.destination) else {
-                throw OTPError(
-                    .invalidArgument, "The destination is neither an E.164 phone number nor an email address.",
-                    fieldViolations: [.init(field: "destination", reason: "invalid_value", description: "An E.164 phone number or an email address.")])
-            }
+            let destination = try Self.destination(request.destination)
             let deleted = try await store.forget(destination: destination.normalized)
             return Auth_Otp_V1_ForgetDestinationResponse(verificationsDeleted: UInt32(clamping: deleted))
         }
@@ -131,11 +127,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         context: ServerContext
     ) async throws -> Auth_Otp_V1_UnlockDestinationResponse {
         try await serving {
-            guard let destination = Destination(parsing: request.destination) else {
-                throw OTPError(
-                    .invalidArgument, "The destination is neither an E.164 phone number nor an email address.",
-                    fieldViolations: [.init(field: "destination", reason: "invalid_value", description: "An E.164 phone number or an email address.")])
-            }
+            let destination = try Self.destination(request.destination)
             let wasLocked = try await store.unlock(
                 destination: destination.normalized, maxConsecutive: configuration.maxConsecutiveFailures)
             logger.notice(
@@ -209,9 +201,8 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                     // A test destination passes every start limit and is never sent; a lock
                     // from its wrong codes holds, as for any destination.
                     try store.lock(connection, "destination:\(destination.normalized)")
-                    if let refusal = Self.refusal(
-                        try store.locks(connection, destination: destination.normalized, now: now), now: now,
-                        maxConsecutive: configuration.maxConsecutiveFailures)
+                    if let refusal = try store.locks(connection, destination: destination.normalized, now: now)
+                        .refusal(now: now, maxConsecutive: configuration.maxConsecutiveFailures)
                     {
                         return .refused(refusal)
                     }
@@ -229,10 +220,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                     hourAgo: hourAgo, destinationLimit: configuration.startsPerDestinationPerHour,
                     ipLimit: configuration.startsPerIPPerHour
                 )
-                if let refusal = Self.refusal(
-                    OTPStore.DestinationLocks(lockedUntil: figures.lockedUntil, consecutiveFailures: figures.consecutiveFailures),
-                    now: now, maxConsecutive: configuration.maxConsecutiveFailures)
-                {
+                if let refusal = figures.locks.refusal(now: now, maxConsecutive: configuration.maxConsecutiveFailures) {
                     return .refused(refusal)
                 }
                 if let oldest = figures.destinationLimitStart {
@@ -328,9 +316,8 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 }
                 let destination = row.destination
                 try store.lock(connection, "destination:\(destination.normalized)")
-                if let refusal = Self.refusal(
-                    try store.locks(connection, destination: destination.normalized, now: now), now: now,
-                    maxConsecutive: configuration.maxConsecutiveFailures)
+                if let refusal = try store.locks(connection, destination: destination.normalized, now: now)
+                    .refusal(now: now, maxConsecutive: configuration.maxConsecutiveFailures)
                 {
                     return .refused(refusal)
                 }
@@ -465,9 +452,8 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 }
                 let destination = row.destination.normalized
                 try store.lock(connection, "destination:\(destination)")
-                if let refusal = Self.refusal(
-                    try store.locks(connection, destination: destination, now: now), now: now,
-                    maxConsecutive: configuration.maxConsecutiveFailures)
+                if let refusal = try store.locks(connection, destination: destination, now: now)
+                    .refusal(now: now, maxConsecutive: configuration.maxConsecutiveFailures)
                 {
                     return .refused(refusal)
                 }
@@ -606,16 +592,16 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         OTPError(.verificationNotFound, "No such verification, or it was already used.")
     }
 
-    /// Why a locked destination is refused: the consecutive-failure limit first (it holds until
-    /// an operator unlocks it), then the window's lock; nil when it is not locked.
-    static func refusal(_ locks: OTPStore.DestinationLocks, now: Date, maxConsecutive: Int) -> OTPError? {
-        if locks.consecutiveFailures >= maxConsecutive {
-            return OTPError(
-                .factorLocked,
-                "Too many wrong codes: codes to this destination are locked. Contact support to unlock it."
-            )
+    /// The `destination` field of UnlockDestination and ForgetDestination.
+    static func destination(_ text: String) throws(OTPError) -> Destination {
+        guard let destination = Destination(parsing: text) else {
+            throw OTPError(
+                .invalidArgument, "The destination is neither an E.164 phone number nor an email address.",
+                fieldViolations: [
+                    .init(field: "destination", reason: "invalid_value", description: "An E.164 phone number or an email address.")
+                ])
         }
-        return locks.lockedUntil.map { tooManyAttempts(until: $0, now: now) }
+        return destination
     }
 
     static func tooManyAttempts(until: Date, now: Date) -> OTPError {
@@ -670,5 +656,19 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         var v4 = in_addr()
         var v6 = in6_addr()
         return text.withCString { inet_pton(AF_INET, $0, &v4) == 1 || inet_pton(AF_INET6, $0, &v6) == 1 }
+    }
+}
+
+extension OTPStore.DestinationLocks {
+    /// Why a locked destination is refused: the consecutive-failure limit first (it holds until
+    /// an operator unlocks it), then the window's lock; nil when it is not locked.
+    func refusal(now: Date, maxConsecutive: Int) -> OTPError? {
+        if consecutiveFailures >= maxConsecutive {
+            return OTPError(
+                .factorLocked,
+                "Too many wrong codes: codes to this destination are locked. Contact support to unlock it."
+            )
+        }
+        return lockedUntil.map { OTPService.tooManyAttempts(until: $0, now: now) }
     }
 }

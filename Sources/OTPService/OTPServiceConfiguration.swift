@@ -308,7 +308,7 @@ public struct OTPServiceConfiguration: Sendable {
                         + "to the log, where anyone who reads it can sign in as anyone; use webhook or twilio"
                 )
             }
-            if twilioBaseURL.lowercased().hasPrefix("http://") {
+            if URL(string: twilioBaseURL)?.scheme?.lowercased() != "https" {
                 throw OTPConfigurationError(variable: "AUTH_OTP_TWILIO_BASE_URL", problem: "must be an https URL in production")
             }
         }

@@ -232,15 +232,13 @@ struct OTPStore: Sendable {
     struct StartFigures: Sendable {
         /// Wrong codes for the destination within the attempt window.
         var wrongCodes: Int
-        /// The destination's lock, when it is locked now.
-        var lockedUntil: Date?
+        /// The destination's locks now.
+        var locks: DestinationLocks
         /// When the per-destination limit is reached: the start that has to leave the hour
         /// for one more to be allowed (the `limit`-th most recent); nil below the limit.
         var destinationLimitStart: Date?
         /// The same for the client IP.
         var ipLimitStart: Date?
-        /// Wrong codes since the destination's last right one.
-        var consecutiveFailures: Int
         /// The pumping guard's figures for the calling code (zero for an email).
         var pumping: (started: Int, verified: Int, oldestMinute: Date?)
     }
@@ -280,10 +278,9 @@ struct OTPStore: Sendable {
         let row = rows[0]
         return StartFigures(
             wrongCodes: try row[0].int,
-            lockedUntil: try row[1].decode(Date?.self),
+            locks: DestinationLocks(lockedUntil: try row[1].decode(Date?.self), consecutiveFailures: try row[2].int),
             destinationLimitStart: try row[3].decode(Date?.self),
             ipLimitStart: clientIPKey.isEmpty ? nil : try row[4].decode(Date?.self),
-            consecutiveFailures: try row[2].int,
             pumping: (try row[5].int, try row[6].int, try row[7].decode(Date?.self))
         )
     }
