@@ -62,9 +62,19 @@ public final class ServiceProcess: Sendable {
         let folder = files.temporaryDirectory.appendingPathComponent("auth-unprivileged-\(UUID().uuidString)")
         try files.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         let installed = folder.appendingPathComponent(executable)
-        try files.copyItem(at: binaryDirectory.appendingPathComponent(executable), to: installed)
-        // Runnable by everyone, whatever the umask made of the copy.
-        try files.setAttributes([.posixPermissions: 0o755], ofItemAtPath: installed.path)
+        // Copied by a child process (`install`, runnable by everyone whatever the umask), not
+        // in this one: a file this process holds open for writing is inherited by every child
+        // another test thread forks meanwhile, until that child execs, and executing the copy
+        // then fails with ETXTBSY ("Text file busy": seen in CI under load). The writing
+        // descriptor lives only in `install`, which forks nothing.
+        let install = Process()
+        install.executableURL = URL(fileURLWithPath: "/usr/bin/install")
+        install.arguments = ["-m", "0755", binaryDirectory.appendingPathComponent(executable).path, installed.path]
+        try install.run()
+        install.waitUntilExit()
+        guard install.terminationStatus == 0 else {
+            throw ServiceProcessError(message: "install of \(executable) into \(folder.path) failed: status \(install.terminationStatus)")
+        }
         return installed
     }
 
