@@ -13,9 +13,10 @@ import Synchronization
 /// Sends the outbox: workers take what this process's Starts hand over (``OutboxHandoff``:
 /// written already claimed, no claim needed) and claim due messages with `FOR UPDATE SKIP
 /// LOCKED` (so any number of replicas share the work), send each through its channel's
-/// provider, and record the outcome. Each of the outbox's `NOTIFY`s (written in the same transaction as the message)
-/// makes one worker claim once; a periodic sweep makes all of them claim until nothing is due, which also picks up retries that came due and claims
-/// whose lease expired (a worker that died mid-send): such a message is sent again within
+/// provider, and record the outcome. Each of the outbox's `NOTIFY`s (written in the same
+/// transaction as the message) makes one worker claim until nothing is due; a periodic sweep
+/// makes all of them do so, which also picks up retries that came due and claims whose lease
+/// expired (a worker that died mid-send): such a message is sent again within
 /// ``OTPServiceConfiguration/claimLease`` + ``OTPServiceConfiguration/sweepInterval``.
 ///
 /// Failures are retried with exponential backoff and jitter (`AuthBackoff`), up to
@@ -163,11 +164,11 @@ public final class OTPDispatcher: Service, Sendable {
         }
     }
 
-    /// One worker. Woken by a notification, it claims once: that notification's message (or
-    /// nothing, when another worker or replica was first). Woken by the sweep, a resumption
-    /// or a retry coming due (``WakeSignal/wake()``), at start and after a failed claim, it
-    /// drains: claims until nothing is due, so a backlog does not wait for one notification per
-    /// message.
+    /// One worker. Woken by a notification (``WakeSignal/wakeOne()``), it claims until a claim
+    /// comes back empty: usually that notification's message, then nothing. Woken by the sweep,
+    /// a resumption or a retry coming due (``WakeSignal/wake()``), at start and after a failed
+    /// claim, all workers do so at once. Woken for a Start's hand-over, it takes the hand-over
+    /// and claims nothing unless it was woken to drain.
     private func work(_ index: Int, takesHandoffs: Bool) async {
         let worker = "\(workerName)#\(index)"
         var failures = 0
@@ -185,7 +186,12 @@ public final class OTPDispatcher: Service, Sendable {
             do {
                 let processed = try await deliverBatch(worker: worker, limit: 1)
                 failures = 0
-                if processed > 0, draining { continue }
+                // Whatever woke it, a worker that claimed something claims again: a claim takes
+                // the oldest due message, not necessarily the notified one, which another
+                // worker's claim may have missed (its snapshot older than that message's commit,
+                // the message it wanted locked by this one). Only an empty claim, made after
+                // the notified message's commit, shows that nothing notified is left.
+                if processed > 0 { continue }
                 if !stopping.load(ordering: .relaxed) { draining = await wake.wait(past: seen) == .all }
             } catch {
                 if Task.isCancelled { return }
@@ -346,9 +352,9 @@ public final class OTPDispatcher: Service, Sendable {
 /// next ``wait(past:)``, which then returns at once, so it is not lost either.
 final class WakeSignal: Sendable {
     enum Reason: Sendable {
-        /// ``wake()``: claim until nothing is due.
+        /// ``wake()``: claim until nothing is due, hand-overs first.
         case all
-        /// ``wakeOne()``: claim once.
+        /// ``wakeOne()``: take one hand-over, or else claim until a claim comes back empty.
         case one
     }
 

@@ -108,6 +108,36 @@ import Testing
         }
     }
 
+    /// A claim woken by one message's notification may take another message: an older one
+    /// due at the same time (another worker's claim skipped it while locked, or did not yet see
+    /// it). The notified message must not be left behind then: a woken worker claims until a
+    /// claim comes back empty. Here an already sent message is put back in the queue without a
+    /// notification, older than anything else, and one worker is woken by a new message's
+    /// notification: its first claim takes the old one, and the new one is sent all the same,
+    /// with no sweep to pick it up.
+    @Test func aNotifiedMessageIsSentWhenItsWakeUpClaimedAnotherOne() async throws {
+        try await HTTPReceiver.with(respond: { _, _ in (200, "{}") }) { receiver in
+            try await Self.withWebhookDispatcher(
+                port: receiver.port, takesStartHandoffs: false, configure: { $0.dispatchWorkers = 1 }
+            ) { otp in
+                _ = try await otp.start("first@example.com", clientIP: "")
+                #expect(try await waitForAllMessages(otp, state: "sent", count: 1, timeout: .seconds(30)))
+                _ = try await otp.query(
+                    """
+                    UPDATE @messages SET state = 'queued', next_attempt_at = next_attempt_at - interval '1 hour',
+                        code = '123456', claimed_until = NULL, claimed_by = NULL
+                    """)
+                _ = try await otp.start("second@example.com", clientIP: "")
+                #expect(try await waitForAllMessages(otp, state: "sent", count: 2, timeout: .seconds(30)))
+                let destinations = receiver.requests.compactMap { request -> String? in
+                    let json = try? JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any]
+                    return json?["to"] as? String
+                }
+                #expect(destinations.sorted() == ["first@example.com", "first@example.com", "second@example.com"])
+            }
+        }
+    }
+
     /// The receiver is not listening at all (connection refused) for 30 s, then comes up on
     /// the same port: every message queued meanwhile arrives.
     @Test func aReceiverDownForThirtySecondsStillGetsEveryMessage() async throws {
