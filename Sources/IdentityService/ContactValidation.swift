@@ -1,63 +1,16 @@
 import AuthRPC
+import AuthText
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
-/// The rules for phone numbers, email addresses, display names and photo URLs (seed 002 §2.3,
-/// seed 003 §C3).
+/// The rules for display names and photo URLs (seed 003 §C3). Phone numbers and email
+/// addresses are AuthText's `PhoneNumber` and `EmailAddress`, the rules every service shares.
 public enum ContactRules {
-    /// Longest accepted email address, in characters.
-    public static let maxEmailLength = 255
     public static let displayNameLength = 2...50
     public static let maxPhotoURLBytes = 2048
-
-    /// Whether `phone` is E.164: `+`, a country code not starting with 0, 8-15 digits in all;
-    /// for India (+91), ten digits starting with 6-9.
-    public static func isValidPhone(_ phone: String) -> Bool {
-        let bytes = Array(phone.utf8)
-        guard bytes.first == UInt8(ascii: "+") else { return false }
-        let digits = bytes.dropFirst()
-        guard (8...15).contains(digits.count), digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-            digits.first != UInt8(ascii: "0")
-        else { return false }
-        if digits.starts(with: Array("91".utf8)) {
-            let national = digits.dropFirst(2)
-            return national.count == 10 && (UInt8(ascii: "6")...UInt8(ascii: "9")).contains(national.first!)
-        }
-        return true
-    }
-
-    /// Whether `email` matches `^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}$` (seed 003 §C3)
-    /// and has at most 255 characters.
-    public static func isValidEmail(_ email: String) -> Bool {
-        let bytes = Array(email.utf8)
-        guard bytes.count <= maxEmailLength else { return false }
-        func isAlpha(_ b: UInt8) -> Bool { (0x41...0x5A).contains(b) || (0x61...0x7A).contains(b) }
-        func isDigit(_ b: UInt8) -> Bool { (0x30...0x39).contains(b) }
-        let parts = bytes.split(separator: UInt8(ascii: "@"), omittingEmptySubsequences: false)
-        guard parts.count == 2 else { return false }
-        let local = parts[0]
-        let domain = parts[1]
-        guard !local.isEmpty, local.allSatisfy({ isAlpha($0) || isDigit($0) || Array("._%+-".utf8).contains($0) })
-        else { return false }
-        // The last dot splits the domain into a non-empty part of [a-zA-Z0-9.-] and two or more letters.
-        guard let lastDot = domain.lastIndex(of: UInt8(ascii: ".")) else { return false }
-        let head = domain[domain.startIndex..<lastDot]
-        let tld = domain[domain.index(after: lastDot)...]
-        return !head.isEmpty && head.allSatisfy({ isAlpha($0) || isDigit($0) || $0 == 0x2E || $0 == 0x2D })
-            && tld.count >= 2 && tld.allSatisfy(isAlpha)
-    }
-
-    /// An email as stored: lower-cased (ASCII only, by the rule above).
-    public static func normalizedEmail(_ email: String) -> String { email.lowercased() }
 
     /// Whether `name` has 2-50 characters, each a letter, a digit, a space, `-`, `_` or `.`.
     public static func isValidDisplayName(_ name: String) -> Bool {
@@ -80,11 +33,6 @@ public enum ContactRules {
         return true
     }
 
-    static func isIPAddress(_ text: String) -> Bool {
-        var v4 = in_addr()
-        var v6 = in6_addr()
-        return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
-    }
 }
 
 /// Collects field violations of one request.
@@ -133,26 +81,26 @@ struct RequestValidator {
 
     mutating func phone(_ value: String, field: String = "phone") -> String? {
         if value.isEmpty {
-            fail(field, "required", "A phone number is required.")
+            fail(field, "required", PhoneNumber.requiredMessage)
             return nil
         }
-        guard ContactRules.isValidPhone(value) else {
-            fail(field, "invalid_phone", "Please enter a valid phone number.")
+        guard let phone = PhoneNumber(value) else {
+            fail(field, "invalid_phone", PhoneNumber.invalidMessage)
             return nil
         }
-        return value
+        return phone.e164
     }
 
     mutating func email(_ value: String, field: String = "email") -> String? {
         if value.isEmpty {
-            fail(field, "required", "Email is required.")
+            fail(field, "required", EmailAddress.requiredMessage)
             return nil
         }
-        guard ContactRules.isValidEmail(value) else {
-            fail(field, "invalid_email", "Please enter a valid email address.")
+        guard let email = EmailAddress(value) else {
+            fail(field, "invalid_email", EmailAddress.invalidMessage)
             return nil
         }
-        return ContactRules.normalizedEmail(value)
+        return email.normalized
     }
 
     mutating func displayName(_ value: String, field: String = "display_name") {
@@ -175,7 +123,7 @@ struct RequestValidator {
 
     mutating func clientIP(_ value: String, field: String = "client_ip") {
         guard !value.isEmpty else { return }
-        guard value.utf8.count <= 45, ContactRules.isIPAddress(value) else {
+        guard IPAddress.isAddress(value) else {
             fail(field, "invalid_value", "An IPv4 or IPv6 address is expected.")
             return
         }

@@ -1,5 +1,6 @@
 import AuthCrypto
 import AuthProtobuf
+import AuthText
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -85,8 +86,8 @@ struct IDTokenVerifier: Sendable {
         try checkNonce(claims["nonce"]?.stringValue, rawNonce: rawNonce, claimPresent: claims["nonce"] != nil)
 
         var email: String?
-        if let text = claims["email"]?.stringValue, ContactRules.isValidEmail(text) {
-            email = ContactRules.normalizedEmail(text)
+        if let text = claims["email"]?.stringValue, let address = EmailAddress(text) {
+            email = address.normalized
         }
         let emailVerified: Bool =
             switch claims["email_verified"] {

@@ -3,6 +3,7 @@ import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
 import AuthRPC
+import AuthText
 import AuthTime
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -599,7 +600,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         var ip = clientIP
         if ip.isEmpty {
             let fromMetadata = context.metadata.endUserIP
-            if fromMetadata.utf8.count <= 45, ContactRules.isIPAddress(fromMetadata) { ip = fromMetadata }
+            if IPAddress.isAddress(fromMetadata) { ip = fromMetadata }
         }
         let requestID = context.metadata.requestID
         return AuditEntry(

@@ -1,17 +1,14 @@
-import AuthText
 import AuthAPI
 import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
 import AuthRPC
+import AuthText
 import AuthTime
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
-#endif
-#if canImport(Glibc)
-import Glibc
 #endif
 import Logging
 
@@ -521,11 +518,10 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             guard violations.isEmpty, let id else {
                 throw OTPError(.invalidArgument, "The request has invalid fields.", fieldViolations: violations)
             }
-            guard let status = try await store.deliveryStatus(verificationID: id),
-                let destination = Destination(parsing: status.destination)
-            else {
+            guard let status = try await store.deliveryStatus(verificationID: id) else {
                 throw Self.notFound()
             }
+            let destination = Destination(stored: status.destination)
             var response = Auth_Otp_V1_GetDeliveryStatusResponse(
                 channel: destination.channel.proto,
                 maskedDestination: destination.masked
@@ -642,21 +638,16 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
     /// put in the metadata (dropped silently when it is not one).
     static func clientIP(_ text: String, _ context: ServerContext, violations: inout [RPCError.FieldViolation]) -> String {
         if !text.isEmpty {
-            guard text.utf8.count <= 45, isIPAddress(text) else {
+            guard IPAddress.isAddress(text) else {
                 violations.append(.init(field: "client_ip", reason: "invalid_value", description: "An IPv4 or IPv6 address."))
                 return ""
             }
             return text
         }
         let fromMetadata = context.metadata.endUserIP
-        return fromMetadata.utf8.count <= 45 && isIPAddress(fromMetadata) ? fromMetadata : ""
+        return IPAddress.isAddress(fromMetadata) ? fromMetadata : ""
     }
 
-    static func isIPAddress(_ text: String) -> Bool {
-        var v4 = in_addr()
-        var v6 = in6_addr()
-        return text.withCString { inet_pton(AF_INET, $0, &v4) == 1 || inet_pton(AF_INET6, $0, &v6) == 1 }
-    }
 }
 
 extension OTPStore.DestinationLocks {

@@ -383,10 +383,9 @@ struct OTPStore: Sendable {
             [.uuid(id)]
         )
         guard let row = rows.first else { return nil }
-        guard let destination = Destination(parsing: try row[2].string),
-            let purpose = Purpose(rawValue: try row[3].string)
-        else {
-            throw PostgresError(code: .decodingFailed, message: "a stored verification has an unreadable destination or purpose")
+        let destination = Destination(stored: try row[2].string)
+        guard let purpose = Purpose(rawValue: try row[3].string) else {
+            throw PostgresError(code: .decodingFailed, message: "a stored verification has an unreadable purpose")
         }
         return VerificationRow(
             id: try row[0].uuid,

@@ -1,16 +1,12 @@
 import AuthProtobuf
 import AuthRPC
+import AuthText
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Limits on everything a caller controls, and the checks that enforce them. A request that
 /// breaks any of them fails with INVALID_ARGUMENT (`invalid_argument`) listing every bad field.
@@ -85,7 +81,7 @@ struct RequestValidator {
     /// An IPv4 or IPv6 address in text form, or empty.
     mutating func clientIP(_ value: String, field: String = "client_ip") {
         guard !value.isEmpty else { return }
-        guard value.utf8.count <= 45, Self.isIPAddress(value) else {
+        guard IPAddress.isAddress(value) else {
             fail(field, "invalid_value", "An IPv4 or IPv6 address is expected.")
             return
         }
@@ -115,11 +111,6 @@ struct RequestValidator {
         return value
     }
 
-    static func isIPAddress(_ text: String) -> Bool {
-        var v4 = in_addr()
-        var v6 = in6_addr()
-        return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
-    }
 }
 
 /// A validated Issue request.

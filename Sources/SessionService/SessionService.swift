@@ -604,7 +604,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
     private func clientIP(_ fromRequest: String, _ context: ServerContext) -> String {
         if !fromRequest.isEmpty { return fromRequest }
         let fromMetadata = context.metadata.endUserIP
-        return fromMetadata.utf8.count <= 45 && RequestValidator.isIPAddress(fromMetadata) ? fromMetadata : ""
+        return IPAddress.isAddress(fromMetadata) ? fromMetadata : ""
     }
 
     private func recordBestEffort(queries: SessionStore.Queries, _ event: () -> SecurityEvent) {

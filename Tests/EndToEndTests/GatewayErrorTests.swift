@@ -195,6 +195,31 @@ extension GatewayEndToEndTests {
             print("gateway e2e: a reset code first sent to /v1/otp/verify, then to its own route: \(burned.status) \(burned.error ?? "")")
         }
 
+        /// Issue 20: the gateway, identity and otp-dispatch apply one rule to phone numbers and
+        /// email addresses (AuthText's `PhoneNumber`, `EmailAddress`). otp-dispatch's copy
+        /// accepted `+911234567890`, `+91 12345 67890` and `a!b@example.com`, identity's refused
+        /// them.
+        @Test func contactsFollowOneRuleInEveryService() async throws {
+            let fixture = try fixture()
+            for phone in ["+911234567890", "+91 12345 67890", "+9198765432"] {
+                let reply = try await fixture.post("/v1/otp/send", ["phone": phone, "purpose": "auto"])
+                expectError(reply, 400, "invalid_phone")
+            }
+            for email in ["a!b@example.com", "a..b@example.com", ".a@example.com"] {
+                let reply = try await fixture.post("/v1/otp/send", ["email": email, "purpose": "auto"])
+                expectError(reply, 400, "invalid_email")
+                let signUp = try await fixture.post(
+                    "/v1/signup", ["display_name": "Good Name", "email": email, "password": GatewayFixture.password])
+                expectError(signUp, 422, "validation_failed")
+                #expect((signUp["fields"] as? [String: String]) == ["email": "Please enter a valid email address."])
+            }
+            // The E.164 spelling signs in (a +91 number as the rule wants it).
+            let e164 = "+919" + String(format: "%09d", Int(SecureRandom.uniform(below: 1_000_000_000)))
+            let verified = try await fixture.signInWithCode(phone: e164)
+            expectSessionBody(verified, isNewUser: true)
+            #expect(verified.user["phone"] as? String == e164)
+        }
+
         @Test func signUpValidationAndEmailTaken() async throws {
             let fixture = try fixture()
             let all = try await fixture.post("/v1/signup", ["display_name": "x", "email": "nope", "password": "short"])

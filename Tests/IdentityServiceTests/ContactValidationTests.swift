@@ -8,36 +8,6 @@ import AuthTestSupport
 @testable import IdentityService
 
 @Suite struct ContactValidationTests {
-    @Test func phoneNumbersAreE164() {
-        for valid in ["+14155550123", "+447911123456", "+919876543210", "+61412345678", "+12345678"] {
-            #expect(ContactRules.isValidPhone(valid), "\(valid)")
-        }
-        for invalid in [
-            "", "14155550123", "+0123456789", "+1234567", "+1234567890123456", "+1 415 555 0123", "+1415555012a",
-            "++14155550123",
-            // +91: ten digits starting with 6-9
-            "+915876543210", "+91987654321", "+9198765432101",
-        ] {
-            #expect(!ContactRules.isValidPhone(invalid), "\(invalid)")
-        }
-    }
-
-    @Test func emailsFollowTheSeedRegex() {
-        for valid in ["a@b.co", "first.last+tag@example.com", "x_y%z-1@sub.domain.org", "A@EXAMPLE.COM"] {
-            #expect(ContactRules.isValidEmail(valid), "\(valid)")
-        }
-        for invalid in [
-            "", "plain", "@example.com", "a@", "a@b", "a@b.c", "a@b.c1", "a b@example.com", "a@exa mple.com",
-            "a@@example.com", "ä@example.com", "a@example.co.m",
-        ] {
-            #expect(!ContactRules.isValidEmail(invalid), "\(invalid)")
-        }
-        let local = String(repeating: "a", count: 243)
-        #expect(ContactRules.isValidEmail(local + "@example.com"))  // 255
-        #expect(!ContactRules.isValidEmail(local + "a@example.com"))  // 256
-        #expect(ContactRules.normalizedEmail("Asha@Example.COM") == "asha@example.com")
-    }
-
     @Test func displayNames() {
         for valid in ["Al", "Asha K", "jo_anne-smith.jr", "Zoë 2", String(repeating: "x", count: 50)] {
             #expect(ContactRules.isValidDisplayName(valid), "\(valid)")

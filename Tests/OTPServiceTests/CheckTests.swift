@@ -10,7 +10,7 @@ import AuthTestSupport
 @Suite struct CheckTests {
     @Test func aRightCodeSucceedsOnceAndReturnsTheDestination() async throws {
         try await withOTPService { otp in
-            let started = try await otp.start("+91 99999 12345", purpose: .signup)
+            let started = try await otp.start("+919999912345", purpose: .signup)
             let code = try await otp.queuedCode(started.verificationID)
             #expect(code.count == 6 && code.allSatisfy(\.isNumber))
             let checked = try await otp.check(started.verificationID, code)
@@ -242,7 +242,7 @@ func outcome<T: Sendable>(_ body: @Sendable () async throws -> T) async -> Resul
                 try await gateway.unlockDestination(.init(destination: phone))
             }
             let operatorClient = makeClient(otp.service, caller: "authctl")
-            let unlocked = try await operatorClient.unlockDestination(.init(destination: "+91 99999 00077"))
+            let unlocked = try await operatorClient.unlockDestination(.init(destination: "+919999900077"))
             #expect(unlocked.wasLocked)
             let third = try await otp.start(phone)
             #expect(third.attemptsRemaining == 3)

@@ -17,7 +17,7 @@ import AuthTestSupport
             #expect(sms.resendAfter == 60)
             #expect(sms.attemptsRemaining == 5)
             #expect(UUID(uuidString: sms.verificationID) != nil)
-            let email = try await otp.start(" Asha.Rao@Example.COM ")
+            let email = try await otp.start("Asha.Rao@Example.COM")
             #expect(email.channel == .email)
             #expect(email.maskedDestination == "a***@example.com")
             // One message each, in the outbox, written with the verification.
@@ -214,7 +214,7 @@ import AuthTestSupport
     }
 
     @Test func destinationsParseAndMask() throws {
-        let indian = try #require(Destination(parsing: "+91 (999) 99-99.999"))
+        let indian = try #require(Destination(parsing: "+919999999999"))
         #expect(indian.normalized == "+919999999999")
         #expect(indian.callingCode == "91")
         #expect(indian.masked == "+91******9999")
@@ -225,5 +225,9 @@ import AuthTestSupport
         #expect(Destination(parsing: "Zed@Mail.Example.org")?.masked == "z***@mail.example.org")
         #expect(Destination(parsing: "+1234567") == nil)
         #expect(Destination(parsing: "+1234567890123456") == nil)
+        // Issue 20: the rules identity applies too (this copy accepted both).
+        #expect(Destination(parsing: "+911234567890") == nil)
+        #expect(Destination(parsing: "a!b@example.com") == nil)
+        #expect(Destination(parsing: "+91 (999) 99-99.999") == nil)
     }
 }

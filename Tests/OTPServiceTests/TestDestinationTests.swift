@@ -14,7 +14,7 @@ import AuthTestSupport
             $0.startsPerDestinationPerHour = 2
         }) { otp in
             for _ in 0..<5 {
-                let started = try await otp.start("+1 555 010 9999")
+                let started = try await otp.start("+15550109999")
                 _ = try await otp.check(started.verificationID, "123456")
             }
             let review = try await otp.start("review@example.com")
@@ -38,7 +38,7 @@ import AuthTestSupport
     /// (the same for everyone who knows the review account) could be guessed without limit.
     @Test func aTestDestinationsWrongCodesCountAndLockLikeAnyOther() async throws {
         try await withOTPService(configure: { $0.testDestinations = ["+15550109999": "123456"] }) { otp in
-            let started = try await otp.start("+1 555 010 9999")
+            let started = try await otp.start("+15550109999")
             for expected in [4, 3, 2, 1, 0] as [UInt32] {
                 let error = await expectRPCError(.unauthenticated, "invalid_code") {
                     try await otp.check(started.verificationID, "000000")
@@ -46,11 +46,11 @@ import AuthTestSupport
                 #expect(error?.attemptsRemaining == expected)
             }
             let locked = await expectRPCError(.resourceExhausted, "too_many_attempts") {
-                try await otp.start("+1 555 010 9999")
+                try await otp.start("+15550109999")
             }
             #expect(locked?.retryAfterSeconds == 900)
             otp.clock.advance(seconds: 900)
-            let again = try await otp.start("+1 555 010 9999")
+            let again = try await otp.start("+15550109999")
             _ = try await otp.check(again.verificationID, "123456")
         }
     }
@@ -98,7 +98,7 @@ import AuthTestSupport
         let secret = "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldC0xMjM0NTY3OA=="
         #expect(try OTPServiceConfiguration(environment: ["AUTH_OTP_SECRET": secret]).testDestinations.isEmpty)
         let parsed = try OTPServiceConfiguration(environment: [
-            "AUTH_OTP_SECRET": secret, "AUTH_OTP_TEST_DESTINATIONS": "+1 555 010 9999=123456, Review@Example.com=654321",
+            "AUTH_OTP_SECRET": secret, "AUTH_OTP_TEST_DESTINATIONS": "+15550109999=123456, Review@Example.com=654321",
         ])
         #expect(parsed.testDestinations == ["+15550109999": "123456", "review@example.com": "654321"])
         #expect(throws: OTPConfigurationError.self) {

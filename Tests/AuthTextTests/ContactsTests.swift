@@ -1,0 +1,79 @@
+import AuthText
+import Testing
+
+/// The one rule for phone numbers and email addresses (gateway, identity, otp-dispatch).
+@Suite struct ContactsTests {
+    @Test func phoneNumbersAreE164() {
+        for (text, e164) in [
+            ("+14155550123", "+14155550123"), ("+447911123456", "+447911123456"), ("+919876543210", "+919876543210"),
+            ("+61412345678", "+61412345678"), ("+12345678", "+12345678"),
+        ] {
+            #expect(PhoneNumber(text)?.e164 == e164, "\(text)")
+        }
+        for invalid in [
+            "", "14155550123", "+0123456789", "+1234567", "+1234567890123456", "+1415555012a", "++14155550123",
+            "+", "+ ", "+１4155550123",
+            // One spelling per number: otp-dispatch's copy ignored separators and white space (issue 20).
+            "+91 (987) 65-43.210", " +14155550123", "+14155550123\n", "+1 415 555 0123",
+            // +91: ten national digits, the first 6-9 (seed 002 §2.3). otp-dispatch's copy of the rule
+            // accepted +911234567890 where identity refused it (issue 20).
+            "+915876543210", "+91987654321", "+9198765432101", "+911234567890",
+        ] {
+            #expect(PhoneNumber(invalid) == nil, "\(invalid)")
+        }
+    }
+
+    @Test func phoneNumbersKnowTheirCallingCodeAndMask() throws {
+        let indian = try #require(PhoneNumber("+919999999999"))
+        #expect(indian.callingCode == "91")
+        #expect(indian.masked == "+91******9999")
+        #expect(PhoneNumber("+15550100001")?.callingCode == "1")
+        #expect(PhoneNumber("+15550100001")?.masked == "+1******0001")
+        #expect(PhoneNumber("+2348000000001")?.callingCode == "234")
+        #expect(PhoneNumber("+447700900123")?.callingCode == "44")
+        #expect(PhoneNumber(stored: "+919999999999") == indian)
+    }
+
+    @Test func emailsFollowTheSeedRegexWithinWhatMailCarries() {
+        for (text, normalized) in [
+            ("a@b.co", "a@b.co"), ("first.last+tag@example.com", "first.last+tag@example.com"),
+            ("x_y%z-1@sub.domain.org", "x_y%z-1@sub.domain.org"), ("A@EXAMPLE.COM", "a@example.com"),
+        ] {
+            #expect(EmailAddress(text)?.normalized == normalized, "\(text)")
+        }
+        for invalid in [
+            "", "plain", "@example.com", "a@", "a@b", "a@b.c", "a@b.c1", "a b@example.com", "a@exa mple.com",
+            "a@@example.com", "ä@example.com", "a@example.co.m", " a@example.com", "a@example.com ",
+            // otp-dispatch's copy accepted these printable characters, which the apps' rule refuses (issue 20).
+            "a!b@example.com", "a#b@example.com", "a'b@example.com",
+            // identity's copy accepted these, which no mail system delivers.
+            ".a@example.com", "a.@example.com", "a..b@example.com", "a@-example.com", "a@example-.com",
+            "a@example..com", "a@" + String(repeating: "x", count: 64) + ".com",
+            String(repeating: "a", count: 65) + "@example.com",
+        ] {
+            #expect(EmailAddress(invalid) == nil, "\(invalid)")
+        }
+    }
+
+    @Test func emailsHaveAtMost254Bytes() {
+        let domain = "@" + String(repeating: "d", count: 60) + "." + String(repeating: "e", count: 60) + "."
+            + String(repeating: "f", count: 60) + ".com"  // 1 + 60 + 1 + 60 + 1 + 60 + 4 = 187 bytes
+        let local = String(repeating: "a", count: 64)
+        #expect(EmailAddress(local + String(domain.dropLast(4)) + ".co") != nil)  // 250
+        let at254 = local + "@" + String(repeating: "d", count: 60) + "." + String(repeating: "e", count: 60) + "."
+            + String(repeating: "f", count: 60) + "." + "ghijkl"
+        #expect(at254.utf8.count == 254)
+        #expect(EmailAddress(at254) != nil)
+        #expect(EmailAddress(at254 + "n") == nil)
+        #expect(EmailAddress("a@example.com")?.masked == "a***@example.com")
+    }
+
+    @Test func ipAddresses() {
+        for address in ["127.0.0.1", "::1", "2001:db8::1", "::ffff:10.0.0.1"] {
+            #expect(IPAddress.isAddress(address), "\(address)")
+        }
+        for text in ["", "localhost", "1.2.3", "1.2.3.4.5", "256.1.1.1", "fe80::1%eth0", ":::", "1.2.3.4 "] {
+            #expect(!IPAddress.isAddress(text), "\(text)")
+        }
+    }
+}
