@@ -164,10 +164,24 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
+        // What the three services' handlers share at the RPC boundary: the one error
+        // conversion (ServiceErrorInterceptor) and field validation (FieldValidator).
+        .target(
+            name: "AuthServiceCore",
+            dependencies: [
+                "AuthRPC",
+                "AuthPostgres",
+                "AuthText",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift
+        ),
+
         // MARK: Services' domain logic
         .target(
             name: "SessionService",
             dependencies: [
+                "AuthServiceCore",
                 "AuthText",
                 "AuthAccessToken",
                 "AuthAPI",
@@ -186,6 +200,7 @@ let package = Package(
         .target(
             name: "IdentityService",
             dependencies: [
+                "AuthServiceCore",
                 "AuthText",
                 "AuthAPI",
                 "AuthTime",
@@ -217,6 +232,7 @@ let package = Package(
         .target(
             name: "OTPService",
             dependencies: [
+                "AuthServiceCore",
                 "AuthText",
                 "AuthAPI",
                 "AuthTime",
@@ -462,6 +478,11 @@ let package = Package(
         .testTarget(
             name: "AuthGatewayTests",
             dependencies: ["AuthGateway", "AuthAccessToken", "AuthRPC", "AuthProtobuf", "AuthTestSupport"],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "AuthServiceCoreTests",
+            dependencies: ["AuthServiceCore", "AuthRPC", "AuthPostgres", "AuthProtobuf", "AuthTestSupport"],
             swiftSettings: strictSwift
         ),
         .testTarget(

@@ -28,6 +28,8 @@ public struct RPCRouter: Sendable {
         public let handler: ErasedHandler
         /// Where the server starts the handler; see ``HandlerExecution``.
         public internal(set) var execution: HandlerExecution = .offEventLoop
+        /// Run around the handler, first outermost (the service's ``RegistrableRPCService/interceptors``).
+        public internal(set) var interceptors: [any RPCServerInterceptor] = []
 
         @usableFromInline
         init(method: MethodDescriptor, allowedCallers: AllowedCallers, handler: @escaping ErasedHandler) {
@@ -78,9 +80,15 @@ public struct RPCRouter: Sendable {
         routes[method.path]?.execution = execution
     }
 
-    /// Registers every method of a service.
+    /// Registers every method of a service, each run through the service's interceptors.
     public mutating func register(_ service: some RegistrableRPCService) {
-        service.registerMethods(with: &self)
+        var added = RPCRouter()
+        service.registerMethods(with: &added)
+        let interceptors = service.interceptors
+        for (path, var route) in added.routes {
+            route.interceptors = interceptors
+            routes[path] = route
+        }
     }
 
     /// The route for a wire path, if any.
@@ -93,6 +101,12 @@ public struct RPCRouter: Sendable {
 /// A service implementation that can add its methods to a router.
 public protocol RegistrableRPCService: Sendable {
     func registerMethods(with router: inout RPCRouter)
+    /// Run around each of its methods (none unless the service says).
+    var interceptors: [any RPCServerInterceptor] { get }
+}
+
+extension RegistrableRPCService {
+    public var interceptors: [any RPCServerInterceptor] { [] }
 }
 
 extension RPCRouter.Route {
@@ -106,20 +120,34 @@ extension RPCRouter.Route {
         )
     }
 
-    /// Runs the handler with `context` as ``ServerContext/current`` and converts whatever it
-    /// throws into an ``RPCError``. A caller the method does not allow gets `PERMISSION_DENIED`
-    /// (`caller_not_allowed`) without the handler running.
+    /// Runs the handler through the route's interceptors with `context` as
+    /// ``ServerContext/current`` and converts whatever they throw into an ``RPCError``. A
+    /// caller the method does not allow gets `PERMISSION_DENIED` (`caller_not_allowed`) without
+    /// the interceptors or the handler running.
     public func run(payload: [UInt8], context: ServerContext) async -> Result<[UInt8], RPCError> {
         if let refusal = authorize(caller: context.authenticatedCaller) {
             return .failure(refusal)
         }
         do {
             let bytes = try await ServerContext.$current.withValue(context) {
-                try await handler(payload, context)
+                try await Self.call(interceptors[...], handler, payload, context)
             }
             return .success(bytes)
         } catch {
             return .failure(RPCError(converting: error))
+        }
+    }
+
+    private static func call(
+        _ interceptors: ArraySlice<any RPCServerInterceptor>,
+        _ handler: @escaping RPCRouter.ErasedHandler,
+        _ payload: [UInt8],
+        _ context: ServerContext
+    ) async throws -> [UInt8] {
+        guard let first = interceptors.first else { return try await handler(payload, context) }
+        let rest = interceptors.dropFirst()
+        return try await first.intercept(context: context) { context in
+            try await call(rest, handler, payload, context)
         }
     }
 }

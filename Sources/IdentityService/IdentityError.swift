@@ -1,5 +1,3 @@
-import AuthCrypto
-import AuthPostgres
 import AuthRPC
 
 /// The one error type of the identity service. Each ``Code`` has a stable `reason` and the RPC
@@ -94,34 +92,6 @@ public struct IdentityError: Error, Sendable, CustomStringConvertible {
     static let invalidCredentialsMessage = "Invalid email or password"
     static let emailTakenMessage = "This email is already registered. Try logging in instead."
 
-    /// Maps any error thrown while serving a call to an `IdentityError`: database unavailability
-    /// becomes UNAVAILABLE, statement timeouts DEADLINE_EXCEEDED, anything unexpected INTERNAL.
-    static func converting(_ error: any Error) -> any Error {
-        switch error {
-        case is IdentityError, is RPCError:
-            return error
-        case is CancellationError:
-            return IdentityError(.cancelled, "The call was cancelled.")
-        case let error as PostgresError:
-            if error.isUnavailable || error.code == .poolTimeout || error.code == .closed {
-                return IdentityError(.unavailable, "The identity database is unavailable.", cause: error)
-            }
-            switch error.code {
-            case .timeout: return IdentityError(.deadlineExceeded, "A database statement timed out.", cause: error)
-            case .cancelled: return IdentityError(.cancelled, "The call was cancelled.", cause: error)
-            default: return IdentityError(.internal, "A database statement failed.", cause: error)
-            }
-        case let error as CryptoError:
-            return IdentityError(.internal, "A cryptographic operation failed.", cause: error)
-        default:
-            return IdentityError(.internal, "Unexpected error.", cause: DescribedError(description: "\(error)"))
-        }
-    }
-}
-
-/// A non-Sendable error, kept as its description.
-struct DescribedError: Error, Sendable, CustomStringConvertible {
-    var description: String
 }
 
 extension IdentityError: RPCErrorConvertible {

@@ -3,6 +3,7 @@ import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
 import AuthRPC
+import AuthServiceCore
 import AuthText
 import AuthTime
 #if canImport(FoundationEssentials)
@@ -152,57 +153,49 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_GetUserRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_GetUserResponse {
-        try await serving {
-            var validator = RequestValidator()
-            let id = validator.userID(request.userID)
-            try validator.check()
-            guard let id, let user = try await store.user(id: id) else { throw Self.notFound }
-            return Auth_Identity_V1_GetUserResponse(user: user.proto)
-        }
+        var validator = RequestValidator()
+        let id = validator.userID(request.userID)
+        try validator.check()
+        guard let id, let user = try await store.user(id: id) else { throw Self.notFound }
+        return Auth_Identity_V1_GetUserResponse(user: user.proto)
     }
 
     public func getUserByPhone(
         request: Auth_Identity_V1_GetUserByPhoneRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_GetUserResponse {
-        try await serving {
-            var validator = RequestValidator()
-            let phone = validator.phone(request.phone)
-            try validator.check()
-            guard let phone, let user = try await store.user(phone: phone) else { throw Self.notFound }
-            return Auth_Identity_V1_GetUserResponse(user: user.proto)
-        }
+        var validator = RequestValidator()
+        let phone = validator.phone(request.phone)
+        try validator.check()
+        guard let phone, let user = try await store.user(phone: phone) else { throw Self.notFound }
+        return Auth_Identity_V1_GetUserResponse(user: user.proto)
     }
 
     public func getUserByEmail(
         request: Auth_Identity_V1_GetUserByEmailRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_GetUserResponse {
-        try await serving {
-            var validator = RequestValidator()
-            let email = validator.email(request.email)
-            try validator.check()
-            guard let email, let user = try await store.user(email: email) else { throw Self.notFound }
-            return Auth_Identity_V1_GetUserResponse(user: user.proto)
-        }
+        var validator = RequestValidator()
+        let email = validator.email(request.email)
+        try validator.check()
+        guard let email, let user = try await store.user(email: email) else { throw Self.notFound }
+        return Auth_Identity_V1_GetUserResponse(user: user.proto)
     }
 
     public func contactExists(
         request: Auth_Identity_V1_ContactExistsRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_ContactExistsResponse {
-        try await serving {
-            var validator = RequestValidator()
-            let contact = validator.contact(phone: request.phone, email: request.email)
-            try validator.check()
-            let user: UserRecord? =
-                switch contact {
-                case .phone(let phone): try await store.user(phone: phone)
-                case .email(let email): try await store.user(email: email)
-                case nil: nil
-                }
-            return Auth_Identity_V1_ContactExistsResponse(exists: user != nil)
-        }
+        var validator = RequestValidator()
+        let contact = validator.contact(phone: request.phone, email: request.email)
+        try validator.check()
+        let user: UserRecord? =
+            switch contact {
+            case .phone(let phone): try await store.user(phone: phone)
+            case .email(let email): try await store.user(email: email)
+            case nil: nil
+            }
+        return Auth_Identity_V1_ContactExistsResponse(exists: user != nil)
     }
 
     // MARK: One-time codes
@@ -211,29 +204,27 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_FindOrCreateByContactRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_FindOrCreateByContactResponse {
-        try await serving {
-            var validator = RequestValidator()
-            let contact = validator.contact(phone: request.phone, email: request.email)
-            validator.clientIP(request.clientIP)
-            try validator.check()
-            guard let contact else { throw IdentityError(.internal, "validated contact missing") }
-            let found = try await store.findOrCreate(
-                contact: contact,
-                newID: UUID(),
-                signupVerification: request.signupVerification,
-                audit: audit(.signIn, method: contact.method, request.clientIP, context)
-            )
-            if found.created {
-                logger.info("User created", metadata: ["user.id": "\(found.user.id)", "identity.method": "\(contact.method)"])
-            }
-            if found.passwordCleared {
-                logger.notice(
-                    "A code proved a contact that an account with a password had claimed: password cleared",
-                    metadata: ["user.id": "\(found.user.id)", "identity.method": "\(contact.method)"])
-            }
-            return Auth_Identity_V1_FindOrCreateByContactResponse(
-                user: found.user.proto, created: found.created, passwordCleared: found.passwordCleared)
+        var validator = RequestValidator()
+        let contact = validator.contact(phone: request.phone, email: request.email)
+        validator.clientIP(request.clientIP)
+        try validator.check()
+        guard let contact else { throw IdentityError(.internal, "validated contact missing") }
+        let found = try await store.findOrCreate(
+            contact: contact,
+            newID: UUID(),
+            signupVerification: request.signupVerification,
+            audit: audit(.signIn, method: contact.method, request.clientIP, context)
+        )
+        if found.created {
+            logger.info("User created", metadata: ["user.id": "\(found.user.id)", "identity.method": "\(contact.method)"])
         }
+        if found.passwordCleared {
+            logger.notice(
+                "A code proved a contact that an account with a password had claimed: password cleared",
+                metadata: ["user.id": "\(found.user.id)", "identity.method": "\(contact.method)"])
+        }
+        return Auth_Identity_V1_FindOrCreateByContactResponse(
+            user: found.user.proto, created: found.created, passwordCleared: found.passwordCleared)
     }
 
     // MARK: Passwords
@@ -242,167 +233,157 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_SignUpRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_SignUpResponse {
-        try await serving {
-            var validator = RequestValidator()
-            validator.displayName(request.displayName)
-            let email = validator.email(request.email)
-            let password = validator.newPassword(request.password, policy: policy)
-            validator.clientIP(request.clientIP)
-            try validator.check()
-            guard let email, let password else {
-                throw IdentityError(.internal, "validated fields missing")
-            }
-            // A cheap check first, so a taken email costs no hash; the unique index decides races.
-            if try await store.user(email: email) != nil {
-                throw IdentityError(.emailTaken, IdentityError.emailTakenMessage)
-            }
-            let hash = try await hashing.hash(password)
-            let user = try await store.signUp(
-                id: UUID(),
-                email: email,
-                displayName: request.displayName,
-                passwordHash: hash,
-                audit: audit(.signUp, method: "password", request.clientIP, context)
-            )
-            logger.info("User created", metadata: ["user.id": "\(user.id)", "identity.method": "password"])
-            return Auth_Identity_V1_SignUpResponse(user: user.proto)
+        var validator = RequestValidator()
+        validator.displayName(request.displayName)
+        let email = validator.email(request.email)
+        let password = validator.newPassword(request.password, policy: policy)
+        validator.clientIP(request.clientIP)
+        try validator.check()
+        guard let email, let password else {
+            throw IdentityError(.internal, "validated fields missing")
         }
+        // A cheap check first, so a taken email costs no hash; the unique index decides races.
+        if try await store.user(email: email) != nil {
+            throw IdentityError(.emailTaken, IdentityError.emailTakenMessage)
+        }
+        let hash = try await hashing.hash(password)
+        let user = try await store.signUp(
+            id: UUID(),
+            email: email,
+            displayName: request.displayName,
+            passwordHash: hash,
+            audit: audit(.signUp, method: "password", request.clientIP, context)
+        )
+        logger.info("User created", metadata: ["user.id": "\(user.id)", "identity.method": "password"])
+        return Auth_Identity_V1_SignUpResponse(user: user.proto)
     }
 
     public func signInWithPassword(
         request: Auth_Identity_V1_SignInWithPasswordRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_SignInWithPasswordResponse {
-        try await serving {
-            var validator = RequestValidator()
-            let email = validator.email(request.email)
-            if request.password.isEmpty { validator.fail("password", "required", "Password is required.") }
-            validator.clientIP(request.clientIP)
-            try validator.check()
-            guard let email else { throw IdentityError(.internal, "validated email missing") }
-            let emailHash = SHA256.hash(email)
-            let now = clock.microsecondNow()
-            try await reservePasswordAttempt(emailHash: emailHash, now: now)
-            let user = try await store.user(email: email)
-            var matches = false
-            if let password = PasswordPolicy.normalized(request.password) {
-                // Absent user or no password: verify against the dummy hash all the same.
-                matches = try await hashing.verify(password, against: user?.passwordHash)
-            }
-            guard matches, let user, let stored = user.passwordHash,
-                let password = PasswordPolicy.normalized(request.password)
-            else {
-                // The reserved attempt stays as the failure.
-                var entry = audit(.signInFailed, method: "password", request.clientIP, context, at: now)
-                entry.userID = user?.id
-                try await store.insertAudit(entry)
-                throw IdentityError(.invalidCredentials, IdentityError.invalidCredentialsMessage)
-            }
-            var rehashed: String?
-            if hashing.needsRehash(stored) {
-                rehashed = try await hashing.hash(password)
-            }
-            var entry = audit(.signIn, method: "password", request.clientIP, context, at: now)
-            entry.userID = user.id
-            try await store.recordSignIn(
-                emailHash: emailHash,
-                userID: user.id,
-                rehashed: rehashed,
-                oldHash: stored,
-                audit: entry
-            )
-            return Auth_Identity_V1_SignInWithPasswordResponse(user: user.proto)
+        var validator = RequestValidator()
+        let email = validator.email(request.email)
+        if request.password.isEmpty { validator.fail("password", "required", "Password is required.") }
+        validator.clientIP(request.clientIP)
+        try validator.check()
+        guard let email else { throw IdentityError(.internal, "validated email missing") }
+        let emailHash = SHA256.hash(email)
+        let now = clock.microsecondNow()
+        try await reservePasswordAttempt(emailHash: emailHash, now: now)
+        let user = try await store.user(email: email)
+        var matches = false
+        if let password = PasswordPolicy.normalized(request.password) {
+            // Absent user or no password: verify against the dummy hash all the same.
+            matches = try await hashing.verify(password, against: user?.passwordHash)
         }
+        guard matches, let user, let stored = user.passwordHash,
+            let password = PasswordPolicy.normalized(request.password)
+        else {
+            // The reserved attempt stays as the failure.
+            var entry = audit(.signInFailed, method: "password", request.clientIP, context, at: now)
+            entry.userID = user?.id
+            try await store.insertAudit(entry)
+            throw IdentityError(.invalidCredentials, IdentityError.invalidCredentialsMessage)
+        }
+        var rehashed: String?
+        if hashing.needsRehash(stored) {
+            rehashed = try await hashing.hash(password)
+        }
+        var entry = audit(.signIn, method: "password", request.clientIP, context, at: now)
+        entry.userID = user.id
+        try await store.recordSignIn(
+            emailHash: emailHash,
+            userID: user.id,
+            rehashed: rehashed,
+            oldHash: stored,
+            audit: entry
+        )
+        return Auth_Identity_V1_SignInWithPasswordResponse(user: user.proto)
     }
 
     public func resetPassword(
         request: Auth_Identity_V1_ResetPasswordRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_ResetPasswordResponse {
-        try await serving {
-            var validator = RequestValidator()
-            let email = validator.email(request.email)
-            let password = validator.newPassword(request.newPassword, field: "new_password", policy: policy)
-            validator.clientIP(request.clientIP)
-            try validator.check()
-            guard let email, let password else {
-                throw IdentityError(.internal, "validated fields missing")
-            }
-            guard try await store.user(email: email) != nil else { throw Self.notFound }
-            let hash = try await hashing.hash(password)
-            guard
-                let user = try await store.resetPassword(
-                    email: email,
-                    emailHash: SHA256.hash(email),
-                    passwordHash: hash,
-                    audit: audit(.passwordReset, method: "otp_email", request.clientIP, context)
-                )
-            else { throw Self.notFound }
-            return Auth_Identity_V1_ResetPasswordResponse(user: user.proto)
+        var validator = RequestValidator()
+        let email = validator.email(request.email)
+        let password = validator.newPassword(request.newPassword, field: "new_password", policy: policy)
+        validator.clientIP(request.clientIP)
+        try validator.check()
+        guard let email, let password else {
+            throw IdentityError(.internal, "validated fields missing")
         }
+        guard try await store.user(email: email) != nil else { throw Self.notFound }
+        let hash = try await hashing.hash(password)
+        guard
+            let user = try await store.resetPassword(
+                email: email,
+                emailHash: SHA256.hash(email),
+                passwordHash: hash,
+                audit: audit(.passwordReset, method: "otp_email", request.clientIP, context)
+            )
+        else { throw Self.notFound }
+        return Auth_Identity_V1_ResetPasswordResponse(user: user.proto)
     }
 
     public func changePassword(
         request: Auth_Identity_V1_ChangePasswordRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_ChangePasswordResponse {
-        try await serving {
-            var validator = RequestValidator()
-            let id = validator.userID(request.userID)
-            if request.oldPassword.isEmpty {
-                validator.fail("old_password", "required", "Your current password is required.")
-            }
-            let newPassword = validator.newPassword(request.newPassword, field: "new_password", policy: policy)
-            validator.clientIP(request.clientIP)
-            try validator.check()
-            guard let id, let newPassword else {
-                throw IdentityError(.internal, "validated fields missing")
-            }
-            guard let user = try await store.user(id: id) else { throw Self.notFound }
-            let now = clock.microsecondNow()
-            // Sign-in's lockout, keyed by the account's email: guesses at one password count
-            // together whichever method makes them. An account without an email has no password
-            // (one is only ever set with an email), so there is nothing to guess and nothing to key.
-            let emailHash = user.email.map { SHA256.hash($0) }
-            if let emailHash { try await reservePasswordAttempt(emailHash: emailHash, now: now) }
-            let wrong = IdentityError(.wrongPassword, "Your current password is incorrect.")
-            guard let oldPassword = PasswordPolicy.normalized(request.oldPassword),
-                try await hashing.verify(oldPassword, against: user.passwordHash)
-            else {
-                if emailHash != nil {
-                    // The reserved attempt stays as the failure.
-                    var entry = audit(.passwordChangeFailed, method: "password", request.clientIP, context, at: now)
-                    entry.userID = id
-                    try await store.insertAudit(entry)
-                }
-                throw wrong
-            }
-            let hash = try await hashing.hash(newPassword)
-            var entry = audit(.passwordChanged, method: "password", request.clientIP, context)
-            entry.userID = id
-            guard
-                try await store.changePassword(
-                    userID: id,
-                    emailHash: emailHash,
-                    oldHash: user.passwordHash,
-                    newHash: hash,
-                    audit: entry
-                )
-            else { throw wrong }
-            return Auth_Identity_V1_ChangePasswordResponse()
+        var validator = RequestValidator()
+        let id = validator.userID(request.userID)
+        if request.oldPassword.isEmpty {
+            validator.fail("old_password", "required", "Your current password is required.")
         }
+        let newPassword = validator.newPassword(request.newPassword, field: "new_password", policy: policy)
+        validator.clientIP(request.clientIP)
+        try validator.check()
+        guard let id, let newPassword else {
+            throw IdentityError(.internal, "validated fields missing")
+        }
+        guard let user = try await store.user(id: id) else { throw Self.notFound }
+        let now = clock.microsecondNow()
+        // Sign-in's lockout, keyed by the account's email: guesses at one password count
+        // together whichever method makes them. An account without an email has no password
+        // (one is only ever set with an email), so there is nothing to guess and nothing to key.
+        let emailHash = user.email.map { SHA256.hash($0) }
+        if let emailHash { try await reservePasswordAttempt(emailHash: emailHash, now: now) }
+        let wrong = IdentityError(.wrongPassword, "Your current password is incorrect.")
+        guard let oldPassword = PasswordPolicy.normalized(request.oldPassword),
+            try await hashing.verify(oldPassword, against: user.passwordHash)
+        else {
+            if emailHash != nil {
+                // The reserved attempt stays as the failure.
+                var entry = audit(.passwordChangeFailed, method: "password", request.clientIP, context, at: now)
+                entry.userID = id
+                try await store.insertAudit(entry)
+            }
+            throw wrong
+        }
+        let hash = try await hashing.hash(newPassword)
+        var entry = audit(.passwordChanged, method: "password", request.clientIP, context)
+        entry.userID = id
+        guard
+            try await store.changePassword(
+                userID: id,
+                emailHash: emailHash,
+                oldHash: user.passwordHash,
+                newHash: hash,
+                audit: entry
+            )
+        else { throw wrong }
+        return Auth_Identity_V1_ChangePasswordResponse()
     }
 
     public func validatePassword(
         request: Auth_Identity_V1_ValidatePasswordRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_ValidatePasswordResponse {
-        try await serving {
-            var validator = RequestValidator()
-            validator.newPassword(request.password, policy: policy)
-            try validator.check()
-            return Auth_Identity_V1_ValidatePasswordResponse()
-        }
+        var validator = RequestValidator()
+        validator.newPassword(request.password, policy: policy)
+        try validator.check()
+        return Auth_Identity_V1_ValidatePasswordResponse()
     }
 
     /// Takes one of the email's password attempts (SignInWithPassword, and ChangePassword's old
@@ -440,15 +421,13 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_UnlockPasswordRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_UnlockPasswordResponse {
-        try await serving {
-            var validator = RequestValidator()
-            let email = validator.email(request.email)
-            try validator.check()
-            guard let email else { throw IdentityError(.internal, "validated email missing") }
-            let wasLocked = try await store.unlockPassword(
-                emailHash: SHA256.hash(email), maxConsecutive: configuration.maxConsecutiveFailures)
-            return Auth_Identity_V1_UnlockPasswordResponse(wasLocked: wasLocked)
-        }
+        var validator = RequestValidator()
+        let email = validator.email(request.email)
+        try validator.check()
+        guard let email else { throw IdentityError(.internal, "validated email missing") }
+        let wasLocked = try await store.unlockPassword(
+            emailHash: SHA256.hash(email), maxConsecutive: configuration.maxConsecutiveFailures)
+        return Auth_Identity_V1_UnlockPasswordResponse(wasLocked: wasLocked)
     }
 
     // MARK: ID tokens
@@ -457,62 +436,60 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_SignInWithIDTokenRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_SignInWithIDTokenResponse {
-        try await serving {
-            var validator = RequestValidator()
-            let provider: IdentityProvider? =
-                switch request.provider {
-                case .apple: .apple
-                case .google: .google
-                case .facebook: .facebook
-                default: nil
-                }
-            if provider == nil { validator.fail("provider", "required", "A provider is required.") }
-            if request.idToken.isEmpty { validator.fail("id_token", "required", "An ID token is required.") }
-            if !request.displayName.isEmpty { validator.displayName(request.displayName) }
-            validator.clientIP(request.clientIP)
-            try validator.check()
-            guard let provider else { throw IdentityError(.internal, "validated provider missing") }
-            guard let verifier = verifiers[provider] else {
-                throw IdentityError(
-                    .providerNotEnabled,
-                    "Sign in with \(provider.rawValue.capitalized) is not available."
-                )
+        var validator = RequestValidator()
+        let provider: IdentityProvider? =
+            switch request.provider {
+            case .apple: .apple
+            case .google: .google
+            case .facebook: .facebook
+            default: nil
             }
-            let now = clock.microsecondNow()
-            let verified = try await verifier.verify(request.idToken, rawNonce: request.rawNonce, now: now)
-            guard
-                try await store.rememberToken(
-                    provider: provider,
-                    key: verified.replayKey,
-                    expiresAt: verified.expiresAt,
-                    now: now
-                )
-            else {
-                logger.warning(
-                    "An ID token was presented again",
-                    metadata: ["identity.provider": "\(provider.rawValue)", "rpc.caller": "\(PeerText.loggable(context.authenticatedCaller))"]
-                )
-                throw IdentityError(.idTokenReplayed, "This sign-in was already used. Please sign in again.")
-            }
-            var identity = verified.identity
-            if identity.name == nil, !request.displayName.isEmpty { identity.name = request.displayName }
-            let result = try await store.signIn(
-                with: identity,
-                newID: UUID(),
-                audit: audit(.signIn, method: provider.method, request.clientIP, context, at: now)
-            )
-            if result.created || result.linked {
-                logger.info(
-                    result.created ? "User created" : "Provider identity linked",
-                    metadata: ["user.id": "\(result.user.id)", "identity.method": "\(provider.method)"]
-                )
-            }
-            return Auth_Identity_V1_SignInWithIDTokenResponse(
-                user: result.user.proto,
-                created: result.created,
-                linked: result.linked
+        if provider == nil { validator.fail("provider", "required", "A provider is required.") }
+        if request.idToken.isEmpty { validator.fail("id_token", "required", "An ID token is required.") }
+        if !request.displayName.isEmpty { validator.displayName(request.displayName) }
+        validator.clientIP(request.clientIP)
+        try validator.check()
+        guard let provider else { throw IdentityError(.internal, "validated provider missing") }
+        guard let verifier = verifiers[provider] else {
+            throw IdentityError(
+                .providerNotEnabled,
+                "Sign in with \(provider.rawValue.capitalized) is not available."
             )
         }
+        let now = clock.microsecondNow()
+        let verified = try await verifier.verify(request.idToken, rawNonce: request.rawNonce, now: now)
+        guard
+            try await store.rememberToken(
+                provider: provider,
+                key: verified.replayKey,
+                expiresAt: verified.expiresAt,
+                now: now
+            )
+        else {
+            logger.warning(
+                "An ID token was presented again",
+                metadata: ["identity.provider": "\(provider.rawValue)", "rpc.caller": "\(PeerText.loggable(context.authenticatedCaller))"]
+            )
+            throw IdentityError(.idTokenReplayed, "This sign-in was already used. Please sign in again.")
+        }
+        var identity = verified.identity
+        if identity.name == nil, !request.displayName.isEmpty { identity.name = request.displayName }
+        let result = try await store.signIn(
+            with: identity,
+            newID: UUID(),
+            audit: audit(.signIn, method: provider.method, request.clientIP, context, at: now)
+        )
+        if result.created || result.linked {
+            logger.info(
+                result.created ? "User created" : "Provider identity linked",
+                metadata: ["user.id": "\(result.user.id)", "identity.method": "\(provider.method)"]
+            )
+        }
+        return Auth_Identity_V1_SignInWithIDTokenResponse(
+            user: result.user.proto,
+            created: result.created,
+            linked: result.linked
+        )
     }
 
     // MARK: Profile, deletion, audit
@@ -521,62 +498,56 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_UpdateProfileRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_UpdateProfileResponse {
-        try await serving {
-            var validator = RequestValidator()
-            let id = validator.userID(request.userID)
-            if let name = request.displayName { validator.displayName(name.value) }
-            if let url = request.photoURL { validator.photoURL(url.value) }
-            validator.clientIP(request.clientIP)
-            try validator.check()
-            guard let id else { throw IdentityError(.internal, "validated user id missing") }
-            var entry = audit(.profileUpdated, method: "", request.clientIP, context)
-            entry.userID = id
-            guard
-                let user = try await store.updateProfile(
-                    userID: id,
-                    changes: ProfileChanges(
-                        displayName: request.displayName?.value,
-                        photoURL: request.photoURL?.value,
-                        onboardingCompleted: request.onboardingCompleted?.value
-                    ),
-                    audit: entry
-                )
-            else { throw Self.notFound }
-            return Auth_Identity_V1_UpdateProfileResponse(user: user.proto)
-        }
+        var validator = RequestValidator()
+        let id = validator.userID(request.userID)
+        if let name = request.displayName { validator.displayName(name.value) }
+        if let url = request.photoURL { validator.photoURL(url.value) }
+        validator.clientIP(request.clientIP)
+        try validator.check()
+        guard let id else { throw IdentityError(.internal, "validated user id missing") }
+        var entry = audit(.profileUpdated, method: "", request.clientIP, context)
+        entry.userID = id
+        guard
+            let user = try await store.updateProfile(
+                userID: id,
+                changes: ProfileChanges(
+                    displayName: request.displayName?.value,
+                    photoURL: request.photoURL?.value,
+                    onboardingCompleted: request.onboardingCompleted?.value
+                ),
+                audit: entry
+            )
+        else { throw Self.notFound }
+        return Auth_Identity_V1_UpdateProfileResponse(user: user.proto)
     }
 
     public func deleteUser(
         request: Auth_Identity_V1_DeleteUserRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_DeleteUserResponse {
-        try await serving {
-            var validator = RequestValidator()
-            let id = validator.userID(request.userID)
-            validator.clientIP(request.clientIP)
-            try validator.check()
-            guard let id else { throw IdentityError(.internal, "validated user id missing") }
-            var entry = audit(.accountDeleted, method: "", request.clientIP, context)
-            entry.userID = id
-            guard let deleted = try await store.delete(userID: id, audit: entry) else { throw Self.notFound }
-            if deleted { logger.info("User deleted", metadata: ["user.id": "\(id)"]) }
-            return Auth_Identity_V1_DeleteUserResponse(deleted: deleted)
-        }
+        var validator = RequestValidator()
+        let id = validator.userID(request.userID)
+        validator.clientIP(request.clientIP)
+        try validator.check()
+        guard let id else { throw IdentityError(.internal, "validated user id missing") }
+        var entry = audit(.accountDeleted, method: "", request.clientIP, context)
+        entry.userID = id
+        guard let deleted = try await store.delete(userID: id, audit: entry) else { throw Self.notFound }
+        if deleted { logger.info("User deleted", metadata: ["user.id": "\(id)"]) }
+        return Auth_Identity_V1_DeleteUserResponse(deleted: deleted)
     }
 
     public func listAuditEvents(
         request: Auth_Identity_V1_ListAuditEventsRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_ListAuditEventsResponse {
-        try await serving {
-            var validator = RequestValidator()
-            let id = validator.userID(request.userID)
-            if request.limit > 500 { validator.fail("limit", "too_large", "At most 500 events per call.") }
-            try validator.check()
-            guard let id else { throw IdentityError(.internal, "validated user id missing") }
-            let events = try await store.auditEvents(userID: id, limit: request.limit == 0 ? 100 : Int(request.limit))
-            return Auth_Identity_V1_ListAuditEventsResponse(events: events)
-        }
+        var validator = RequestValidator()
+        let id = validator.userID(request.userID)
+        if request.limit > 500 { validator.fail("limit", "too_large", "At most 500 events per call.") }
+        try validator.check()
+        guard let id else { throw IdentityError(.internal, "validated user id missing") }
+        let events = try await store.auditEvents(userID: id, limit: request.limit == 0 ? 100 : Int(request.limit))
+        return Auth_Identity_V1_ListAuditEventsResponse(events: events)
     }
 
     // MARK: Helpers
@@ -614,16 +585,9 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         )
     }
 
-    /// Runs a handler body, converting every error to an ``IdentityError`` once.
-    func serving<R>(_ body: () async throws -> R) async throws -> R {
-        do {
-            return try await body()
-        } catch {
-            let converted = IdentityError.converting(error)
-            if let identityError = converted as? IdentityError, identityError.code == .internal {
-                logger.error("Identity call failed", metadata: ["error": "\(identityError)"])
-            }
-            throw converted
-        }
+    /// Every method's failures become statuses in one place, the same for the three services
+    /// (AuthServiceCore's ``ServiceErrorInterceptor``), which also logs INTERNAL and UNAVAILABLE.
+    public var interceptors: [any RPCServerInterceptor] {
+        [ServiceErrorInterceptor(service: "identity", logger: logger)]
     }
 }

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import AuthCrypto
+import AuthServiceCore
 import AuthTime
 #if canImport(FoundationEssentials)
 import FoundationEssentials

@@ -1,5 +1,3 @@
-import AuthCrypto
-import AuthPostgres
 import AuthRPC
 
 /// The one error type of the otp-dispatch service. Each ``Code`` has a stable `reason` and the
@@ -76,35 +74,6 @@ public struct OTPError: Error, Sendable, CustomStringConvertible {
         if let cause { text += " (cause: \(cause))" }
         return text
     }
-
-    /// Maps any error thrown while serving a call: database unavailability becomes
-    /// UNAVAILABLE, statement timeouts DEADLINE_EXCEEDED, anything unexpected INTERNAL.
-    static func converting(_ error: any Error) -> any Error {
-        switch error {
-        case is OTPError, is RPCError:
-            return error
-        case is CancellationError:
-            return OTPError(.cancelled, "The call was cancelled.")
-        case let error as PostgresError:
-            if error.isUnavailable || error.code == .poolTimeout || error.code == .closed {
-                return OTPError(.unavailable, "The otp database is unavailable.", cause: error)
-            }
-            switch error.code {
-            case .timeout: return OTPError(.deadlineExceeded, "A database statement timed out.", cause: error)
-            case .cancelled: return OTPError(.cancelled, "The call was cancelled.", cause: error)
-            default: return OTPError(.internal, "A database statement failed.", cause: error)
-            }
-        case let error as CryptoError:
-            return OTPError(.internal, "A cryptographic operation failed.", cause: error)
-        default:
-            return OTPError(.internal, "Unexpected error.", cause: DescribedError(description: "\(error)"))
-        }
-    }
-}
-
-/// A non-Sendable error, kept as its description.
-struct DescribedError: Error, Sendable, CustomStringConvertible {
-    var description: String
 }
 
 extension OTPError: RPCErrorConvertible {

@@ -3,6 +3,7 @@ import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
 import AuthRPC
+import AuthServiceCore
 import AuthText
 import AuthTime
 #if canImport(FoundationEssentials)
@@ -110,11 +111,9 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         request: Auth_Otp_V1_ForgetDestinationRequest,
         context: ServerContext
     ) async throws -> Auth_Otp_V1_ForgetDestinationResponse {
-        try await serving {
-            let destination = try Self.destination(request.destination)
-            let deleted = try await store.forget(destination: destination.normalized)
-            return Auth_Otp_V1_ForgetDestinationResponse(verificationsDeleted: UInt32(clamping: deleted))
-        }
+        let destination = try Self.destination(request.destination)
+        let deleted = try await store.forget(destination: destination.normalized)
+        return Auth_Otp_V1_ForgetDestinationResponse(verificationsDeleted: UInt32(clamping: deleted))
     }
 
     // MARK: Operators
@@ -123,14 +122,12 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         request: Auth_Otp_V1_UnlockDestinationRequest,
         context: ServerContext
     ) async throws -> Auth_Otp_V1_UnlockDestinationResponse {
-        try await serving {
-            let destination = try Self.destination(request.destination)
-            let wasLocked = try await store.unlock(
-                destination: destination.normalized, maxConsecutive: configuration.maxConsecutiveFailures)
-            logger.notice(
-                "A destination was unlocked", metadata: ["otp.destination": "\(destination.masked)", "otp.was_locked": "\(wasLocked)"])
-            return Auth_Otp_V1_UnlockDestinationResponse(wasLocked: wasLocked)
-        }
+        let destination = try Self.destination(request.destination)
+        let wasLocked = try await store.unlock(
+            destination: destination.normalized, maxConsecutive: configuration.maxConsecutiveFailures)
+        logger.notice(
+            "A destination was unlocked", metadata: ["otp.destination": "\(destination.masked)", "otp.was_locked": "\(wasLocked)"])
+        return Auth_Otp_V1_UnlockDestinationResponse(wasLocked: wasLocked)
     }
 
     // MARK: Start
@@ -144,144 +141,142 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         request: Auth_Otp_V1_StartRequest,
         context: ServerContext
     ) async throws -> Auth_Otp_V1_StartResponse {
-        try await serving {
-            var violations: [RPCError.FieldViolation] = []
-            let destination = Destination(parsing: request.destination)
-            if request.destination.isEmpty {
-                violations.append(.init(field: "destination", reason: "required", description: "A phone number or email address is required."))
-            } else if destination == nil {
-                violations.append(
-                    .init(field: "destination", reason: "invalid_value", description: "An E.164 phone number (+ and 8-15 digits) or an email address.")
-                )
+        var violations: [RPCError.FieldViolation] = []
+        let destination = Destination(parsing: request.destination)
+        if request.destination.isEmpty {
+            violations.append(.init(field: "destination", reason: "required", description: "A phone number or email address is required."))
+        } else if destination == nil {
+            violations.append(
+                .init(field: "destination", reason: "invalid_value", description: "An E.164 phone number (+ and 8-15 digits) or an email address.")
+            )
+        }
+        let purpose = Purpose(request.purpose)
+        if purpose == nil {
+            violations.append(.init(field: "purpose", reason: "required", description: "login, signup, verify or password_reset."))
+        }
+        let locale = Self.locale(request.locale, violations: &violations)
+        let ip = Self.clientIP(request.clientIP, context, violations: &violations)
+        guard violations.isEmpty, let destination, let purpose else {
+            throw OTPError(.invalidArgument, "The request has invalid fields.", fieldViolations: violations)
+        }
+        if destination.channel == .sms {
+            let code = destination.callingCode
+            if configuration.smsDeniedCallingCodes.contains(code)
+                || (!configuration.smsAllowedCallingCodes.isEmpty && !configuration.smsAllowedCallingCodes.contains(code))
+            {
+                throw OTPError(.destinationNotAllowed, "SMS to calling code +\(code) is not offered.")
             }
-            let purpose = Purpose(request.purpose)
-            if purpose == nil {
-                violations.append(.init(field: "purpose", reason: "required", description: "login, signup, verify or password_reset."))
-            }
-            let locale = Self.locale(request.locale, violations: &violations)
-            let ip = Self.clientIP(request.clientIP, context, violations: &violations)
-            guard violations.isEmpty, let destination, let purpose else {
-                throw OTPError(.invalidArgument, "The request has invalid fields.", fieldViolations: violations)
-            }
-            if destination.channel == .sms {
-                let code = destination.callingCode
-                if configuration.smsDeniedCallingCodes.contains(code)
-                    || (!configuration.smsAllowedCallingCodes.isEmpty && !configuration.smsAllowedCallingCodes.contains(code))
-                {
-                    throw OTPError(.destinationNotAllowed, "SMS to calling code +\(code) is not offered.")
-                }
-            }
+        }
 
-            // The per-IP budget counts an IPv6 client by its /64 (issue 19, item 2).
-            let ipKey = ip.isEmpty ? "" : IPAddress.rateLimitKey(of: ip)
-            let now = clock.microsecondNow()
-            let id = CodeMAC.newID()
-            let testCode = configuration.testDestinations[destination.normalized]
-            let code = testCode ?? SecureRandom.numericCode(digits: configuration.codeDigits)
-            let mac = codes.mac(verificationID: id, code: code)
-            let expiresAt = now.addingTimeInterval(configuration.codeLifetime.timeInterval)
-            let configuration = self.configuration
-            let store = self.store
-            // The message goes to this process's dispatcher already claimed when it has room
-            // (OutboxHandoff), else to the outbox with a NOTIFY. A test destination sends nothing.
-            let messageID = CodeMAC.newID()
-            let handoff = self.handoff
-            // A decoy (issue 19, item 7) passes through every limit like a real start, and sends nothing.
-            let decoy = request.decoy
-            let reservation = testCode == nil && !decoy ? handoff.reserve(now: now) : nil
-            var handedOver = false
-            defer { if reservation != nil && !handedOver { handoff.release() } }
-            // Three statements (locks, every limit's figures, every write), each a round trip.
-            let outcome = try await store.pool.transaction { connection -> StartOutcome in
-                let attemptsSince = now.addingTimeInterval(-configuration.attemptWindow.timeInterval)
-                guard testCode == nil else {
-                    // A test destination passes every start limit and is never sent; a lock
-                    // from its wrong codes holds, as for any destination.
-                    try store.lock(connection, "destination:\(destination.normalized)")
-                    if let refusal = try store.locks(connection, destination: destination.normalized, now: now)
-                        .refusal(now: now, maxConsecutive: configuration.maxConsecutiveFailures)
-                    {
-                        return .refused(refusal)
-                    }
-                    try store.insertVerification(
-                        connection, id: id, destination: destination, purpose: purpose, locale: locale, clientIP: ip,
-                        codeMAC: mac, now: now, expiresAt: expiresAt, test: true
-                    )
-                    return .started(attemptsRemaining: configuration.maxWrongCodes)
-                }
-                // The destination's lock first, then the client IP's: always in this order.
-                try store.lock(connection, keys: ["destination:\(destination.normalized)"] + (ipKey.isEmpty ? [] : ["ip:\(ipKey)"]))
-                let hourAgo = now.addingTimeInterval(-3_600)
-                let figures = try store.startFigures(
-                    connection, destination: destination, clientIPKey: ipKey, now: now, attemptsSince: attemptsSince,
-                    hourAgo: hourAgo, destinationLimit: configuration.startsPerDestinationPerHour,
-                    ipLimit: configuration.startsPerIPPerHour
-                )
-                if let refusal = figures.locks.refusal(now: now, maxConsecutive: configuration.maxConsecutiveFailures) {
+        // The per-IP budget counts an IPv6 client by its /64 (issue 19, item 2).
+        let ipKey = ip.isEmpty ? "" : IPAddress.rateLimitKey(of: ip)
+        let now = clock.microsecondNow()
+        let id = CodeMAC.newID()
+        let testCode = configuration.testDestinations[destination.normalized]
+        let code = testCode ?? SecureRandom.numericCode(digits: configuration.codeDigits)
+        let mac = codes.mac(verificationID: id, code: code)
+        let expiresAt = now.addingTimeInterval(configuration.codeLifetime.timeInterval)
+        let configuration = self.configuration
+        let store = self.store
+        // The message goes to this process's dispatcher already claimed when it has room
+        // (OutboxHandoff), else to the outbox with a NOTIFY. A test destination sends nothing.
+        let messageID = CodeMAC.newID()
+        let handoff = self.handoff
+        // A decoy (issue 19, item 7) passes through every limit like a real start, and sends nothing.
+        let decoy = request.decoy
+        let reservation = testCode == nil && !decoy ? handoff.reserve(now: now) : nil
+        var handedOver = false
+        defer { if reservation != nil && !handedOver { handoff.release() } }
+        // Three statements (locks, every limit's figures, every write), each a round trip.
+        let outcome = try await store.pool.transaction { connection -> StartOutcome in
+            let attemptsSince = now.addingTimeInterval(-configuration.attemptWindow.timeInterval)
+            guard testCode == nil else {
+                // A test destination passes every start limit and is never sent; a lock
+                // from its wrong codes holds, as for any destination.
+                try store.lock(connection, "destination:\(destination.normalized)")
+                if let refusal = try store.locks(connection, destination: destination.normalized, now: now)
+                    .refusal(now: now, maxConsecutive: configuration.maxConsecutiveFailures)
+                {
                     return .refused(refusal)
                 }
-                if let oldest = figures.destinationLimitStart {
-                    return .refused(
-                        OTPError(
-                            .rateLimited, "Too many codes for this destination; try again later.",
-                            retryAfterSeconds: secondsUntil(oldest.addingTimeInterval(3_600), from: now)
-                        )
-                    )
-                }
-                if let oldest = figures.ipLimitStart {
-                    return .refused(
-                        OTPError(
-                            .rateLimited, "Too many codes from this address; try again later.",
-                            retryAfterSeconds: secondsUntil(oldest.addingTimeInterval(3_600), from: now)
-                        )
-                    )
-                }
-                let pumping = figures.pumping
-                if destination.channel == .sms, pumping.started > configuration.pumpingMinimumSent,
-                    pumping.verified * 100 < pumping.started * configuration.pumpingMinimumVerifiedPercent
-                {
-                    // The oldest minute's codes stop counting once that whole minute is more
-                    // than an hour old.
-                    let frees = (pumping.oldestMinute ?? now).addingTimeInterval(3_600 + 60)
-                    return .refused(
-                        OTPError(
-                            .countryThrottled,
-                            "SMS codes to +\(destination.callingCode) are paused: too few of the last hour's codes were used.",
-                            retryAfterSeconds: secondsUntil(frees, from: now)
-                        )
-                    )
-                }
-                try store.writeStartAndCommit(
-                    connection, id: id, messageID: messageID, destination: destination, purpose: purpose,
-                    locale: locale, clientIP: ip, clientIPKey: ipKey, codeMAC: mac, code: code, now: now, expiresAt: expiresAt,
-                    claim: reservation, decoy: decoy
+                try store.insertVerification(
+                    connection, id: id, destination: destination, purpose: purpose, locale: locale, clientIP: ip,
+                    codeMAC: mac, now: now, expiresAt: expiresAt, test: true
                 )
-                return .started(attemptsRemaining: max(0, configuration.maxWrongCodes - figures.wrongCodes))
+                return .started(attemptsRemaining: configuration.maxWrongCodes)
             }
-            switch outcome {
-            case .refused(let error):
-                metrics.refused(error.code.reason, channel: destination.channel, callingCode: destination.callingCode)
-                throw error
-            case .started(let remaining):
-                if reservation != nil {
-                    handedOver = true
-                    handoff.hand(
-                        ClaimedMessage(
-                            id: messageID, verificationID: id, channel: destination.channel,
-                            destination: destination.normalized, callingCode: destination.callingCode, code: code,
-                            purpose: purpose.rawValue, locale: locale, createdAt: now, providerIndex: 0, attempts: 1
-                        ))
-                }
-                metrics.started(channel: destination.channel, callingCode: destination.callingCode, test: testCode != nil)
-                return Auth_Otp_V1_StartResponse(
-                    verificationID: id.uuidString.lowercased(),
-                    channel: destination.channel.proto,
-                    maskedDestination: destination.masked,
-                    expiresIn: UInt32(configuration.codeLifetime.components.seconds),
-                    resendAfter: UInt32(configuration.firstResendDelay.components.seconds),
-                    attemptsRemaining: UInt32(remaining)
+            // The destination's lock first, then the client IP's: always in this order.
+            try store.lock(connection, keys: ["destination:\(destination.normalized)"] + (ipKey.isEmpty ? [] : ["ip:\(ipKey)"]))
+            let hourAgo = now.addingTimeInterval(-3_600)
+            let figures = try store.startFigures(
+                connection, destination: destination, clientIPKey: ipKey, now: now, attemptsSince: attemptsSince,
+                hourAgo: hourAgo, destinationLimit: configuration.startsPerDestinationPerHour,
+                ipLimit: configuration.startsPerIPPerHour
+            )
+            if let refusal = figures.locks.refusal(now: now, maxConsecutive: configuration.maxConsecutiveFailures) {
+                return .refused(refusal)
+            }
+            if let oldest = figures.destinationLimitStart {
+                return .refused(
+                    OTPError(
+                        .rateLimited, "Too many codes for this destination; try again later.",
+                        retryAfterSeconds: secondsUntil(oldest.addingTimeInterval(3_600), from: now)
+                    )
                 )
             }
+            if let oldest = figures.ipLimitStart {
+                return .refused(
+                    OTPError(
+                        .rateLimited, "Too many codes from this address; try again later.",
+                        retryAfterSeconds: secondsUntil(oldest.addingTimeInterval(3_600), from: now)
+                    )
+                )
+            }
+            let pumping = figures.pumping
+            if destination.channel == .sms, pumping.started > configuration.pumpingMinimumSent,
+                pumping.verified * 100 < pumping.started * configuration.pumpingMinimumVerifiedPercent
+            {
+                // The oldest minute's codes stop counting once that whole minute is more
+                // than an hour old.
+                let frees = (pumping.oldestMinute ?? now).addingTimeInterval(3_600 + 60)
+                return .refused(
+                    OTPError(
+                        .countryThrottled,
+                        "SMS codes to +\(destination.callingCode) are paused: too few of the last hour's codes were used.",
+                        retryAfterSeconds: secondsUntil(frees, from: now)
+                    )
+                )
+            }
+            try store.writeStartAndCommit(
+                connection, id: id, messageID: messageID, destination: destination, purpose: purpose,
+                locale: locale, clientIP: ip, clientIPKey: ipKey, codeMAC: mac, code: code, now: now, expiresAt: expiresAt,
+                claim: reservation, decoy: decoy
+            )
+            return .started(attemptsRemaining: max(0, configuration.maxWrongCodes - figures.wrongCodes))
+        }
+        switch outcome {
+        case .refused(let error):
+            metrics.refused(error.code.reason, channel: destination.channel, callingCode: destination.callingCode)
+            throw error
+        case .started(let remaining):
+            if reservation != nil {
+                handedOver = true
+                handoff.hand(
+                    ClaimedMessage(
+                        id: messageID, verificationID: id, channel: destination.channel,
+                        destination: destination.normalized, callingCode: destination.callingCode, code: code,
+                        purpose: purpose.rawValue, locale: locale, createdAt: now, providerIndex: 0, attempts: 1
+                    ))
+            }
+            metrics.started(channel: destination.channel, callingCode: destination.callingCode, test: testCode != nil)
+            return Auth_Otp_V1_StartResponse(
+                verificationID: id.uuidString.lowercased(),
+                channel: destination.channel.proto,
+                maskedDestination: destination.masked,
+                expiresIn: UInt32(configuration.codeLifetime.components.seconds),
+                resendAfter: UInt32(configuration.firstResendDelay.components.seconds),
+                attemptsRemaining: UInt32(remaining)
+            )
         }
     }
 
@@ -296,104 +291,102 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         request: Auth_Otp_V1_ResendRequest,
         context: ServerContext
     ) async throws -> Auth_Otp_V1_ResendResponse {
-        try await serving {
-            var violations: [RPCError.FieldViolation] = []
-            let id = Self.verificationID(request.verificationID, violations: &violations)
-            _ = Self.clientIP(request.clientIP, context, violations: &violations)
-            guard violations.isEmpty, let id else {
-                throw OTPError(.invalidArgument, "The request has invalid fields.", fieldViolations: violations)
+        var violations: [RPCError.FieldViolation] = []
+        let id = Self.verificationID(request.verificationID, violations: &violations)
+        _ = Self.clientIP(request.clientIP, context, violations: &violations)
+        guard violations.isEmpty, let id else {
+            throw OTPError(.invalidArgument, "The request has invalid fields.", fieldViolations: violations)
+        }
+        let now = clock.microsecondNow()
+        let configuration = self.configuration
+        let store = self.store
+        let codes = self.codes
+        let outcome = try await store.pool.transaction { connection -> ResendOutcome in
+            guard let row = try store.lockVerification(connection, id: id), row.status != "verified" else {
+                return .refused(Self.notFound())
             }
-            let now = clock.microsecondNow()
-            let configuration = self.configuration
-            let store = self.store
-            let codes = self.codes
-            let outcome = try await store.pool.transaction { connection -> ResendOutcome in
-                guard let row = try store.lockVerification(connection, id: id), row.status != "verified" else {
-                    return .refused(Self.notFound())
-                }
-                let destination = row.destination
-                try store.lock(connection, "destination:\(destination.normalized)")
-                if let refusal = try store.locks(connection, destination: destination.normalized, now: now)
-                    .refusal(now: now, maxConsecutive: configuration.maxConsecutiveFailures)
-                {
-                    return .refused(refusal)
-                }
-                guard row.status == "pending" else { return .refused(Self.notFound()) }
-                let allowedAt =
-                    row.resends == 0
-                    ? row.createdAt.addingTimeInterval(configuration.firstResendDelay.timeInterval)
-                    : row.lastSentAt.addingTimeInterval(configuration.resendInterval.timeInterval)
-                if now < allowedAt {
+            let destination = row.destination
+            try store.lock(connection, "destination:\(destination.normalized)")
+            if let refusal = try store.locks(connection, destination: destination.normalized, now: now)
+                .refusal(now: now, maxConsecutive: configuration.maxConsecutiveFailures)
+            {
+                return .refused(refusal)
+            }
+            guard row.status == "pending" else { return .refused(Self.notFound()) }
+            let allowedAt =
+                row.resends == 0
+                ? row.createdAt.addingTimeInterval(configuration.firstResendDelay.timeInterval)
+                : row.lastSentAt.addingTimeInterval(configuration.resendInterval.timeInterval)
+            if now < allowedAt {
+                return .refused(
+                    OTPError(
+                        .resendTooSoon, "A new code can be sent a little later.",
+                        retryAfterSeconds: secondsUntil(allowedAt, from: now)
+                    )
+                )
+            }
+            var resendsLeft = configuration.maxResends
+            if !row.testDestination {
+                let window = configuration.resendWindow.timeInterval
+                let resends = try store.events(
+                    connection, "resend", destination.normalized, since: now.addingTimeInterval(-window))
+                if resends.count >= configuration.maxResends {
+                    let frees =
+                        configuration.maxResends == 0
+                        ? now.addingTimeInterval(window)
+                        : resends[resends.count - configuration.maxResends].addingTimeInterval(window)
                     return .refused(
                         OTPError(
-                            .resendTooSoon, "A new code can be sent a little later.",
-                            retryAfterSeconds: secondsUntil(allowedAt, from: now)
+                            .rateLimited, "Too many codes for this destination; try again later.",
+                            retryAfterSeconds: secondsUntil(frees, from: now)
                         )
                     )
                 }
-                var resendsLeft = configuration.maxResends
-                if !row.testDestination {
-                    let window = configuration.resendWindow.timeInterval
-                    let resends = try store.events(
-                        connection, "resend", destination.normalized, since: now.addingTimeInterval(-window))
-                    if resends.count >= configuration.maxResends {
-                        let frees =
-                            configuration.maxResends == 0
-                            ? now.addingTimeInterval(window)
-                            : resends[resends.count - configuration.maxResends].addingTimeInterval(window)
-                        return .refused(
-                            OTPError(
-                                .rateLimited, "Too many codes for this destination; try again later.",
-                                retryAfterSeconds: secondsUntil(frees, from: now)
-                            )
-                        )
-                    }
-                    resendsLeft = configuration.maxResends - resends.count - 1
-                }
-                let code =
-                    configuration.testDestinations[destination.normalized]
-                    ?? SecureRandom.numericCode(digits: configuration.codeDigits)
-                let expiresAt = now.addingTimeInterval(configuration.codeLifetime.timeInterval)
-                try store.replaceCode(
-                    connection, id: id, codeMAC: codes.mac(verificationID: id, code: code), now: now, expiresAt: expiresAt
-                )
-                var updated = row
-                updated.expiresAt = expiresAt
-                let wrong = try store.events(
-                    connection, "wrong_code", destination.normalized,
-                    since: now.addingTimeInterval(-configuration.attemptWindow.timeInterval)
-                ).count
-                if !row.testDestination {
-                    try store.record(connection, "resend", destination.normalized, at: now)
-                }
-                if !row.testDestination && !row.decoy {
-                    try store.supersede(connection, verificationID: id, now: now)
-                    try store.enqueue(
-                        connection, verificationID: id, destination: destination, code: code, purpose: row.purpose,
-                        locale: row.locale, now: now
-                    )
-                }
-                return .resent(
-                    updated,
-                    attemptsRemaining: max(0, configuration.maxWrongCodes - wrong),
-                    resendsRemaining: resendsLeft
+                resendsLeft = configuration.maxResends - resends.count - 1
+            }
+            let code =
+                configuration.testDestinations[destination.normalized]
+                ?? SecureRandom.numericCode(digits: configuration.codeDigits)
+            let expiresAt = now.addingTimeInterval(configuration.codeLifetime.timeInterval)
+            try store.replaceCode(
+                connection, id: id, codeMAC: codes.mac(verificationID: id, code: code), now: now, expiresAt: expiresAt
+            )
+            var updated = row
+            updated.expiresAt = expiresAt
+            let wrong = try store.events(
+                connection, "wrong_code", destination.normalized,
+                since: now.addingTimeInterval(-configuration.attemptWindow.timeInterval)
+            ).count
+            if !row.testDestination {
+                try store.record(connection, "resend", destination.normalized, at: now)
+            }
+            if !row.testDestination && !row.decoy {
+                try store.supersede(connection, verificationID: id, now: now)
+                try store.enqueue(
+                    connection, verificationID: id, destination: destination, code: code, purpose: row.purpose,
+                    locale: row.locale, now: now
                 )
             }
-            switch outcome {
-            case .refused(let error):
-                throw error
-            case .resent(let row, let attempts, let resends):
-                metrics.resent(channel: row.destination.channel, callingCode: row.destination.callingCode)
-                return Auth_Otp_V1_ResendResponse(
-                    verificationID: id.uuidString.lowercased(),
-                    channel: row.destination.channel.proto,
-                    maskedDestination: row.destination.masked,
-                    expiresIn: UInt32(configuration.codeLifetime.components.seconds),
-                    resendAfter: UInt32(configuration.resendInterval.components.seconds),
-                    attemptsRemaining: UInt32(attempts),
-                    resendsRemaining: UInt32(max(0, resends))
-                )
-            }
+            return .resent(
+                updated,
+                attemptsRemaining: max(0, configuration.maxWrongCodes - wrong),
+                resendsRemaining: resendsLeft
+            )
+        }
+        switch outcome {
+        case .refused(let error):
+            throw error
+        case .resent(let row, let attempts, let resends):
+            metrics.resent(channel: row.destination.channel, callingCode: row.destination.callingCode)
+            return Auth_Otp_V1_ResendResponse(
+                verificationID: id.uuidString.lowercased(),
+                channel: row.destination.channel.proto,
+                maskedDestination: row.destination.masked,
+                expiresIn: UInt32(configuration.codeLifetime.components.seconds),
+                resendAfter: UInt32(configuration.resendInterval.components.seconds),
+                attemptsRemaining: UInt32(attempts),
+                resendsRemaining: UInt32(max(0, resends))
+            )
         }
     }
 
@@ -414,95 +407,93 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         request: Auth_Otp_V1_CheckRequest,
         context: ServerContext
     ) async throws -> Auth_Otp_V1_CheckResponse {
-        try await serving {
-            var violations: [RPCError.FieldViolation] = []
-            let id = Self.verificationID(request.verificationID, violations: &violations)
-            if request.code.isEmpty {
-                violations.append(.init(field: "code", reason: "required", description: "The code is required."))
-            } else if request.code.utf8.count > 32 {
-                violations.append(.init(field: "code", reason: "too_long", description: "At most 32 bytes."))
+        var violations: [RPCError.FieldViolation] = []
+        let id = Self.verificationID(request.verificationID, violations: &violations)
+        if request.code.isEmpty {
+            violations.append(.init(field: "code", reason: "required", description: "The code is required."))
+        } else if request.code.utf8.count > 32 {
+            violations.append(.init(field: "code", reason: "too_long", description: "At most 32 bytes."))
+        }
+        _ = Self.clientIP(request.clientIP, context, violations: &violations)
+        var accepted: Set<Purpose> = []
+        for (index, value) in request.acceptedPurposes.enumerated() {
+            guard let purpose = Purpose(value) else {
+                violations.append(
+                    .init(field: "accepted_purposes[\(index)]", reason: "invalid_value", description: "login, signup, verify or password_reset."))
+                continue
             }
-            _ = Self.clientIP(request.clientIP, context, violations: &violations)
-            var accepted: Set<Purpose> = []
-            for (index, value) in request.acceptedPurposes.enumerated() {
-                guard let purpose = Purpose(value) else {
-                    violations.append(
-                        .init(field: "accepted_purposes[\(index)]", reason: "invalid_value", description: "login, signup, verify or password_reset."))
-                    continue
-                }
-                accepted.insert(purpose)
+            accepted.insert(purpose)
+        }
+        guard violations.isEmpty, let id else {
+            throw OTPError(.invalidArgument, "The request has invalid fields.", fieldViolations: violations)
+        }
+        let acceptedPurposes = accepted
+        let presented = request.code.trimmingWhitespace()
+        let now = clock.microsecondNow()
+        let configuration = self.configuration
+        let store = self.store
+        let codes = self.codes
+        let outcome = try await store.pool.transaction { connection -> CheckOutcome in
+            guard let row = try store.lockVerification(connection, id: id), row.status != "verified",
+                acceptedPurposes.isEmpty || acceptedPurposes.contains(row.purpose)
+            else {
+                return .refused(Self.notFound())
             }
-            guard violations.isEmpty, let id else {
-                throw OTPError(.invalidArgument, "The request has invalid fields.", fieldViolations: violations)
+            let destination = row.destination.normalized
+            try store.lock(connection, "destination:\(destination)")
+            if let refusal = try store.locks(connection, destination: destination, now: now)
+                .refusal(now: now, maxConsecutive: configuration.maxConsecutiveFailures)
+            {
+                return .refused(refusal)
             }
-            let acceptedPurposes = accepted
-            let presented = request.code.trimmingWhitespace()
-            let now = clock.microsecondNow()
-            let configuration = self.configuration
-            let store = self.store
-            let codes = self.codes
-            let outcome = try await store.pool.transaction { connection -> CheckOutcome in
-                guard let row = try store.lockVerification(connection, id: id), row.status != "verified",
-                    acceptedPurposes.isEmpty || acceptedPurposes.contains(row.purpose)
-                else {
-                    return .refused(Self.notFound())
-                }
-                let destination = row.destination.normalized
-                try store.lock(connection, "destination:\(destination)")
-                if let refusal = try store.locks(connection, destination: destination, now: now)
-                    .refusal(now: now, maxConsecutive: configuration.maxConsecutiveFailures)
-                {
-                    return .refused(refusal)
-                }
-                guard row.status == "pending" else { return .refused(Self.notFound()) }
-                if row.expiresAt <= now {
-                    return .refused(OTPError(.codeExpired, "The code has expired; ask for a new one."))
-                }
-                if codes.matches(row.codeMAC, verificationID: id, code: presented) {
-                    let countsForPumping = !row.testDestination && row.destination.channel == .sms
-                    try store.markVerifiedAndCommit(
-                        connection, id: id, destination: destination, now: now,
-                        pumpingCallingCode: countsForPumping ? row.destination.callingCode : nil, startedAt: row.createdAt)
-                    return .verified(row)
-                }
-                // A test destination's wrong codes count too (issue 19, item 3): its code is fixed.
-                try store.record(connection, "wrong_code", destination, at: now)
-                try store.countConsecutiveFailure(connection, destination: destination, at: now)
-                let wrong = try store.events(
-                    connection, "wrong_code", destination,
-                    since: now.addingTimeInterval(-configuration.attemptWindow.timeInterval)
-                ).count
-                let remaining = max(0, configuration.maxWrongCodes - wrong)
-                if remaining == 0 {
-                    try store.markFailed(connection, id: id)
-                    try store.lockDestination(
-                        connection, destination: destination, until: now.addingTimeInterval(configuration.lockout.timeInterval))
-                }
-                return .wrong(remaining: remaining, locked: remaining == 0, row)
+            guard row.status == "pending" else { return .refused(Self.notFound()) }
+            if row.expiresAt <= now {
+                return .refused(OTPError(.codeExpired, "The code has expired; ask for a new one."))
             }
-            switch outcome {
-            case .refused(let error):
-                throw error
-            case .wrong(let remaining, let locked, let row):
-                metrics.wrongCode(channel: row.destination.channel)
-                if locked {
-                    logger.notice(
-                        "A destination entered too many wrong codes and is locked",
-                        metadata: [
-                            "otp.verification_id": "\(id)", "otp.destination": "\(row.destination.masked)",
-                            "otp.locked_seconds": "\(configuration.lockout.components.seconds)",
-                        ]
-                    )
-                }
-                throw OTPError(.invalidCode, "The code is not right.", attemptsRemaining: UInt32(remaining))
-            case .verified(let row):
-                metrics.verified(channel: row.destination.channel, callingCode: row.destination.callingCode)
-                return Auth_Otp_V1_CheckResponse(
-                    destination: row.destination.normalized,
-                    channel: row.destination.channel.proto,
-                    purpose: row.purpose.proto
+            if codes.matches(row.codeMAC, verificationID: id, code: presented) {
+                let countsForPumping = !row.testDestination && row.destination.channel == .sms
+                try store.markVerifiedAndCommit(
+                    connection, id: id, destination: destination, now: now,
+                    pumpingCallingCode: countsForPumping ? row.destination.callingCode : nil, startedAt: row.createdAt)
+                return .verified(row)
+            }
+            // A test destination's wrong codes count too (issue 19, item 3): its code is fixed.
+            try store.record(connection, "wrong_code", destination, at: now)
+            try store.countConsecutiveFailure(connection, destination: destination, at: now)
+            let wrong = try store.events(
+                connection, "wrong_code", destination,
+                since: now.addingTimeInterval(-configuration.attemptWindow.timeInterval)
+            ).count
+            let remaining = max(0, configuration.maxWrongCodes - wrong)
+            if remaining == 0 {
+                try store.markFailed(connection, id: id)
+                try store.lockDestination(
+                    connection, destination: destination, until: now.addingTimeInterval(configuration.lockout.timeInterval))
+            }
+            return .wrong(remaining: remaining, locked: remaining == 0, row)
+        }
+        switch outcome {
+        case .refused(let error):
+            throw error
+        case .wrong(let remaining, let locked, let row):
+            metrics.wrongCode(channel: row.destination.channel)
+            if locked {
+                logger.notice(
+                    "A destination entered too many wrong codes and is locked",
+                    metadata: [
+                        "otp.verification_id": "\(id)", "otp.destination": "\(row.destination.masked)",
+                        "otp.locked_seconds": "\(configuration.lockout.components.seconds)",
+                    ]
                 )
             }
+            throw OTPError(.invalidCode, "The code is not right.", attemptsRemaining: UInt32(remaining))
+        case .verified(let row):
+            metrics.verified(channel: row.destination.channel, callingCode: row.destination.callingCode)
+            return Auth_Otp_V1_CheckResponse(
+                destination: row.destination.normalized,
+                channel: row.destination.channel.proto,
+                purpose: row.purpose.proto
+            )
         }
     }
 
@@ -512,76 +503,66 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         request: Auth_Otp_V1_GetDeliveryStatusRequest,
         context: ServerContext
     ) async throws -> Auth_Otp_V1_GetDeliveryStatusResponse {
-        try await serving {
-            var violations: [RPCError.FieldViolation] = []
-            let id = Self.verificationID(request.verificationID, violations: &violations)
-            guard violations.isEmpty, let id else {
-                throw OTPError(.invalidArgument, "The request has invalid fields.", fieldViolations: violations)
-            }
-            guard let status = try await store.deliveryStatus(verificationID: id) else {
-                throw Self.notFound()
-            }
-            let destination = Destination(stored: status.destination)
-            var response = Auth_Otp_V1_GetDeliveryStatusResponse(
-                channel: destination.channel.proto,
-                maskedDestination: destination.masked
-            )
-            if status.test {
-                response.state = .notSentTestDestination
-                return response
-            }
-            if let record = status.record {
-                response.state =
-                    switch record.state {
-                    case "queued", "sending": .queued
-                    case "sent": .sent
-                    case "delivered": .delivered
-                    default: .failed
-                    }
-                response.provider = record.provider
-                response.attempts = UInt32(clamping: record.attempts)
-                response.updatedAt = record.updatedAt.unixSeconds
-                response.lastError = record.lastError
-                response.messages = UInt32(clamping: record.messages)
-            }
+        var violations: [RPCError.FieldViolation] = []
+        let id = Self.verificationID(request.verificationID, violations: &violations)
+        guard violations.isEmpty, let id else {
+            throw OTPError(.invalidArgument, "The request has invalid fields.", fieldViolations: violations)
+        }
+        guard let status = try await store.deliveryStatus(verificationID: id) else {
+            throw Self.notFound()
+        }
+        let destination = Destination(stored: status.destination)
+        var response = Auth_Otp_V1_GetDeliveryStatusResponse(
+            channel: destination.channel.proto,
+            maskedDestination: destination.masked
+        )
+        if status.test {
+            response.state = .notSentTestDestination
             return response
         }
+        if let record = status.record {
+            response.state =
+                switch record.state {
+                case "queued", "sending": .queued
+                case "sent": .sent
+                case "delivered": .delivered
+                default: .failed
+                }
+            response.provider = record.provider
+            response.attempts = UInt32(clamping: record.attempts)
+            response.updatedAt = record.updatedAt.unixSeconds
+            response.lastError = record.lastError
+            response.messages = UInt32(clamping: record.messages)
+        }
+        return response
     }
 
     public func reportDelivery(
         request: Auth_Otp_V1_ReportDeliveryRequest,
         context: ServerContext
     ) async throws -> Auth_Otp_V1_ReportDeliveryResponse {
-        try await serving {
-            guard !request.providerMessageID.isEmpty, request.providerMessageID.utf8.count <= 128 else {
-                throw OTPError(
-                    .invalidArgument, "The request has invalid fields.",
-                    fieldViolations: [.init(field: "provider_message_id", reason: "required", description: "1-128 bytes.")]
-                )
-            }
-            let found = try await store.reportDelivery(
-                providerMessageID: request.providerMessageID,
-                delivered: request.delivered,
-                error: String(request.error.prefix(256)),
-                now: clock.microsecondNow()
+        guard !request.providerMessageID.isEmpty, request.providerMessageID.utf8.count <= 128 else {
+            throw OTPError(
+                .invalidArgument, "The request has invalid fields.",
+                fieldViolations: [.init(field: "provider_message_id", reason: "required", description: "1-128 bytes.")]
             )
-            if found { metrics.reported(delivered: request.delivered) }
-            return Auth_Otp_V1_ReportDeliveryResponse(found: found)
         }
+        let found = try await store.reportDelivery(
+            providerMessageID: request.providerMessageID,
+            delivered: request.delivered,
+            error: String(request.error.prefix(256)),
+            now: clock.microsecondNow()
+        )
+        if found { metrics.reported(delivered: request.delivered) }
+        return Auth_Otp_V1_ReportDeliveryResponse(found: found)
     }
 
     // MARK: Helpers
 
-    private func serving<R>(_ body: () async throws -> R) async throws -> R {
-        do {
-            return try await body()
-        } catch {
-            let converted = OTPError.converting(error)
-            if let error = converted as? OTPError, error.code == .internal || error.code == .unavailable {
-                logger.error("OTP call failed", metadata: ["error": "\(error)"])
-            }
-            throw converted
-        }
+    /// Every method's failures become statuses in one place, the same for the three services
+    /// (AuthServiceCore's ``ServiceErrorInterceptor``), which also logs INTERNAL and UNAVAILABLE.
+    public var interceptors: [any RPCServerInterceptor] {
+        [ServiceErrorInterceptor(service: "otp", logger: logger)]
     }
 
     static func notFound() -> OTPError {

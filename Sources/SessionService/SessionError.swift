@@ -1,6 +1,4 @@
 import AuthAccessToken
-import AuthCrypto
-import AuthPostgres
 import AuthRPC
 
 /// The one error type of the session service. Each ``Code`` has a stable `reason` and the RPC
@@ -86,35 +84,6 @@ public struct SessionError: Error, Sendable, CustomStringConvertible {
         if let cause { text += " (cause: \(cause))" }
         return text
     }
-
-    /// Maps any error thrown while serving a call to a `SessionError`: database unavailability
-    /// becomes UNAVAILABLE, statement timeouts DEADLINE_EXCEEDED, anything unexpected INTERNAL.
-    static func converting(_ error: any Error) -> any Error {
-        switch error {
-        case is SessionError, is RPCError:
-            return error
-        case is CancellationError:
-            return SessionError(.cancelled, "The call was cancelled.")
-        case let error as PostgresError:
-            if error.isUnavailable || error.code == .poolTimeout || error.code == .closed {
-                return SessionError(.unavailable, "The session database is unavailable.", cause: error)
-            }
-            switch error.code {
-            case .timeout: return SessionError(.deadlineExceeded, "A database statement timed out.", cause: error)
-            case .cancelled: return SessionError(.cancelled, "The call was cancelled.", cause: error)
-            default: return SessionError(.internal, "A database statement failed.", cause: error)
-            }
-        case let error as CryptoError:
-            return SessionError(.internal, "A cryptographic operation failed.", cause: error)
-        default:
-            return SessionError(.internal, "Unexpected error.", cause: DescribedError(description: "\(error)"))
-        }
-    }
-}
-
-/// A non-Sendable error, kept as its description.
-struct DescribedError: Error, Sendable, CustomStringConvertible {
-    var description: String
 }
 
 extension SessionError: RPCErrorConvertible {

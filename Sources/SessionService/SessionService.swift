@@ -4,6 +4,7 @@ import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
 import AuthRPC
+import AuthServiceCore
 import AuthText
 import AuthTime
 #if canImport(FoundationEssentials)
@@ -101,43 +102,41 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         request: Auth_Session_V1_IssueRequest,
         context: ServerContext
     ) async throws -> Auth_Session_V1_IssueResponse {
-        try await serving {
-            let input = try IssueInput(validating: request)
-            let now = clock.microsecondNow()
-            let key = try await signingKey(at: now)
-            let sessionID = UUID()
-            let expiresAt = now.addingTimeInterval(configuration.sessionLifetime.timeInterval)
-            let refresh = RefreshToken.generate()
-            let refreshExpiresAt = min(
-                now.addingTimeInterval(configuration.refreshTokenLifetime.timeInterval),
-                expiresAt
-            )
-            let tokens = try issueTokens(
+        let input = try IssueInput(validating: request)
+        let now = clock.microsecondNow()
+        let key = try await signingKey(at: now)
+        let sessionID = UUID()
+        let expiresAt = now.addingTimeInterval(configuration.sessionLifetime.timeInterval)
+        let refresh = RefreshToken.generate()
+        let refreshExpiresAt = min(
+            now.addingTimeInterval(configuration.refreshTokenLifetime.timeInterval),
+            expiresAt
+        )
+        let tokens = try issueTokens(
+            userID: input.userID,
+            amr: input.amr,
+            sessionID: sessionID,
+            refresh: refresh,
+            refreshExpiresAt: refreshExpiresAt,
+            now: now,
+            key: key
+        )
+        try await store.insert(
+            NewSession(
+                id: sessionID,
                 userID: input.userID,
                 amr: input.amr,
-                sessionID: sessionID,
-                refresh: refresh,
-                refreshExpiresAt: refreshExpiresAt,
-                now: now,
-                key: key
+                devicePlatform: input.devicePlatform,
+                deviceName: input.deviceName,
+                deviceUserAgent: input.deviceUserAgent,
+                clientIP: clientIP(request.clientIP, context),
+                createdAt: now,
+                expiresAt: expiresAt,
+                refreshTokenHash: refresh.hash,
+                refreshTokenExpiresAt: refreshExpiresAt
             )
-            try await store.insert(
-                NewSession(
-                    id: sessionID,
-                    userID: input.userID,
-                    amr: input.amr,
-                    devicePlatform: input.devicePlatform,
-                    deviceName: input.deviceName,
-                    deviceUserAgent: input.deviceUserAgent,
-                    clientIP: clientIP(request.clientIP, context),
-                    createdAt: now,
-                    expiresAt: expiresAt,
-                    refreshTokenHash: refresh.hash,
-                    refreshTokenExpiresAt: refreshExpiresAt
-                )
-            )
-            return Auth_Session_V1_IssueResponse(tokens: tokenPair(tokens, sessionID: sessionID, now: now))
-        }
+        )
+        return Auth_Session_V1_IssueResponse(tokens: tokenPair(tokens, sessionID: sessionID, now: now))
     }
 
     // MARK: Refresh
@@ -153,25 +152,23 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         request: Auth_Session_V1_RefreshRequest,
         context: ServerContext
     ) async throws -> Auth_Session_V1_RefreshResponse {
-        try await serving {
-            var validator = RequestValidator()
-            if request.refreshToken.isEmpty {
-                validator.fail("refresh_token", "required", "A refresh token is required.")
-            }
-            validator.clientIP(request.clientIP)
-            try validator.check()
-            guard let presented = RefreshToken(string: request.refreshToken) else {
-                throw SessionError(.invalidRefreshToken, "The refresh token is not valid.")
-            }
-            let ip = clientIP(request.clientIP, context)
-            let now = clock.microsecondNow()
-            let key = try await signingKey(at: now)
-            let caller = context.authenticatedCaller
-            let (tokens, sessionID, userID) = try await store.withConnection { queries in
-                try self.refresh(presented, clientIP: ip, now: now, key: key, queries: queries, caller: caller)
-            }
-            return Auth_Session_V1_RefreshResponse(tokens: tokenPair(tokens, sessionID: sessionID, now: now), userID: userID)
+        var validator = RequestValidator()
+        if request.refreshToken.isEmpty {
+            validator.fail("refresh_token", "required", "A refresh token is required.")
         }
+        validator.clientIP(request.clientIP)
+        try validator.check()
+        guard let presented = RefreshToken(string: request.refreshToken) else {
+            throw SessionError(.invalidRefreshToken, "The refresh token is not valid.")
+        }
+        let ip = clientIP(request.clientIP, context)
+        let now = clock.microsecondNow()
+        let key = try await signingKey(at: now)
+        let caller = context.authenticatedCaller
+        let (tokens, sessionID, userID) = try await store.withConnection { queries in
+            try self.refresh(presented, clientIP: ip, now: now, key: key, queries: queries, caller: caller)
+        }
+        return Auth_Session_V1_RefreshResponse(tokens: tokenPair(tokens, sessionID: sessionID, now: now), userID: userID)
     }
 
     /// The refresh itself, on one connection (see ``refresh(request:context:)``).
@@ -279,40 +276,38 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         request: Auth_Session_V1_ValidateRequest,
         context: ServerContext
     ) async throws -> Auth_Session_V1_ValidateResponse {
-        try await serving {
-            var validator = RequestValidator()
-            if request.accessToken.isEmpty {
-                validator.fail("access_token", "required", "An access token is required.")
-            }
-            try validator.check()
-            let now = clock.microsecondNow()
-            let keySet = try await keys.current()
-            let claims: AccessTokenClaims
-            do throws(AccessTokenError) {
-                claims = try verifier.verify(request.accessToken, now: now) { keySet.verificationKey(kid: $0, at: now) }
-            } catch {
-                throw SessionError(error)
-            }
-            var live: (createdAt: Date, expiresAt: Date)?
-            if request.checkSession, let sessionID = UUID(uuidString: claims.sessionID) {
-                live = try await store.liveSession(sessionID: sessionID, userID: claims.subject, now: now)
-            }
-            return Auth_Session_V1_ValidateResponse(
-                claims: Auth_Session_V1_AccessTokenClaims(
-                    issuer: claims.issuer,
-                    audience: claims.audience,
-                    subject: claims.subject,
-                    sessionID: claims.sessionID,
-                    issuedAt: claims.issuedAt,
-                    expiresAt: claims.expiresAt,
-                    tokenID: claims.tokenID,
-                    amr: claims.amr
-                ),
-                sessionLive: live != nil,
-                sessionCreatedAt: live?.createdAt.unixSeconds ?? 0,
-                sessionExpiresAt: live?.expiresAt.unixSeconds ?? 0
-            )
+        var validator = RequestValidator()
+        if request.accessToken.isEmpty {
+            validator.fail("access_token", "required", "An access token is required.")
         }
+        try validator.check()
+        let now = clock.microsecondNow()
+        let keySet = try await keys.current()
+        let claims: AccessTokenClaims
+        do throws(AccessTokenError) {
+            claims = try verifier.verify(request.accessToken, now: now) { keySet.verificationKey(kid: $0, at: now) }
+        } catch {
+            throw SessionError(error)
+        }
+        var live: (createdAt: Date, expiresAt: Date)?
+        if request.checkSession, let sessionID = UUID(uuidString: claims.sessionID) {
+            live = try await store.liveSession(sessionID: sessionID, userID: claims.subject, now: now)
+        }
+        return Auth_Session_V1_ValidateResponse(
+            claims: Auth_Session_V1_AccessTokenClaims(
+                issuer: claims.issuer,
+                audience: claims.audience,
+                subject: claims.subject,
+                sessionID: claims.sessionID,
+                issuedAt: claims.issuedAt,
+                expiresAt: claims.expiresAt,
+                tokenID: claims.tokenID,
+                amr: claims.amr
+            ),
+            sessionLive: live != nil,
+            sessionCreatedAt: live?.createdAt.unixSeconds ?? 0,
+            sessionExpiresAt: live?.expiresAt.unixSeconds ?? 0
+        )
     }
 
     /// The revocation check of a caller that verified the access token itself: one lookup of
@@ -321,19 +316,17 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         request: Auth_Session_V1_CheckSessionRequest,
         context: ServerContext
     ) async throws -> Auth_Session_V1_CheckSessionResponse {
-        try await serving {
-            var validator = RequestValidator()
-            let sessionID = validator.sessionID(request.sessionID)
-            validator.userID(request.userID)
-            try validator.check()
-            guard let sessionID else { return Auth_Session_V1_CheckSessionResponse() }
-            let now = clock.microsecondNow()
-            guard let live = try await store.liveSession(sessionID: sessionID, userID: request.userID, now: now) else {
-                return Auth_Session_V1_CheckSessionResponse()
-            }
-            return Auth_Session_V1_CheckSessionResponse(
-                live: true, createdAt: live.createdAt.unixSeconds, expiresAt: live.expiresAt.unixSeconds)
+        var validator = RequestValidator()
+        let sessionID = validator.sessionID(request.sessionID)
+        validator.userID(request.userID)
+        try validator.check()
+        guard let sessionID else { return Auth_Session_V1_CheckSessionResponse() }
+        let now = clock.microsecondNow()
+        guard let live = try await store.liveSession(sessionID: sessionID, userID: request.userID, now: now) else {
+            return Auth_Session_V1_CheckSessionResponse()
         }
+        return Auth_Session_V1_CheckSessionResponse(
+            live: true, createdAt: live.createdAt.unixSeconds, expiresAt: live.expiresAt.unixSeconds)
     }
 
     // MARK: Revocation and listing
@@ -342,83 +335,77 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         request: Auth_Session_V1_RevokeRequest,
         context: ServerContext
     ) async throws -> Auth_Session_V1_RevokeResponse {
-        try await serving {
-            var validator = RequestValidator()
-            let sessionID = validator.sessionID(request.sessionID)
-            if !request.userID.isEmpty { validator.userID(request.userID) }
-            let reason = validator.reason(request.reason)
-            try validator.check()
-            guard let sessionID else { throw SessionError(.internal, "validated session id missing") }
-            let (found, revoked) = try await store.revoke(
-                sessionID: sessionID,
-                userID: request.userID.isEmpty ? nil : request.userID,
-                reason: reason,
-                now: clock.microsecondNow()
-            )
-            guard found else { throw SessionError(.sessionNotFound, "No such session.") }
-            if revoked {
-                logger.info("Session revoked", metadata: ["session.id": "\(sessionID)", "session.reason": "\(reason)"])
-            }
-            return Auth_Session_V1_RevokeResponse(revoked: revoked)
+        var validator = RequestValidator()
+        let sessionID = validator.sessionID(request.sessionID)
+        if !request.userID.isEmpty { validator.userID(request.userID) }
+        let reason = validator.reason(request.reason)
+        try validator.check()
+        guard let sessionID else { throw SessionError(.internal, "validated session id missing") }
+        let (found, revoked) = try await store.revoke(
+            sessionID: sessionID,
+            userID: request.userID.isEmpty ? nil : request.userID,
+            reason: reason,
+            now: clock.microsecondNow()
+        )
+        guard found else { throw SessionError(.sessionNotFound, "No such session.") }
+        if revoked {
+            logger.info("Session revoked", metadata: ["session.id": "\(sessionID)", "session.reason": "\(reason)"])
         }
+        return Auth_Session_V1_RevokeResponse(revoked: revoked)
     }
 
     public func revokeAll(
         request: Auth_Session_V1_RevokeAllRequest,
         context: ServerContext
     ) async throws -> Auth_Session_V1_RevokeAllResponse {
-        try await serving {
-            var validator = RequestValidator()
-            validator.userID(request.userID)
-            let except = validator.sessionID(request.exceptSessionID, field: "except_session_id", required: false)
-            let reason = validator.reason(request.reason)
-            try validator.check()
-            let count = try await store.revokeAll(
-                userID: request.userID,
-                except: except,
-                reason: reason,
-                now: clock.microsecondNow()
-            )
-            if request.forgetPersonalData { try await store.forgetPersonalData(userID: request.userID) }
-            logger.info(
-                "Sessions of a user revoked",
-                metadata: ["session.count": "\(count)", "session.reason": "\(reason)"]
-            )
-            return Auth_Session_V1_RevokeAllResponse(revokedCount: UInt32(clamping: count))
-        }
+        var validator = RequestValidator()
+        validator.userID(request.userID)
+        let except = validator.sessionID(request.exceptSessionID, field: "except_session_id", required: false)
+        let reason = validator.reason(request.reason)
+        try validator.check()
+        let count = try await store.revokeAll(
+            userID: request.userID,
+            except: except,
+            reason: reason,
+            now: clock.microsecondNow()
+        )
+        if request.forgetPersonalData { try await store.forgetPersonalData(userID: request.userID) }
+        logger.info(
+            "Sessions of a user revoked",
+            metadata: ["session.count": "\(count)", "session.reason": "\(reason)"]
+        )
+        return Auth_Session_V1_RevokeAllResponse(revokedCount: UInt32(clamping: count))
     }
 
     public func listSessions(
         request: Auth_Session_V1_ListSessionsRequest,
         context: ServerContext
     ) async throws -> Auth_Session_V1_ListSessionsResponse {
-        try await serving {
-            var validator = RequestValidator()
-            validator.userID(request.userID)
-            try validator.check()
-            let sessions = try await store.liveSessions(
-                userID: request.userID,
-                now: clock.microsecondNow(),
-                limit: configuration.maxListedSessions
-            )
-            return Auth_Session_V1_ListSessionsResponse(
-                sessions: sessions.map { session in
-                    Auth_Session_V1_SessionInfo(
-                        sessionID: session.id.uuidString.lowercased(),
-                        amr: session.amr,
-                        device: Auth_Session_V1_Device(
-                            platform: session.devicePlatform,
-                            name: session.deviceName,
-                            userAgent: session.deviceUserAgent
-                        ),
-                        clientIP: session.clientIP,
-                        createdAt: session.createdAt.unixSeconds,
-                        lastRefreshedAt: session.lastRefreshedAt?.unixSeconds ?? 0,
-                        expiresAt: session.expiresAt.unixSeconds
-                    )
-                }
-            )
-        }
+        var validator = RequestValidator()
+        validator.userID(request.userID)
+        try validator.check()
+        let sessions = try await store.liveSessions(
+            userID: request.userID,
+            now: clock.microsecondNow(),
+            limit: configuration.maxListedSessions
+        )
+        return Auth_Session_V1_ListSessionsResponse(
+            sessions: sessions.map { session in
+                Auth_Session_V1_SessionInfo(
+                    sessionID: session.id.uuidString.lowercased(),
+                    amr: session.amr,
+                    device: Auth_Session_V1_Device(
+                        platform: session.devicePlatform,
+                        name: session.deviceName,
+                        userAgent: session.deviceUserAgent
+                    ),
+                    clientIP: session.clientIP,
+                    createdAt: session.createdAt.unixSeconds,
+                    lastRefreshedAt: session.lastRefreshedAt?.unixSeconds ?? 0,
+                    expiresAt: session.expiresAt.unixSeconds
+                )
+            }
+        )
     }
 
     // MARK: Keys
@@ -427,24 +414,20 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         request: Auth_Session_V1_GetJWKSRequest,
         context: ServerContext
     ) async throws -> Auth_Session_V1_GetJWKSResponse {
-        try await serving {
-            Auth_Session_V1_GetJWKSResponse(jwksJson: try await jwksJSON())
-        }
+        Auth_Session_V1_GetJWKSResponse(jwksJson: try await jwksJSON())
     }
 
     public func rotateSigningKey(
         request: Auth_Session_V1_RotateSigningKeyRequest,
         context: ServerContext
     ) async throws -> Auth_Session_V1_RotateSigningKeyResponse {
-        try await serving {
-            try await requireOperator(context, method: "RotateSigningKey")
-            let rotation = try await keys.rotate(caller: context.authenticatedCaller)
-            return Auth_Session_V1_RotateSigningKeyResponse(
-                newKeyID: rotation.newKeyID,
-                signsFrom: rotation.signsFrom.unixSeconds,
-                retiringKeyIds: rotation.retiringKeyIDs
-            )
-        }
+        try await requireOperator(context, method: "RotateSigningKey")
+        let rotation = try await keys.rotate(caller: context.authenticatedCaller)
+        return Auth_Session_V1_RotateSigningKeyResponse(
+            newKeyID: rotation.newKeyID,
+            signsFrom: rotation.signsFrom.unixSeconds,
+            retiringKeyIds: rotation.retiringKeyIDs
+        )
     }
 
     /// Moves every stored signing key to the current master key (see
@@ -454,21 +437,19 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         request: Auth_Session_V1_RewrapSigningKeysRequest,
         context: ServerContext
     ) async throws -> Auth_Session_V1_RewrapSigningKeysResponse {
-        try await serving {
-            try await requireOperator(context, method: "RewrapSigningKeys")
-            let result = try await keys.rewrap(caller: context.authenticatedCaller)
-            logger.notice(
-                "Re-wrapped the stored signing keys under the current master key",
-                metadata: [
-                    "session.rewrapped_kids": "\(result.rewrapped.joined(separator: ","))",
-                    "session.already_current_kids": "\(result.alreadyCurrent.joined(separator: ","))",
-                ]
-            )
-            return Auth_Session_V1_RewrapSigningKeysResponse(
-                rewrapped: UInt32(clamping: result.rewrapped.count),
-                alreadyCurrent: UInt32(clamping: result.alreadyCurrent.count)
-            )
-        }
+        try await requireOperator(context, method: "RewrapSigningKeys")
+        let result = try await keys.rewrap(caller: context.authenticatedCaller)
+        logger.notice(
+            "Re-wrapped the stored signing keys under the current master key",
+            metadata: [
+                "session.rewrapped_kids": "\(result.rewrapped.joined(separator: ","))",
+                "session.already_current_kids": "\(result.alreadyCurrent.joined(separator: ","))",
+            ]
+        )
+        return Auth_Session_V1_RewrapSigningKeysResponse(
+            rewrapped: UInt32(clamping: result.rewrapped.count),
+            alreadyCurrent: UInt32(clamping: result.alreadyCurrent.count)
+        )
     }
 
     /// Refuses a caller other than ``SessionServiceConfiguration/keyRotationCaller`` with
@@ -539,16 +520,10 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
 
     // MARK: Helpers
 
-    private func serving<R>(_ body: () async throws -> R) async throws -> R {
-        do {
-            return try await body()
-        } catch {
-            let converted = SessionError.converting(error)
-            if let error = converted as? SessionError, error.code == .internal || error.code == .unavailable {
-                logger.error("Session call failed", metadata: ["error": "\(error)"])
-            }
-            throw converted
-        }
+    /// Every method's failures become statuses in one place, the same for the three services
+    /// (AuthServiceCore's ``ServiceErrorInterceptor``), which also logs INTERNAL and UNAVAILABLE.
+    public var interceptors: [any RPCServerInterceptor] {
+        [ServiceErrorInterceptor(service: "session", logger: logger)]
     }
 
     private func signingKey(at now: Date) async throws -> SigningKey {

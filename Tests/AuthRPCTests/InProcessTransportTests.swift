@@ -140,3 +140,63 @@ typealias HealthResponse = Auth_Health_V1_HealthCheckResponse
         #expect(error.code == .invalidArgument)
     }
 }
+
+/// A service's interceptors run around each of its methods, first listed outermost, and only
+/// for callers the method allows.
+@Suite struct ServerInterceptorTests {
+    final class Calls: Sendable {
+        let list = Mutex<[String]>([])
+        func add(_ call: String) { list.withLock { $0.append(call) } }
+        var all: [String] { list.withLock { $0 } }
+    }
+
+    struct Recording: RPCServerInterceptor {
+        let name: String
+        let calls: Calls
+
+        func intercept(
+            context: ServerContext,
+            next: @Sendable (ServerContext) async throws -> [UInt8]
+        ) async throws -> [UInt8] {
+            calls.add("\(name) in")
+            defer { calls.add("\(name) out") }
+            return try await next(context)
+        }
+    }
+
+    final class Service: RegistrableRPCService {
+        static let method = MethodDescriptor(service: "auth.test.v1.Test", method: "Run")
+        let calls = Calls()
+
+        func registerMethods(with router: inout RPCRouter) {
+            router.register(Self.method, allowedCallers: .only(["gateway"])) {
+                [calls] (_: HealthRequest, _: ServerContext) -> HealthResponse in
+                calls.add("handler")
+                return HealthResponse(status: .serving)
+            }
+        }
+
+        var interceptors: [any RPCServerInterceptor] {
+            [Recording(name: "outer", calls: calls), Recording(name: "inner", calls: calls)]
+        }
+    }
+
+    @Test func interceptorsWrapTheHandlerInOrder() async throws {
+        let service = Service()
+        var router = RPCRouter()
+        router.register(service)
+        let route = try #require(router.route(forPath: Service.method.path))
+        let allowed = await route.run(
+            payload: [], context: ServerContext(method: Service.method, authenticatedCaller: "gateway"))
+        #expect((try? allowed.get()) != nil)
+        #expect(service.calls.all == ["outer in", "inner in", "handler", "inner out", "outer out"])
+        let refused = await route.run(
+            payload: [], context: ServerContext(method: Service.method, authenticatedCaller: "session"))
+        guard case .failure(let error) = refused else {
+            Issue.record("a caller the method does not allow was served")
+            return
+        }
+        #expect(error.reason == "caller_not_allowed")
+        #expect(service.calls.all.count == 5)
+    }
+}
