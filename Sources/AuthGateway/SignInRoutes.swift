@@ -85,11 +85,6 @@ struct GatewayRoutes: Sendable {
         code.utf8.count == 6 && code.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
     }
 
-    static func isValidLocale(_ locale: String) -> Bool {
-        (1...35).contains(locale.utf8.count)
-            && locale.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) || $0 == 0x2D }
-    }
-
     static func verificationBody(
         id: String, channel: Auth_Otp_V1_Channel, masked: String, expiresIn: UInt32, resendAfter: UInt32, attemptsRemaining: UInt32
     ) -> VerificationBody {
@@ -116,7 +111,7 @@ struct GatewayRoutes: Sendable {
         AuthDecisionNote.record(contact: phone ?? email, method: phone != nil ? "otp_sms" : "otp_email")
         let purpose = try body.choice("purpose", default: Purpose.auto)
         let locale = try body.string("locale") ?? ""
-        guard locale.isEmpty || Self.isValidLocale(locale) else {
+        guard locale.isEmpty || LanguageTag.isValid(locale) else {
             throw APIError.invalidRequest("`locale` must be a language tag such as en-IN.")
         }
         if purpose != .auto {

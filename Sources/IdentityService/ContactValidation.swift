@@ -1,4 +1,5 @@
 import AuthRPC
+import AuthServiceCore
 import AuthText
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -35,27 +36,24 @@ public enum ContactRules {
 
 }
 
-/// Collects field violations of one request.
-struct RequestValidator {
-    private(set) var violations: [RPCError.FieldViolation] = []
-
-    mutating func fail(_ field: String, _ reason: String, _ description: String) {
-        violations.append(RPCError.FieldViolation(field: field, reason: reason, description: description))
-    }
-
+/// Identity's field rules (docs/identity.md, "Field violations"), on the validator every
+/// service shares.
+extension FieldValidator {
     /// Throws the violations: with one rule's own reason (`invalid_phone`, `invalid_email`) when
     /// that is the only violation, else `invalid_argument`.
     func check() throws(IdentityError) {
-        guard let first = violations.first else { return }
-        if violations.count == 1, first.reason == IdentityError.Code.invalidPhone.reason {
-            throw IdentityError(.invalidPhone, first.description, fieldViolations: violations)
+        try check { violations in
+            let first = violations[0]
+            if violations.count == 1, first.reason == IdentityError.Code.invalidPhone.reason {
+                return IdentityError(.invalidPhone, first.description, fieldViolations: violations)
+            }
+            if violations.count == 1, first.reason == IdentityError.Code.invalidEmail.reason {
+                return IdentityError(.invalidEmail, first.description, fieldViolations: violations)
+            }
+            let message = violations.count == 1 ? first.description
+                : "Please correct: \(violations.map(\.field).joined(separator: ", "))."
+            return IdentityError(.invalidArgument, message, fieldViolations: violations)
         }
-        if violations.count == 1, first.reason == IdentityError.Code.invalidEmail.reason {
-            throw IdentityError(.invalidEmail, first.description, fieldViolations: violations)
-        }
-        let message = violations.count == 1 ? first.description
-            : "Please correct: \(violations.map(\.field).joined(separator: ", "))."
-        throw IdentityError(.invalidArgument, message, fieldViolations: violations)
     }
 
     /// Checks a new password (SignUp, ResetPassword, ChangePassword, ValidatePassword) against
@@ -63,20 +61,12 @@ struct RequestValidator {
     @discardableResult
     mutating func newPassword(_ value: String, field: String = "password", policy: PasswordPolicy) -> String? {
         let found = policy.violations(of: value, field: field)
-        violations.append(contentsOf: found)
+        for violation in found { fail(violation.field, violation.reason, violation.description) }
         return found.isEmpty ? PasswordPolicy.normalized(value) : nil
     }
 
     mutating func userID(_ value: String, field: String = "user_id") -> UUID? {
-        if value.isEmpty {
-            fail(field, "required", "A user id is required.")
-            return nil
-        }
-        guard value.utf8.count == 36, let id = UUID(uuidString: value) else {
-            fail(field, "invalid_value", "A user id is a UUID.")
-            return nil
-        }
-        return id
+        uuid(value, field: field, name: "a user id")
     }
 
     mutating func phone(_ value: String, field: String = "phone") -> String? {
@@ -118,14 +108,6 @@ struct RequestValidator {
     mutating func photoURL(_ value: String, field: String = "photo_url") {
         if !ContactRules.isValidPhotoURL(value) {
             fail(field, "invalid_value", "The photo URL must be an https:// address of at most 2048 characters.")
-        }
-    }
-
-    mutating func clientIP(_ value: String, field: String = "client_ip") {
-        guard !value.isEmpty else { return }
-        guard IPAddress.isAddress(value) else {
-            fail(field, "invalid_value", "An IPv4 or IPv6 address is expected.")
-            return
         }
     }
 

@@ -153,7 +153,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_GetUserRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_GetUserResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         let id = validator.userID(request.userID)
         try validator.check()
         guard let id, let user = try await store.user(id: id) else { throw Self.notFound }
@@ -164,7 +164,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_GetUserByPhoneRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_GetUserResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         let phone = validator.phone(request.phone)
         try validator.check()
         guard let phone, let user = try await store.user(phone: phone) else { throw Self.notFound }
@@ -175,7 +175,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_GetUserByEmailRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_GetUserResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         let email = validator.email(request.email)
         try validator.check()
         guard let email, let user = try await store.user(email: email) else { throw Self.notFound }
@@ -186,7 +186,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_ContactExistsRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_ContactExistsResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         let contact = validator.contact(phone: request.phone, email: request.email)
         try validator.check()
         let user: UserRecord? =
@@ -204,16 +204,16 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_FindOrCreateByContactRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_FindOrCreateByContactResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         let contact = validator.contact(phone: request.phone, email: request.email)
-        validator.clientIP(request.clientIP)
+        let clientIP = validator.clientIP(request.clientIP, context: context)
         try validator.check()
         guard let contact else { throw IdentityError(.internal, "validated contact missing") }
         let found = try await store.findOrCreate(
             contact: contact,
             newID: UUID(),
             signupVerification: request.signupVerification,
-            audit: audit(.signIn, method: contact.method, request.clientIP, context)
+            audit: audit(.signIn, method: contact.method, clientIP, context)
         )
         if found.created {
             logger.info("User created", metadata: ["user.id": "\(found.user.id)", "identity.method": "\(contact.method)"])
@@ -233,11 +233,11 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_SignUpRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_SignUpResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         validator.displayName(request.displayName)
         let email = validator.email(request.email)
         let password = validator.newPassword(request.password, policy: policy)
-        validator.clientIP(request.clientIP)
+        let clientIP = validator.clientIP(request.clientIP, context: context)
         try validator.check()
         guard let email, let password else {
             throw IdentityError(.internal, "validated fields missing")
@@ -252,7 +252,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             email: email,
             displayName: request.displayName,
             passwordHash: hash,
-            audit: audit(.signUp, method: "password", request.clientIP, context)
+            audit: audit(.signUp, method: "password", clientIP, context)
         )
         logger.info("User created", metadata: ["user.id": "\(user.id)", "identity.method": "password"])
         return Auth_Identity_V1_SignUpResponse(user: user.proto)
@@ -262,10 +262,10 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_SignInWithPasswordRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_SignInWithPasswordResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         let email = validator.email(request.email)
         if request.password.isEmpty { validator.fail("password", "required", "Password is required.") }
-        validator.clientIP(request.clientIP)
+        let clientIP = validator.clientIP(request.clientIP, context: context)
         try validator.check()
         guard let email else { throw IdentityError(.internal, "validated email missing") }
         let emailHash = SHA256.hash(email)
@@ -281,7 +281,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             let password = PasswordPolicy.normalized(request.password)
         else {
             // The reserved attempt stays as the failure.
-            var entry = audit(.signInFailed, method: "password", request.clientIP, context, at: now)
+            var entry = audit(.signInFailed, method: "password", clientIP, context, at: now)
             entry.userID = user?.id
             try await store.insertAudit(entry)
             throw IdentityError(.invalidCredentials, IdentityError.invalidCredentialsMessage)
@@ -290,7 +290,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         if hashing.needsRehash(stored) {
             rehashed = try await hashing.hash(password)
         }
-        var entry = audit(.signIn, method: "password", request.clientIP, context, at: now)
+        var entry = audit(.signIn, method: "password", clientIP, context, at: now)
         entry.userID = user.id
         try await store.recordSignIn(
             emailHash: emailHash,
@@ -306,10 +306,10 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_ResetPasswordRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_ResetPasswordResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         let email = validator.email(request.email)
         let password = validator.newPassword(request.newPassword, field: "new_password", policy: policy)
-        validator.clientIP(request.clientIP)
+        let clientIP = validator.clientIP(request.clientIP, context: context)
         try validator.check()
         guard let email, let password else {
             throw IdentityError(.internal, "validated fields missing")
@@ -321,7 +321,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
                 email: email,
                 emailHash: SHA256.hash(email),
                 passwordHash: hash,
-                audit: audit(.passwordReset, method: "otp_email", request.clientIP, context)
+                audit: audit(.passwordReset, method: "otp_email", clientIP, context)
             )
         else { throw Self.notFound }
         return Auth_Identity_V1_ResetPasswordResponse(user: user.proto)
@@ -331,13 +331,13 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_ChangePasswordRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_ChangePasswordResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         let id = validator.userID(request.userID)
         if request.oldPassword.isEmpty {
             validator.fail("old_password", "required", "Your current password is required.")
         }
         let newPassword = validator.newPassword(request.newPassword, field: "new_password", policy: policy)
-        validator.clientIP(request.clientIP)
+        let clientIP = validator.clientIP(request.clientIP, context: context)
         try validator.check()
         guard let id, let newPassword else {
             throw IdentityError(.internal, "validated fields missing")
@@ -355,14 +355,14 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         else {
             if emailHash != nil {
                 // The reserved attempt stays as the failure.
-                var entry = audit(.passwordChangeFailed, method: "password", request.clientIP, context, at: now)
+                var entry = audit(.passwordChangeFailed, method: "password", clientIP, context, at: now)
                 entry.userID = id
                 try await store.insertAudit(entry)
             }
             throw wrong
         }
         let hash = try await hashing.hash(newPassword)
-        var entry = audit(.passwordChanged, method: "password", request.clientIP, context)
+        var entry = audit(.passwordChanged, method: "password", clientIP, context)
         entry.userID = id
         guard
             try await store.changePassword(
@@ -380,7 +380,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_ValidatePasswordRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_ValidatePasswordResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         validator.newPassword(request.password, policy: policy)
         try validator.check()
         return Auth_Identity_V1_ValidatePasswordResponse()
@@ -421,7 +421,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_UnlockPasswordRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_UnlockPasswordResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         let email = validator.email(request.email)
         try validator.check()
         guard let email else { throw IdentityError(.internal, "validated email missing") }
@@ -436,7 +436,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_SignInWithIDTokenRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_SignInWithIDTokenResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         let provider: IdentityProvider? =
             switch request.provider {
             case .apple: .apple
@@ -447,7 +447,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         if provider == nil { validator.fail("provider", "required", "A provider is required.") }
         if request.idToken.isEmpty { validator.fail("id_token", "required", "An ID token is required.") }
         if !request.displayName.isEmpty { validator.displayName(request.displayName) }
-        validator.clientIP(request.clientIP)
+        let clientIP = validator.clientIP(request.clientIP, context: context)
         try validator.check()
         guard let provider else { throw IdentityError(.internal, "validated provider missing") }
         guard let verifier = verifiers[provider] else {
@@ -477,7 +477,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         let result = try await store.signIn(
             with: identity,
             newID: UUID(),
-            audit: audit(.signIn, method: provider.method, request.clientIP, context, at: now)
+            audit: audit(.signIn, method: provider.method, clientIP, context, at: now)
         )
         if result.created || result.linked {
             logger.info(
@@ -498,14 +498,14 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_UpdateProfileRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_UpdateProfileResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         let id = validator.userID(request.userID)
         if let name = request.displayName { validator.displayName(name.value) }
         if let url = request.photoURL { validator.photoURL(url.value) }
-        validator.clientIP(request.clientIP)
+        let clientIP = validator.clientIP(request.clientIP, context: context)
         try validator.check()
         guard let id else { throw IdentityError(.internal, "validated user id missing") }
-        var entry = audit(.profileUpdated, method: "", request.clientIP, context)
+        var entry = audit(.profileUpdated, method: "", clientIP, context)
         entry.userID = id
         guard
             let user = try await store.updateProfile(
@@ -525,12 +525,12 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_DeleteUserRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_DeleteUserResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         let id = validator.userID(request.userID)
-        validator.clientIP(request.clientIP)
+        let clientIP = validator.clientIP(request.clientIP, context: context)
         try validator.check()
         guard let id else { throw IdentityError(.internal, "validated user id missing") }
-        var entry = audit(.accountDeleted, method: "", request.clientIP, context)
+        var entry = audit(.accountDeleted, method: "", clientIP, context)
         entry.userID = id
         guard let deleted = try await store.delete(userID: id, audit: entry) else { throw Self.notFound }
         if deleted { logger.info("User deleted", metadata: ["user.id": "\(id)"]) }
@@ -541,7 +541,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         request: Auth_Identity_V1_ListAuditEventsRequest,
         context: ServerContext
     ) async throws -> Auth_Identity_V1_ListAuditEventsResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         let id = validator.userID(request.userID)
         if request.limit > 500 { validator.fail("limit", "too_large", "At most 500 events per call.") }
         try validator.check()
@@ -559,8 +559,8 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         return minutes == 1 ? "1 minute" : "\(minutes) minutes"
     }
 
-    /// An audit row for this call: the request's client IP (or the metadata's end-user IP), the
-    /// request id and the authenticated caller.
+    /// An audit row for this call: the end user's IP (``FieldValidator/clientIP(_:context:field:)``),
+    /// the request id and the authenticated caller.
     func audit(
         _ kind: AuditEntry.Kind,
         method: String,
@@ -568,18 +568,13 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         _ context: ServerContext,
         at time: Date? = nil
     ) -> AuditEntry {
-        var ip = clientIP
-        if ip.isEmpty {
-            let fromMetadata = context.metadata.endUserIP
-            if IPAddress.isAddress(fromMetadata) { ip = fromMetadata }
-        }
         let requestID = context.metadata.requestID
         return AuditEntry(
             kind: kind,
             userID: nil,
             method: method,
             occurredAt: time ?? clock.microsecondNow(),
-            clientIP: ip,
+            clientIP: clientIP,
             requestID: requestID.utf8.count <= 128 ? requestID : String(requestID.prefix(128)),
             caller: context.authenticatedCaller
         )

@@ -1,4 +1,5 @@
 import AuthRPC
+import AuthServiceCore
 
 /// The one error type of the otp-dispatch service. Each ``Code`` has a stable `reason` and the
 /// RPC status it travels as; handlers throw this and the RPC layer converts it through
@@ -67,6 +68,14 @@ public struct OTPError: Error, Sendable, CustomStringConvertible {
         self.attemptsRemaining = attemptsRemaining
         self.fieldViolations = fieldViolations
         self.cause = cause
+    }
+
+    /// `invalid_argument` with every broken field of `validator`.
+    init(invalid validator: FieldValidator) {
+        self.init(
+            .invalidArgument,
+            "The request has invalid fields: \(validator.violations.map(\.field).joined(separator: ", ")).",
+            fieldViolations: validator.violations)
     }
 
     public var description: String {

@@ -4,6 +4,7 @@ import AuthPostgres
 import AuthProtobuf
 import AuthRPC
 import AuthServiceCore
+import AuthServiceCore
 import AuthText
 import AuthTime
 #if canImport(FoundationEssentials)
@@ -141,23 +142,16 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         request: Auth_Otp_V1_StartRequest,
         context: ServerContext
     ) async throws -> Auth_Otp_V1_StartResponse {
-        var violations: [RPCError.FieldViolation] = []
-        let destination = Destination(parsing: request.destination)
-        if request.destination.isEmpty {
-            violations.append(.init(field: "destination", reason: "required", description: "A phone number or email address is required."))
-        } else if destination == nil {
-            violations.append(
-                .init(field: "destination", reason: "invalid_value", description: "An E.164 phone number (+ and 8-15 digits) or an email address.")
-            )
-        }
+        var validator = FieldValidator()
+        let destination = validator.destination(request.destination)
         let purpose = Purpose(request.purpose)
         if purpose == nil {
-            violations.append(.init(field: "purpose", reason: "required", description: "login, signup, verify or password_reset."))
+            validator.fail("purpose", "required", "login, signup, verify or password_reset.")
         }
-        let locale = Self.locale(request.locale, violations: &violations)
-        let ip = Self.clientIP(request.clientIP, context, violations: &violations)
-        guard violations.isEmpty, let destination, let purpose else {
-            throw OTPError(.invalidArgument, "The request has invalid fields.", fieldViolations: violations)
+        let locale = validator.locale(request.locale)
+        let ip = validator.clientIP(request.clientIP, context: context)
+        guard validator.isValid, let destination, let purpose else {
+            throw OTPError(invalid: validator)
         }
         if destination.channel == .sms {
             let code = destination.callingCode
@@ -291,11 +285,11 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         request: Auth_Otp_V1_ResendRequest,
         context: ServerContext
     ) async throws -> Auth_Otp_V1_ResendResponse {
-        var violations: [RPCError.FieldViolation] = []
-        let id = Self.verificationID(request.verificationID, violations: &violations)
-        _ = Self.clientIP(request.clientIP, context, violations: &violations)
-        guard violations.isEmpty, let id else {
-            throw OTPError(.invalidArgument, "The request has invalid fields.", fieldViolations: violations)
+        var validator = FieldValidator()
+        let id = validator.uuid(request.verificationID, field: "verification_id", name: "a verification id")
+        _ = validator.clientIP(request.clientIP, context: context)
+        guard validator.isValid, let id else {
+            throw OTPError(invalid: validator)
         }
         let now = clock.microsecondNow()
         let configuration = self.configuration
@@ -407,25 +401,24 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         request: Auth_Otp_V1_CheckRequest,
         context: ServerContext
     ) async throws -> Auth_Otp_V1_CheckResponse {
-        var violations: [RPCError.FieldViolation] = []
-        let id = Self.verificationID(request.verificationID, violations: &violations)
+        var validator = FieldValidator()
+        let id = validator.uuid(request.verificationID, field: "verification_id", name: "a verification id")
         if request.code.isEmpty {
-            violations.append(.init(field: "code", reason: "required", description: "The code is required."))
+            validator.fail("code", "required", "The code is required.")
         } else if request.code.utf8.count > 32 {
-            violations.append(.init(field: "code", reason: "too_long", description: "At most 32 bytes."))
+            validator.fail("code", "too_long", "At most 32 bytes.")
         }
-        _ = Self.clientIP(request.clientIP, context, violations: &violations)
+        _ = validator.clientIP(request.clientIP, context: context)
         var accepted: Set<Purpose> = []
         for (index, value) in request.acceptedPurposes.enumerated() {
             guard let purpose = Purpose(value) else {
-                violations.append(
-                    .init(field: "accepted_purposes[\(index)]", reason: "invalid_value", description: "login, signup, verify or password_reset."))
+                validator.fail("accepted_purposes[\(index)]", "invalid_value", "login, signup, verify or password_reset.")
                 continue
             }
             accepted.insert(purpose)
         }
-        guard violations.isEmpty, let id else {
-            throw OTPError(.invalidArgument, "The request has invalid fields.", fieldViolations: violations)
+        guard validator.isValid, let id else {
+            throw OTPError(invalid: validator)
         }
         let acceptedPurposes = accepted
         let presented = request.code.trimmingWhitespace()
@@ -503,10 +496,10 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         request: Auth_Otp_V1_GetDeliveryStatusRequest,
         context: ServerContext
     ) async throws -> Auth_Otp_V1_GetDeliveryStatusResponse {
-        var violations: [RPCError.FieldViolation] = []
-        let id = Self.verificationID(request.verificationID, violations: &violations)
-        guard violations.isEmpty, let id else {
-            throw OTPError(.invalidArgument, "The request has invalid fields.", fieldViolations: violations)
+        var validator = FieldValidator()
+        let id = validator.uuid(request.verificationID, field: "verification_id", name: "a verification id")
+        guard validator.isValid, let id else {
+            throw OTPError(invalid: validator)
         }
         guard let status = try await store.deliveryStatus(verificationID: id) else {
             throw Self.notFound()
@@ -571,13 +564,8 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
 
     /// The `destination` field of UnlockDestination and ForgetDestination.
     static func destination(_ text: String) throws(OTPError) -> Destination {
-        guard let destination = Destination(parsing: text) else {
-            throw OTPError(
-                .invalidArgument, "The destination is neither an E.164 phone number nor an email address.",
-                fieldViolations: [
-                    .init(field: "destination", reason: "invalid_value", description: "An E.164 phone number or an email address.")
-                ])
-        }
+        var validator = FieldValidator()
+        guard let destination = validator.destination(text) else { throw OTPError(invalid: validator) }
         return destination
     }
 
@@ -587,48 +575,6 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             retryAfterSeconds: secondsUntil(until, from: now)
         )
     }
-
-    static func verificationID(_ text: String, violations: inout [RPCError.FieldViolation]) -> UUID? {
-        if text.isEmpty {
-            violations.append(.init(field: "verification_id", reason: "required", description: "A verification id is required."))
-            return nil
-        }
-        guard text.utf8.count == 36, let id = UUID(uuidString: text) else {
-            violations.append(.init(field: "verification_id", reason: "invalid_value", description: "Not a verification id."))
-            return nil
-        }
-        return id
-    }
-
-    /// A BCP 47-like tag: letters, digits and `-`, at most 35 bytes; empty means `en`.
-    static func locale(_ text: String, violations: inout [RPCError.FieldViolation]) -> String {
-        if text.isEmpty { return "en" }
-        let valid =
-            text.utf8.count <= 35
-            && text.split(separator: "-", omittingEmptySubsequences: false).allSatisfy { part in
-                (1...8).contains(part.count) && part.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)) }
-            }
-        guard valid else {
-            violations.append(.init(field: "locale", reason: "invalid_value", description: "A BCP 47 language tag such as en or hi-IN."))
-            return "en"
-        }
-        return text
-    }
-
-    /// The request's client IP (which must be an address), else the end user's IP the gateway
-    /// put in the metadata (dropped silently when it is not one).
-    static func clientIP(_ text: String, _ context: ServerContext, violations: inout [RPCError.FieldViolation]) -> String {
-        if !text.isEmpty {
-            guard IPAddress.isAddress(text) else {
-                violations.append(.init(field: "client_ip", reason: "invalid_value", description: "An IPv4 or IPv6 address."))
-                return ""
-            }
-            return text
-        }
-        let fromMetadata = context.metadata.endUserIP
-        return IPAddress.isAddress(fromMetadata) ? fromMetadata : ""
-    }
-
 }
 
 extension OTPStore.DestinationLocks {
@@ -642,5 +588,21 @@ extension OTPStore.DestinationLocks {
             )
         }
         return lockedUntil.map { OTPService.tooManyAttempts(until: $0, now: now) }
+    }
+}
+
+/// otp-dispatch's field rules, on the validator every service shares.
+extension FieldValidator {
+    /// A phone number or an email address (``Destination``).
+    mutating func destination(_ value: String, field: String = "destination") -> Destination? {
+        if value.isEmpty {
+            fail(field, "required", "A phone number or email address is required.")
+            return nil
+        }
+        guard let destination = Destination(parsing: value) else {
+            fail(field, "invalid_value", "An E.164 phone number (+ and 8-15 digits) or an email address.")
+            return nil
+        }
+        return destination
     }
 }

@@ -1,5 +1,6 @@
 import AuthProtobuf
 import AuthRPC
+import AuthServiceCore
 import AuthText
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -30,16 +31,11 @@ public enum SessionLimits {
 }
 
 /// Collects field violations.
-struct RequestValidator {
-    private(set) var violations: [RPCError.FieldViolation] = []
-
-    mutating func fail(_ field: String, _ reason: String, _ description: String) {
-        violations.append(RPCError.FieldViolation(field: field, reason: reason, description: description))
-    }
-
+/// Session's field rules, on the validator every service shares.
+extension FieldValidator {
     func check() throws(SessionError) {
-        guard violations.isEmpty else {
-            throw SessionError(
+        try check { violations in
+            SessionError(
                 .invalidArgument,
                 "The request has invalid fields: \(violations.map(\.field).joined(separator: ", ")).",
                 fieldViolations: violations
@@ -78,25 +74,8 @@ struct RequestValidator {
         }
     }
 
-    /// An IPv4 or IPv6 address in text form, or empty.
-    mutating func clientIP(_ value: String, field: String = "client_ip") {
-        guard !value.isEmpty else { return }
-        guard IPAddress.isAddress(value) else {
-            fail(field, "invalid_value", "An IPv4 or IPv6 address is expected.")
-            return
-        }
-    }
-
     mutating func sessionID(_ value: String, field: String = "session_id", required: Bool = true) -> UUID? {
-        if value.isEmpty {
-            if required { fail(field, "required", "A session id is required.") }
-            return nil
-        }
-        guard value.utf8.count == 36, let id = UUID(uuidString: value) else {
-            fail(field, "invalid_value", "A session id is a UUID.")
-            return nil
-        }
-        return id
+        uuid(value, field: field, name: "a session id", required: required)
     }
 
     /// A revocation reason; empty means `unspecified`.
@@ -122,21 +101,21 @@ struct IssueInput: Sendable {
     var deviceUserAgent: String
     var clientIP: String
 
-    init(validating request: Auth_Session_V1_IssueRequest) throws(SessionError) {
-        var validator = RequestValidator()
+    init(validating request: Auth_Session_V1_IssueRequest, context: ServerContext?) throws(SessionError) {
+        var validator = FieldValidator()
         validator.userID(request.userID)
         validator.amr(request.amr)
         let device = request.device ?? Auth_Session_V1_Device()
         validator.text(device.platform, field: "device.platform", maxBytes: SessionLimits.maxDevicePlatformBytes)
         validator.text(device.name, field: "device.name", maxBytes: SessionLimits.maxDeviceNameBytes)
         validator.text(device.userAgent, field: "device.user_agent", maxBytes: SessionLimits.maxUserAgentBytes)
-        validator.clientIP(request.clientIP)
+        let clientIP = validator.clientIP(request.clientIP, context: context)
         try validator.check()
         self.userID = request.userID
         self.amr = request.amr
         self.devicePlatform = device.platform
         self.deviceName = device.name
         self.deviceUserAgent = device.userAgent
-        self.clientIP = request.clientIP
+        self.clientIP = clientIP
     }
 }

@@ -102,7 +102,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         request: Auth_Session_V1_IssueRequest,
         context: ServerContext
     ) async throws -> Auth_Session_V1_IssueResponse {
-        let input = try IssueInput(validating: request)
+        let input = try IssueInput(validating: request, context: context)
         let now = clock.microsecondNow()
         let key = try await signingKey(at: now)
         let sessionID = UUID()
@@ -129,7 +129,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
                 devicePlatform: input.devicePlatform,
                 deviceName: input.deviceName,
                 deviceUserAgent: input.deviceUserAgent,
-                clientIP: clientIP(request.clientIP, context),
+                clientIP: input.clientIP,
                 createdAt: now,
                 expiresAt: expiresAt,
                 refreshTokenHash: refresh.hash,
@@ -152,16 +152,15 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         request: Auth_Session_V1_RefreshRequest,
         context: ServerContext
     ) async throws -> Auth_Session_V1_RefreshResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         if request.refreshToken.isEmpty {
             validator.fail("refresh_token", "required", "A refresh token is required.")
         }
-        validator.clientIP(request.clientIP)
+        let ip = validator.clientIP(request.clientIP, context: context)
         try validator.check()
         guard let presented = RefreshToken(string: request.refreshToken) else {
             throw SessionError(.invalidRefreshToken, "The refresh token is not valid.")
         }
-        let ip = clientIP(request.clientIP, context)
         let now = clock.microsecondNow()
         let key = try await signingKey(at: now)
         let caller = context.authenticatedCaller
@@ -276,7 +275,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         request: Auth_Session_V1_ValidateRequest,
         context: ServerContext
     ) async throws -> Auth_Session_V1_ValidateResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         if request.accessToken.isEmpty {
             validator.fail("access_token", "required", "An access token is required.")
         }
@@ -316,7 +315,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         request: Auth_Session_V1_CheckSessionRequest,
         context: ServerContext
     ) async throws -> Auth_Session_V1_CheckSessionResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         let sessionID = validator.sessionID(request.sessionID)
         validator.userID(request.userID)
         try validator.check()
@@ -335,7 +334,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         request: Auth_Session_V1_RevokeRequest,
         context: ServerContext
     ) async throws -> Auth_Session_V1_RevokeResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         let sessionID = validator.sessionID(request.sessionID)
         if !request.userID.isEmpty { validator.userID(request.userID) }
         let reason = validator.reason(request.reason)
@@ -358,7 +357,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         request: Auth_Session_V1_RevokeAllRequest,
         context: ServerContext
     ) async throws -> Auth_Session_V1_RevokeAllResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         validator.userID(request.userID)
         let except = validator.sessionID(request.exceptSessionID, field: "except_session_id", required: false)
         let reason = validator.reason(request.reason)
@@ -381,7 +380,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         request: Auth_Session_V1_ListSessionsRequest,
         context: ServerContext
     ) async throws -> Auth_Session_V1_ListSessionsResponse {
-        var validator = RequestValidator()
+        var validator = FieldValidator()
         validator.userID(request.userID)
         try validator.check()
         let sessions = try await store.liveSessions(
@@ -573,13 +572,6 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
             sessionID: sessionID.uuidString.lowercased(),
             tokenType: "Bearer"
         )
-    }
-
-    /// The request's client IP, else the end user's IP the gateway put in the metadata.
-    private func clientIP(_ fromRequest: String, _ context: ServerContext) -> String {
-        if !fromRequest.isEmpty { return fromRequest }
-        let fromMetadata = context.metadata.endUserIP
-        return IPAddress.isAddress(fromMetadata) ? fromMetadata : ""
     }
 
     private func recordBestEffort(queries: SessionStore.Queries, _ event: () -> SecurityEvent) {

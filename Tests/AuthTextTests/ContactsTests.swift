@@ -77,3 +77,18 @@ import Testing
         }
     }
 }
+
+/// The one locale rule: the gateway's copy accepted any run of letters, digits and dashes
+/// (`en--IN`, `-`, a 9-letter subtag), which otp-dispatch then refused (issue 20).
+@Suite struct LanguageTagTests {
+    @Test func subtagsOfOneToEightLettersOrDigits() {
+        for valid in ["en", "en-IN", "hi-IN", "zh-Hant-TW", "es-419", "x-abcdefgh"] {
+            #expect(LanguageTag.isValid(valid), "\(valid)")
+        }
+        for invalid in [
+            "", "en_IN", "en--IN", "-", "en-", "-en", "abcdefghi", "en IN", "ένα", String(repeating: "a-", count: 17) + "ab",
+        ] {
+            #expect(!LanguageTag.isValid(invalid), "\(invalid)")
+        }
+    }
+}

@@ -29,6 +29,9 @@ extension GatewayEndToEndTests {
                 ["phone": phone, "purpose": 1],
                 ["phone": phone, "channel": "sms"],
                 ["phone": phone, "locale": "en IN!"],
+                // Issue 20: the gateway's locale rule let these through to otp-dispatch, which refused them.
+                ["phone": phone, "locale": "en--IN"],
+                ["phone": phone, "locale": "abcdefghi"],
             ]
             for body in bodies {
                 let reply = try await fixture.post("/v1/otp/send", body)
