@@ -477,7 +477,10 @@ let package = Package(
         ),
         .testTarget(
             name: "AuthGatewayTests",
-            dependencies: ["AuthGateway", "AuthAccessToken", "AuthRPC", "AuthProtobuf", "AuthTestSupport"],
+            dependencies: [
+                "AuthGateway", "AuthAccessToken", "AuthAPI", "AuthRPC", "AuthProtobuf", "AuthTestSupport",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
             swiftSettings: strictSwift
         ),
         .testTarget(

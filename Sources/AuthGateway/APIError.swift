@@ -1,3 +1,4 @@
+import AuthAPI
 import AuthRPC
 import HTTPTypes
 import Hummingbird
@@ -126,28 +127,28 @@ enum ServiceErrorMapping {
         // A form's fields (sign-up, profile, password): one broken field answers like several, 422
         // `validation_failed` with `fields` (issue 20: a sign-up whose only broken field was the
         // email answered 400 `invalid_email`, against the contract).
-        if let names = rules.validationFields, ["invalid_phone", "invalid_email"].contains(error.reason),
+        if let names = rules.validationFields, [IdentityReason.invalidPhone, IdentityReason.invalidEmail].contains(error.reason),
             let failed = validationFailed(error, names: names, detail: detail)
         {
             return failed
         }
         switch error.reason {
         // identity
-        case "invalid_phone": return make(.badRequest, "invalid_phone", "Please enter a valid phone number.")
-        case "invalid_email":
+        case IdentityReason.invalidPhone: return make(.badRequest, "invalid_phone", "Please enter a valid phone number.")
+        case IdentityReason.invalidEmail:
             if rules.credentialsRoute { return withDetail(.invalidCredentials, detail) }
             return make(.badRequest, "invalid_email", "Please enter a valid email address.")
-        case "email_taken": return make(.conflict, "email_taken", "This email is already registered. Try logging in instead.")
-        case "invalid_credentials": return withDetail(.invalidCredentials, detail)
-        case "wrong_password":
+        case IdentityReason.emailTaken: return make(.conflict, "email_taken", "This email is already registered. Try logging in instead.")
+        case IdentityReason.invalidCredentials: return withDetail(.invalidCredentials, detail)
+        case IdentityReason.wrongPassword:
             return make(.unauthorized, "invalid_credentials", "Your current password is incorrect.")
-        case "too_many_attempts":
+        case IdentityReason.tooManyAttempts, OTPReason.tooManyAttempts:
             let seconds = retryAfter ?? 900
             let text = service == "otp-dispatch" ? "Too many attempts." : "Too many failed attempts."
             return APIError(
                 .tooManyRequests, "too_many_attempts", "\(text) Please try again in \(APIError.minutes(seconds)).",
                 retryAfter: seconds, detail: detail)
-        case "factor_locked":
+        case IdentityReason.factorLocked, OTPReason.factorLocked:
             // The consecutive-failure limit (issue 19, item 6): no retry_after, it lasts until a
             // password reset (passwords) or an operator's unlock.
             let message =
@@ -155,53 +156,53 @@ enum ServiceErrorMapping {
                 ? "Too many wrong codes: codes to this phone number or email are locked. Please contact support."
                 : "Too many failed attempts: password sign-in is locked for this email. Reset your password to unlock it."
             return make(.forbidden, "factor_locked", message)
-        case "provider_not_enabled":
+        case IdentityReason.providerNotEnabled:
             // `/v1/idtoken` names the provider in the message (it knows which one it asked for).
             return make(.badRequest, "provider_not_enabled", "This Sign-In is not configured. Please use email/password.")
-        case "invalid_id_token", "id_token_expired", "id_token_replayed", "invalid_nonce":
+        case IdentityReason.invalidIDToken, IdentityReason.idTokenExpired, IdentityReason.idTokenReplayed, IdentityReason.invalidNonce:
             return withDetail(.invalidIDToken, detail)
-        case "user_not_found":
+        case IdentityReason.userNotFound:
             if rules.signedInUser { return withDetail(.invalidToken, detail) }
             return make(.notFound, "user_not_found", "No account was found.")
         // otp-dispatch
-        case "verification_not_found": return withDetail(.verificationNotFound, detail)
-        case "invalid_code":
+        case OTPReason.verificationNotFound: return withDetail(.verificationNotFound, detail)
+        case OTPReason.invalidCode:
             return APIError(
                 .unauthorized, "invalid_code", "Invalid code. Please try again.",
                 attemptsRemaining: Int(error.attemptsRemaining ?? 0), detail: detail)
-        case "code_expired": return make(.gone, "code_expired", "This code has expired. Please request a new one.")
-        case "resend_too_soon":
+        case OTPReason.codeExpired: return make(.gone, "code_expired", "This code has expired. Please request a new one.")
+        case OTPReason.resendTooSoon:
             let seconds = max(1, retryAfter ?? 60)
             return APIError(
                 .tooManyRequests, "resend_too_soon",
                 "Please wait \(seconds) \(seconds == 1 ? "second" : "seconds") before requesting a new code.",
                 retryAfter: seconds, detail: detail)
-        case "rate_limited":
+        case OTPReason.rateLimited:
             var limited = APIError.rateLimited(retryAfter: retryAfter ?? 60)
             limited.detail = detail
             return limited
-        case "country_throttled":
+        case OTPReason.countryThrottled:
             return APIError(
                 .tooManyRequests, "country_throttled",
                 "We can't send codes to this country right now. Please try again later or use your email.",
                 retryAfter: retryAfter ?? 3600, detail: detail)
-        case "destination_not_allowed":
+        case OTPReason.destinationNotAllowed:
             return make(.badRequest, "destination_not_allowed", "We can't send codes to this number. Please use another number or your email.")
         // session
-        case "invalid_refresh_token": return make(.unauthorized, "invalid_refresh_token", "Your session is no longer valid. Please sign in again.")
-        case "refresh_token_reused": return make(.unauthorized, "refresh_token_reused", "For your security you have been signed out. Please sign in again.")
-        case "session_expired": return make(.unauthorized, "session_expired", "Your session has expired. Please sign in again.")
-        case "session_revoked": return make(.unauthorized, "session_revoked", "You have been signed out. Please sign in again.")
-        case "invalid_access_token", "access_token_expired", "unknown_signing_key": return withDetail(.invalidToken, detail)
-        case "session_not_found": return withDetail(.sessionNotFound, detail)
+        case SessionReason.invalidRefreshToken: return make(.unauthorized, "invalid_refresh_token", "Your session is no longer valid. Please sign in again.")
+        case SessionReason.refreshTokenReused: return make(.unauthorized, "refresh_token_reused", "For your security you have been signed out. Please sign in again.")
+        case SessionReason.sessionExpired: return make(.unauthorized, "session_expired", "Your session has expired. Please sign in again.")
+        case SessionReason.sessionRevoked: return make(.unauthorized, "session_revoked", "You have been signed out. Please sign in again.")
+        case SessionReason.invalidAccessToken, SessionReason.accessTokenExpired, SessionReason.unknownSigningKey: return withDetail(.invalidToken, detail)
+        case SessionReason.sessionNotFound: return withDetail(.sessionNotFound, detail)
         // every service
-        case "malformed_request":
+        case RPCError.Reason.malformedRequest:
             // The RPC client could not encode the request: only the client's input can cause it
             // (the JSON reader refuses what it knows of, such as NUL in a string).
             var invalid = APIError.invalidRequest("a value cannot be sent on.")
             invalid.detail = detail
             return invalid
-        case "invalid_argument":
+        case IdentityReason.invalidArgument, OTPReason.invalidArgument, SessionReason.invalidArgument:
             if rules.verificationRoute { return withDetail(.verificationNotFound, detail) }
             if rules.credentialsRoute { return withDetail(.invalidCredentials, detail) }
             if let names = rules.validationFields, let failed = validationFailed(error, names: names, detail: detail) {
@@ -237,3 +238,7 @@ enum ServiceErrorMapping {
         return error
     }
 }
+
+private typealias IdentityReason = Auth_Identity_V1_Identity.Reason
+private typealias OTPReason = Auth_Otp_V1_OTP.Reason
+private typealias SessionReason = Auth_Session_V1_Session.Reason

@@ -155,7 +155,7 @@ struct AccessTokenAuthenticator: Sendable {
         // Session issues only UUID session ids and non-empty subjects; anything else is not a
         // session it could find (and CheckSession would refuse it as a malformed request).
         guard UUID(uuidString: claims.sessionID) != nil, !claims.subject.isEmpty else { throw APIError.invalidToken }
-        let check = try await backends.call(.session, "CheckSession", context) { options in
+        let check = try await backends.call(.session, context) { options in
             try await backends.session.checkSession(
                 Auth_Session_V1_CheckSessionRequest(sessionID: claims.sessionID, userID: claims.subject), options: options)
         }

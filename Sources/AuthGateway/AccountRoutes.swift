@@ -25,13 +25,13 @@ extension GatewayRoutes {
         let scope = try body.choice("scope", default: Scope.local)
         switch scope {
         case .local:
-            _ = try await backends.call(.session, "Revoke", context) { options in
+            _ = try await backends.call(.session, context) { options in
                 try await backends.session.revoke(
                     Auth_Session_V1_RevokeRequest(sessionID: caller.sessionID, userID: caller.userID, reason: "logout"),
                     options: options)
             }
         case .global, .others:
-            _ = try await backends.call(.session, "RevokeAll", context) { options in
+            _ = try await backends.call(.session, context) { options in
                 try await backends.session.revokeAll(
                     Auth_Session_V1_RevokeAllRequest(
                         userID: caller.userID,
@@ -81,7 +81,7 @@ extension GatewayRoutes {
         var rules = ServiceErrorMapping.Rules()
         rules.signedInUser = true
         rules.validationFields = ["display_name": "display_name", "photo_url": "photo_url"]
-        let updated = try await backends.call(.identity, "UpdateProfile", context, rules: rules) { options in
+        let updated = try await backends.call(.identity, context, rules: rules) { options in
             try await backends.identity.updateProfile(update, options: options)
         }
         guard let user = updated.user else { throw APIError.internalError }
@@ -104,18 +104,18 @@ extension GatewayRoutes {
         // forgotten before the deletion) and deletes and revokes again, both idempotent.
         var contacts: [String] = []
         do {
-            let user = try await backends.call(.identity, "GetUser", context) { options in
+            let user = try await backends.call(.identity, context) { options in
                 try await backends.identity.getUser(Auth_Identity_V1_GetUserRequest(userID: caller.userID), options: options)
             }.user
             contacts = [user?.phone ?? "", user?.email ?? ""].filter { !$0.isEmpty }
         } catch let error as APIError where error.reason == "user_not_found" {}
         for contact in contacts {
-            _ = try await backends.call(.otpDispatch, "ForgetDestination", context) { options in
+            _ = try await backends.call(.otpDispatch, context) { options in
                 try await backends.otp.forgetDestination(
                     Auth_Otp_V1_ForgetDestinationRequest(destination: contact), options: options)
             }
         }
-        _ = try await backends.call(.identity, "DeleteUser", context, rules: rules) { options in
+        _ = try await backends.call(.identity, context, rules: rules) { options in
             try await backends.identity.deleteUser(
                 Auth_Identity_V1_DeleteUserRequest(userID: caller.userID, clientIP: context.clientIP), options: options)
         }
@@ -140,7 +140,7 @@ extension GatewayRoutes {
         var rules = ServiceErrorMapping.Rules()
         rules.signedInUser = true
         rules.validationFields = ["old_password": "current_password", "new_password": "new_password"]
-        _ = try await backends.call(.identity, "ChangePassword", context, rules: rules) { options in
+        _ = try await backends.call(.identity, context, rules: rules) { options in
             try await backends.identity.changePassword(
                 Auth_Identity_V1_ChangePasswordRequest(
                     userID: caller.userID, oldPassword: current, newPassword: new, clientIP: context.clientIP),
@@ -156,7 +156,7 @@ extension GatewayRoutes {
 
     func listSessions(_ request: Request, context: GatewayRequestContext) async throws -> Response {
         let caller = try await signedIn(request, context)
-        let listed = try await backends.call(.session, "ListSessions", context) { options in
+        let listed = try await backends.call(.session, context) { options in
             try await backends.session.listSessions(
                 Auth_Session_V1_ListSessionsRequest(userID: caller.userID), options: options)
         }
@@ -170,7 +170,7 @@ extension GatewayRoutes {
         guard let text = context.parameters.get("id"), let id = UUID(uuidString: text) else {
             throw APIError.sessionNotFound
         }
-        let revoked = try await backends.call(.session, "Revoke", context) { options in
+        let revoked = try await backends.call(.session, context) { options in
             try await backends.session.revoke(
                 Auth_Session_V1_RevokeRequest(
                     sessionID: id.uuidString.lowercased(), userID: caller.userID, reason: "revoked_by_user"),

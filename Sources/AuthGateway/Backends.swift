@@ -75,6 +75,30 @@ extension Duration {
     }
 }
 
+/// Counts and times each call the gateway makes, by service, method and status code:
+/// `gateway_rpc_client_calls_total` and `gateway_rpc_client_duration_seconds`. One per client,
+/// run around every call (``RPCClientInterceptor``), so no call site names its method twice.
+struct RPCCallMetrics: RPCClientInterceptor {
+    /// The metrics' `service` label: `identity`, `otp-dispatch`, `session`.
+    let service: String
+    let metrics: GatewayMetrics
+
+    func intercept(method: MethodDescriptor, next: () async throws -> [UInt8]) async throws -> [UInt8] {
+        let start = ContinuousClock.now
+        do {
+            let bytes = try await next()
+            metrics.rpcCall(service: service, method: method.method, code: "OK", duration: .now - start)
+            return bytes
+        } catch let error as RPCError {
+            metrics.rpcCall(service: service, method: method.method, code: error.code.description, duration: .now - start)
+            throw error
+        } catch {
+            metrics.rpcCall(service: service, method: method.method, code: "UNKNOWN", duration: .now - start)
+            throw error
+        }
+    }
+}
+
 /// Counts each request by its route template and status, and times it.
 struct MetricsMiddleware: RouterMiddleware {
     typealias Context = GatewayRequestContext
@@ -109,26 +133,23 @@ struct Backends: Sendable {
         case session
     }
 
+    /// Runs `body`'s calls to `service` with the request's metadata and the gateway's timeout,
+    /// and turns a refusal into an ``APIError`` by `rules`. (Each call is counted and timed by
+    /// its method in the clients' ``RPCCallMetrics`` interceptor.)
     func call<Response: Sendable>(
         _ service: Service,
-        _ method: String,
         _ context: GatewayRequestContext,
         rules: ServiceErrorMapping.Rules = .plain,
         _ body: (CallOptions) async throws -> Response
     ) async throws -> Response {
         let options = CallOptions(timeout: timeout, metadata: context.rpcMetadata)
-        let start = ContinuousClock.now
         do {
-            let response = try await body(options)
-            metrics.rpcCall(service: service.rawValue, method: method, code: "OK", duration: .now - start)
-            return response
+            return try await body(options)
         } catch let error as RPCError {
-            metrics.rpcCall(service: service.rawValue, method: method, code: error.code.description, duration: .now - start)
             throw ServiceErrorMapping.apiError(for: error, service: service.rawValue, rules: rules)
         } catch {
-            metrics.rpcCall(service: service.rawValue, method: method, code: "UNKNOWN", duration: .now - start)
             var unavailable = APIError.unavailable
-            unavailable.detail = "\(service.rawValue)/\(method): \(error)"
+            unavailable.detail = "\(service.rawValue): \(error)"
             throw unavailable
         }
     }
@@ -146,7 +167,7 @@ struct Backends: Sendable {
         var failures = 0
         while true {
             do {
-                _ = try await call(.session, "RevokeAll", context) { options in
+                _ = try await call(.session, context) { options in
                     try await session.revokeAll(
                         Auth_Session_V1_RevokeAllRequest(
                             userID: userID, exceptSessionID: except, reason: reason, forgetPersonalData: forgetPersonalData),

@@ -50,10 +50,15 @@ public struct GatewayApplication: Sendable {
     /// The Hummingbird application, ready to run as a `Service`.
     public func makeApplication() -> some ApplicationProtocol {
         let metrics = GatewayMetrics(factory: PrometheusMetricsFactory(registry: registry))
+        func counted(_ client: RPCClient, _ service: Backends.Service) -> RPCClient {
+            var client = client
+            client.interceptors.append(RPCCallMetrics(service: service.rawValue, metrics: metrics))
+            return client
+        }
         let backends = Backends(
-            identity: Auth_Identity_V1_Identity.Client(wrapping: identity),
-            otp: Auth_Otp_V1_OTP.Client(wrapping: otpDispatch),
-            session: Auth_Session_V1_Session.Client(wrapping: session),
+            identity: Auth_Identity_V1_Identity.Client(wrapping: counted(identity, .identity)),
+            otp: Auth_Otp_V1_OTP.Client(wrapping: counted(otpDispatch, .otpDispatch)),
+            session: Auth_Session_V1_Session.Client(wrapping: counted(session, .session)),
             timeout: gateway.rpcTimeout,
             metrics: metrics
         )

@@ -71,7 +71,7 @@ struct GatewayRoutes: Sendable {
         verificationID: String?? = nil
     ) async throws -> Response {
         AuthDecisionNote.record(userID: user.id)
-        let issued = try await backends.call(.session, "Issue", context) { options in
+        let issued = try await backends.call(.session, context) { options in
             try await backends.session.issue(
                 Auth_Session_V1_IssueRequest(userID: user.id, amr: [amr], device: device(request), clientIP: context.clientIP),
                 options: options)
@@ -119,7 +119,7 @@ struct GatewayRoutes: Sendable {
             // account exists: budgeted per client IP (issue 19, item 7). `auto` tells nothing.
             try spendAccountCheck(context)
         }
-        let exists = try await backends.call(.identity, "ContactExists", context) { options in
+        let exists = try await backends.call(.identity, context) { options in
             try await backends.identity.contactExists(
                 Auth_Identity_V1_ContactExistsRequest(phone: phone ?? "", email: email ?? ""), options: options)
         }.exists
@@ -134,7 +134,7 @@ struct GatewayRoutes: Sendable {
         case .auto:
             otpPurpose = exists ? .login : .signup
         }
-        let started = try await backends.call(.otpDispatch, "Start", context) { options in
+        let started = try await backends.call(.otpDispatch, context) { options in
             try await backends.otp.start(
                 Auth_Otp_V1_StartRequest(
                     destination: phone ?? email ?? "", purpose: otpPurpose, locale: locale, clientIP: context.clientIP),
@@ -154,7 +154,7 @@ struct GatewayRoutes: Sendable {
         let verificationID = try body.requiredString("verification_id")
         var rules = ServiceErrorMapping.Rules()
         rules.verificationRoute = true
-        let resent = try await backends.call(.otpDispatch, "Resend", context, rules: rules) { options in
+        let resent = try await backends.call(.otpDispatch, context, rules: rules) { options in
             try await backends.otp.resend(
                 Auth_Otp_V1_ResendRequest(verificationID: verificationID, clientIP: context.clientIP), options: options)
         }
@@ -176,7 +176,7 @@ struct GatewayRoutes: Sendable {
         guard Self.isSixDigitCode(code) else { throw APIError.invalidRequest("`code` must be 6 digits.") }
         var rules = ServiceErrorMapping.Rules()
         rules.verificationRoute = true
-        let checked = try await backends.call(.otpDispatch, "Check", context, rules: rules) { options in
+        let checked = try await backends.call(.otpDispatch, context, rules: rules) { options in
             try await backends.otp.check(
                 Auth_Otp_V1_CheckRequest(
                     verificationID: verificationID, code: code, clientIP: context.clientIP,
@@ -206,7 +206,7 @@ struct GatewayRoutes: Sendable {
         // Only POST /v1/signup starts `verify` codes: its own code proves the email for the
         // person who set the password; any other proves it for the code's holder, and identity
         // then clears a password set before the proof (docs/security.md, pre-hijacking).
-        let found = try await backends.call(.identity, "FindOrCreateByContact", context) { options in
+        let found = try await backends.call(.identity, context) { options in
             try await backends.identity.findOrCreateByContact(
                 Auth_Identity_V1_FindOrCreateByContactRequest(
                     phone: isSMS ? checked.destination : "", email: isSMS ? "" : checked.destination,
@@ -235,7 +235,7 @@ struct GatewayRoutes: Sendable {
         try spendAccountCheck(context)
         var rules = ServiceErrorMapping.Rules()
         rules.validationFields = ["display_name": "display_name", "email": "email", "password": "password"]
-        let created = try await backends.call(.identity, "SignUp", context, rules: rules) { options in
+        let created = try await backends.call(.identity, context, rules: rules) { options in
             try await backends.identity.signUp(
                 Auth_Identity_V1_SignUpRequest(
                     displayName: displayName, email: email, password: password, clientIP: context.clientIP),
@@ -246,7 +246,7 @@ struct GatewayRoutes: Sendable {
         // now, the app asks for one later (`verification_id` null), the sign-up still stands.
         var verificationID: String?? = .some(nil)
         do {
-            let started = try await backends.call(.otpDispatch, "Start", context) { options in
+            let started = try await backends.call(.otpDispatch, context) { options in
                 try await backends.otp.start(
                     Auth_Otp_V1_StartRequest(destination: user.email, purpose: .verify, clientIP: context.clientIP),
                     options: options)
@@ -271,7 +271,7 @@ struct GatewayRoutes: Sendable {
         AuthDecisionNote.record(contact: email, method: "password")
         var rules = ServiceErrorMapping.Rules()
         rules.credentialsRoute = true
-        let signedIn = try await backends.call(.identity, "SignInWithPassword", context, rules: rules) { options in
+        let signedIn = try await backends.call(.identity, context, rules: rules) { options in
             try await backends.identity.signInWithPassword(
                 Auth_Identity_V1_SignInWithPasswordRequest(email: email, password: password, clientIP: context.clientIP),
                 options: options)
@@ -300,7 +300,7 @@ struct GatewayRoutes: Sendable {
         }
         let signedIn: Auth_Identity_V1_SignInWithIDTokenResponse
         do {
-            signedIn = try await backends.call(.identity, "SignInWithIDToken", context) { options in
+            signedIn = try await backends.call(.identity, context) { options in
                 try await backends.identity.signInWithIDToken(
                     Auth_Identity_V1_SignInWithIDTokenRequest(
                         provider: rpcProvider, idToken: idToken, rawNonce: nonce ?? "", displayName: displayName,
@@ -323,7 +323,7 @@ struct GatewayRoutes: Sendable {
         let body = try await JSONRequest.read(request, allowed: ["email"])
         let email = try body.requiredString("email")
         AuthDecisionNote.record(contact: email)
-        let exists = try await backends.call(.identity, "ContactExists", context) { options in
+        let exists = try await backends.call(.identity, context) { options in
             try await backends.identity.contactExists(
                 Auth_Identity_V1_ContactExistsRequest(email: email), options: options)
         }.exists
@@ -333,7 +333,7 @@ struct GatewayRoutes: Sendable {
         // refuses the start (a limit), either way the id is one that is not live.
         var verificationID = UUID().uuidString.lowercased()
         do {
-            verificationID = try await backends.call(.otpDispatch, "Start", context) { options in
+            verificationID = try await backends.call(.otpDispatch, context) { options in
                 try await backends.otp.start(
                     Auth_Otp_V1_StartRequest(
                         destination: email, purpose: .passwordReset, clientIP: context.clientIP, decoy: !exists),
@@ -356,7 +356,7 @@ struct GatewayRoutes: Sendable {
         var passwordRules = ServiceErrorMapping.Rules()
         passwordRules.validationFields = ["password": "password", "new_password": "password"]
         // The new password first: a 422 leaves the verification and its attempts untouched.
-        _ = try await backends.call(.identity, "ValidatePassword", context, rules: passwordRules) { options in
+        _ = try await backends.call(.identity, context, rules: passwordRules) { options in
             try await backends.identity.validatePassword(
                 Auth_Identity_V1_ValidatePasswordRequest(password: password), options: options)
         }
@@ -367,7 +367,7 @@ struct GatewayRoutes: Sendable {
         // cannot be reached, the answer is 503 and the password is unchanged.
         let owner: Auth_Identity_V1_GetUserResponse
         do {
-            owner = try await backends.call(.identity, "GetUserByEmail", context) { options in
+            owner = try await backends.call(.identity, context) { options in
                 try await backends.identity.getUserByEmail(
                     Auth_Identity_V1_GetUserByEmailRequest(email: checked.destination), options: options)
             }
@@ -381,7 +381,7 @@ struct GatewayRoutes: Sendable {
         try await backends.revokeAllSessions(userID: ownerID, reason: "password_reset", context)
         let reset: Auth_Identity_V1_ResetPasswordResponse
         do {
-            reset = try await backends.call(.identity, "ResetPassword", context, rules: passwordRules) { options in
+            reset = try await backends.call(.identity, context, rules: passwordRules) { options in
                 try await backends.identity.resetPassword(
                     Auth_Identity_V1_ResetPasswordRequest(
                         email: checked.destination, newPassword: password, clientIP: context.clientIP),
@@ -412,7 +412,7 @@ struct GatewayRoutes: Sendable {
         let refreshToken = try body.requiredString("refresh_token")
         let refreshed: Auth_Session_V1_RefreshResponse
         do {
-            refreshed = try await backends.call(.session, "Refresh", context) { options in
+            refreshed = try await backends.call(.session, context) { options in
                 try await backends.session.refresh(
                     Auth_Session_V1_RefreshRequest(refreshToken: refreshToken, clientIP: context.clientIP), options: options)
             }
@@ -437,7 +437,7 @@ struct GatewayRoutes: Sendable {
     func getUser(_ userID: String, context: GatewayRequestContext) async throws -> Auth_Identity_V1_User {
         var rules = ServiceErrorMapping.Rules()
         rules.signedInUser = true
-        let response = try await backends.call(.identity, "GetUser", context, rules: rules) { options in
+        let response = try await backends.call(.identity, context, rules: rules) { options in
             try await backends.identity.getUser(Auth_Identity_V1_GetUserRequest(userID: userID), options: options)
         }
         guard let user = response.user else { throw APIError.internalError }

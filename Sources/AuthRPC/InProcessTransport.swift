@@ -34,13 +34,13 @@ public struct InProcessTransport: ClientTransport {
 
 extension RPCError {
     static func unimplemented(path: String) -> RPCError {
-        RPCError(code: .unimplemented, message: "Method \(path) is not served here.", reason: "unknown_method")
+        RPCError(code: .unimplemented, message: "Method \(path) is not served here.", reason: RPCError.Reason.unknownMethod)
     }
 
     static let deadlineExceeded = RPCError(
         code: .deadlineExceeded,
         message: "The call's deadline passed before it finished.",
-        reason: "deadline_exceeded"
+        reason: RPCError.Reason.deadlineExceeded
     )
 }
 
@@ -85,7 +85,7 @@ public enum DeadlineRace {
                 if let early { continuation.resume(returning: early) }
             }
         } onCancel: {
-            let cancelled = Result<[UInt8], RPCError>.failure(RPCError(code: .cancelled, message: "The caller cancelled the call.", reason: "cancelled"))
+            let cancelled = Result<[UInt8], RPCError>.failure(RPCError(code: .cancelled, message: "The caller cancelled the call.", reason: RPCError.Reason.cancelled))
             let (waiting, work) = outcome.withLock { state in (state.finish(cancelled), state.work) }
             work?.cancel()
             waiting?.resume(returning: cancelled)

@@ -10,11 +10,19 @@ public struct RPCClient: Sendable {
     public let callerService: String
     /// The timeout of a call whose options and context give none.
     public var defaultTimeout: Duration
+    /// Run around each call, first outermost.
+    public var interceptors: [any RPCClientInterceptor]
 
-    public init(transport: any ClientTransport, callerService: String, defaultTimeout: Duration = .seconds(10)) {
+    public init(
+        transport: any ClientTransport,
+        callerService: String,
+        defaultTimeout: Duration = .seconds(10),
+        interceptors: [any RPCClientInterceptor] = []
+    ) {
         self.transport = transport
         self.callerService = callerService
         self.defaultTimeout = defaultTimeout
+        self.interceptors = interceptors
     }
 
     @inlinable
@@ -24,14 +32,14 @@ public struct RPCClient: Sendable {
         options: CallOptions = CallOptions()
     ) async throws -> Response {
         let call = try self.prepare(method, request: request, options: options)
-        let bytes = try await transport.unary(call)
+        let bytes = try await self.send(call)
         do {
             return try Response(serializedBytes: bytes)
         } catch {
             throw RPCError(
                 code: .internal,
                 message: "The response of \(method.path) could not be decoded.",
-                reason: "malformed_response"
+                reason: RPCError.Reason.malformedResponse
             )
         }
     }
@@ -43,7 +51,24 @@ public struct RPCClient: Sendable {
         payload: [UInt8],
         options: CallOptions = CallOptions()
     ) async throws -> [UInt8] {
-        try await transport.unary(try self.prepare(method, payload: { payload }, options: options))
+        try await self.send(try self.prepare(method, payload: { payload }, options: options))
+    }
+
+    /// The call through the interceptors to the transport.
+    @usableFromInline
+    func send(_ call: ClientCall) async throws -> [UInt8] {
+        guard !interceptors.isEmpty else { return try await transport.unary(call) }
+        return try await Self.send(call, through: interceptors[...], transport)
+    }
+
+    private static func send(
+        _ call: ClientCall,
+        through interceptors: ArraySlice<any RPCClientInterceptor>,
+        _ transport: any ClientTransport
+    ) async throws -> [UInt8] {
+        guard let first = interceptors.first else { return try await transport.unary(call) }
+        let rest = interceptors.dropFirst()
+        return try await first.intercept(method: call.method) { try await send(call, through: rest, transport) }
     }
 
     /// Resolves metadata and timeout against the call being served, if any.
@@ -63,7 +88,7 @@ public struct RPCClient: Sendable {
                     throw RPCError(
                         code: .invalidArgument,
                         message: "The request could not be encoded: \(error)",
-                        reason: "malformed_request"
+                        reason: RPCError.Reason.malformedRequest
                     )
                 }
             },
@@ -91,7 +116,7 @@ public struct RPCClient: Sendable {
                     throw RPCError(
                         code: .deadlineExceeded,
                         message: "The deadline of the call being served has passed.",
-                        reason: "deadline_exceeded"
+                        reason: RPCError.Reason.deadlineExceeded
                     )
                 }
                 timeout = min(timeout, remaining)

@@ -144,9 +144,9 @@ extension RPCError {
         case let error as any RPCErrorConvertible:
             self = error.rpcError
         case is CancellationError:
-            self = RPCError(code: .cancelled, message: "The call was cancelled.", reason: "cancelled")
+            self = RPCError(code: .cancelled, message: "The call was cancelled.", reason: RPCError.Reason.cancelled)
         default:
-            self = RPCError(code: .internal, message: "Internal error.", reason: "internal")
+            self = RPCError(code: .internal, message: "Internal error.", reason: RPCError.Reason.`internal`)
         }
     }
 }

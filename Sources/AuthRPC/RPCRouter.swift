@@ -61,14 +61,14 @@ public struct RPCRouter: Sendable {
                 throw RPCError(
                     code: .invalidArgument,
                     message: "The request message of \(method.path) could not be decoded.",
-                    reason: "malformed_request"
+                    reason: RPCError.Reason.malformedRequest
                 )
             }
             let response = try await handler(request, context)
             do {
                 return try response.serializedBytes()
             } catch {
-                throw RPCError(code: .internal, message: "The response could not be encoded.", reason: "internal")
+                throw RPCError(code: .internal, message: "The response could not be encoded.", reason: RPCError.Reason.`internal`)
             }
         }
     }
@@ -116,7 +116,7 @@ extension RPCRouter.Route {
         return RPCError(
             code: .permissionDenied,
             message: "Caller \(caller.isEmpty ? "(none)" : caller) may not call \(method.path).",
-            reason: "caller_not_allowed"
+            reason: RPCError.Reason.callerNotAllowed
         )
     }
 

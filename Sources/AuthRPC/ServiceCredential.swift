@@ -59,18 +59,18 @@ public struct ServiceCredentialSigner: Sendable {
             return .failure(RPCError(
                 code: .failedPrecondition,
                 message: "The server speaks protocol version \(challenge.protocolVersion); this client speaks \(rpcProtocolVersion).",
-                reason: "unsupported_protocol_version"
+                reason: RPCError.Reason.unsupportedProtocolVersion
             ))
         }
         guard challenge.nonce.count == ServiceCredential.nonceLength, !challenge.service.isEmpty else {
-            return .failure(RPCError(code: .unauthenticated, message: "The server's challenge is malformed.", reason: "invalid_server_credential"))
+            return .failure(RPCError(code: .unauthenticated, message: "The server's challenge is malformed.", reason: RPCError.Reason.invalidServerCredential))
         }
         let server = expectedServer ?? challenge.service
         guard challenge.service == server else {
             return .failure(RPCError(
                 code: .unauthenticated,
                 message: "Expected service \(server), but the server is \(challenge.service).",
-                reason: "wrong_server"
+                reason: RPCError.Reason.wrongServer
             ))
         }
         var hello = Auth_Rpc_V1_Hello(protocolVersion: rpcProtocolVersion, service: service, nonce: nonce, serverService: server)
@@ -86,7 +86,7 @@ public struct ServiceCredentialSigner: Sendable {
     /// nothing to check here: the handshake verified the server's certificate.
     public func verifyAck(_ ack: Auth_Rpc_V1_HelloAck, hello: Auth_Rpc_V1_Hello, challenge: Auth_Rpc_V1_Challenge) -> RPCError? {
         guard ack.service == hello.serverService else {
-            return RPCError(code: .unauthenticated, message: "HelloAck names another service (\(ack.service)).", reason: "wrong_server")
+            return RPCError(code: .unauthenticated, message: "HelloAck names another service (\(ack.service)).", reason: RPCError.Reason.wrongServer)
         }
         guard let mac else { return nil }
         let expected = ServiceCredential.helloAckSignedBytes(
@@ -96,7 +96,7 @@ public struct ServiceCredentialSigner: Sendable {
             return RPCError(
                 code: .unauthenticated,
                 message: "The server could not prove that it holds the shared secret.",
-                reason: "invalid_server_credential"
+                reason: RPCError.Reason.invalidServerCredential
             )
         }
         return nil
@@ -148,10 +148,10 @@ public struct ServiceCredentialVerifier: Sendable {
             return .failure(RPCError(
                 code: .failedPrecondition,
                 message: "Protocol version \(hello.protocolVersion) is not supported; this server speaks \(rpcProtocolVersion).",
-                reason: "unsupported_protocol_version"
+                reason: RPCError.Reason.unsupportedProtocolVersion
             ))
         }
-        let refused = RPCError(code: .unauthenticated, message: "The service credential was refused.", reason: "invalid_service_credential")
+        let refused = RPCError(code: .unauthenticated, message: "The service credential was refused.", reason: RPCError.Reason.invalidServiceCredential)
         guard !hello.service.isEmpty, hello.service.utf8.count <= 64, hello.nonce.count == ServiceCredential.nonceLength else {
             return .failure(refused)
         }
@@ -159,7 +159,7 @@ public struct ServiceCredentialVerifier: Sendable {
             return .failure(RPCError(
                 code: .unauthenticated,
                 message: "This Hello is meant for \(hello.serverService.isEmpty ? "no service" : hello.serverService); this server is \(serverName).",
-                reason: "wrong_server"
+                reason: RPCError.Reason.wrongServer
             ))
         }
         switch peer {
@@ -168,7 +168,7 @@ public struct ServiceCredentialVerifier: Sendable {
                 return .failure(RPCError(
                     code: .unauthenticated,
                     message: "The client certificate does not name \(hello.service).",
-                    reason: "invalid_service_credential"
+                    reason: RPCError.Reason.invalidServiceCredential
                 ))
             }
             return .success(Accepted(caller: hello.service, ackMAC: []))

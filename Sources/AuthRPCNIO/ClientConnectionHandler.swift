@@ -123,7 +123,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         keepaliveTask?.cancel()
         deadlineTimer.cancel()
         let failure = goAwayError
-            ?? RPCError(code: .unavailable, message: "The connection to the server was lost.", reason: "connection_lost")
+            ?? RPCError(code: .unavailable, message: "The connection to the server was lost.", reason: RPCError.Reason.connectionLost)
         readyPromise.fail(failure)
         for call in machine.closed() {
             call.complete(.failure(failure))
@@ -136,7 +136,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if isTLSError(error), goAwayError == nil {
             logger.warning("TLS handshake with the server failed", metadata: ["error": "\(error)"])
-            goAwayError = RPCError(code: .unavailable, message: "TLS handshake with the server failed: \(error)", reason: "tls_handshake_failed")
+            goAwayError = RPCError(code: .unavailable, message: "TLS handshake with the server failed: \(error)", reason: RPCError.Reason.tlsHandshakeFailed)
         } else {
             logger.debug("Client connection error", metadata: ["error": "\(error)"])
         }
@@ -165,7 +165,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         switch frame.kind {
         case .challenge(let challenge):
             guard handshake == nil else {
-                refuseServer(RPCError(code: .invalidArgument, message: "The server sent a second Challenge.", reason: "protocol_violation"), context: context)
+                refuseServer(RPCError(code: .invalidArgument, message: "The server sent a second Challenge.", reason: RPCError.Reason.protocolViolation), context: context)
                 return
             }
             switch signer.hello(answering: challenge, expectedServer: expectedServer) {
@@ -177,7 +177,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             }
         case .helloAck(let ack):
             guard let handshake else {
-                refuseServer(RPCError(code: .invalidArgument, message: "HelloAck before Challenge.", reason: "protocol_violation"), context: context)
+                refuseServer(RPCError(code: .invalidArgument, message: "HelloAck before Challenge.", reason: RPCError.Reason.protocolViolation), context: context)
                 return
             }
             if let error = signer.verifyAck(ack, hello: handshake.hello, challenge: handshake.challenge) {
@@ -276,7 +276,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         } catch {
             output.moveWriterIndex(to: writerIndex)
             _ = machine.cancel(callID: callID)
-            call.complete(.failure(RPCError(code: .invalidArgument, message: "The request could not be encoded.", reason: "malformed_request")))
+            call.complete(.failure(RPCError(code: .invalidArgument, message: "The request could not be encoded.", reason: RPCError.Reason.malformedRequest)))
             return true
         }
         return true
@@ -307,7 +307,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
                 call.complete(.failure(RPCError(
                     code: .deadlineExceeded,
                     message: "No response from the server before the deadline.",
-                    reason: "deadline_exceeded"
+                    reason: RPCError.Reason.deadlineExceeded
                 )))
                 send(.init(kind: .cancel(Auth_Rpc_V1_Cancel(callID: callID))), flush: true)
             } else {
@@ -337,7 +337,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     /// (client shutdown, docs/protocol.md §5).
     func close() {
         guard let context, machine.state != .goingAway, machine.state != .closed else { return }
-        send(.init(kind: .goAway(Auth_Rpc_V1_GoAway(lastCallID: machine.highestCallID, code: .ok, message: "Client closing.", reason: "client_closing"))), flush: true)
+        send(.init(kind: .goAway(Auth_Rpc_V1_GoAway(lastCallID: machine.highestCallID, code: .ok, message: "Client closing.", reason: RPCError.Reason.clientClosing))), flush: true)
         if machine.closeRequested() { context.close(promise: nil) }
     }
 
@@ -366,5 +366,5 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 }
 
 extension RPCError {
-    static let cancelledByCaller = RPCError(code: .cancelled, message: "The caller cancelled the call.", reason: "cancelled")
+    static let cancelledByCaller = RPCError(code: .cancelled, message: "The caller cancelled the call.", reason: RPCError.Reason.cancelled)
 }

@@ -212,12 +212,12 @@ extension RPCError {
     static let tooManyConnections = RPCError(
         code: .resourceExhausted,
         message: "The server holds its maximum number of connections; retry later or elsewhere.",
-        reason: "too_many_connections"
+        reason: RPCError.Reason.tooManyConnections
     )
     static let tooManyUnauthenticatedConnections = RPCError(
         code: .resourceExhausted,
         message: "Too many connections from this address have not completed Hello.",
-        reason: "too_many_unauthenticated_connections"
+        reason: RPCError.Reason.tooManyUnauthenticatedConnections
     )
 }
 

@@ -120,7 +120,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
                 sendGoAwayAndClose(RPCError(
                     code: .resourceExhausted,
                     message: "Frame of \(error.length) bytes exceeds the limit of \(error.maxFrameSize).",
-                    reason: "frame_too_large"
+                    reason: RPCError.Reason.frameTooLarge
                 ))
                 return
             }
@@ -129,7 +129,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
                 frame = try Auth_Rpc_V1_Frame(frameBody: body)
             } catch {
                 logger.warning("Closing connection: malformed frame")
-                sendGoAwayAndClose(RPCError(code: .invalidArgument, message: "Malformed frame.", reason: "malformed_frame"))
+                sendGoAwayAndClose(RPCError(code: .invalidArgument, message: "Malformed frame.", reason: RPCError.Reason.malformedFrame))
                 return
             }
             if case .hello = frame.kind {
@@ -178,7 +178,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
                 let peer: ServiceCredentialVerifier.PeerIdentity = peerCertificateNames.map { .certificate(dnsNames: $0(context)) } ?? .none
                 result = verifier.verify(hello, challenge: challenge, peer: peer)
             } else {
-                result = .failure(RPCError(code: .unauthenticated, message: "No challenge was sent.", reason: "invalid_service_credential"))
+                result = .failure(RPCError(code: .unauthenticated, message: "No challenge was sent.", reason: RPCError.Reason.invalidServiceCredential))
             }
             switch state.helloVerified(result.map(\.caller)) {
             case .sendHelloAck:
@@ -225,7 +225,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             finish(callID: callID, result: .failure(RPCError(
                 code: .unimplemented,
                 message: "Method \(PeerText.loggable(request.method)) is not served here.",
-                reason: "unknown_method"
+                reason: RPCError.Reason.unknownMethod
             )))
             return
         }
@@ -239,7 +239,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         }
         let wireMetadata = request.metadata ?? Auth_Rpc_V1_Metadata()
         if let violation = RPCMetadata.violation(in: wireMetadata) {
-            finish(callID: callID, result: .failure(RPCError(code: .invalidArgument, message: violation, reason: "invalid_metadata")))
+            finish(callID: callID, result: .failure(RPCError(code: .invalidArgument, message: violation, reason: RPCError.Reason.invalidMetadata)))
             return
         }
         let metadata = RPCMetadata(proto: wireMetadata)
@@ -336,7 +336,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             lastCallID: lastCallID,
             code: .unavailable,
             message: "The server is shutting down.",
-            reason: "going_away"
+            reason: RPCError.Reason.goingAway
         ))))
         if closeNow { close() }
     }
@@ -348,17 +348,17 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             return
         case .helloTimedOut:
             logger.info("Closing connection: no Hello in time")
-            sendGoAwayAndClose(RPCError(code: .unauthenticated, message: "No Hello in time.", reason: "hello_timeout"))
+            sendGoAwayAndClose(RPCError(code: .unauthenticated, message: "No Hello in time.", reason: RPCError.Reason.helloTimeout))
         case .readTimedOut:
             logger.warning("Closing connection: frame not completed in time")
-            sendGoAwayAndClose(RPCError(code: .deadlineExceeded, message: "Frame not completed in time.", reason: "read_timeout"))
+            sendGoAwayAndClose(RPCError(code: .deadlineExceeded, message: "Frame not completed in time.", reason: RPCError.Reason.readTimeout))
         case .writeStalled:
             logger.warning("Closing connection: peer does not read")
             _ = state.connectionClosed()
             context?.close(promise: nil)
         case .idle:
             logger.debug("Closing idle connection")
-            sendGoAwayAndClose(RPCError(code: .unavailable, message: "Idle connection closed.", reason: "idle"))
+            sendGoAwayAndClose(RPCError(code: .unavailable, message: "Idle connection closed.", reason: RPCError.Reason.idle))
         }
     }
 
@@ -450,7 +450,7 @@ extension RPCError {
     static let deadlineExceededOnServer = RPCError(
         code: .deadlineExceeded,
         message: "The call's deadline passed; the server abandoned it.",
-        reason: "deadline_exceeded"
+        reason: RPCError.Reason.deadlineExceeded
     )
 }
 

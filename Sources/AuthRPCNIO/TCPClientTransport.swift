@@ -136,10 +136,10 @@ public final class TCPClientTransport: ClientTransport, Sendable {
         var retries = 0
         while true {
             if Task.isCancelled {
-                throw RPCError(code: .cancelled, message: "The caller cancelled the call.", reason: "cancelled")
+                throw RPCError(code: .cancelled, message: "The caller cancelled the call.", reason: RPCError.Reason.cancelled)
             }
             if let deadline, ContinuousClock.now >= deadline {
-                throw RPCError(code: .deadlineExceeded, message: "No connection to \(addressesText) became ready before the deadline.", reason: "deadline_exceeded")
+                throw RPCError(code: .deadlineExceeded, message: "No connection to \(addressesText) became ready before the deadline.", reason: RPCError.Reason.deadlineExceeded)
             }
             switch pick() {
             case .ready(let connection):
@@ -148,7 +148,7 @@ public final class TCPClientTransport: ClientTransport, Sendable {
                 } catch is RetryOnAnotherConnection {
                     retries += 1
                     if retries > subchannels.count * 4 {
-                        throw RPCError(code: .unavailable, message: "Every connection to \(addressesText) refused the call.", reason: "no_connection")
+                        throw RPCError(code: .unavailable, message: "Every connection to \(addressesText) refused the call.", reason: RPCError.Reason.noConnection)
                     }
                 }
             case .connecting:
@@ -163,7 +163,7 @@ public final class TCPClientTransport: ClientTransport, Sendable {
                 throw RPCError(
                     code: .unavailable,
                     message: "Cannot reach \(addressesText): \(lastError.map { "\($0)" } ?? "connection failed").",
-                    reason: "no_connection"
+                    reason: RPCError.Reason.noConnection
                 )
             }
         }
@@ -291,7 +291,7 @@ final class Subchannel: Sendable {
                 }
                 return (.backingOff(guarded.lastError), false)
             case .shutdown:
-                return (.backingOff(RPCError(code: .unavailable, message: "The client is shut down.", reason: "client_shut_down")), false)
+                return (.backingOff(RPCError(code: .unavailable, message: "The client is shut down.", reason: RPCError.Reason.clientShutDown)), false)
             }
         }
         if mustConnect { connect() }

@@ -51,11 +51,11 @@ public struct ServiceErrorInterceptor: RPCServerInterceptor {
             return cancelled
         case let error as PostgresError:
             if error.isUnavailable || error.code == .poolTimeout || error.code == .closed {
-                return RPCError(code: .unavailable, message: "The \(service) database is unavailable.", reason: "unavailable")
+                return RPCError(code: .unavailable, message: "The \(service) database is unavailable.", reason: RPCError.Reason.unavailable)
             }
             switch error.code {
             case .timeout:
-                return RPCError(code: .deadlineExceeded, message: "A database statement timed out.", reason: "deadline_exceeded")
+                return RPCError(code: .deadlineExceeded, message: "A database statement timed out.", reason: RPCError.Reason.deadlineExceeded)
             case .cancelled:
                 return cancelled
             default:
@@ -67,8 +67,8 @@ public struct ServiceErrorInterceptor: RPCServerInterceptor {
         }
     }
 
-    static let cancelled = RPCError(code: .cancelled, message: "The call was cancelled.", reason: "cancelled")
-    static let internalError = RPCError(code: .internal, message: "Internal error.", reason: "internal")
+    static let cancelled = RPCError(code: .cancelled, message: "The call was cancelled.", reason: RPCError.Reason.cancelled)
+    static let internalError = RPCError(code: .internal, message: "Internal error.", reason: RPCError.Reason.`internal`)
 }
 
 /// An error that is not `Sendable`, kept as its description (a service error's `cause`).

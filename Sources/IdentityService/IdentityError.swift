@@ -1,3 +1,4 @@
+import AuthAPI
 import AuthRPC
 
 /// The one error type of the identity service. Each ``Code`` has a stable `reason` and the RPC
@@ -17,44 +18,44 @@ public struct IdentityError: Error, Sendable, CustomStringConvertible {
         }
 
         /// Request fields broke a rule; see ``IdentityError/fieldViolations``.
-        public static let invalidArgument = Code("invalid_argument", .invalidArgument)
+        public static let invalidArgument = Code(Reason.invalidArgument, .invalidArgument)
         /// A phone number that is not E.164 (or not a valid Indian mobile number for +91).
-        public static let invalidPhone = Code("invalid_phone", .invalidArgument)
+        public static let invalidPhone = Code(Reason.invalidPhone, .invalidArgument)
         /// An email address that does not match the accepted form or is over 255 characters.
-        public static let invalidEmail = Code("invalid_email", .invalidArgument)
+        public static let invalidEmail = Code(Reason.invalidEmail, .invalidArgument)
         /// No such user (or it was deleted).
-        public static let userNotFound = Code("user_not_found", .notFound)
+        public static let userNotFound = Code(Reason.userNotFound, .notFound)
         /// Sign-up with an email another account has.
-        public static let emailTaken = Code("email_taken", .alreadyExists)
+        public static let emailTaken = Code(Reason.emailTaken, .alreadyExists)
         /// Wrong email or password (the same answer for both).
-        public static let invalidCredentials = Code("invalid_credentials", .unauthenticated)
+        public static let invalidCredentials = Code(Reason.invalidCredentials, .unauthenticated)
         /// Too many failed password sign-ins for this email in the window.
-        public static let tooManyAttempts = Code("too_many_attempts", .resourceExhausted)
+        public static let tooManyAttempts = Code(Reason.tooManyAttempts, .resourceExhausted)
         /// The email's password met the consecutive-failure limit: locked until a password reset
         /// or an operator's unlock.
-        public static let factorLocked = Code("factor_locked", .permissionDenied)
+        public static let factorLocked = Code(Reason.factorLocked, .permissionDenied)
         /// ChangePassword's old password is wrong.
-        public static let wrongPassword = Code("wrong_password", .unauthenticated)
+        public static let wrongPassword = Code(Reason.wrongPassword, .unauthenticated)
         /// The ID token is malformed, badly signed, for another audience or issuer, or mistimed.
-        public static let invalidIDToken = Code("invalid_id_token", .unauthenticated)
+        public static let invalidIDToken = Code(Reason.invalidIDToken, .unauthenticated)
         /// The ID token's `exp` has passed.
-        public static let idTokenExpired = Code("id_token_expired", .unauthenticated)
+        public static let idTokenExpired = Code(Reason.idTokenExpired, .unauthenticated)
         /// The ID token was already used to sign in.
-        public static let idTokenReplayed = Code("id_token_replayed", .unauthenticated)
+        public static let idTokenReplayed = Code(Reason.idTokenReplayed, .unauthenticated)
         /// The nonce is missing or does not match the token's.
-        public static let invalidNonce = Code("invalid_nonce", .unauthenticated)
+        public static let invalidNonce = Code(Reason.invalidNonce, .unauthenticated)
         /// The provider is not configured on this deployment.
-        public static let providerNotEnabled = Code("provider_not_enabled", .failedPrecondition)
+        public static let providerNotEnabled = Code(Reason.providerNotEnabled, .failedPrecondition)
         /// The provider's keys could not be fetched; safe to retry.
-        public static let providerUnavailable = Code("provider_unavailable", .unavailable)
+        public static let providerUnavailable = Code(Reason.providerUnavailable, .unavailable)
         /// The database cannot be reached; safe to retry.
-        public static let unavailable = Code("unavailable", .unavailable)
+        public static let unavailable = Code(Reason.unavailable, .unavailable)
         /// A database statement ran out of time.
-        public static let deadlineExceeded = Code("deadline_exceeded", .deadlineExceeded)
+        public static let deadlineExceeded = Code(Reason.deadlineExceeded, .deadlineExceeded)
         /// The caller cancelled.
-        public static let cancelled = Code("cancelled", .cancelled)
+        public static let cancelled = Code(Reason.cancelled, .cancelled)
         /// A bug or a broken invariant; the message sent to callers says nothing more.
-        public static let `internal` = Code("internal", .internal)
+        public static let `internal` = Code(Reason.`internal`, .internal)
 
         public var description: String { reason }
     }
@@ -108,3 +109,6 @@ extension IdentityError: RPCErrorConvertible {
         )
     }
 }
+
+/// The reasons as the .proto lists them (generated into AuthAPI).
+private typealias Reason = Auth_Identity_V1_Identity.Reason

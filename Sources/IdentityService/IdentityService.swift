@@ -129,21 +129,21 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         .init(
             // Trimmed to the callers of today (issue 19): no gateway route looks a user up by
             // phone or reads an audit trail; the password reset looks its user up by email.
-            getUser: .only(["gateway", "authctl"]),
-            getUserByPhone: .only(["authctl"]),
-            getUserByEmail: .only(["gateway", "authctl"]),
-            contactExists: .only(["gateway"]),
-            findOrCreateByContact: .only(["gateway"]),
-            signUp: .only(["gateway"]),
-            signInWithPassword: .only(["gateway"]),
-            signInWithIDToken: .only(["gateway"]),
-            updateProfile: .only(["gateway"]),
-            resetPassword: .only(["gateway"]),
-            changePassword: .only(["gateway"]),
-            validatePassword: .only(["gateway"]),
-            deleteUser: .only(["gateway", "authctl"]),
-            listAuditEvents: .only(["authctl"]),
-            unlockPassword: .only(["authctl"])
+            getUser: .only([CallerName.gateway, CallerName.authctl]),
+            getUserByPhone: .only([CallerName.authctl]),
+            getUserByEmail: .only([CallerName.gateway, CallerName.authctl]),
+            contactExists: .only([CallerName.gateway]),
+            findOrCreateByContact: .only([CallerName.gateway]),
+            signUp: .only([CallerName.gateway]),
+            signInWithPassword: .only([CallerName.gateway]),
+            signInWithIDToken: .only([CallerName.gateway]),
+            updateProfile: .only([CallerName.gateway]),
+            resetPassword: .only([CallerName.gateway]),
+            changePassword: .only([CallerName.gateway]),
+            validatePassword: .only([CallerName.gateway]),
+            deleteUser: .only([CallerName.gateway, CallerName.authctl]),
+            listAuditEvents: .only([CallerName.authctl]),
+            unlockPassword: .only([CallerName.authctl])
         )
     }
 

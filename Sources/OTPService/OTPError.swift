@@ -1,3 +1,4 @@
+import AuthAPI
 import AuthRPC
 import AuthServiceCore
 
@@ -17,31 +18,31 @@ public struct OTPError: Error, Sendable, CustomStringConvertible {
         }
 
         /// A request field is missing or malformed; see ``OTPError/fieldViolations``.
-        public static let invalidArgument = Code("invalid_argument", .invalidArgument)
+        public static let invalidArgument = Code(Reason.invalidArgument, .invalidArgument)
         /// The code is wrong; `attempts_remaining` says how many more the destination may try.
-        public static let invalidCode = Code("invalid_code", .unauthenticated)
+        public static let invalidCode = Code(Reason.invalidCode, .unauthenticated)
         /// The destination entered too many wrong codes and is locked; `retry_after_seconds`.
-        public static let tooManyAttempts = Code("too_many_attempts", .resourceExhausted)
-        /// The code has expired; start again (or resend).
+        public static let tooManyAttempts = Code(Reason.tooManyAttempts, .resourceExhausted)
         /// The destination met the consecutive-failure limit: locked until an operator unlocks it.
-        public static let factorLocked = Code("factor_locked", .permissionDenied)
-        public static let codeExpired = Code("code_expired", .failedPrecondition)
+        public static let factorLocked = Code(Reason.factorLocked, .permissionDenied)
+        /// The code has expired; start again (or resend).
+        public static let codeExpired = Code(Reason.codeExpired, .failedPrecondition)
         /// No such verification, or it was already used.
-        public static let verificationNotFound = Code("verification_not_found", .notFound)
+        public static let verificationNotFound = Code(Reason.verificationNotFound, .notFound)
         /// Resend earlier than allowed; `retry_after_seconds`.
-        public static let resendTooSoon = Code("resend_too_soon", .resourceExhausted)
+        public static let resendTooSoon = Code(Reason.resendTooSoon, .resourceExhausted)
         /// Too many starts or resends for the destination or client IP; `retry_after_seconds`.
-        public static let rateLimited = Code("rate_limited", .resourceExhausted)
+        public static let rateLimited = Code(Reason.rateLimited, .resourceExhausted)
         /// The SMS-pumping guard refuses new SMS starts to this calling code for now.
-        public static let countryThrottled = Code("country_throttled", .resourceExhausted)
+        public static let countryThrottled = Code(Reason.countryThrottled, .resourceExhausted)
         /// SMS to this calling code is not allowed by configuration (allow/deny list).
-        public static let destinationNotAllowed = Code("destination_not_allowed", .failedPrecondition)
+        public static let destinationNotAllowed = Code(Reason.destinationNotAllowed, .failedPrecondition)
         /// The database cannot be reached; safe to retry.
-        public static let unavailable = Code("unavailable", .unavailable)
-        public static let deadlineExceeded = Code("deadline_exceeded", .deadlineExceeded)
-        public static let cancelled = Code("cancelled", .cancelled)
+        public static let unavailable = Code(Reason.unavailable, .unavailable)
+        public static let deadlineExceeded = Code(Reason.deadlineExceeded, .deadlineExceeded)
+        public static let cancelled = Code(Reason.cancelled, .cancelled)
         /// A bug or a broken invariant; the message sent to callers says nothing more.
-        public static let `internal` = Code("internal", .internal)
+        public static let `internal` = Code(Reason.`internal`, .internal)
 
         public var description: String { reason }
     }
@@ -100,3 +101,6 @@ extension OTPError: RPCErrorConvertible {
         )
     }
 }
+
+/// The reasons as the .proto lists them (generated into AuthAPI).
+private typealias Reason = Auth_Otp_V1_OTP.Reason

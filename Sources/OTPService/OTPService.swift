@@ -96,15 +96,15 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
     /// and may record a provider's report.
     public var allowedCallers: Auth_Otp_V1_OTP.AllowedCallersByMethod {
         .init(
-            start: .only(["gateway"]),
-            resend: .only(["gateway"]),
-            check: .only(["gateway"]),
+            start: .only([CallerName.gateway]),
+            resend: .only([CallerName.gateway]),
+            check: .only([CallerName.gateway]),
             // Trimmed to the callers of today (issue 19): no gateway route reads a delivery
             // status or relays a provider's report yet.
-            getDeliveryStatus: .only(["authctl"]),
-            reportDelivery: .only(["authctl"]),
-            unlockDestination: .only(["authctl"]),
-            forgetDestination: .only(["gateway"])
+            getDeliveryStatus: .only([CallerName.authctl]),
+            reportDelivery: .only([CallerName.authctl]),
+            unlockDestination: .only([CallerName.authctl]),
+            forgetDestination: .only([CallerName.gateway])
         )
     }
 

@@ -1,3 +1,4 @@
+import AuthAPI
 import AuthAccessToken
 import AuthRPC
 
@@ -18,34 +19,34 @@ public struct SessionError: Error, Sendable, CustomStringConvertible {
         }
 
         /// A request field is missing or malformed; see ``SessionError/fieldViolations``.
-        public static let invalidArgument = Code("invalid_argument", .invalidArgument)
+        public static let invalidArgument = Code(Reason.invalidArgument, .invalidArgument)
         /// The refresh token is not one this service issued (or is malformed).
-        public static let invalidRefreshToken = Code("invalid_refresh_token", .unauthenticated)
+        public static let invalidRefreshToken = Code(Reason.invalidRefreshToken, .unauthenticated)
         /// An already used refresh token was presented after the grace window: the session is
         /// revoked as stolen.
-        public static let refreshTokenReused = Code("refresh_token_reused", .unauthenticated)
+        public static let refreshTokenReused = Code(Reason.refreshTokenReused, .unauthenticated)
         /// The refresh token or the whole session has expired.
-        public static let sessionExpired = Code("session_expired", .unauthenticated)
+        public static let sessionExpired = Code(Reason.sessionExpired, .unauthenticated)
         /// The session was revoked (logout, revoke-all, detected reuse, an operator).
-        public static let sessionRevoked = Code("session_revoked", .unauthenticated)
+        public static let sessionRevoked = Code(Reason.sessionRevoked, .unauthenticated)
         /// The access token is malformed, has a wrong signature, algorithm, type, issuer or audience.
-        public static let invalidAccessToken = Code("invalid_access_token", .unauthenticated)
+        public static let invalidAccessToken = Code(Reason.invalidAccessToken, .unauthenticated)
         /// The access token's `exp` has passed.
-        public static let accessTokenExpired = Code("access_token_expired", .unauthenticated)
+        public static let accessTokenExpired = Code(Reason.accessTokenExpired, .unauthenticated)
         /// The access token names a key (`kid`) that is not (or no longer) published.
-        public static let unknownSigningKey = Code("unknown_signing_key", .unauthenticated)
+        public static let unknownSigningKey = Code(Reason.unknownSigningKey, .unauthenticated)
         /// No such session (or not the given user's).
-        public static let sessionNotFound = Code("session_not_found", .notFound)
+        public static let sessionNotFound = Code(Reason.sessionNotFound, .notFound)
         /// The caller may not call this method (RotateSigningKey is for `authctl` only).
-        public static let callerNotAllowed = Code("caller_not_allowed", .permissionDenied)
+        public static let callerNotAllowed = Code(Reason.callerNotAllowed, .permissionDenied)
         /// The database cannot be reached; safe to retry.
-        public static let unavailable = Code("unavailable", .unavailable)
+        public static let unavailable = Code(Reason.unavailable, .unavailable)
         /// A database statement ran out of time.
-        public static let deadlineExceeded = Code("deadline_exceeded", .deadlineExceeded)
+        public static let deadlineExceeded = Code(Reason.deadlineExceeded, .deadlineExceeded)
         /// The caller cancelled.
-        public static let cancelled = Code("cancelled", .cancelled)
+        public static let cancelled = Code(Reason.cancelled, .cancelled)
         /// A bug or a broken invariant; the message sent to callers says nothing more.
-        public static let `internal` = Code("internal", .internal)
+        public static let `internal` = Code(Reason.`internal`, .internal)
 
         public var description: String { reason }
     }
@@ -94,3 +95,6 @@ extension SessionError: RPCErrorConvertible {
         return RPCError(code: code.status, message: message, reason: code.reason, fieldViolations: fieldViolations)
     }
 }
+
+/// The reasons as the .proto lists them (generated into AuthAPI).
+private typealias Reason = Auth_Session_V1_Session.Reason

@@ -80,19 +80,19 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         .init(
             // Trimmed to the callers of today (issue 19): identity and otp-dispatch call no
             // session method.
-            issue: .only(["gateway"]),
-            refresh: .only(["gateway"]),
-            validate: .only(["gateway"]),
-            revoke: .only(["gateway"]),
-            revokeAll: .only(["gateway"]),
-            listSessions: .only(["gateway"]),
-            getJWKS: .only(["gateway"]),
+            issue: .only([CallerName.gateway]),
+            refresh: .only([CallerName.gateway]),
+            validate: .only([CallerName.gateway]),
+            revoke: .only([CallerName.gateway]),
+            revokeAll: .only([CallerName.gateway]),
+            listSessions: .only([CallerName.gateway]),
+            getJWKS: .only([CallerName.gateway]),
             // Operator methods: only configuration.keyRotationCaller (authctl). The handler
             // checks it (`requireOperator`) rather than the router, so that every refused caller
             // is also recorded as a security event, which the router cannot write.
             rotateSigningKey: .anyAuthenticated,
             rewrapSigningKeys: .anyAuthenticated,
-            checkSession: .only(["gateway"])
+            checkSession: .only([CallerName.gateway])
         )
     }
 

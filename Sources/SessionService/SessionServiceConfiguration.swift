@@ -1,3 +1,4 @@
+import AuthAPI
 import AuthText
 import AuthTime
 #if canImport(FoundationEssentials)
@@ -53,7 +54,7 @@ public struct SessionServiceConfiguration: Sendable {
     public var maxListedSessions: Int = 100
     /// The only caller (service credential name) allowed to call RotateSigningKey and
     /// RewrapSigningKeys.
-    public var keyRotationCaller: String = "authctl"
+    public var keyRotationCaller: String = CallerName.authctl
     /// How often each replica tries to delete dead sessions (one replica at a time; see
     /// ``SessionMaintenance``). Default 1 hour.
     public var deadSessionSweepInterval: Duration = .seconds(3_600)

@@ -1016,6 +1016,24 @@ def swift_messages_file(pf: ProtoFile, types: SwiftTypes) -> str:
     return w.text()
 
 
+def emit_reasons(w: Writer, e: EnumType) -> None:
+    """A service's `<Service>Reason` enum as the strings its errors carry: each value's name
+    after the enum's prefix, lower-cased (`IDENTITY_REASON_INVALID_PHONE` is `invalid_phone`)."""
+    w(f"/// The reasons this service's errors carry (`RPCStatus.reason`), from `{e.full_name}`.")
+    w("public enum Reason {")
+    w.indent()
+    prefix = e.full_name.rsplit(".", 1)[-1]
+    prefix = upper_snake(prefix) + "_"
+    for v in e.values[1:]:
+        if not v.proto_name.startswith(prefix):
+            raise GeneratorError(f"{e.source}: {e.full_name}.{v.proto_name}: a reason must start with {prefix}")
+        w.doc(v.doc)
+        w(f'public static let {v.swift_case} = "{v.proto_name[len(prefix):].lower()}"')
+    w(f"public static let all: [String] = [{', '.join(v.swift_case for v in e.values[1:])}]")
+    w.dedent()
+    w("}")
+
+
 def swift_services_file(pf: ProtoFile) -> str:
     w = Writer()
     for line in header(f"proto/{pf.path}", "Typed service stubs over AuthRPC."):
@@ -1039,6 +1057,10 @@ def swift_services_file(pf: ProtoFile) -> str:
         w.dedent()
         w("}")
         w()
+        reasons = next((e for e in pf.enums if e.full_name == f"{s.full_name}Reason"), None)
+        if reasons is not None:
+            emit_reasons(w, reasons)
+            w()
         w("/// Who may call each method of the service. The initializer takes one value per method,")
         w("/// so a method added to the .proto cannot be served before its callers are decided.")
         w("public struct AllowedCallersByMethod: Sendable {")

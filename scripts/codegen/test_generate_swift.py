@@ -156,6 +156,23 @@ class RefusalTests(unittest.TestCase):
             self.load_descriptor(fd)
         self.assertIn("both become the Swift name userID", str(ctx.exception))
 
+    def test_service_reasons(self):
+        # An enum named <Service>Reason becomes the service's reason strings in its stubs.
+        body = (
+            "message Q {}\n"
+            "enum ThingReason {\n  THING_REASON_UNSPECIFIED = 0;\n"
+            "  // NOT_FOUND. No such thing.\n  THING_REASON_THING_NOT_FOUND = 1;\n"
+            "  THING_REASON_INVALID_ID_TOKEN = 2;\n}\n"
+            "service Thing { rpc Get(Q) returns (Q); }\n"
+        )
+        files = self.load({"t/v1/t.proto": 'syntax = "proto3";\npackage t.v1;\n' + body})
+        text = g.swift_services_file(files[0])
+        self.assertIn("public enum Reason {", text)
+        self.assertIn('/// NOT_FOUND. No such thing.\n        public static let thingNotFound = "thing_not_found"', text)
+        self.assertIn('public static let invalidIDToken = "invalid_id_token"', text)
+        self.assertIn("public static let all: [String] = [thingNotFound, invalidIDToken]", text)
+        self.assertNotIn("unspecified", text)
+
     def test_package_required(self):
         self.refuse("message M {}", "package declaration is required", header='syntax = "proto3";\n')
 

@@ -28,6 +28,53 @@ public enum Auth_Identity_V1_Identity {
         public static let all: [MethodDescriptor] = [getUser, getUserByPhone, getUserByEmail, contactExists, findOrCreateByContact, signUp, signInWithPassword, signInWithIDToken, updateProfile, resetPassword, changePassword, validatePassword, deleteUser, listAuditEvents, unlockPassword]
     }
 
+    /// The reasons this service's errors carry (`RPCStatus.reason`), from `auth.identity.v1.IdentityReason`.
+    public enum Reason {
+        /// INVALID_ARGUMENT. Request fields broke a rule; the status lists the broken fields.
+        public static let invalidArgument = "invalid_argument"
+        /// INVALID_ARGUMENT. A phone number that is not E.164 (or not a valid Indian mobile number for
+        /// +91).
+        public static let invalidPhone = "invalid_phone"
+        /// INVALID_ARGUMENT. An email address that does not match the accepted form or is over 255
+        /// characters.
+        public static let invalidEmail = "invalid_email"
+        /// NOT_FOUND. No such user (or it was deleted).
+        public static let userNotFound = "user_not_found"
+        /// ALREADY_EXISTS. Sign-up with an email another account has.
+        public static let emailTaken = "email_taken"
+        /// UNAUTHENTICATED. Wrong email or password (the same answer for both).
+        public static let invalidCredentials = "invalid_credentials"
+        /// RESOURCE_EXHAUSTED. Too many failed password sign-ins for this email in the window.
+        public static let tooManyAttempts = "too_many_attempts"
+        /// PERMISSION_DENIED. The email's password met the consecutive-failure limit: locked until a
+        /// password reset or an operator's unlock.
+        public static let factorLocked = "factor_locked"
+        /// UNAUTHENTICATED. ChangePassword's old password is wrong.
+        public static let wrongPassword = "wrong_password"
+        /// UNAUTHENTICATED. The ID token is malformed, badly signed, for another audience or issuer, or
+        /// mistimed.
+        public static let invalidIDToken = "invalid_id_token"
+        /// UNAUTHENTICATED. The ID token's `exp` has passed.
+        public static let idTokenExpired = "id_token_expired"
+        /// UNAUTHENTICATED. The ID token was already used to sign in.
+        public static let idTokenReplayed = "id_token_replayed"
+        /// UNAUTHENTICATED. The nonce is missing or does not match the token's.
+        public static let invalidNonce = "invalid_nonce"
+        /// FAILED_PRECONDITION. The provider is not configured on this deployment.
+        public static let providerNotEnabled = "provider_not_enabled"
+        /// UNAVAILABLE. The provider's keys could not be fetched; safe to retry.
+        public static let providerUnavailable = "provider_unavailable"
+        /// UNAVAILABLE. The database cannot be reached; safe to retry.
+        public static let unavailable = "unavailable"
+        /// DEADLINE_EXCEEDED. A database statement ran out of time.
+        public static let deadlineExceeded = "deadline_exceeded"
+        /// CANCELLED. The caller cancelled.
+        public static let cancelled = "cancelled"
+        /// INTERNAL. A bug or a broken invariant; the message sent to callers says nothing more.
+        public static let `internal` = "internal"
+        public static let all: [String] = [invalidArgument, invalidPhone, invalidEmail, userNotFound, emailTaken, invalidCredentials, tooManyAttempts, factorLocked, wrongPassword, invalidIDToken, idTokenExpired, idTokenReplayed, invalidNonce, providerNotEnabled, providerUnavailable, unavailable, deadlineExceeded, cancelled, `internal`]
+    }
+
     /// Who may call each method of the service. The initializer takes one value per method,
     /// so a method added to the .proto cannot be served before its callers are decided.
     public struct AllowedCallersByMethod: Sendable {

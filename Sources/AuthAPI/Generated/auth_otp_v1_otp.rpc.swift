@@ -20,6 +20,44 @@ public enum Auth_Otp_V1_OTP {
         public static let all: [MethodDescriptor] = [start, resend, check, getDeliveryStatus, reportDelivery, unlockDestination, forgetDestination]
     }
 
+    /// The reasons this service's errors carry (`RPCStatus.reason`), from `auth.otp.v1.OTPReason`.
+    public enum Reason {
+        /// INVALID_ARGUMENT. A request field is missing or malformed; the status lists the broken fields.
+        public static let invalidArgument = "invalid_argument"
+        /// UNAUTHENTICATED. The code is wrong; `attempts_remaining` says how many more the destination may
+        /// try.
+        public static let invalidCode = "invalid_code"
+        /// RESOURCE_EXHAUSTED. The destination entered too many wrong codes and is locked;
+        /// `retry_after_seconds`.
+        public static let tooManyAttempts = "too_many_attempts"
+        /// PERMISSION_DENIED. The destination met the consecutive-failure limit: locked until an
+        /// operator unlocks it.
+        public static let factorLocked = "factor_locked"
+        /// FAILED_PRECONDITION. The code has expired; start again (or resend).
+        public static let codeExpired = "code_expired"
+        /// NOT_FOUND. No such verification, or it was already used.
+        public static let verificationNotFound = "verification_not_found"
+        /// RESOURCE_EXHAUSTED. Resend earlier than allowed; `retry_after_seconds`.
+        public static let resendTooSoon = "resend_too_soon"
+        /// RESOURCE_EXHAUSTED. Too many starts or resends for the destination or client IP;
+        /// `retry_after_seconds`.
+        public static let rateLimited = "rate_limited"
+        /// RESOURCE_EXHAUSTED. The SMS-pumping guard refuses new SMS starts to this calling code for now.
+        public static let countryThrottled = "country_throttled"
+        /// FAILED_PRECONDITION. SMS to this calling code is not allowed by configuration (allow/deny
+        /// list).
+        public static let destinationNotAllowed = "destination_not_allowed"
+        /// UNAVAILABLE. The database cannot be reached; safe to retry.
+        public static let unavailable = "unavailable"
+        /// DEADLINE_EXCEEDED
+        public static let deadlineExceeded = "deadline_exceeded"
+        /// CANCELLED
+        public static let cancelled = "cancelled"
+        /// INTERNAL. A bug or a broken invariant; the message sent to callers says nothing more.
+        public static let `internal` = "internal"
+        public static let all: [String] = [invalidArgument, invalidCode, tooManyAttempts, factorLocked, codeExpired, verificationNotFound, resendTooSoon, rateLimited, countryThrottled, destinationNotAllowed, unavailable, deadlineExceeded, cancelled, `internal`]
+    }
+
     /// Who may call each method of the service. The initializer takes one value per method,
     /// so a method added to the .proto cannot be served before its callers are decided.
     public struct AllowedCallersByMethod: Sendable {

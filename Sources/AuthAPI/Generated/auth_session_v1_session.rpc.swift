@@ -23,6 +23,43 @@ public enum Auth_Session_V1_Session {
         public static let all: [MethodDescriptor] = [issue, refresh, validate, revoke, revokeAll, listSessions, getJWKS, rotateSigningKey, rewrapSigningKeys, checkSession]
     }
 
+    /// The reasons this service's errors carry (`RPCStatus.reason`), from `auth.session.v1.SessionReason`.
+    public enum Reason {
+        /// INVALID_ARGUMENT. A request field is missing or malformed; the status lists the broken
+        /// fields.
+        public static let invalidArgument = "invalid_argument"
+        /// UNAUTHENTICATED. The refresh token is not one this service issued (or is malformed).
+        public static let invalidRefreshToken = "invalid_refresh_token"
+        /// UNAUTHENTICATED. An already used refresh token was presented after the grace window: the
+        /// session is revoked as stolen.
+        public static let refreshTokenReused = "refresh_token_reused"
+        /// UNAUTHENTICATED. The refresh token or the whole session has expired.
+        public static let sessionExpired = "session_expired"
+        /// UNAUTHENTICATED. The session was revoked (logout, revoke-all, detected reuse, an operator).
+        public static let sessionRevoked = "session_revoked"
+        /// UNAUTHENTICATED. The access token is malformed, has a wrong signature, algorithm, type, issuer
+        /// or audience.
+        public static let invalidAccessToken = "invalid_access_token"
+        /// UNAUTHENTICATED. The access token's `exp` has passed.
+        public static let accessTokenExpired = "access_token_expired"
+        /// UNAUTHENTICATED. The access token names a key (`kid`) that is not (or no longer) published.
+        public static let unknownSigningKey = "unknown_signing_key"
+        /// NOT_FOUND. No such session (or not the given user's).
+        public static let sessionNotFound = "session_not_found"
+        /// PERMISSION_DENIED. The caller may not call this method (RotateSigningKey is for `authctl`
+        /// only).
+        public static let callerNotAllowed = "caller_not_allowed"
+        /// UNAVAILABLE. The database cannot be reached; safe to retry.
+        public static let unavailable = "unavailable"
+        /// DEADLINE_EXCEEDED. A database statement ran out of time.
+        public static let deadlineExceeded = "deadline_exceeded"
+        /// CANCELLED. The caller cancelled.
+        public static let cancelled = "cancelled"
+        /// INTERNAL. A bug or a broken invariant; the message sent to callers says nothing more.
+        public static let `internal` = "internal"
+        public static let all: [String] = [invalidArgument, invalidRefreshToken, refreshTokenReused, sessionExpired, sessionRevoked, invalidAccessToken, accessTokenExpired, unknownSigningKey, sessionNotFound, callerNotAllowed, unavailable, deadlineExceeded, cancelled, `internal`]
+    }
+
     /// Who may call each method of the service. The initializer takes one value per method,
     /// so a method added to the .proto cannot be served before its callers are decided.
     public struct AllowedCallersByMethod: Sendable {

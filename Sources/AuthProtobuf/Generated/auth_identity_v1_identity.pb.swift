@@ -50,6 +50,144 @@ public enum Auth_Identity_V1_Provider: ProtobufCEnum {
     public func hash(into hasher: inout Hasher) { hasher.combine(self.rawValue) }
 }
 
+// MARK: - auth.identity.v1.IdentityReason
+
+/// The reasons the Identity service's errors carry (`RPCStatus.reason`), each with the status it
+/// travels as. Never sent as this enum: the reason is the value's name after the prefix,
+/// lower-cased (IDENTITY_REASON_INVALID_ARGUMENT is "invalid_argument"). Listed here so that every
+/// program spells them the same (generated into AuthAPI as `<Service>.Reason`).
+public enum Auth_Identity_V1_IdentityReason: ProtobufCEnum {
+    case unspecified  // IDENTITY_REASON_UNSPECIFIED = 0
+    /// INVALID_ARGUMENT. Request fields broke a rule; the status lists the broken fields.
+    case invalidArgument  // IDENTITY_REASON_INVALID_ARGUMENT = 1
+    /// INVALID_ARGUMENT. A phone number that is not E.164 (or not a valid Indian mobile number for
+    /// +91).
+    case invalidPhone  // IDENTITY_REASON_INVALID_PHONE = 2
+    /// INVALID_ARGUMENT. An email address that does not match the accepted form or is over 255
+    /// characters.
+    case invalidEmail  // IDENTITY_REASON_INVALID_EMAIL = 3
+    /// NOT_FOUND. No such user (or it was deleted).
+    case userNotFound  // IDENTITY_REASON_USER_NOT_FOUND = 4
+    /// ALREADY_EXISTS. Sign-up with an email another account has.
+    case emailTaken  // IDENTITY_REASON_EMAIL_TAKEN = 5
+    /// UNAUTHENTICATED. Wrong email or password (the same answer for both).
+    case invalidCredentials  // IDENTITY_REASON_INVALID_CREDENTIALS = 6
+    /// RESOURCE_EXHAUSTED. Too many failed password sign-ins for this email in the window.
+    case tooManyAttempts  // IDENTITY_REASON_TOO_MANY_ATTEMPTS = 7
+    /// PERMISSION_DENIED. The email's password met the consecutive-failure limit: locked until a
+    /// password reset or an operator's unlock.
+    case factorLocked  // IDENTITY_REASON_FACTOR_LOCKED = 8
+    /// UNAUTHENTICATED. ChangePassword's old password is wrong.
+    case wrongPassword  // IDENTITY_REASON_WRONG_PASSWORD = 9
+    /// UNAUTHENTICATED. The ID token is malformed, badly signed, for another audience or issuer, or
+    /// mistimed.
+    case invalidIDToken  // IDENTITY_REASON_INVALID_ID_TOKEN = 10
+    /// UNAUTHENTICATED. The ID token's `exp` has passed.
+    case idTokenExpired  // IDENTITY_REASON_ID_TOKEN_EXPIRED = 11
+    /// UNAUTHENTICATED. The ID token was already used to sign in.
+    case idTokenReplayed  // IDENTITY_REASON_ID_TOKEN_REPLAYED = 12
+    /// UNAUTHENTICATED. The nonce is missing or does not match the token's.
+    case invalidNonce  // IDENTITY_REASON_INVALID_NONCE = 13
+    /// FAILED_PRECONDITION. The provider is not configured on this deployment.
+    case providerNotEnabled  // IDENTITY_REASON_PROVIDER_NOT_ENABLED = 14
+    /// UNAVAILABLE. The provider's keys could not be fetched; safe to retry.
+    case providerUnavailable  // IDENTITY_REASON_PROVIDER_UNAVAILABLE = 15
+    /// UNAVAILABLE. The database cannot be reached; safe to retry.
+    case unavailable  // IDENTITY_REASON_UNAVAILABLE = 16
+    /// DEADLINE_EXCEEDED. A database statement ran out of time.
+    case deadlineExceeded  // IDENTITY_REASON_DEADLINE_EXCEEDED = 17
+    /// CANCELLED. The caller cancelled.
+    case cancelled  // IDENTITY_REASON_CANCELLED = 18
+    /// INTERNAL. A bug or a broken invariant; the message sent to callers says nothing more.
+    case `internal`  // IDENTITY_REASON_INTERNAL = 19
+    /// A value this schema does not know; kept as is so that it survives a round trip.
+    case unrecognized(Int32)
+
+    /// The zero value, `.unspecified`.
+    public init() { self = .unspecified }
+
+    public init(rawValue: Int32) {
+        switch rawValue {
+        case 0: self = .unspecified
+        case 1: self = .invalidArgument
+        case 2: self = .invalidPhone
+        case 3: self = .invalidEmail
+        case 4: self = .userNotFound
+        case 5: self = .emailTaken
+        case 6: self = .invalidCredentials
+        case 7: self = .tooManyAttempts
+        case 8: self = .factorLocked
+        case 9: self = .wrongPassword
+        case 10: self = .invalidIDToken
+        case 11: self = .idTokenExpired
+        case 12: self = .idTokenReplayed
+        case 13: self = .invalidNonce
+        case 14: self = .providerNotEnabled
+        case 15: self = .providerUnavailable
+        case 16: self = .unavailable
+        case 17: self = .deadlineExceeded
+        case 18: self = .cancelled
+        case 19: self = .`internal`
+        default: self = .unrecognized(rawValue)
+        }
+    }
+
+    public var rawValue: Int32 {
+        switch self {
+        case .unspecified: 0
+        case .invalidArgument: 1
+        case .invalidPhone: 2
+        case .invalidEmail: 3
+        case .userNotFound: 4
+        case .emailTaken: 5
+        case .invalidCredentials: 6
+        case .tooManyAttempts: 7
+        case .factorLocked: 8
+        case .wrongPassword: 9
+        case .invalidIDToken: 10
+        case .idTokenExpired: 11
+        case .idTokenReplayed: 12
+        case .invalidNonce: 13
+        case .providerNotEnabled: 14
+        case .providerUnavailable: 15
+        case .unavailable: 16
+        case .deadlineExceeded: 17
+        case .cancelled: 18
+        case .`internal`: 19
+        case .unrecognized(let value): value
+        }
+    }
+
+    /// Every value the schema declares, in declaration order.
+    public static let allKnownCases: [Auth_Identity_V1_IdentityReason] = [
+        .unspecified,
+        .invalidArgument,
+        .invalidPhone,
+        .invalidEmail,
+        .userNotFound,
+        .emailTaken,
+        .invalidCredentials,
+        .tooManyAttempts,
+        .factorLocked,
+        .wrongPassword,
+        .invalidIDToken,
+        .idTokenExpired,
+        .idTokenReplayed,
+        .invalidNonce,
+        .providerNotEnabled,
+        .providerUnavailable,
+        .unavailable,
+        .deadlineExceeded,
+        .cancelled,
+        .`internal`,
+    ]
+
+    // Equal when the numbers are equal, so `.unrecognized(0)` is `.unspecified`.
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.rawValue == rhs.rawValue }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(self.rawValue) }
+}
+
 // MARK: - auth.identity.v1.User
 
 /// A user as callers see it. Never carries the password hash.

@@ -162,6 +162,120 @@ public enum Auth_Otp_V1_DeliveryState: ProtobufCEnum {
     public func hash(into hasher: inout Hasher) { hasher.combine(self.rawValue) }
 }
 
+// MARK: - auth.otp.v1.OTPReason
+
+/// The reasons the OTP service's errors carry (`RPCStatus.reason`), each with the status it
+/// travels as. Never sent as this enum: the reason is the value's name after the prefix,
+/// lower-cased (OTP_REASON_INVALID_ARGUMENT is "invalid_argument"). Listed here so that every
+/// program spells them the same (generated into AuthAPI as `<Service>.Reason`).
+public enum Auth_Otp_V1_OTPReason: ProtobufCEnum {
+    case unspecified  // OTP_REASON_UNSPECIFIED = 0
+    /// INVALID_ARGUMENT. A request field is missing or malformed; the status lists the broken fields.
+    case invalidArgument  // OTP_REASON_INVALID_ARGUMENT = 1
+    /// UNAUTHENTICATED. The code is wrong; `attempts_remaining` says how many more the destination may
+    /// try.
+    case invalidCode  // OTP_REASON_INVALID_CODE = 2
+    /// RESOURCE_EXHAUSTED. The destination entered too many wrong codes and is locked;
+    /// `retry_after_seconds`.
+    case tooManyAttempts  // OTP_REASON_TOO_MANY_ATTEMPTS = 3
+    /// PERMISSION_DENIED. The destination met the consecutive-failure limit: locked until an
+    /// operator unlocks it.
+    case factorLocked  // OTP_REASON_FACTOR_LOCKED = 4
+    /// FAILED_PRECONDITION. The code has expired; start again (or resend).
+    case codeExpired  // OTP_REASON_CODE_EXPIRED = 5
+    /// NOT_FOUND. No such verification, or it was already used.
+    case verificationNotFound  // OTP_REASON_VERIFICATION_NOT_FOUND = 6
+    /// RESOURCE_EXHAUSTED. Resend earlier than allowed; `retry_after_seconds`.
+    case resendTooSoon  // OTP_REASON_RESEND_TOO_SOON = 7
+    /// RESOURCE_EXHAUSTED. Too many starts or resends for the destination or client IP;
+    /// `retry_after_seconds`.
+    case rateLimited  // OTP_REASON_RATE_LIMITED = 8
+    /// RESOURCE_EXHAUSTED. The SMS-pumping guard refuses new SMS starts to this calling code for now.
+    case countryThrottled  // OTP_REASON_COUNTRY_THROTTLED = 9
+    /// FAILED_PRECONDITION. SMS to this calling code is not allowed by configuration (allow/deny
+    /// list).
+    case destinationNotAllowed  // OTP_REASON_DESTINATION_NOT_ALLOWED = 10
+    /// UNAVAILABLE. The database cannot be reached; safe to retry.
+    case unavailable  // OTP_REASON_UNAVAILABLE = 11
+    /// DEADLINE_EXCEEDED
+    case deadlineExceeded  // OTP_REASON_DEADLINE_EXCEEDED = 12
+    /// CANCELLED
+    case cancelled  // OTP_REASON_CANCELLED = 13
+    /// INTERNAL. A bug or a broken invariant; the message sent to callers says nothing more.
+    case `internal`  // OTP_REASON_INTERNAL = 14
+    /// A value this schema does not know; kept as is so that it survives a round trip.
+    case unrecognized(Int32)
+
+    /// The zero value, `.unspecified`.
+    public init() { self = .unspecified }
+
+    public init(rawValue: Int32) {
+        switch rawValue {
+        case 0: self = .unspecified
+        case 1: self = .invalidArgument
+        case 2: self = .invalidCode
+        case 3: self = .tooManyAttempts
+        case 4: self = .factorLocked
+        case 5: self = .codeExpired
+        case 6: self = .verificationNotFound
+        case 7: self = .resendTooSoon
+        case 8: self = .rateLimited
+        case 9: self = .countryThrottled
+        case 10: self = .destinationNotAllowed
+        case 11: self = .unavailable
+        case 12: self = .deadlineExceeded
+        case 13: self = .cancelled
+        case 14: self = .`internal`
+        default: self = .unrecognized(rawValue)
+        }
+    }
+
+    public var rawValue: Int32 {
+        switch self {
+        case .unspecified: 0
+        case .invalidArgument: 1
+        case .invalidCode: 2
+        case .tooManyAttempts: 3
+        case .factorLocked: 4
+        case .codeExpired: 5
+        case .verificationNotFound: 6
+        case .resendTooSoon: 7
+        case .rateLimited: 8
+        case .countryThrottled: 9
+        case .destinationNotAllowed: 10
+        case .unavailable: 11
+        case .deadlineExceeded: 12
+        case .cancelled: 13
+        case .`internal`: 14
+        case .unrecognized(let value): value
+        }
+    }
+
+    /// Every value the schema declares, in declaration order.
+    public static let allKnownCases: [Auth_Otp_V1_OTPReason] = [
+        .unspecified,
+        .invalidArgument,
+        .invalidCode,
+        .tooManyAttempts,
+        .factorLocked,
+        .codeExpired,
+        .verificationNotFound,
+        .resendTooSoon,
+        .rateLimited,
+        .countryThrottled,
+        .destinationNotAllowed,
+        .unavailable,
+        .deadlineExceeded,
+        .cancelled,
+        .`internal`,
+    ]
+
+    // Equal when the numbers are equal, so `.unrecognized(0)` is `.unspecified`.
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.rawValue == rhs.rawValue }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(self.rawValue) }
+}
+
 // MARK: - auth.otp.v1.StartRequest
 
 public struct Auth_Otp_V1_StartRequest: ProtobufCMessage {

@@ -3,6 +3,119 @@
 
 internal import CAuthProto
 
+// MARK: - auth.session.v1.SessionReason
+
+/// The reasons the Session service's errors carry (`RPCStatus.reason`), each with the status it
+/// travels as. Never sent as this enum: the reason is the value's name after the prefix,
+/// lower-cased (SESSION_REASON_INVALID_ARGUMENT is "invalid_argument"). Listed here so that every
+/// program spells them the same (generated into AuthAPI as `<Service>.Reason`).
+public enum Auth_Session_V1_SessionReason: ProtobufCEnum {
+    case unspecified  // SESSION_REASON_UNSPECIFIED = 0
+    /// INVALID_ARGUMENT. A request field is missing or malformed; the status lists the broken
+    /// fields.
+    case invalidArgument  // SESSION_REASON_INVALID_ARGUMENT = 1
+    /// UNAUTHENTICATED. The refresh token is not one this service issued (or is malformed).
+    case invalidRefreshToken  // SESSION_REASON_INVALID_REFRESH_TOKEN = 2
+    /// UNAUTHENTICATED. An already used refresh token was presented after the grace window: the
+    /// session is revoked as stolen.
+    case refreshTokenReused  // SESSION_REASON_REFRESH_TOKEN_REUSED = 3
+    /// UNAUTHENTICATED. The refresh token or the whole session has expired.
+    case sessionExpired  // SESSION_REASON_SESSION_EXPIRED = 4
+    /// UNAUTHENTICATED. The session was revoked (logout, revoke-all, detected reuse, an operator).
+    case sessionRevoked  // SESSION_REASON_SESSION_REVOKED = 5
+    /// UNAUTHENTICATED. The access token is malformed, has a wrong signature, algorithm, type, issuer
+    /// or audience.
+    case invalidAccessToken  // SESSION_REASON_INVALID_ACCESS_TOKEN = 6
+    /// UNAUTHENTICATED. The access token's `exp` has passed.
+    case accessTokenExpired  // SESSION_REASON_ACCESS_TOKEN_EXPIRED = 7
+    /// UNAUTHENTICATED. The access token names a key (`kid`) that is not (or no longer) published.
+    case unknownSigningKey  // SESSION_REASON_UNKNOWN_SIGNING_KEY = 8
+    /// NOT_FOUND. No such session (or not the given user's).
+    case sessionNotFound  // SESSION_REASON_SESSION_NOT_FOUND = 9
+    /// PERMISSION_DENIED. The caller may not call this method (RotateSigningKey is for `authctl`
+    /// only).
+    case callerNotAllowed  // SESSION_REASON_CALLER_NOT_ALLOWED = 10
+    /// UNAVAILABLE. The database cannot be reached; safe to retry.
+    case unavailable  // SESSION_REASON_UNAVAILABLE = 11
+    /// DEADLINE_EXCEEDED. A database statement ran out of time.
+    case deadlineExceeded  // SESSION_REASON_DEADLINE_EXCEEDED = 12
+    /// CANCELLED. The caller cancelled.
+    case cancelled  // SESSION_REASON_CANCELLED = 13
+    /// INTERNAL. A bug or a broken invariant; the message sent to callers says nothing more.
+    case `internal`  // SESSION_REASON_INTERNAL = 14
+    /// A value this schema does not know; kept as is so that it survives a round trip.
+    case unrecognized(Int32)
+
+    /// The zero value, `.unspecified`.
+    public init() { self = .unspecified }
+
+    public init(rawValue: Int32) {
+        switch rawValue {
+        case 0: self = .unspecified
+        case 1: self = .invalidArgument
+        case 2: self = .invalidRefreshToken
+        case 3: self = .refreshTokenReused
+        case 4: self = .sessionExpired
+        case 5: self = .sessionRevoked
+        case 6: self = .invalidAccessToken
+        case 7: self = .accessTokenExpired
+        case 8: self = .unknownSigningKey
+        case 9: self = .sessionNotFound
+        case 10: self = .callerNotAllowed
+        case 11: self = .unavailable
+        case 12: self = .deadlineExceeded
+        case 13: self = .cancelled
+        case 14: self = .`internal`
+        default: self = .unrecognized(rawValue)
+        }
+    }
+
+    public var rawValue: Int32 {
+        switch self {
+        case .unspecified: 0
+        case .invalidArgument: 1
+        case .invalidRefreshToken: 2
+        case .refreshTokenReused: 3
+        case .sessionExpired: 4
+        case .sessionRevoked: 5
+        case .invalidAccessToken: 6
+        case .accessTokenExpired: 7
+        case .unknownSigningKey: 8
+        case .sessionNotFound: 9
+        case .callerNotAllowed: 10
+        case .unavailable: 11
+        case .deadlineExceeded: 12
+        case .cancelled: 13
+        case .`internal`: 14
+        case .unrecognized(let value): value
+        }
+    }
+
+    /// Every value the schema declares, in declaration order.
+    public static let allKnownCases: [Auth_Session_V1_SessionReason] = [
+        .unspecified,
+        .invalidArgument,
+        .invalidRefreshToken,
+        .refreshTokenReused,
+        .sessionExpired,
+        .sessionRevoked,
+        .invalidAccessToken,
+        .accessTokenExpired,
+        .unknownSigningKey,
+        .sessionNotFound,
+        .callerNotAllowed,
+        .unavailable,
+        .deadlineExceeded,
+        .cancelled,
+        .`internal`,
+    ]
+
+    // Equal when the numbers are equal, so `.unrecognized(0)` is `.unspecified`.
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.rawValue == rhs.rawValue }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(self.rawValue) }
+}
+
 // MARK: - auth.session.v1.Device
 
 /// The device a session was started on, as the app reports it.

@@ -1660,6 +1660,60 @@ const ProtobufCEnumDescriptor auth__otp__v1__delivery_state__descriptor =
   auth__otp__v1__delivery_state__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
+static const ProtobufCEnumValue auth__otp__v1__otpreason__enum_values_by_number[15] =
+{
+  { "OTP_REASON_UNSPECIFIED", "AUTH__OTP__V1__OTPREASON__OTP_REASON_UNSPECIFIED", 0 },
+  { "OTP_REASON_INVALID_ARGUMENT", "AUTH__OTP__V1__OTPREASON__OTP_REASON_INVALID_ARGUMENT", 1 },
+  { "OTP_REASON_INVALID_CODE", "AUTH__OTP__V1__OTPREASON__OTP_REASON_INVALID_CODE", 2 },
+  { "OTP_REASON_TOO_MANY_ATTEMPTS", "AUTH__OTP__V1__OTPREASON__OTP_REASON_TOO_MANY_ATTEMPTS", 3 },
+  { "OTP_REASON_FACTOR_LOCKED", "AUTH__OTP__V1__OTPREASON__OTP_REASON_FACTOR_LOCKED", 4 },
+  { "OTP_REASON_CODE_EXPIRED", "AUTH__OTP__V1__OTPREASON__OTP_REASON_CODE_EXPIRED", 5 },
+  { "OTP_REASON_VERIFICATION_NOT_FOUND", "AUTH__OTP__V1__OTPREASON__OTP_REASON_VERIFICATION_NOT_FOUND", 6 },
+  { "OTP_REASON_RESEND_TOO_SOON", "AUTH__OTP__V1__OTPREASON__OTP_REASON_RESEND_TOO_SOON", 7 },
+  { "OTP_REASON_RATE_LIMITED", "AUTH__OTP__V1__OTPREASON__OTP_REASON_RATE_LIMITED", 8 },
+  { "OTP_REASON_COUNTRY_THROTTLED", "AUTH__OTP__V1__OTPREASON__OTP_REASON_COUNTRY_THROTTLED", 9 },
+  { "OTP_REASON_DESTINATION_NOT_ALLOWED", "AUTH__OTP__V1__OTPREASON__OTP_REASON_DESTINATION_NOT_ALLOWED", 10 },
+  { "OTP_REASON_UNAVAILABLE", "AUTH__OTP__V1__OTPREASON__OTP_REASON_UNAVAILABLE", 11 },
+  { "OTP_REASON_DEADLINE_EXCEEDED", "AUTH__OTP__V1__OTPREASON__OTP_REASON_DEADLINE_EXCEEDED", 12 },
+  { "OTP_REASON_CANCELLED", "AUTH__OTP__V1__OTPREASON__OTP_REASON_CANCELLED", 13 },
+  { "OTP_REASON_INTERNAL", "AUTH__OTP__V1__OTPREASON__OTP_REASON_INTERNAL", 14 },
+};
+static const ProtobufCIntRange auth__otp__v1__otpreason__value_ranges[] = {
+{0, 0},{0, 15}
+};
+static const ProtobufCEnumValueIndex auth__otp__v1__otpreason__enum_values_by_name[15] =
+{
+  { "OTP_REASON_CANCELLED", 13 },
+  { "OTP_REASON_CODE_EXPIRED", 5 },
+  { "OTP_REASON_COUNTRY_THROTTLED", 9 },
+  { "OTP_REASON_DEADLINE_EXCEEDED", 12 },
+  { "OTP_REASON_DESTINATION_NOT_ALLOWED", 10 },
+  { "OTP_REASON_FACTOR_LOCKED", 4 },
+  { "OTP_REASON_INTERNAL", 14 },
+  { "OTP_REASON_INVALID_ARGUMENT", 1 },
+  { "OTP_REASON_INVALID_CODE", 2 },
+  { "OTP_REASON_RATE_LIMITED", 8 },
+  { "OTP_REASON_RESEND_TOO_SOON", 7 },
+  { "OTP_REASON_TOO_MANY_ATTEMPTS", 3 },
+  { "OTP_REASON_UNAVAILABLE", 11 },
+  { "OTP_REASON_UNSPECIFIED", 0 },
+  { "OTP_REASON_VERIFICATION_NOT_FOUND", 6 },
+};
+const ProtobufCEnumDescriptor auth__otp__v1__otpreason__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "auth.otp.v1.OTPReason",
+  "OTPReason",
+  "Auth__Otp__V1__OTPReason",
+  "auth.otp.v1",
+  15,
+  auth__otp__v1__otpreason__enum_values_by_number,
+  15,
+  auth__otp__v1__otpreason__enum_values_by_name,
+  1,
+  auth__otp__v1__otpreason__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
 static const ProtobufCMethodDescriptor auth__otp__v1__otp__method_descriptors[7] =
 {
   { "Start", &auth__otp__v1__start_request__descriptor, &auth__otp__v1__start_response__descriptor },

@@ -2460,6 +2460,60 @@ const ProtobufCMessageDescriptor auth__session__v1__rewrap_signing_keys_response
   (ProtobufCMessageInit) auth__session__v1__rewrap_signing_keys_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCEnumValue auth__session__v1__session_reason__enum_values_by_number[15] =
+{
+  { "SESSION_REASON_UNSPECIFIED", "AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_UNSPECIFIED", 0 },
+  { "SESSION_REASON_INVALID_ARGUMENT", "AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_INVALID_ARGUMENT", 1 },
+  { "SESSION_REASON_INVALID_REFRESH_TOKEN", "AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_INVALID_REFRESH_TOKEN", 2 },
+  { "SESSION_REASON_REFRESH_TOKEN_REUSED", "AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_REFRESH_TOKEN_REUSED", 3 },
+  { "SESSION_REASON_SESSION_EXPIRED", "AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_SESSION_EXPIRED", 4 },
+  { "SESSION_REASON_SESSION_REVOKED", "AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_SESSION_REVOKED", 5 },
+  { "SESSION_REASON_INVALID_ACCESS_TOKEN", "AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_INVALID_ACCESS_TOKEN", 6 },
+  { "SESSION_REASON_ACCESS_TOKEN_EXPIRED", "AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_ACCESS_TOKEN_EXPIRED", 7 },
+  { "SESSION_REASON_UNKNOWN_SIGNING_KEY", "AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_UNKNOWN_SIGNING_KEY", 8 },
+  { "SESSION_REASON_SESSION_NOT_FOUND", "AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_SESSION_NOT_FOUND", 9 },
+  { "SESSION_REASON_CALLER_NOT_ALLOWED", "AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_CALLER_NOT_ALLOWED", 10 },
+  { "SESSION_REASON_UNAVAILABLE", "AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_UNAVAILABLE", 11 },
+  { "SESSION_REASON_DEADLINE_EXCEEDED", "AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_DEADLINE_EXCEEDED", 12 },
+  { "SESSION_REASON_CANCELLED", "AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_CANCELLED", 13 },
+  { "SESSION_REASON_INTERNAL", "AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_INTERNAL", 14 },
+};
+static const ProtobufCIntRange auth__session__v1__session_reason__value_ranges[] = {
+{0, 0},{0, 15}
+};
+static const ProtobufCEnumValueIndex auth__session__v1__session_reason__enum_values_by_name[15] =
+{
+  { "SESSION_REASON_ACCESS_TOKEN_EXPIRED", 7 },
+  { "SESSION_REASON_CALLER_NOT_ALLOWED", 10 },
+  { "SESSION_REASON_CANCELLED", 13 },
+  { "SESSION_REASON_DEADLINE_EXCEEDED", 12 },
+  { "SESSION_REASON_INTERNAL", 14 },
+  { "SESSION_REASON_INVALID_ACCESS_TOKEN", 6 },
+  { "SESSION_REASON_INVALID_ARGUMENT", 1 },
+  { "SESSION_REASON_INVALID_REFRESH_TOKEN", 2 },
+  { "SESSION_REASON_REFRESH_TOKEN_REUSED", 3 },
+  { "SESSION_REASON_SESSION_EXPIRED", 4 },
+  { "SESSION_REASON_SESSION_NOT_FOUND", 9 },
+  { "SESSION_REASON_SESSION_REVOKED", 5 },
+  { "SESSION_REASON_UNAVAILABLE", 11 },
+  { "SESSION_REASON_UNKNOWN_SIGNING_KEY", 8 },
+  { "SESSION_REASON_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor auth__session__v1__session_reason__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "auth.session.v1.SessionReason",
+  "SessionReason",
+  "Auth__Session__V1__SessionReason",
+  "auth.session.v1",
+  15,
+  auth__session__v1__session_reason__enum_values_by_number,
+  15,
+  auth__session__v1__session_reason__enum_values_by_name,
+  1,
+  auth__session__v1__session_reason__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
 static const ProtobufCMethodDescriptor auth__session__v1__session__method_descriptors[10] =
 {
   { "Issue", &auth__session__v1__issue_request__descriptor, &auth__session__v1__issue_response__descriptor },

@@ -59,6 +59,96 @@ typedef enum _Auth__Identity__V1__Provider {
   AUTH__IDENTITY__V1__PROVIDER__PROVIDER_FACEBOOK = 3
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUTH__IDENTITY__V1__PROVIDER)
 } Auth__Identity__V1__Provider;
+/*
+ * The reasons the Identity service's errors carry (`RPCStatus.reason`), each with the status it
+ * travels as. Never sent as this enum: the reason is the value's name after the prefix,
+ * lower-cased (IDENTITY_REASON_INVALID_ARGUMENT is "invalid_argument"). Listed here so that every
+ * program spells them the same (generated into AuthAPI as `<Service>.Reason`).
+ */
+typedef enum _Auth__Identity__V1__IdentityReason {
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_UNSPECIFIED = 0,
+  /*
+   * INVALID_ARGUMENT. Request fields broke a rule; the status lists the broken fields.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_ARGUMENT = 1,
+  /*
+   * INVALID_ARGUMENT. A phone number that is not E.164 (or not a valid Indian mobile number for
+   * +91).
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_PHONE = 2,
+  /*
+   * INVALID_ARGUMENT. An email address that does not match the accepted form or is over 255
+   * characters.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_EMAIL = 3,
+  /*
+   * NOT_FOUND. No such user (or it was deleted).
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_USER_NOT_FOUND = 4,
+  /*
+   * ALREADY_EXISTS. Sign-up with an email another account has.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_EMAIL_TAKEN = 5,
+  /*
+   * UNAUTHENTICATED. Wrong email or password (the same answer for both).
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_CREDENTIALS = 6,
+  /*
+   * RESOURCE_EXHAUSTED. Too many failed password sign-ins for this email in the window.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_TOO_MANY_ATTEMPTS = 7,
+  /*
+   * PERMISSION_DENIED. The email's password met the consecutive-failure limit: locked until a
+   * password reset or an operator's unlock.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_FACTOR_LOCKED = 8,
+  /*
+   * UNAUTHENTICATED. ChangePassword's old password is wrong.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_WRONG_PASSWORD = 9,
+  /*
+   * UNAUTHENTICATED. The ID token is malformed, badly signed, for another audience or issuer, or
+   * mistimed.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_ID_TOKEN = 10,
+  /*
+   * UNAUTHENTICATED. The ID token's `exp` has passed.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_ID_TOKEN_EXPIRED = 11,
+  /*
+   * UNAUTHENTICATED. The ID token was already used to sign in.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_ID_TOKEN_REPLAYED = 12,
+  /*
+   * UNAUTHENTICATED. The nonce is missing or does not match the token's.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_NONCE = 13,
+  /*
+   * FAILED_PRECONDITION. The provider is not configured on this deployment.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_PROVIDER_NOT_ENABLED = 14,
+  /*
+   * UNAVAILABLE. The provider's keys could not be fetched; safe to retry.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_PROVIDER_UNAVAILABLE = 15,
+  /*
+   * UNAVAILABLE. The database cannot be reached; safe to retry.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_UNAVAILABLE = 16,
+  /*
+   * DEADLINE_EXCEEDED. A database statement ran out of time.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_DEADLINE_EXCEEDED = 17,
+  /*
+   * CANCELLED. The caller cancelled.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_CANCELLED = 18,
+  /*
+   * INTERNAL. A bug or a broken invariant; the message sent to callers says nothing more.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INTERNAL = 19
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUTH__IDENTITY__V1__IDENTITY_REASON)
+} Auth__Identity__V1__IdentityReason;
 
 /* --- messages --- */
 
@@ -1380,6 +1470,7 @@ void auth__identity__v1__identity__unlock_password(ProtobufCService *service,
 /* --- descriptors --- */
 
 extern const ProtobufCEnumDescriptor    auth__identity__v1__provider__descriptor;
+extern const ProtobufCEnumDescriptor    auth__identity__v1__identity_reason__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__user__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__get_user_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__get_user_by_phone_request__descriptor;

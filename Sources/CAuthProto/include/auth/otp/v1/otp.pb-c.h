@@ -83,6 +83,77 @@ typedef enum _Auth__Otp__V1__DeliveryState {
   AUTH__OTP__V1__DELIVERY_STATE__DELIVERY_STATE_NOT_SENT_TEST_DESTINATION = 5
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUTH__OTP__V1__DELIVERY_STATE)
 } Auth__Otp__V1__DeliveryState;
+/*
+ * The reasons the OTP service's errors carry (`RPCStatus.reason`), each with the status it
+ * travels as. Never sent as this enum: the reason is the value's name after the prefix,
+ * lower-cased (OTP_REASON_INVALID_ARGUMENT is "invalid_argument"). Listed here so that every
+ * program spells them the same (generated into AuthAPI as `<Service>.Reason`).
+ */
+typedef enum _Auth__Otp__V1__OTPReason {
+  AUTH__OTP__V1__OTPREASON__OTP_REASON_UNSPECIFIED = 0,
+  /*
+   * INVALID_ARGUMENT. A request field is missing or malformed; the status lists the broken fields.
+   */
+  AUTH__OTP__V1__OTPREASON__OTP_REASON_INVALID_ARGUMENT = 1,
+  /*
+   * UNAUTHENTICATED. The code is wrong; `attempts_remaining` says how many more the destination may
+   * try.
+   */
+  AUTH__OTP__V1__OTPREASON__OTP_REASON_INVALID_CODE = 2,
+  /*
+   * RESOURCE_EXHAUSTED. The destination entered too many wrong codes and is locked;
+   * `retry_after_seconds`.
+   */
+  AUTH__OTP__V1__OTPREASON__OTP_REASON_TOO_MANY_ATTEMPTS = 3,
+  /*
+   * PERMISSION_DENIED. The destination met the consecutive-failure limit: locked until an
+   * operator unlocks it.
+   */
+  AUTH__OTP__V1__OTPREASON__OTP_REASON_FACTOR_LOCKED = 4,
+  /*
+   * FAILED_PRECONDITION. The code has expired; start again (or resend).
+   */
+  AUTH__OTP__V1__OTPREASON__OTP_REASON_CODE_EXPIRED = 5,
+  /*
+   * NOT_FOUND. No such verification, or it was already used.
+   */
+  AUTH__OTP__V1__OTPREASON__OTP_REASON_VERIFICATION_NOT_FOUND = 6,
+  /*
+   * RESOURCE_EXHAUSTED. Resend earlier than allowed; `retry_after_seconds`.
+   */
+  AUTH__OTP__V1__OTPREASON__OTP_REASON_RESEND_TOO_SOON = 7,
+  /*
+   * RESOURCE_EXHAUSTED. Too many starts or resends for the destination or client IP;
+   * `retry_after_seconds`.
+   */
+  AUTH__OTP__V1__OTPREASON__OTP_REASON_RATE_LIMITED = 8,
+  /*
+   * RESOURCE_EXHAUSTED. The SMS-pumping guard refuses new SMS starts to this calling code for now.
+   */
+  AUTH__OTP__V1__OTPREASON__OTP_REASON_COUNTRY_THROTTLED = 9,
+  /*
+   * FAILED_PRECONDITION. SMS to this calling code is not allowed by configuration (allow/deny
+   * list).
+   */
+  AUTH__OTP__V1__OTPREASON__OTP_REASON_DESTINATION_NOT_ALLOWED = 10,
+  /*
+   * UNAVAILABLE. The database cannot be reached; safe to retry.
+   */
+  AUTH__OTP__V1__OTPREASON__OTP_REASON_UNAVAILABLE = 11,
+  /*
+   * DEADLINE_EXCEEDED
+   */
+  AUTH__OTP__V1__OTPREASON__OTP_REASON_DEADLINE_EXCEEDED = 12,
+  /*
+   * CANCELLED
+   */
+  AUTH__OTP__V1__OTPREASON__OTP_REASON_CANCELLED = 13,
+  /*
+   * INTERNAL. A bug or a broken invariant; the message sent to callers says nothing more.
+   */
+  AUTH__OTP__V1__OTPREASON__OTP_REASON_INTERNAL = 14
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUTH__OTP__V1__OTPREASON)
+} Auth__Otp__V1__OTPReason;
 
 /* --- messages --- */
 
@@ -738,6 +809,7 @@ void auth__otp__v1__otp__forget_destination(ProtobufCService *service,
 extern const ProtobufCEnumDescriptor    auth__otp__v1__channel__descriptor;
 extern const ProtobufCEnumDescriptor    auth__otp__v1__purpose__descriptor;
 extern const ProtobufCEnumDescriptor    auth__otp__v1__delivery_state__descriptor;
+extern const ProtobufCEnumDescriptor    auth__otp__v1__otpreason__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__start_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__start_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__resend_request__descriptor;

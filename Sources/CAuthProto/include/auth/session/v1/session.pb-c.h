@@ -44,6 +44,76 @@ typedef struct Auth__Session__V1__RewrapSigningKeysResponse Auth__Session__V1__R
 
 /* --- enums --- */
 
+/*
+ * The reasons the Session service's errors carry (`RPCStatus.reason`), each with the status it
+ * travels as. Never sent as this enum: the reason is the value's name after the prefix,
+ * lower-cased (SESSION_REASON_INVALID_ARGUMENT is "invalid_argument"). Listed here so that every
+ * program spells them the same (generated into AuthAPI as `<Service>.Reason`).
+ */
+typedef enum _Auth__Session__V1__SessionReason {
+  AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_UNSPECIFIED = 0,
+  /*
+   * INVALID_ARGUMENT. A request field is missing or malformed; the status lists the broken
+   * fields.
+   */
+  AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_INVALID_ARGUMENT = 1,
+  /*
+   * UNAUTHENTICATED. The refresh token is not one this service issued (or is malformed).
+   */
+  AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_INVALID_REFRESH_TOKEN = 2,
+  /*
+   * UNAUTHENTICATED. An already used refresh token was presented after the grace window: the
+   * session is revoked as stolen.
+   */
+  AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_REFRESH_TOKEN_REUSED = 3,
+  /*
+   * UNAUTHENTICATED. The refresh token or the whole session has expired.
+   */
+  AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_SESSION_EXPIRED = 4,
+  /*
+   * UNAUTHENTICATED. The session was revoked (logout, revoke-all, detected reuse, an operator).
+   */
+  AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_SESSION_REVOKED = 5,
+  /*
+   * UNAUTHENTICATED. The access token is malformed, has a wrong signature, algorithm, type, issuer
+   * or audience.
+   */
+  AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_INVALID_ACCESS_TOKEN = 6,
+  /*
+   * UNAUTHENTICATED. The access token's `exp` has passed.
+   */
+  AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_ACCESS_TOKEN_EXPIRED = 7,
+  /*
+   * UNAUTHENTICATED. The access token names a key (`kid`) that is not (or no longer) published.
+   */
+  AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_UNKNOWN_SIGNING_KEY = 8,
+  /*
+   * NOT_FOUND. No such session (or not the given user's).
+   */
+  AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_SESSION_NOT_FOUND = 9,
+  /*
+   * PERMISSION_DENIED. The caller may not call this method (RotateSigningKey is for `authctl`
+   * only).
+   */
+  AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_CALLER_NOT_ALLOWED = 10,
+  /*
+   * UNAVAILABLE. The database cannot be reached; safe to retry.
+   */
+  AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_UNAVAILABLE = 11,
+  /*
+   * DEADLINE_EXCEEDED. A database statement ran out of time.
+   */
+  AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_DEADLINE_EXCEEDED = 12,
+  /*
+   * CANCELLED. The caller cancelled.
+   */
+  AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_CANCELLED = 13,
+  /*
+   * INTERNAL. A bug or a broken invariant; the message sent to callers says nothing more.
+   */
+  AUTH__SESSION__V1__SESSION_REASON__SESSION_REASON_INTERNAL = 14
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUTH__SESSION__V1__SESSION_REASON)
+} Auth__Session__V1__SessionReason;
 
 /* --- messages --- */
 
@@ -1077,6 +1147,7 @@ void auth__session__v1__session__check_session(ProtobufCService *service,
 
 /* --- descriptors --- */
 
+extern const ProtobufCEnumDescriptor    auth__session__v1__session_reason__descriptor;
 extern const ProtobufCMessageDescriptor auth__session__v1__device__descriptor;
 extern const ProtobufCMessageDescriptor auth__session__v1__token_pair__descriptor;
 extern const ProtobufCMessageDescriptor auth__session__v1__issue_request__descriptor;

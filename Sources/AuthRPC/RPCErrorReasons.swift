@@ -1,0 +1,35 @@
+/// The reasons the RPC layer itself answers with (docs/protocol.md): one spelling each. A
+/// service's own reasons are generated from its .proto (`<Service>.Reason` in AuthAPI).
+extension RPCError {
+    public enum Reason {
+        public static let callerNotAllowed = "caller_not_allowed"
+        public static let cancelled = "cancelled"
+        public static let clientClosing = "client_closing"
+        public static let clientShutDown = "client_shut_down"
+        public static let connectionLost = "connection_lost"
+        public static let deadlineExceeded = "deadline_exceeded"
+        public static let frameTooLarge = "frame_too_large"
+        public static let goingAway = "going_away"
+        public static let helloRequired = "hello_required"
+        public static let helloTimeout = "hello_timeout"
+        public static let idle = "idle"
+        public static let `internal` = "internal"
+        public static let invalidMetadata = "invalid_metadata"
+        public static let invalidServerCredential = "invalid_server_credential"
+        public static let invalidServiceCredential = "invalid_service_credential"
+        public static let malformedFrame = "malformed_frame"
+        public static let malformedRequest = "malformed_request"
+        public static let malformedResponse = "malformed_response"
+        public static let noConnection = "no_connection"
+        public static let protocolViolation = "protocol_violation"
+        public static let readTimeout = "read_timeout"
+        public static let tlsHandshakeFailed = "tls_handshake_failed"
+        public static let tooManyConcurrentCalls = "too_many_concurrent_calls"
+        public static let tooManyConnections = "too_many_connections"
+        public static let tooManyUnauthenticatedConnections = "too_many_unauthenticated_connections"
+        public static let unavailable = "unavailable"
+        public static let unknownMethod = "unknown_method"
+        public static let unsupportedProtocolVersion = "unsupported_protocol_version"
+        public static let wrongServer = "wrong_server"
+    }
+}
