@@ -147,10 +147,26 @@ let package = Package(
             dependencies: ["AuthRPC", "AuthProtobuf"],
             swiftSettings: strictSwift
         ),
-        // What every service executable shares: configuration, health, start-up.
+        // What every process reads from AUTH_* variables (the reader, its error, the service
+        // names, how to speak RPC and to whom) and its standard streams. No PostgreSQL: the
+        // gateway and authctl build on this alone.
+        .target(
+            name: "AuthConfiguration",
+            dependencies: [
+                "AuthText",
+                "AuthCrypto",
+                "AuthRPC",
+                "AuthRPCNIO",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        // What every backend service executable shares: its database settings and start-up
+        // (waiting for the database), health, the RPC server, graceful shutdown.
         .target(
             name: "AuthServiceRuntime",
             dependencies: [
+                "AuthConfiguration",
                 "AuthText",
                 "AuthBackoff",
                 "AuthAPI",
@@ -182,6 +198,7 @@ let package = Package(
             name: "SessionService",
             dependencies: [
                 "AuthServiceCore",
+                "AuthConfiguration",
                 "AuthText",
                 "AuthAccessToken",
                 "AuthAPI",
@@ -201,6 +218,7 @@ let package = Package(
             name: "IdentityService",
             dependencies: [
                 "AuthServiceCore",
+                "AuthConfiguration",
                 "AuthText",
                 "AuthAPI",
                 "AuthTime",
@@ -233,6 +251,7 @@ let package = Package(
             name: "OTPService",
             dependencies: [
                 "AuthServiceCore",
+                "AuthConfiguration",
                 "AuthText",
                 "AuthAPI",
                 "AuthTime",
@@ -263,7 +282,7 @@ let package = Package(
                 "AuthText",
                 "AuthAccessToken",
                 "AuthCrypto",
-                "AuthServiceRuntime",
+                "AuthConfiguration",
                 "AuthAPI",
                 "AuthProtobuf",
                 "AuthRPC",
@@ -287,14 +306,14 @@ let package = Package(
         // MARK: Executables
         .executableTarget(
             name: "identity",
-            dependencies: ["AuthServiceRuntime", "IdentityService"],
+            dependencies: ["AuthConfiguration", "AuthServiceRuntime", "IdentityService"],
             swiftSettings: strictSwift
         ),
         .executableTarget(
             name: "otp-dispatch",
             dependencies: [
                 "AuthAdminHTTP",
-                "AuthServiceRuntime",
+                "AuthConfiguration", "AuthServiceRuntime",
                 "OTPService",
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -303,14 +322,14 @@ let package = Package(
         ),
         .executableTarget(
             name: "session",
-            dependencies: ["AuthServiceRuntime", "AuthText", "SessionService"],
+            dependencies: ["AuthConfiguration", "AuthServiceRuntime", "AuthText", "SessionService"],
             swiftSettings: strictSwift
         ),
         .executableTarget(
             name: "gateway",
             dependencies: [
                 "AuthGateway",
-                "AuthServiceRuntime",
+                "AuthConfiguration",
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
             swiftSettings: strictSwift
@@ -319,7 +338,8 @@ let package = Package(
             name: "authctl",
             dependencies: [
                 "AuthText",
-                "AuthServiceRuntime",
+                "AuthAPI",
+                "AuthConfiguration",
                 "BenchmarkHarness",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -344,7 +364,6 @@ let package = Package(
             name: "BenchmarkHarness",
             dependencies: [
                 "AuthText",
-                "AuthPostgres",
                 "AuthProtobuf",
                 "AuthRPC",
                 "AuthRPCNIO",
@@ -359,6 +378,7 @@ let package = Package(
             name: "rpc-benchmark",
             dependencies: [
                 "BenchmarkHarness",
+                "AuthConfiguration",
                 "AuthServiceRuntime",
                 "AuthRPCNIO",
                 "AuthAPI",
@@ -430,7 +450,7 @@ let package = Package(
             name: "gateway-benchmark",
             dependencies: [
                 "BenchmarkHarness",
-                "AuthServiceRuntime",
+                "AuthConfiguration",
                 "AuthAPI",
                 "AuthProtobuf",
                 "AuthRPC",
@@ -547,13 +567,13 @@ let package = Package(
         ),
         .testTarget(
             name: "AuthServiceRuntimeTests",
-            dependencies: ["AuthServiceRuntime", "AuthRPC", "AuthPostgres", "AuthTestSupport"],
+            dependencies: ["AuthServiceRuntime", "AuthConfiguration", "AuthRPC", "AuthPostgres", "AuthTestSupport"],
             swiftSettings: strictSwift
         ),
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "AuthRPCNIO", "AuthAPI", "AuthTestSupport", "AuthServiceRuntime",
+                "AuthRPCNIO", "AuthAPI", "AuthTestSupport", "AuthServiceRuntime", "AuthConfiguration",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -43,6 +43,14 @@ for product in "${products[@]}"; do
         ldd "$bin_dir/$product" | grep 'not found' >&2
         die "$product needs libraries this machine lacks"
     fi
+    # The gateway and authctl reach the database only through the services (docs/architecture.md):
+    # neither links libpq.
+    case "$product" in
+        gateway | authctl)
+            if ldd "$bin_dir/$product" | grep -q 'libpq\.so'; then
+                die "$product loads libpq: something it depends on imports AuthPostgres (the gateway and authctl build on AuthConfiguration, not AuthServiceRuntime)"
+            fi ;;
+    esac
     install -m 0755 "$bin_dir/$product" "$staging/bin/"
     mapfile -t -O "${#libraries[@]}" libraries < <(ldd "$bin_dir/$product" | awk -v dir="$runtime_dir/" 'index($3, dir) == 1 { print $3 }')
 done

@@ -3,7 +3,7 @@ import AuthAPI
 import AuthProtobuf
 import AuthRPC
 import AuthRPCNIO
-import AuthServiceRuntime
+import AuthConfiguration
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -17,7 +17,7 @@ import Prometheus
 /// by calling identity, otp-dispatch and session over RPC; the gateway holds no state but its
 /// rate-limit buckets and the cached JWK Set, and never opens the database.
 public struct GatewayApplication: Sendable {
-    public let configuration: ServiceConfiguration
+    public let configuration: ProcessConfiguration
     public let gateway: GatewayConfiguration
     public let logger: Logger
     let registry: PrometheusCollectorRegistry
@@ -26,7 +26,7 @@ public struct GatewayApplication: Sendable {
     let session: RPCClient
 
     public init(
-        configuration: ServiceConfiguration,
+        configuration: ProcessConfiguration,
         gateway: GatewayConfiguration,
         registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
         logger: Logger

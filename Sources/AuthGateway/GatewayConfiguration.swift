@@ -1,12 +1,12 @@
 import AuthText
-import AuthServiceRuntime
+import AuthConfiguration
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
 
-/// The gateway's own settings, beside the ones every process reads (``ServiceConfiguration``).
+/// The gateway's own settings, beside the ones every process reads (``ProcessConfiguration``).
 /// docs/gateway.md#configuration lists the variables.
 public struct GatewayConfiguration: Sendable {
     /// Requests per client IP per minute to each unauthenticated `/v1` and `/api` route

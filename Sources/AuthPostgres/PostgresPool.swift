@@ -154,6 +154,13 @@ public final class PostgresPool: Service, Sendable {
         }
     }
 
+    /// The process ids of the PostgreSQL backends serving connections whose
+    /// `application_name` is `applicationName` (a benchmark counts their CPU time).
+    public func backendPIDs(applicationName: String) async throws -> [Int32] {
+        try await query("SELECT pid FROM pg_stat_activity WHERE application_name = $1", [.text(applicationName)])
+            .map { try $0[0].int32 }
+    }
+
     /// Executes one statement on a pooled connection.
     @discardableResult
     public func query(_ sql: String, _ parameters: [PostgresValue] = []) async throws -> PostgresRows {

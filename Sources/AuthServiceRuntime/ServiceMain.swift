@@ -1,3 +1,4 @@
+import AuthConfiguration
 import AuthAPI
 import AuthPostgres
 import AuthRPC
@@ -27,29 +28,6 @@ public struct ServiceDependencies: Sendable {
     }
 }
 
-extension ServiceConfiguration {
-    /// A client for `service` at its configured addresses, calling as this service: two
-    /// connections per address, the shared secret, this configuration's frame limit.
-    public func rpcClient(for service: AuthServiceName, logger: Logger, defaultTimeout: Duration = .seconds(10)) -> RPCClient {
-        RPCClient(
-            transport: TCPClientTransport(
-                configuration: RPCClientConfiguration(
-                    addresses: addresses(of: service),
-                    connectionsPerAddress: 2,
-                    serviceName: self.service.rawValue,
-                    secret: rpcSecret,
-                    tls: rpcTLS,
-                    serverName: service.rawValue,
-                    maxFrameSize: rpcLimits.maxFrameSize
-                ),
-                logger: logger
-            ),
-            callerService: self.service.rawValue,
-            defaultTimeout: defaultTimeout
-        )
-    }
-}
-
 /// The whole life of a backend service process: read `AUTH_*` configuration, open the
 /// database pool, register Health and the service's methods, serve RPC until SIGTERM/SIGINT,
 /// then shut down gracefully. Each executable's `main` is one call to ``run(_:serviceNames:register:)``.
@@ -71,7 +49,7 @@ public enum ServiceMain {
         } catch {
             StandardStreams.exitWithConfigurationError(service.rawValue, error)
         }
-        let logger = bootstrapLogging(service: service.rawValue, level: configuration.logLevel)
+        let logger = ProcessLogging.bootstrap(service: service.rawValue, level: configuration.logLevel)
         do {
             try await run(configuration: configuration, serviceNames: serviceNames, logger: logger, register: register)
         } catch {
@@ -152,39 +130,6 @@ public enum ServiceMain {
             )
         )
         try await group.run()
-    }
-
-    /// Logs to standard error, one line per event, at `level`.
-    ///
-    /// Every line logged while serving an RPC carries the caller's `request_id` and
-    /// `traceparent` (from ``ServerContext/current``), so one request of the gateway can be
-    /// followed through every service. `metadataProvider` adds more (the gateway's own request).
-    public static func bootstrapLogging(
-        service: String,
-        level: Logger.Level,
-        metadataProvider: Logger.MetadataProvider? = nil
-    ) -> Logger {
-        let providers = [Self.rpcCallMetadata] + (metadataProvider.map { [$0] } ?? [])
-        let provider = providers.count == 1 ? providers[0] : Logger.MetadataProvider.multiplex(providers)!
-        LoggingSystem.bootstrap({ label, provider in
-            var handler = StreamLogHandler.standardError(label: label, metadataProvider: provider)
-            handler.logLevel = level
-            return handler
-        }, metadataProvider: provider)
-        var logger = Logger(label: service)
-        logger.logLevel = level
-        return logger
-    }
-}
-
-extension ServiceMain {
-    /// `request_id` and `traceparent` of the RPC call the current task serves, if any.
-    public static let rpcCallMetadata = Logger.MetadataProvider {
-        guard let context = ServerContext.current else { return [:] }
-        var metadata: Logger.Metadata = [:]
-        if !context.metadata.requestID.isEmpty { metadata["request_id"] = "\(context.metadata.requestID)" }
-        if !context.metadata.traceparent.isEmpty { metadata["traceparent"] = "\(context.metadata.traceparent)" }
-        return metadata
     }
 }
 

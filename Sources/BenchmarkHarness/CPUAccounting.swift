@@ -1,4 +1,3 @@
-import AuthPostgres
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -14,20 +13,10 @@ import Glibc
 public struct CPUAccounting: Sendable {
     private let backendPIDs: @Sendable () async throws -> [Int32]
 
-    /// Counts this process and whatever processes `backendPIDs` names when a row starts.
+    /// Counts this process and whatever processes `backendPIDs` names when a row starts (a
+    /// benchmark passes its pool's `backendPIDs(applicationName:)`).
     public init(backendPIDs: @escaping @Sendable () async throws -> [Int32] = { [] }) {
         self.backendPIDs = backendPIDs
-    }
-
-    /// Counts this process and the backends of the pool's connections: those whose
-    /// `application_name` is `applicationName` (give the pool a name only the benchmark uses).
-    public init(pool: PostgresPool, applicationName: String) {
-        self.init {
-            try await pool.query(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = $1",
-                [.text(applicationName)]
-            ).map { try $0[0].int32 }
-        }
     }
 
     /// Starts counting: reads the processes and their CPU time now.

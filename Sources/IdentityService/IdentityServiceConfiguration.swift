@@ -1,21 +1,11 @@
-import AuthText
+import AuthConfiguration
 import AuthCrypto
+import AuthText
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-
-/// A configuration value of the identity service that is missing or malformed; start-up stops
-/// with this message.
-public struct IdentityConfigurationError: Error, Sendable, CustomStringConvertible {
-    /// The environment variable.
-    public var variable: String
-    /// What is wrong with it.
-    public var problem: String
-
-    public var description: String { "\(variable): \(problem)" }
-}
 
 /// A provider whose ID tokens identity accepts.
 public enum IdentityProvider: String, Sendable, CaseIterable, Hashable {
@@ -130,30 +120,17 @@ public struct IdentityServiceConfiguration: Sendable {
 
     /// Reads the configuration from `AUTH_IDENTITY_*` and `AUTH_OIDC_*` environment variables.
     ///
-    /// - Throws: ``IdentityConfigurationError`` naming the variable.
+    /// - Throws: ``ConfigurationError`` naming the variable.
     public init(environment variables: [String: String]) throws {
         self.init()
-        func string(_ name: String) -> String? {
-            guard let value = variables[name]?.trimmingWhitespace(), !value.isEmpty else { return nil }
-            return value
-        }
-        func integer(_ name: String, _ range: ClosedRange<Int>, default fallback: Int, unit: String) throws -> Int {
-            guard let text = string(name) else { return fallback }
-            guard let value = Int(text), range.contains(value) else {
-                throw IdentityConfigurationError(
-                    variable: name,
-                    problem: "must be a whole number\(unit) in \(range.lowerBound)...\(range.upperBound)"
-                )
-            }
-            return value
-        }
+        let reader = EnvironmentReader(variables: variables)
         func list(_ name: String) throws -> [String]? {
-            guard let text = string(name) else { return nil }
+            guard let text = reader.string(name) else { return nil }
             let items = text.split(separator: ",").map { $0.trimmingWhitespace() }
             guard !items.isEmpty, items.allSatisfy({ item in
                 !item.isEmpty && item.utf8.count <= 256 && item.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7F }
             }) else {
-                throw IdentityConfigurationError(
+                throw ConfigurationError(
                     variable: name,
                     problem: "must be a comma-separated list of 1-256 printable ASCII characters without spaces each"
                 )
@@ -162,10 +139,10 @@ public struct IdentityServiceConfiguration: Sendable {
         }
 
         // Issue 19, item 9: production follows SP 800-63B-4 unless told otherwise.
-        if string("AUTH_ENVIRONMENT") == "production" { passwordPolicyMode = .nist }
-        if let mode = string("AUTH_IDENTITY_PASSWORD_POLICY") {
+        if try reader.environment() == .production { passwordPolicyMode = .nist }
+        if let mode = reader.string("AUTH_IDENTITY_PASSWORD_POLICY") {
             guard let parsed = PasswordPolicyMode(rawValue: mode) else {
-                throw IdentityConfigurationError(
+                throw ConfigurationError(
                     variable: "AUTH_IDENTITY_PASSWORD_POLICY",
                     problem: "must be composition or nist"
                 )
@@ -173,32 +150,31 @@ public struct IdentityServiceConfiguration: Sendable {
             passwordPolicyMode = parsed
         }
         let parameters = ScryptPasswordHasher.Parameters(
-            logN: try integer("AUTH_IDENTITY_SCRYPT_LOG_N", 10...20, default: scryptParameters.logN, unit: ""),
-            r: try integer("AUTH_IDENTITY_SCRYPT_R", 1...32, default: scryptParameters.r, unit: ""),
-            p: try integer("AUTH_IDENTITY_SCRYPT_P", 1...16, default: scryptParameters.p, unit: "")
+            logN: try reader.integer("AUTH_IDENTITY_SCRYPT_LOG_N", default: scryptParameters.logN, in: 10...20),
+            r: try reader.integer("AUTH_IDENTITY_SCRYPT_R", default: scryptParameters.r, in: 1...32),
+            p: try reader.integer("AUTH_IDENTITY_SCRYPT_P", default: scryptParameters.p, in: 1...16)
         )
         do {
             try ScryptPasswordHasher.Limits.default.check(parameters)
         } catch {
-            throw IdentityConfigurationError(
+            throw ConfigurationError(
                 variable: "AUTH_IDENTITY_SCRYPT_LOG_N",
                 problem: "with AUTH_IDENTITY_SCRYPT_R and _P needs at most 256 MiB (128 * r * 2^log_n) and 1 GiB times p"
             )
         }
         scryptParameters = parameters
-        hashConcurrency = try integer("AUTH_IDENTITY_HASH_CONCURRENCY", 1...256, default: hashConcurrency, unit: "")
-        maxSignInFailures = try integer("AUTH_IDENTITY_SIGNIN_MAX_FAILURES", 1...1000, default: maxSignInFailures, unit: "")
+        hashConcurrency = try reader.integer("AUTH_IDENTITY_HASH_CONCURRENCY", default: hashConcurrency, in: 1...256)
+        maxSignInFailures = try reader.integer("AUTH_IDENTITY_SIGNIN_MAX_FAILURES", default: maxSignInFailures, in: 1...1000)
         signInFailureWindow = .seconds(
-            try integer("AUTH_IDENTITY_SIGNIN_WINDOW_SECONDS", 60...86_400, default: 900, unit: " of seconds")
+            try reader.integer("AUTH_IDENTITY_SIGNIN_WINDOW_SECONDS", default: 900, in: 60...86_400, unit: " of seconds")
         )
-        maxConsecutiveFailures = try integer(
-            "AUTH_IDENTITY_MAX_CONSECUTIVE_FAILURES", 1...100_000, default: maxConsecutiveFailures, unit: "")
+        maxConsecutiveFailures = try reader.integer("AUTH_IDENTITY_MAX_CONSECUTIVE_FAILURES", default: maxConsecutiveFailures, in: 1...100_000)
 
         for provider in IdentityProvider.allCases {
             let prefix = provider.variablePrefix
             guard let clientIDs = try list(prefix + "CLIENT_IDS") else {
-                for suffix in ["ISSUER", "JWKS_URL"] where string(prefix + suffix) != nil {
-                    throw IdentityConfigurationError(
+                for suffix in ["ISSUER", "JWKS_URL"] where reader.string(prefix + suffix) != nil {
+                    throw ConfigurationError(
                         variable: prefix + suffix,
                         problem: "is set but \(prefix)CLIENT_IDS is not; set it to enable \(provider.rawValue) or unset this"
                     )
@@ -207,9 +183,9 @@ public struct IdentityServiceConfiguration: Sendable {
             }
             let issuers = try list(prefix + "ISSUER")
             var jwksURL: URL?
-            if let text = string(prefix + "JWKS_URL") {
+            if let text = reader.string(prefix + "JWKS_URL") {
                 guard let url = URL(string: text), OIDCProviderConfiguration.isAcceptableJWKSURL(url) else {
-                    throw IdentityConfigurationError(
+                    throw ConfigurationError(
                         variable: prefix + "JWKS_URL",
                         problem: "must be an https:// URL (http:// only to a loopback address)"
                     )

@@ -1,3 +1,4 @@
+import AuthConfiguration
 import AuthText
 import AuthCrypto
 #if canImport(FoundationEssentials)
@@ -5,17 +6,6 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-
-/// A configuration value of the otp-dispatch service that is missing or malformed; start-up
-/// stops with this message.
-public struct OTPConfigurationError: Error, Sendable, CustomStringConvertible {
-    /// The environment variable.
-    public var variable: String
-    /// What is wrong with it.
-    public var problem: String
-
-    public var description: String { "\(variable): \(problem)" }
-}
 
 /// Which provider sends a channel's messages.
 public enum ProviderKind: String, Sendable, CaseIterable {
@@ -138,45 +128,24 @@ public struct OTPServiceConfiguration: Sendable {
 
     /// Reads the configuration from `AUTH_OTP_*` environment variables (docs/otp.md).
     ///
-    /// - Throws: ``OTPConfigurationError`` naming the variable.
+    /// - Throws: ``ConfigurationError`` naming the variable.
     public init(environment variables: [String: String]) throws {
-        func string(_ name: String) -> String? {
-            guard let value = variables[name]?.trimmingWhitespace(), !value.isEmpty else { return nil }
-            return value
-        }
-        func integer(_ name: String, _ range: ClosedRange<Int>, default fallback: Int, unit: String = "") throws -> Int {
-            guard let text = string(name) else { return fallback }
-            guard let value = Int(text), range.contains(value) else {
-                throw OTPConfigurationError(
-                    variable: name,
-                    problem: "must be a whole number\(unit) in \(range.lowerBound)...\(range.upperBound)"
-                )
-            }
-            return value
-        }
-        func seconds(_ name: String, _ range: ClosedRange<Int>, default fallback: Duration) throws -> Duration {
-            .seconds(try integer(name, range, default: Int(fallback.components.seconds), unit: " of seconds"))
-        }
-        func milliseconds(_ name: String, _ range: ClosedRange<Int>, default fallback: Duration) throws -> Duration {
-            let (s, atto) = fallback.components
-            let ms = Int(s) * 1000 + Int(atto / 1_000_000_000_000_000)
-            return .milliseconds(try integer(name, range, default: ms, unit: " of milliseconds"))
-        }
+        let reader = EnvironmentReader(variables: variables)
         func provider(_ name: String, default fallback: ProviderKind?) throws -> ProviderKind? {
-            guard let text = string(name) else { return fallback }
+            guard let text = reader.string(name) else { return fallback }
             guard let kind = ProviderKind(rawValue: text) else {
-                throw OTPConfigurationError(variable: name, problem: "must be one of log, webhook, twilio")
+                throw ConfigurationError(variable: name, problem: "must be one of log, webhook, twilio")
             }
             return kind
         }
         func callingCodes(_ name: String) throws -> Set<String> {
-            guard let text = string(name) else { return [] }
+            guard let text = reader.string(name) else { return [] }
             var codes: Set<String> = []
             for part in text.split(separator: ",") {
                 var code = part.trimmingWhitespace()
                 if code.hasPrefix("+") { code.removeFirst() }
                 guard (1...3).contains(code.count), code.allSatisfy({ $0.isASCII && $0.isNumber }), code.first != "0" else {
-                    throw OTPConfigurationError(
+                    throw ConfigurationError(
                         variable: name,
                         problem: "must be a comma-separated list of country calling codes such as 91,44,1"
                     )
@@ -186,8 +155,8 @@ public struct OTPServiceConfiguration: Sendable {
             return codes
         }
 
-        guard let secretText = string("AUTH_OTP_SECRET") else {
-            throw OTPConfigurationError(
+        guard let secretText = reader.string("AUTH_OTP_SECRET") else {
+            throw ConfigurationError(
                 variable: "AUTH_OTP_SECRET",
                 problem:
                     "is required: standard base64 of at least 32 random bytes (`openssl rand -base64 32`), the same "
@@ -196,37 +165,35 @@ public struct OTPServiceConfiguration: Sendable {
         }
         guard let secret = Base64.decode(secretText.trimmingWhitespace()), secret.count >= 32
         else {
-            throw OTPConfigurationError(
+            throw ConfigurationError(
                 variable: "AUTH_OTP_SECRET",
                 problem: "must be standard base64 (with = padding) of at least 32 bytes"
             )
         }
         self.init(secret: secret)
 
-        codeLifetime = try seconds("AUTH_OTP_CODE_TTL_SECONDS", 60...86_400, default: codeLifetime)
-        maxWrongCodes = try integer("AUTH_OTP_MAX_WRONG_CODES", 1...100, default: maxWrongCodes)
-        attemptWindow = try seconds("AUTH_OTP_ATTEMPT_WINDOW_SECONDS", 60...86_400, default: attemptWindow)
-        lockout = try seconds("AUTH_OTP_LOCKOUT_SECONDS", 1...86_400, default: lockout)
-        maxConsecutiveFailures = try integer("AUTH_OTP_MAX_CONSECUTIVE_FAILURES", 1...100_000, default: maxConsecutiveFailures)
-        firstResendDelay = try seconds("AUTH_OTP_RESEND_AFTER_SECONDS", 0...3_600, default: firstResendDelay)
-        resendInterval = try seconds("AUTH_OTP_RESEND_INTERVAL_SECONDS", 0...3_600, default: resendInterval)
-        maxResends = try integer("AUTH_OTP_MAX_RESENDS", 0...100, default: maxResends)
-        resendWindow = try seconds("AUTH_OTP_RESEND_WINDOW_SECONDS", 60...86_400, default: resendWindow)
-        startsPerDestinationPerHour = try integer(
-            "AUTH_OTP_STARTS_PER_DESTINATION_PER_HOUR", 1...100_000, default: startsPerDestinationPerHour)
-        startsPerIPPerHour = try integer("AUTH_OTP_STARTS_PER_IP_PER_HOUR", 1...1_000_000, default: startsPerIPPerHour)
+        codeLifetime = try reader.seconds("AUTH_OTP_CODE_TTL_SECONDS", default: codeLifetime, in: 60...86_400)
+        maxWrongCodes = try reader.integer("AUTH_OTP_MAX_WRONG_CODES", default: maxWrongCodes, in: 1...100)
+        attemptWindow = try reader.seconds("AUTH_OTP_ATTEMPT_WINDOW_SECONDS", default: attemptWindow, in: 60...86_400)
+        lockout = try reader.seconds("AUTH_OTP_LOCKOUT_SECONDS", default: lockout, in: 1...86_400)
+        maxConsecutiveFailures = try reader.integer("AUTH_OTP_MAX_CONSECUTIVE_FAILURES", default: maxConsecutiveFailures, in: 1...100_000)
+        firstResendDelay = try reader.seconds("AUTH_OTP_RESEND_AFTER_SECONDS", default: firstResendDelay, in: 0...3_600)
+        resendInterval = try reader.seconds("AUTH_OTP_RESEND_INTERVAL_SECONDS", default: resendInterval, in: 0...3_600)
+        maxResends = try reader.integer("AUTH_OTP_MAX_RESENDS", default: maxResends, in: 0...100)
+        resendWindow = try reader.seconds("AUTH_OTP_RESEND_WINDOW_SECONDS", default: resendWindow, in: 60...86_400)
+        startsPerDestinationPerHour = try reader.integer("AUTH_OTP_STARTS_PER_DESTINATION_PER_HOUR", default: startsPerDestinationPerHour, in: 1...100_000)
+        startsPerIPPerHour = try reader.integer("AUTH_OTP_STARTS_PER_IP_PER_HOUR", default: startsPerIPPerHour, in: 1...1_000_000)
         smsAllowedCallingCodes = try callingCodes("AUTH_OTP_SMS_ALLOWED_CALLING_CODES")
         smsDeniedCallingCodes = try callingCodes("AUTH_OTP_SMS_DENIED_CALLING_CODES")
-        pumpingMinimumSent = try integer("AUTH_OTP_PUMPING_MIN_SENT", 1...1_000_000, default: pumpingMinimumSent)
-        pumpingMinimumVerifiedPercent = try integer(
-            "AUTH_OTP_PUMPING_MIN_VERIFIED_PERCENT", 0...100, default: pumpingMinimumVerifiedPercent)
+        pumpingMinimumSent = try reader.integer("AUTH_OTP_PUMPING_MIN_SENT", default: pumpingMinimumSent, in: 1...1_000_000)
+        pumpingMinimumVerifiedPercent = try reader.integer("AUTH_OTP_PUMPING_MIN_VERIFIED_PERCENT", default: pumpingMinimumVerifiedPercent, in: 0...100)
         // Issue 19, item 3: production refuses what only a developer's machine may have.
-        let production = string("AUTH_ENVIRONMENT") == "production"
-        if let text = string("AUTH_OTP_TEST_DESTINATIONS") {
+        let production = try reader.environment() == .production
+        if let text = reader.string("AUTH_OTP_TEST_DESTINATIONS") {
             if production {
-                let allowed = string("AUTH_OTP_ALLOW_TEST_DESTINATIONS")
+                let allowed = reader.string("AUTH_OTP_ALLOW_TEST_DESTINATIONS")
                 guard allowed == "true" else {
-                    throw OTPConfigurationError(
+                    throw ConfigurationError(
                         variable: "AUTH_OTP_TEST_DESTINATIONS",
                         problem:
                             "is refused in production unless AUTH_OTP_ALLOW_TEST_DESTINATIONS=true (fixed codes sign in "
@@ -240,7 +207,7 @@ public struct OTPServiceConfiguration: Sendable {
                 guard parts.count == 2, let destination = Destination(parsing: parts[0]),
                     parts[1].count == codeDigits, parts[1].allSatisfy({ $0.isASCII && $0.isNumber })
                 else {
-                    throw OTPConfigurationError(
+                    throw ConfigurationError(
                         variable: "AUTH_OTP_TEST_DESTINATIONS",
                         problem:
                             "must be a comma-separated list of destination=code, each an E.164 number or an email "
@@ -252,19 +219,19 @@ public struct OTPServiceConfiguration: Sendable {
             testDestinations = destinations
         }
 
-        if let name = string("AUTH_OTP_APP_NAME") {
+        if let name = reader.string("AUTH_OTP_APP_NAME") {
             guard name.count <= 64, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
             else {
-                throw OTPConfigurationError(variable: "AUTH_OTP_APP_NAME", problem: "must be 1-64 characters without control characters")
+                throw ConfigurationError(variable: "AUTH_OTP_APP_NAME", problem: "must be 1-64 characters without control characters")
             }
             appName = name
         }
-        if let domain = string("AUTH_OTP_SMS_DOMAIN") {
+        if let domain = reader.string("AUTH_OTP_SMS_DOMAIN") {
             let allowed = domain.unicodeScalars.allSatisfy {
                 ($0.value >= 0x61 && $0.value <= 0x7A) || ($0.value >= 0x30 && $0.value <= 0x39) || $0 == "-" || $0 == "."
             }
             guard allowed, domain.contains("."), domain.count <= 253 else {
-                throw OTPConfigurationError(
+                throw ConfigurationError(
                     variable: "AUTH_OTP_SMS_DOMAIN",
                     problem: "must be a lower-case host name such as example.com (the app's associated domain)"
                 )
@@ -276,21 +243,21 @@ public struct OTPServiceConfiguration: Sendable {
         emailProvider = try provider("AUTH_OTP_EMAIL_PROVIDER", default: .log) ?? .log
         smsFallbackProvider = try provider("AUTH_OTP_SMS_FALLBACK_PROVIDER", default: nil)
         emailFallbackProvider = try provider("AUTH_OTP_EMAIL_FALLBACK_PROVIDER", default: nil)
-        webhookURL = string("AUTH_OTP_WEBHOOK_URL")
+        webhookURL = reader.string("AUTH_OTP_WEBHOOK_URL")
         webhookSecret = variables["AUTH_OTP_WEBHOOK_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
-        twilioAccountSID = string("AUTH_OTP_TWILIO_ACCOUNT_SID")
-        twilioAuthToken = string("AUTH_OTP_TWILIO_AUTH_TOKEN")
-        twilioFrom = string("AUTH_OTP_TWILIO_FROM")
-        if let base = string("AUTH_OTP_TWILIO_BASE_URL") {
+        twilioAccountSID = reader.string("AUTH_OTP_TWILIO_ACCOUNT_SID")
+        twilioAuthToken = reader.string("AUTH_OTP_TWILIO_AUTH_TOKEN")
+        twilioFrom = reader.string("AUTH_OTP_TWILIO_FROM")
+        if let base = reader.string("AUTH_OTP_TWILIO_BASE_URL") {
             guard let url = URL(string: base), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
-                throw OTPConfigurationError(variable: "AUTH_OTP_TWILIO_BASE_URL", problem: "must be an http(s) URL")
+                throw ConfigurationError(variable: "AUTH_OTP_TWILIO_BASE_URL", problem: "must be an http(s) URL")
             }
             twilioBaseURL = base.hasSuffix("/") ? String(base.dropLast()) : base
         }
-        httpTimeout = try milliseconds("AUTH_OTP_HTTP_TIMEOUT_MS", 100...120_000, default: httpTimeout)
+        httpTimeout = try reader.milliseconds("AUTH_OTP_HTTP_TIMEOUT_MS", default: httpTimeout, in: 100...120_000)
 
         if emailProvider == .twilio || emailFallbackProvider == .twilio {
-            throw OTPConfigurationError(
+            throw ConfigurationError(
                 variable: emailProvider == .twilio ? "AUTH_OTP_EMAIL_PROVIDER" : "AUTH_OTP_EMAIL_FALLBACK_PROVIDER",
                 problem: "twilio sends SMS only; use log or webhook for email"
             )
@@ -301,7 +268,7 @@ public struct OTPServiceConfiguration: Sendable {
                 ("AUTH_OTP_SMS_FALLBACK_PROVIDER", smsFallbackProvider),
                 ("AUTH_OTP_EMAIL_FALLBACK_PROVIDER", emailFallbackProvider),
             ] where kind == .log {
-                throw OTPConfigurationError(
+                throw ConfigurationError(
                     variable: variable,
                     problem:
                         "must not be log in production (log is the default): it writes codes and their destinations "
@@ -309,7 +276,7 @@ public struct OTPServiceConfiguration: Sendable {
                 )
             }
             if URL(string: twilioBaseURL)?.scheme?.lowercased() != "https" {
-                throw OTPConfigurationError(variable: "AUTH_OTP_TWILIO_BASE_URL", problem: "must be an https URL in production")
+                throw ConfigurationError(variable: "AUTH_OTP_TWILIO_BASE_URL", problem: "must be an https URL in production")
             }
         }
         let schemes = production ? ["https"] : ["http", "https"]
@@ -318,19 +285,19 @@ public struct OTPServiceConfiguration: Sendable {
             guard let text = webhookURL, let url = URL(string: text), schemes.contains(url.scheme?.lowercased() ?? ""),
                 url.host != nil
             else {
-                throw OTPConfigurationError(
+                throw ConfigurationError(
                     variable: "AUTH_OTP_WEBHOOK_URL",
                     problem: "is required with the webhook provider: an \(production ? "https URL (in production)" : "http(s) URL")"
                 )
             }
             guard let secret = webhookSecret else {
-                throw OTPConfigurationError(
+                throw ConfigurationError(
                     variable: "AUTH_OTP_WEBHOOK_SECRET",
                     problem: "is required with the webhook provider (any string; the receiver checks X-Auth-Signature with it)"
                 )
             }
             if production, secret.utf8.count < 32 {
-                throw OTPConfigurationError(
+                throw ConfigurationError(
                     variable: "AUTH_OTP_WEBHOOK_SECRET",
                     problem: "must be at least 32 bytes in production (`openssl rand -base64 32`)"
                 )
@@ -341,28 +308,28 @@ public struct OTPServiceConfiguration: Sendable {
                 ("AUTH_OTP_TWILIO_ACCOUNT_SID", twilioAccountSID), ("AUTH_OTP_TWILIO_AUTH_TOKEN", twilioAuthToken),
                 ("AUTH_OTP_TWILIO_FROM", twilioFrom),
             ] where value == nil {
-                throw OTPConfigurationError(variable: name, problem: "is required with the twilio provider")
+                throw ConfigurationError(variable: name, problem: "is required with the twilio provider")
             }
         }
 
-        dispatchWorkers = try integer("AUTH_OTP_DISPATCH_WORKERS", 0...256, default: dispatchWorkers)
-        deliveryAttempts = try integer("AUTH_OTP_DELIVERY_ATTEMPTS", 1...100, default: deliveryAttempts)
-        retryBackoff = try milliseconds("AUTH_OTP_RETRY_BACKOFF_MS", 1...3_600_000, default: retryBackoff)
-        retryBackoffLimit = try milliseconds("AUTH_OTP_RETRY_BACKOFF_MAX_MS", 1...86_400_000, default: retryBackoffLimit)
-        claimLease = try seconds("AUTH_OTP_CLAIM_LEASE_SECONDS", 1...3_600, default: claimLease)
-        sweepInterval = try milliseconds("AUTH_OTP_SWEEP_INTERVAL_MS", 10...3_600_000, default: sweepInterval)
+        dispatchWorkers = try reader.integer("AUTH_OTP_DISPATCH_WORKERS", default: dispatchWorkers, in: 0...256)
+        deliveryAttempts = try reader.integer("AUTH_OTP_DELIVERY_ATTEMPTS", default: deliveryAttempts, in: 1...100)
+        retryBackoff = try reader.milliseconds("AUTH_OTP_RETRY_BACKOFF_MS", default: retryBackoff, in: 1...3_600_000)
+        retryBackoffLimit = try reader.milliseconds("AUTH_OTP_RETRY_BACKOFF_MAX_MS", default: retryBackoffLimit, in: 1...86_400_000)
+        claimLease = try reader.seconds("AUTH_OTP_CLAIM_LEASE_SECONDS", default: claimLease, in: 1...3_600)
+        sweepInterval = try reader.milliseconds("AUTH_OTP_SWEEP_INTERVAL_MS", default: sweepInterval, in: 10...3_600_000)
         guard claimLease > httpTimeout else {
-            throw OTPConfigurationError(
+            throw ConfigurationError(
                 variable: "AUTH_OTP_CLAIM_LEASE_SECONDS",
                 problem: "must be longer than the provider timeout (AUTH_OTP_HTTP_TIMEOUT_MS), or a slow send is sent twice"
             )
         }
 
-        purgeInterval = try seconds("AUTH_OTP_PURGE_INTERVAL_SECONDS", 60...604_800, default: purgeInterval)
-        purgeRetention = try seconds("AUTH_OTP_PURGE_RETENTION_SECONDS", 3_600...31_536_000, default: purgeRetention)
-        if let text = string("AUTH_OTP_METRICS_PORT") {
+        purgeInterval = try reader.seconds("AUTH_OTP_PURGE_INTERVAL_SECONDS", default: purgeInterval, in: 60...604_800)
+        purgeRetention = try reader.seconds("AUTH_OTP_PURGE_RETENTION_SECONDS", default: purgeRetention, in: 3_600...31_536_000)
+        if let text = reader.string("AUTH_OTP_METRICS_PORT") {
             guard let port = Int(text), (0...65_535).contains(port) else {
-                throw OTPConfigurationError(
+                throw ConfigurationError(
                     variable: "AUTH_OTP_METRICS_PORT",
                     problem: "must be a whole number in 0...65535 (0: any free port, logged at start), or unset for none"
                 )

@@ -1,3 +1,4 @@
+import AuthConfiguration
 import AuthAPI
 import AuthAccessToken
 import AuthCrypto
@@ -44,7 +45,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
     /// Applies the migrations to ``SessionServiceConfiguration/schema``, creates the first
     /// signing key if the database has none, reads the keys and returns the service.
     ///
-    /// - Throws: ``SessionConfigurationError`` when `AUTH_MASTER_KEY` cannot unwrap the stored
+    /// - Throws: ``ConfigurationError`` when `AUTH_MASTER_KEY` cannot unwrap the stored
     ///   keys; database errors as they come.
     public static func start(
         database: PostgresPool,

@@ -1,4 +1,5 @@
 import AuthAPI
+import AuthConfiguration
 import AuthText
 import AuthTime
 #if canImport(FoundationEssentials)
@@ -6,17 +7,6 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-
-/// A configuration value of the session service that is missing or malformed; start-up stops
-/// with this message.
-public struct SessionConfigurationError: Error, Sendable, CustomStringConvertible {
-    /// The environment variable.
-    public var variable: String
-    /// What is wrong with it.
-    public var problem: String
-
-    public var description: String { "\(variable): \(problem)" }
-}
 
 /// Everything the session service needs besides its database: keys, token lifetimes and windows.
 /// docs/session.md lists the environment variables.
@@ -68,105 +58,64 @@ public struct SessionServiceConfiguration: Sendable {
 
     /// Reads the configuration from `AUTH_*` environment variables (docs/session.md).
     ///
-    /// - Parameter production: whether `AUTH_ENVIRONMENT` is `production`; only changes the
-    ///   message when `AUTH_MASTER_KEY` is missing (it is required either way: without the
-    ///   same key every replica and every restart would lose its signing keys).
-    /// - Throws: ``SessionConfigurationError`` naming the variable.
-    public init(environment variables: [String: String], production: Bool) throws {
-        func string(_ name: String) -> String? {
-            guard let value = variables[name]?.trimmingWhitespace(), !value.isEmpty else { return nil }
-            return value
-        }
-        func seconds(_ name: String, _ range: ClosedRange<Int>, default fallback: Duration) throws -> Duration {
-            guard let text = string(name) else { return fallback }
-            guard let value = Int(text), range.contains(value) else {
-                throw SessionConfigurationError(
-                    variable: name,
-                    problem: "must be a whole number of seconds in \(range.lowerBound)...\(range.upperBound)"
-                )
-            }
-            return .seconds(value)
-        }
+    /// `AUTH_MASTER_KEY` is required either way: without the same key every replica and every
+    /// restart would lose its signing keys; in production (`AUTH_ENVIRONMENT`) the message says so.
+    /// - Throws: ``ConfigurationError`` naming the variable.
+    public init(environment variables: [String: String]) throws {
+        let reader = EnvironmentReader(variables: variables)
+        let production = try reader.environment() == .production
 
-        guard let keyText = string("AUTH_MASTER_KEY") else {
+        guard let keyText = reader.string("AUTH_MASTER_KEY") else {
             let problem =
                 production
                 ? "is required in production: base64 of 32 random bytes (`openssl rand -base64 32`), the same for "
                     + "every replica, kept secret; refusing to start without it"
                 : "is required: base64 of 32 random bytes (`openssl rand -base64 32`); "
                     + "scripts/run-local.sh keeps one in .data/master-key"
-            throw SessionConfigurationError(variable: "AUTH_MASTER_KEY", problem: problem)
+            throw ConfigurationError(variable: "AUTH_MASTER_KEY", problem: problem)
         }
         guard let masterKey = MasterKey(base64: keyText) else {
-            throw SessionConfigurationError(variable: "AUTH_MASTER_KEY", problem: "must be base64 of exactly 32 bytes")
+            throw ConfigurationError(variable: "AUTH_MASTER_KEY", problem: "must be base64 of exactly 32 bytes")
         }
         self.init(masterKey: masterKey)
-        if let previousText = string("AUTH_MASTER_KEY_PREVIOUS") {
+        if let previousText = reader.string("AUTH_MASTER_KEY_PREVIOUS") {
             guard let previous = MasterKey(base64: previousText) else {
-                throw SessionConfigurationError(
+                throw ConfigurationError(
                     variable: "AUTH_MASTER_KEY_PREVIOUS",
                     problem: "must be base64 of exactly 32 bytes (the master key being replaced), or unset"
                 )
             }
             self.previousMasterKey = previous
         }
-        if let issuer = string("AUTH_SESSION_ISSUER") {
+        if let issuer = reader.string("AUTH_SESSION_ISSUER") {
             guard issuer.utf8.count <= 256, issuer.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
             else {
-                throw SessionConfigurationError(
+                throw ConfigurationError(
                     variable: "AUTH_SESSION_ISSUER",
                     problem: "must be 1-256 printable ASCII characters without spaces"
                 )
             }
             self.issuer = issuer
         }
-        if let audience = string("AUTH_SESSION_AUDIENCE") {
+        if let audience = reader.string("AUTH_SESSION_AUDIENCE") {
             guard audience.utf8.count <= 256, audience.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
             else {
-                throw SessionConfigurationError(
+                throw ConfigurationError(
                     variable: "AUTH_SESSION_AUDIENCE",
                     problem: "must be 1-256 printable ASCII characters without spaces"
                 )
             }
             self.audience = audience
         }
-        self.accessTokenLifetime = try seconds(
-            "AUTH_SESSION_ACCESS_TOKEN_SECONDS",
-            60...86_400,
-            default: accessTokenLifetime
-        )
-        self.refreshTokenLifetime = try seconds(
-            "AUTH_SESSION_REFRESH_TOKEN_SECONDS",
-            300...(365 * 86_400),
-            default: refreshTokenLifetime
-        )
-        self.sessionLifetime = try seconds(
-            "AUTH_SESSION_LIFETIME_SECONDS",
-            300...(365 * 86_400),
-            default: sessionLifetime
-        )
-        self.refreshGraceWindow = try seconds(
-            "AUTH_SESSION_REFRESH_GRACE_SECONDS",
-            0...300,
-            default: refreshGraceWindow
-        )
-        self.signingKeyPublishDelay = try seconds(
-            "AUTH_SESSION_KEY_PUBLISH_DELAY_SECONDS",
-            0...(7 * 86_400),
-            default: signingKeyPublishDelay
-        )
-        self.deadSessionSweepInterval = try seconds(
-            "AUTH_SESSION_CLEANUP_INTERVAL_SECONDS",
-            60...(7 * 86_400),
-            default: deadSessionSweepInterval
-        )
-        self.deadSessionRetention = try seconds(
-            "AUTH_SESSION_CLEANUP_RETENTION_SECONDS",
-            0...(365 * 86_400),
-            default: deadSessionRetention
-        )
+        self.accessTokenLifetime = try reader.seconds("AUTH_SESSION_ACCESS_TOKEN_SECONDS", default: accessTokenLifetime, in: 60...86_400)
+        self.refreshTokenLifetime = try reader.seconds("AUTH_SESSION_REFRESH_TOKEN_SECONDS", default: refreshTokenLifetime, in: 300...(365 * 86_400))
+        self.sessionLifetime = try reader.seconds("AUTH_SESSION_LIFETIME_SECONDS", default: sessionLifetime, in: 300...(365 * 86_400))
+        self.refreshGraceWindow = try reader.seconds("AUTH_SESSION_REFRESH_GRACE_SECONDS", default: refreshGraceWindow, in: 0...300)
+        self.signingKeyPublishDelay = try reader.seconds("AUTH_SESSION_KEY_PUBLISH_DELAY_SECONDS", default: signingKeyPublishDelay, in: 0...(7 * 86_400))
+        self.deadSessionSweepInterval = try reader.seconds("AUTH_SESSION_CLEANUP_INTERVAL_SECONDS", default: deadSessionSweepInterval, in: 60...(7 * 86_400))
+        self.deadSessionRetention = try reader.seconds("AUTH_SESSION_CLEANUP_RETENTION_SECONDS", default: deadSessionRetention, in: 0...(365 * 86_400))
         guard accessTokenLifetime < refreshTokenLifetime else {
-            throw SessionConfigurationError(
+            throw ConfigurationError(
                 variable: "AUTH_SESSION_ACCESS_TOKEN_SECONDS",
                 problem:
                     "must be shorter than the refresh-token lifetime (AUTH_SESSION_REFRESH_TOKEN_SECONDS, "

@@ -1,3 +1,4 @@
+import AuthConfiguration
 import AuthCrypto
 import AuthPostgres
 import AuthTime
@@ -135,7 +136,7 @@ final class SigningKeyStore: Sendable {
         do {
             _ = try await load()
         } catch let error as CryptoError where error.code == .authenticationFailure {
-            throw SessionConfigurationError(
+            throw ConfigurationError(
                 variable: "AUTH_MASTER_KEY",
                 problem: previousWrapKey == nil
                     ? "does not open the signing keys stored in the database: it differs from the key they were "

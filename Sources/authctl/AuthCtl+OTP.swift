@@ -1,7 +1,7 @@
 import ArgumentParser
 import AuthAPI
 import AuthProtobuf
-import AuthServiceRuntime
+import AuthConfiguration
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

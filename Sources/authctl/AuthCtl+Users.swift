@@ -1,7 +1,7 @@
 import ArgumentParser
 import AuthAPI
 import AuthProtobuf
-import AuthServiceRuntime
+import AuthConfiguration
 
 extension AuthCtl {
     struct Users: AsyncParsableCommand {

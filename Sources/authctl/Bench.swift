@@ -2,7 +2,7 @@ import ArgumentParser
 import AuthProtobuf
 import AuthRPC
 import AuthRPCNIO
-import AuthServiceRuntime
+import AuthConfiguration
 import AuthText
 import BenchmarkHarness
 import Dispatch

@@ -3,7 +3,7 @@ import AuthAPI
 import AuthProtobuf
 import AuthRPC
 import AuthRPCNIO
-import AuthServiceRuntime
+import AuthConfiguration
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

@@ -2,7 +2,7 @@ import ArgumentParser
 import AuthAPI
 import AuthProtobuf
 import AuthRPC
-import AuthServiceRuntime
+import AuthConfiguration
 import Foundation
 import Logging
 import Synchronization
@@ -41,9 +41,9 @@ extension GatewayBenchmark {
         }
 
         func run() async throws {
-            let configuration: ServiceConfiguration
+            let configuration: ProcessConfiguration
             do {
-                configuration = try ServiceConfiguration(service: .gateway)
+                configuration = try ProcessConfiguration(service: .gateway)
             } catch {
                 throw ValidationError("configuration: \(error)")
             }

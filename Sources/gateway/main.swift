@@ -1,5 +1,5 @@
 import AuthGateway
-import AuthServiceRuntime
+import AuthConfiguration
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -11,15 +11,15 @@ import Glibc
 import Hummingbird
 
 // The gateway: the HTTP/JSON API the apps call (docs/gateway.md).
-let configuration: ServiceConfiguration
+let configuration: ProcessConfiguration
 let gatewayConfiguration: GatewayConfiguration
 do {
-    configuration = try ServiceConfiguration(service: .gateway)
+    configuration = try ProcessConfiguration(service: .gateway)
     gatewayConfiguration = try GatewayConfiguration(environment: ProcessInfo.processInfo.environment)
 } catch {
     StandardStreams.exitWithConfigurationError("gateway", error)
 }
-let logger = ServiceMain.bootstrapLogging(
+let logger = ProcessLogging.bootstrap(
     service: "gateway", level: configuration.logLevel, metadataProvider: GatewayApplication.logMetadata)
 do {
     try await GatewayApplication(configuration: configuration, gateway: gatewayConfiguration, logger: logger)

@@ -109,7 +109,7 @@ struct IdentityBenchmark: AsyncParsableCommand {
         router.register(service)
         let rpc = try await LoopbackRPC.start(router: router, serviceName: "identity", callerName: "gateway", logger: logger)
         let client = Auth_Identity_V1_Identity.Client(wrapping: rpc.client)
-        let cpu = CPUAccounting(pool: pool, applicationName: "identity-benchmark")
+        let cpu = CPUAccounting { try await pool.backendPIDs(applicationName: "identity-benchmark") }
         let runner = load.closedLoop
         let serverVersion = try await pool.query("SHOW server_version")[0][0].string
         let cores = ProcessInfo.processInfo.activeProcessorCount

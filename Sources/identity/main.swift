@@ -1,3 +1,4 @@
+import AuthConfiguration
 import AuthServiceRuntime
 #if canImport(FoundationEssentials)
 import FoundationEssentials

@@ -133,7 +133,7 @@ struct OTPBenchmark: AsyncParsableCommand {
         let rpc = try await LoopbackRPC.start(
             router: rpcRouter, serviceName: "otp-dispatch", callerName: "gateway", connections: connections, logger: logger)
         let client = Auth_Otp_V1_OTP.Client(wrapping: rpc.client)
-        let cpu = CPUAccounting(pool: pool, applicationName: "otp-benchmark")
+        let cpu = CPUAccounting { try await pool.backendPIDs(applicationName: "otp-benchmark") }
         let runner = load.closedLoop
         let destinations = SharedCounter()
         @Sendable func start() async throws -> Auth_Otp_V1_StartResponse {

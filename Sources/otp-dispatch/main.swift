@@ -1,3 +1,4 @@
+import AuthConfiguration
 import AuthAdminHTTP
 import AuthServiceRuntime
 #if canImport(FoundationEssentials)

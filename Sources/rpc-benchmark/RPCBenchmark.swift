@@ -3,6 +3,7 @@ import AuthAPI
 import AuthProtobuf
 import AuthRPC
 import AuthRPCNIO
+import AuthConfiguration
 import AuthServiceRuntime
 import BenchmarkHarness
 import Foundation

@@ -120,7 +120,7 @@ struct SessionBenchmark: AsyncParsableCommand {
             logger: logger
         )
         let client = Auth_Session_V1_Session.Client(wrapping: rpc.client)
-        let cpu = CPUAccounting(pool: pool, applicationName: "session-benchmark")
+        let cpu = CPUAccounting { try await pool.backendPIDs(applicationName: "session-benchmark") }
         let runner = load.closedLoop
         let users = Atomic<Int>(0)
         @Sendable func issue() async throws -> Auth_Session_V1_TokenPair {

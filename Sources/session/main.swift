@@ -1,3 +1,4 @@
+import AuthConfiguration
 import AuthText
 import AuthServiceRuntime
 #if canImport(FoundationEssentials)
@@ -14,10 +15,7 @@ import SessionService
 let environment = ProcessInfo.processInfo.environment
 let configuration: SessionServiceConfiguration
 do {
-    configuration = try SessionServiceConfiguration(
-        environment: environment,
-        production: environment["AUTH_ENVIRONMENT"]?.trimmingWhitespace() == "production"
-    )
+    configuration = try SessionServiceConfiguration(environment: environment)
 } catch {
     StandardStreams.exitWithConfigurationError("session", error)
 }

@@ -1,3 +1,4 @@
+import AuthConfiguration
 import AuthServiceRuntime
 import Foundation
 import Testing

@@ -1,3 +1,4 @@
+import AuthConfiguration
 import AuthAPI
 import AuthCrypto
 import AuthRPC

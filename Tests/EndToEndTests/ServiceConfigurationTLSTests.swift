@@ -1,3 +1,4 @@
+import AuthConfiguration
 import AuthRPCNIO
 import AuthServiceRuntime
 import AuthTestSupport

@@ -1,3 +1,4 @@
+import AuthConfiguration
 import AuthCrypto
 import Foundation
 import Testing
@@ -11,7 +12,7 @@ import Testing
         do {
             _ = try OTPServiceConfiguration(environment: variables)
             return nil
-        } catch let error as OTPConfigurationError {
+        } catch let error as ConfigurationError {
             return error.description
         } catch {
             return "\(error)"

@@ -1,3 +1,4 @@
+import AuthConfiguration
 import AuthAPI
 import AuthProtobuf
 import AuthRPC
@@ -71,7 +72,7 @@ import AuthTestSupport
             do {
                 _ = try OTPServiceConfiguration(environment: variables)
                 return nil
-            } catch let error as OTPConfigurationError {
+            } catch let error as ConfigurationError {
                 return error.variable
             } catch {
                 return "\(error)"
@@ -101,7 +102,7 @@ import AuthTestSupport
             "AUTH_OTP_SECRET": secret, "AUTH_OTP_TEST_DESTINATIONS": "+15550109999=123456, Review@Example.com=654321",
         ])
         #expect(parsed.testDestinations == ["+15550109999": "123456", "review@example.com": "654321"])
-        #expect(throws: OTPConfigurationError.self) {
+        #expect(throws: ConfigurationError.self) {
             try OTPServiceConfiguration(environment: ["AUTH_OTP_SECRET": secret, "AUTH_OTP_TEST_DESTINATIONS": "+15550109999=12"])
         }
     }

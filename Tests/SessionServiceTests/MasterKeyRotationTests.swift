@@ -1,3 +1,4 @@
+import AuthConfiguration
 import AuthAPI
 import AuthRPC
 import Foundation
@@ -20,7 +21,7 @@ import AuthTestSupport
             // Before the rewrap, a replica with only the new key cannot start…
             var newOnly = fixture.configuration
             newOnly.masterKey = new
-            await #expect(throws: SessionConfigurationError.self) {
+            await #expect(throws: ConfigurationError.self) {
                 try await SessionService.start(database: fixture.pool, configuration: newOnly, clock: fixture.clock, logger: testLogger)
             }
 
@@ -76,7 +77,7 @@ import AuthTestSupport
             #expect(try kid(of: signedByNewKey.accessToken) == rotation.newKeyID)
 
             // The old key alone no longer opens the stored keys.
-            await #expect(throws: SessionConfigurationError.self) {
+            await #expect(throws: ConfigurationError.self) {
                 try await SessionService.start(
                     database: fixture.pool,
                     configuration: fixture.configuration,
@@ -110,7 +111,7 @@ import AuthTestSupport
             var neither = fixture.configuration
             neither.masterKey = .random()
             neither.previousMasterKey = .random()
-            await #expect(throws: SessionConfigurationError.self) {
+            await #expect(throws: ConfigurationError.self) {
                 try await SessionService.start(database: fixture.pool, configuration: neither, clock: fixture.clock, logger: testLogger)
             }
         }

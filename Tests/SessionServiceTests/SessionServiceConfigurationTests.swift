@@ -1,3 +1,4 @@
+import AuthConfiguration
 import Foundation
 import Testing
 
@@ -8,18 +9,18 @@ import Testing
 
     @Test func productionWithoutMasterKeyRefusesToStart() {
         #expect {
-            try SessionServiceConfiguration(environment: [:], production: true)
+            try SessionServiceConfiguration(environment: ["AUTH_ENVIRONMENT": "production"])
         } throws: { error in
-            let error = error as? SessionConfigurationError
+            let error = error as? ConfigurationError
             return error?.variable == "AUTH_MASTER_KEY" && error?.problem.contains("production") == true
         }
     }
 
     @Test func developmentWithoutMasterKeyNamesTheRunScript() {
         #expect {
-            try SessionServiceConfiguration(environment: [:], production: false)
+            try SessionServiceConfiguration(environment: [:])
         } throws: { error in
-            (error as? SessionConfigurationError)?.problem.contains("run-local.sh") == true
+            (error as? ConfigurationError)?.problem.contains("run-local.sh") == true
         }
     }
 
@@ -33,13 +34,13 @@ import Testing
         "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQF=",
     ])
     func malformedMasterKeysAreRefused(value: String) {
-        #expect(throws: SessionConfigurationError.self) {
-            try SessionServiceConfiguration(environment: ["AUTH_MASTER_KEY": value], production: false)
+        #expect(throws: ConfigurationError.self) {
+            try SessionServiceConfiguration(environment: ["AUTH_MASTER_KEY": value])
         }
     }
 
     @Test func defaultsAndOverrides() throws {
-        let defaults = try SessionServiceConfiguration(environment: ["AUTH_MASTER_KEY": key], production: true)
+        let defaults = try SessionServiceConfiguration(environment: ["AUTH_MASTER_KEY": key, "AUTH_ENVIRONMENT": "production"])
         #expect(defaults.accessTokenLifetime == .seconds(900))
         #expect(defaults.refreshTokenLifetime == .seconds(7 * 86_400))
         #expect(defaults.sessionLifetime == .seconds(30 * 86_400))
@@ -56,8 +57,7 @@ import Testing
                 "AUTH_SESSION_ACCESS_TOKEN_SECONDS": "300",
                 "AUTH_SESSION_REFRESH_GRACE_SECONDS": "0",
                 "AUTH_SESSION_KEY_PUBLISH_DELAY_SECONDS": "3600",
-            ],
-            production: false
+            ]
         )
         #expect(custom.issuer == "https://auth.example.com")
         #expect(custom.audience == "https://api.example.com")
@@ -69,11 +69,10 @@ import Testing
     @Test func outOfRangeValuesNameTheirVariable() {
         #expect {
             try SessionServiceConfiguration(
-                environment: ["AUTH_MASTER_KEY": key, "AUTH_SESSION_REFRESH_GRACE_SECONDS": "3600"],
-                production: false
+                environment: ["AUTH_MASTER_KEY": key, "AUTH_SESSION_REFRESH_GRACE_SECONDS": "3600"]
             )
         } throws: { error in
-            (error as? SessionConfigurationError)?.variable == "AUTH_SESSION_REFRESH_GRACE_SECONDS"
+            (error as? ConfigurationError)?.variable == "AUTH_SESSION_REFRESH_GRACE_SECONDS"
         }
     }
 
@@ -88,15 +87,15 @@ import Testing
     ])
     func refusalsNameTheRange(variable: String, value: String, range: String) {
         #expect {
-            try SessionServiceConfiguration(environment: ["AUTH_MASTER_KEY": key, variable: value], production: false)
+            try SessionServiceConfiguration(environment: ["AUTH_MASTER_KEY": key, variable: value])
         } throws: { error in
-            let error = error as? SessionConfigurationError
+            let error = error as? ConfigurationError
             return error?.variable == variable && error?.problem.contains(range) == true
         }
     }
 
     @Test func cleanupAndPreviousMasterKey() throws {
-        let defaults = try SessionServiceConfiguration(environment: ["AUTH_MASTER_KEY": key], production: false)
+        let defaults = try SessionServiceConfiguration(environment: ["AUTH_MASTER_KEY": key])
         #expect(defaults.deadSessionSweepInterval == .seconds(3_600))
         #expect(defaults.deadSessionRetention == .seconds(7 * 86_400))
         #expect(defaults.previousMasterKey == nil)
@@ -104,19 +103,18 @@ import Testing
             environment: [
                 "AUTH_MASTER_KEY": key, "AUTH_MASTER_KEY_PREVIOUS": Data(repeating: 9, count: 32).base64EncodedString(),
                 "AUTH_SESSION_CLEANUP_INTERVAL_SECONDS": "600", "AUTH_SESSION_CLEANUP_RETENTION_SECONDS": "0",
-            ],
-            production: true
+                "AUTH_ENVIRONMENT": "production",
+            ]
         )
         #expect(custom.previousMasterKey != nil)
         #expect(custom.deadSessionSweepInterval == .seconds(600))
         #expect(custom.deadSessionRetention == .zero)
         #expect {
             try SessionServiceConfiguration(
-                environment: ["AUTH_MASTER_KEY": key, "AUTH_MASTER_KEY_PREVIOUS": "short"],
-                production: false
+                environment: ["AUTH_MASTER_KEY": key, "AUTH_MASTER_KEY_PREVIOUS": "short"]
             )
         } throws: { error in
-            (error as? SessionConfigurationError)?.variable == "AUTH_MASTER_KEY_PREVIOUS"
+            (error as? ConfigurationError)?.variable == "AUTH_MASTER_KEY_PREVIOUS"
         }
     }
 }

@@ -1,3 +1,4 @@
+import AuthConfiguration
 import AuthAPI
 import AuthCrypto
 import AuthPostgres
@@ -96,7 +97,7 @@ import Testing
         try await withSessionService { fixture in
             var other = fixture.configuration
             other.masterKey = .random()
-            await #expect(throws: SessionConfigurationError.self) {
+            await #expect(throws: ConfigurationError.self) {
                 try await SessionService.start(
                     database: fixture.pool,
                     configuration: other,
