@@ -3,7 +3,6 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-import Dispatch
 import Logging
 import NIOPosix
 import ServiceLifecycle
@@ -29,6 +28,9 @@ public final class PostgresPool: Service, Sendable {
     public let configuration: PostgresConfiguration
     let logger: Logger
     private let threadPool: NIOThreadPool
+    /// Sends cancel requests (a blocking round trip each): a thread of its own, since the
+    /// connection threads are busy with the very statements being cancelled.
+    private let cancelThread: NIOThreadPool
     private let state: Mutex<State>
     private let listener = Mutex<PostgresListener?>(nil)
 
@@ -48,6 +50,8 @@ public final class PostgresPool: Service, Sendable {
         self.logger = logger
         self.threadPool = NIOThreadPool(numberOfThreads: configuration.maxConnections)
         self.threadPool.start()
+        self.cancelThread = NIOThreadPool(numberOfThreads: 1)
+        self.cancelThread.start()
         self.state = Mutex(State(machine: Machine(maxConnections: configuration.maxConnections)))
     }
 
@@ -85,7 +89,7 @@ public final class PostgresPool: Service, Sendable {
         _ body: @Sendable (PostgresConnection) throws -> R
     ) async throws -> R {
         let leased = try await self.acquire()
-        let canceller = QueryCanceller()
+        let canceller = QueryCanceller(thread: self.cancelThread)
         let outcome: Result<R, any Error>
         let kept: PooledConnection?
         do {
@@ -129,7 +133,7 @@ public final class PostgresPool: Service, Sendable {
         guard self.configuration.pooler == .transaction else { return try await self.withConnection(body) }
         guard let session = self.configuration.sessionConfiguration else { throw PostgresError.needsDirectConnection }
         if self.state.withLock({ $0.machine.isClosed }) { throw PostgresError.poolClosed }
-        let canceller = QueryCanceller()
+        let canceller = QueryCanceller(thread: self.cancelThread)
         let logger = self.logger
         do {
             return try await withTaskCancellationHandler {
@@ -205,6 +209,7 @@ public final class PostgresPool: Service, Sendable {
         let listener = self.listener.withLock { $0 }
         listener?.shutdown()
         try? await self.threadPool.shutdownGracefully()
+        try? await self.cancelThread.shutdownGracefully()
         self.logger.debug("PostgreSQL pool closed")
     }
 
@@ -419,6 +424,12 @@ final class QueryCanceller: Sendable {
     }
 
     private let state = Mutex(State())
+    /// The pool's cancel thread.
+    private let thread: NIOThreadPool
+
+    init(thread: NIOThreadPool) {
+        self.thread = thread
+    }
 
     /// Called on the pool thread before the body runs. Returns false when already cancelled.
     func attach(_ handle: PostgresCancelHandle) -> Bool {
@@ -439,14 +450,17 @@ final class QueryCanceller: Sendable {
     }
 
     /// Called from the task's cancellation handler: sends a cancel request if a statement may be
-    /// running. The request is a blocking round trip, so it goes to a global queue.
+    /// running. The request is a blocking round trip, so it goes to the pool's cancel thread (a
+    /// pool already closed sends none: its statements are over).
     func cancel() {
         let armed = self.state.withLock { state in
             state.cancelled = true
             return state.armed
         }
         if let (handle, generation) = armed {
-            DispatchQueue.global().async { handle.cancelIfArmed(generation: generation) }
+            thread.submit { state in
+                if state == .active { handle.cancelIfArmed(generation: generation) }
+            }
         }
     }
 }

@@ -1,8 +1,8 @@
 import AuthProtobuf
 import AuthRPC
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
+import Synchronization
 
 /// One open call on a client connection, as the connection handler keeps it.
 final class PendingClientCall: @unchecked Sendable {
@@ -31,18 +31,18 @@ final class PendingClientCall: @unchecked Sendable {
 /// only the first append of a batch schedules a drain, so a burst of calls costs one hop to
 /// the event loop and one flush.
 final class CallSubmissionQueue: Sendable {
-    private let state = NIOLockedValueBox<[PendingClientCall]>([])
+    private let state = Mutex<[PendingClientCall]>([])
 
     /// Appends a call; true when the caller must schedule a drain on the event loop.
     func enqueue(_ call: PendingClientCall) -> Bool {
-        state.withLockedValue { calls in
+        state.withLock { calls in
             calls.append(call)
             return calls.count == 1
         }
     }
 
     func takeAll() -> [PendingClientCall] {
-        state.withLockedValue { calls in
+        state.withLock { calls in
             defer { calls = [] }
             return calls
         }

@@ -5,11 +5,11 @@ import FoundationEssentials
 import Foundation
 #endif
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
 import ServiceLifecycle
+import Synchronization
 
 /// How an ``RPCServer`` listens and whom it serves.
 public struct RPCServerConfiguration: Sendable {
@@ -57,7 +57,7 @@ public final class RPCServer: Service, Sendable {
     private let logger: Logger
     private let verifier: ServiceCredentialVerifier
     private let sslContext: NIOSSLContext?
-    private let state: NIOLockedValueBox<State>
+    private let state: Mutex<State>
     private let stopPromise: EventLoopPromise<Void>
 
     private struct State {
@@ -65,6 +65,8 @@ public final class RPCServer: Service, Sendable {
         var connections: [ObjectIdentifier: any Channel] = [:]
         var admission: ConnectionAdmission<ObjectIdentifier>
         var stopping = false
+        /// The drain, waiting for the last connection to close.
+        var drained: CheckedContinuation<Void, Never>?
     }
 
     /// Throws when the TLS configuration cannot make a TLS context.
@@ -84,7 +86,7 @@ public final class RPCServer: Service, Sendable {
         )
         self.sslContext = try configuration.tls?.makeServerContext()
         self.stopPromise = eventLoopGroup.any().makePromise(of: Void.self)
-        self.state = NIOLockedValueBox(State(admission: ConnectionAdmission(
+        self.state = Mutex(State(admission: ConnectionAdmission(
             maxConnections: configuration.limits.maxConnections,
             maxUnauthenticatedPerPeer: configuration.limits.maxUnauthenticatedConnectionsPerPeer
         )))
@@ -92,7 +94,7 @@ public final class RPCServer: Service, Sendable {
 
     /// The bound port, once listening.
     public var localPort: Int? {
-        state.withLockedValue { $0.serverChannel?.localAddress?.port }
+        state.withLock { $0.serverChannel?.localAddress?.port }
     }
 
     /// Starts listening (if not yet) and returns the bound port.
@@ -115,7 +117,7 @@ public final class RPCServer: Service, Sendable {
                 guard let self else { return channel.close() }
                 let id = ObjectIdentifier(channel)
                 let peer = channel.remoteAddress?.ipAddress ?? "unknown"
-                let decision = self.state.withLockedValue { state -> ConnectionAdmission<ObjectIdentifier>.Decision? in
+                let decision = self.state.withLock { state -> ConnectionAdmission<ObjectIdentifier>.Decision? in
                     guard !state.stopping else { return nil }
                     let decision = state.admission.opened(id, peer: peer)
                     if decision == .accept { state.connections[id] = channel }
@@ -135,10 +137,14 @@ public final class RPCServer: Service, Sendable {
                     break
                 }
                 channel.closeFuture.whenComplete { [weak self] _ in
-                    self?.state.withLockedValue { state in
+                    let drained = self?.state.withLock { state -> CheckedContinuation<Void, Never>? in
                         state.connections.removeValue(forKey: id)
                         state.admission.closed(id)
+                        guard state.connections.isEmpty else { return nil }
+                        defer { state.drained = nil }
+                        return state.drained
                     }
+                    drained?.resume()
                 }
                 return channel.eventLoop.makeCompletedFuture {
                     if let sslContext {
@@ -152,14 +158,14 @@ public final class RPCServer: Service, Sendable {
                         serviceName: configuration.serviceName,
                         logger: logger,
                         onAuthenticated: { [weak self] in
-                            self?.state.withLockedValue { $0.admission.authenticated(id) }
+                            self?.state.withLock { $0.admission.authenticated(id) }
                         }
                     ))
                 }
             }
             .bind(host: configuration.host, port: configuration.port)
             .get()
-        state.withLockedValue { $0.serverChannel = channel }
+        state.withLock { $0.serverChannel = channel }
         let port = channel.localAddress?.port ?? configuration.port
         logger.info("RPC server listening", metadata: [
             "host": "\(configuration.host)", "port": "\(port)", "service": "\(configuration.serviceName)",
@@ -188,7 +194,7 @@ public final class RPCServer: Service, Sendable {
     }
 
     private func drain() async {
-        let (serverChannel, connections) = state.withLockedValue { state in
+        let (serverChannel, connections) = state.withLock { state in
             state.stopping = true
             return (state.serverChannel, Array(state.connections.values))
         }
@@ -197,14 +203,38 @@ public final class RPCServer: Service, Sendable {
         for connection in connections {
             connection.pipeline.fireUserInboundEventTriggered(GracefulShutdownRequest())
         }
-        let deadline = ContinuousClock.now + configuration.shutdownGracePeriod
-        while ContinuousClock.now < deadline {
-            if state.withLockedValue({ $0.connections.isEmpty }) { break }
-            try? await Task.sleep(for: .milliseconds(20))
+        // Until the last connection closes (woken by its close) or the grace period ends.
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.connectionsClosed() }
+            group.addTask { [grace = configuration.shutdownGracePeriod] in try? await Task.sleep(for: grace) }
+            await group.next()
+            group.cancelAll()
         }
-        let remaining = state.withLockedValue { Array($0.connections.values) }
+        let remaining = state.withLock { Array($0.connections.values) }
         for connection in remaining { try? await connection.close() }
         logger.info("RPC server stopped")
+    }
+}
+
+extension RPCServer {
+    /// Returns once no connection is open (at once when none is), or when cancelled.
+    private func connectionsClosed() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    if state.connections.isEmpty || Task.isCancelled { return true }
+                    state.drained = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                defer { state.drained = nil }
+                return state.drained
+            }
+            waiter?.resume()
+        }
     }
 }
 

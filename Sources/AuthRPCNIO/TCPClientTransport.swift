@@ -7,7 +7,6 @@ import FoundationEssentials
 import Foundation
 #endif
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -252,7 +251,7 @@ final class Subchannel: Sendable {
     private let group: any EventLoopGroup
     private let logger: Logger
     private let wallClock: @Sendable () -> Int64
-    private let guarded = NIOLockedValueBox(Guarded())
+    private let guarded = Mutex(Guarded())
 
     init(
         address: RPCAddress,
@@ -275,7 +274,7 @@ final class Subchannel: Sendable {
     }
 
     func readyConnectionOrConnect() -> Availability {
-        let (availability, mustConnect) = guarded.withLockedValue { guarded -> (Availability, Bool) in
+        let (availability, mustConnect) = guarded.withLock { guarded -> (Availability, Bool) in
             switch guarded.state {
             case .ready(let connection):
                 return (.ready(connection), false)
@@ -344,7 +343,7 @@ final class Subchannel: Sendable {
             guard let self else { return }
             switch result {
             case .success(let connection):
-                let keep = self.guarded.withLockedValue { guarded -> Bool in
+                let keep = self.guarded.withLock { guarded -> Bool in
                     guard case .connecting = guarded.state else { return false }
                     guarded.state = .ready(connection)
                     guarded.failures = 0
@@ -357,12 +356,12 @@ final class Subchannel: Sendable {
                     connection.channel.close(promise: nil)
                 }
             case .failure(let error):
-                let failures = self.guarded.withLockedValue { guarded -> Int in
+                let failures = self.guarded.withLock { guarded -> Int in
                     guarded.failures += 1
                     return guarded.failures
                 }
                 let delay = self.backoff(failures: failures)
-                self.guarded.withLockedValue { guarded in
+                self.guarded.withLock { guarded in
                     guarded.lastError = error
                     if case .connecting = guarded.state {
                         guarded.state = .backingOff(until: .now + delay)
@@ -379,7 +378,7 @@ final class Subchannel: Sendable {
         case .ready:
             break
         case .goingAway, .closed:
-            guarded.withLockedValue { guarded in
+            guarded.withLock { guarded in
                 if case .ready(let connection) = guarded.state, connection.channel === channel {
                     guarded.state = .idle
                 }
@@ -394,7 +393,7 @@ final class Subchannel: Sendable {
     }
 
     func shutdown() async {
-        let connection = guarded.withLockedValue { guarded -> Connection? in
+        let connection = guarded.withLock { guarded -> Connection? in
             defer { guarded.state = .shutdown }
             if case .ready(let connection) = guarded.state { return connection }
             return nil
