@@ -96,6 +96,11 @@ let package = Package(
             name: "AuthText",
             swiftSettings: strictSwift
         ),
+        // SingleFlight: the one "one operation in flight, callers share its result". No dependencies.
+        .target(
+            name: "AuthConcurrency",
+            swiftSettings: strictSwift
+        ),
         // The one exponential backoff rule (reconnects and retries). No dependencies.
         .target(
             name: "AuthBackoff",
@@ -197,6 +202,7 @@ let package = Package(
         .target(
             name: "SessionService",
             dependencies: [
+                "AuthConcurrency",
                 "AuthServiceCore",
                 "AuthConfiguration",
                 "AuthText",
@@ -217,6 +223,7 @@ let package = Package(
         .target(
             name: "IdentityService",
             dependencies: [
+                "AuthConcurrency",
                 "AuthServiceCore",
                 "AuthConfiguration",
                 "AuthText",
@@ -277,6 +284,7 @@ let package = Package(
         .target(
             name: "AuthGateway",
             dependencies: [
+                "AuthConcurrency",
                 "AuthAdminHTTP",
                 "AuthBackoff",
                 "AuthText",
@@ -506,6 +514,11 @@ let package = Package(
         .testTarget(
             name: "AuthServiceCoreTests",
             dependencies: ["AuthServiceCore", "AuthRPC", "AuthPostgres", "AuthProtobuf", "AuthTestSupport"],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "AuthConcurrencyTests",
+            dependencies: ["AuthConcurrency"],
             swiftSettings: strictSwift
         ),
         .testTarget(

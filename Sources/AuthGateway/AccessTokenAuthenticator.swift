@@ -1,5 +1,6 @@
 import AuthAccessToken
 import AuthAPI
+import AuthConcurrency
 import AuthProtobuf
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -21,23 +22,11 @@ final class JWKSCache: Sendable {
         let fetchedAt: ContinuousClock.Instant
     }
 
-    private actor Fetcher {
-        var inFlight: Task<Keys, any Error>?
-
-        func fetch(_ load: @escaping @Sendable () async throws -> Keys) async throws -> Keys {
-            if let inFlight { return try await inFlight.value }
-            let task = Task { try await load() }
-            inFlight = task
-            defer { inFlight = nil }
-            return try await task.value
-        }
-    }
-
     let maxAge: Duration
     let refetchInterval: Duration
     private let load: @Sendable () async throws -> Keys
     private let current = Mutex<Keys?>(nil)
-    private let fetcher = Fetcher()
+    private let fetches = SingleFlight<Keys>()
 
     /// - Parameter fetchJSON: GetJWKS (its `jwks_json`).
     init(
@@ -69,7 +58,7 @@ final class JWKSCache: Sendable {
     }
 
     private func refresh() async throws -> Keys {
-        let keys = try await fetcher.fetch(load)
+        let keys = try await fetches.run(load)
         current.withLock { $0 = keys }
         return keys
     }

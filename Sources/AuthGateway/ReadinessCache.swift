@@ -1,3 +1,5 @@
+import AuthConcurrency
+
 /// `/health/ready`'s answer, kept for `maxAge` (issue 19: every call fanned out to the three
 /// services and their databases, so a flood of it was a flood on them). One probe runs at a
 /// time: callers that arrive while it runs wait for its result instead of starting their own.
@@ -6,7 +8,7 @@ actor ReadinessCache {
     private let now: @Sendable () -> ContinuousClock.Instant
     private let probe: @Sendable () async -> HealthReport
     private var last: (report: HealthReport, at: ContinuousClock.Instant)?
-    private var running: Task<HealthReport, Never>?
+    private let probes = SingleFlight<HealthReport>()
 
     init(
         maxAge: Duration,
@@ -20,13 +22,8 @@ actor ReadinessCache {
 
     func report() async -> HealthReport {
         if let last, now() - last.at < maxAge { return last.report }
-        if let running { return await running.value }
-        let probe = self.probe
-        let task = Task { await probe() }
-        running = task
-        let report = await task.value
+        let report = await probes.run(probe)
         last = (report, now())
-        running = nil
         return report
     }
 }

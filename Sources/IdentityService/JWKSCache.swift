@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import AuthConcurrency
 import AuthCrypto
 import AuthServiceCore
 import AuthTime
@@ -60,7 +61,7 @@ actor JWKSCache {
     private var lastAttempt: Date?
     private var lastFailure: Date?
     private var lastError: (any Error)?
-    private var running: Task<Void, Never>?
+    private let fetches = SingleFlight<Void>()
     /// With no keys held, how long after a failed fetch the next one may be made; sign-ins in
     /// between answer `provider_unavailable` at once.
     static let failureBackoff: TimeInterval = 10
@@ -82,7 +83,7 @@ actor JWKSCache {
         let stale = fetchedAt.map { now.timeIntervalSince($0) >= lifetime } ?? true
         let mayRefetch = lastAttempt.map { now.timeIntervalSince($0) >= refetchInterval } ?? true
         if keys.isEmpty {
-            if running == nil, let lastFailure, now.timeIntervalSince(lastFailure) < Self.failureBackoff {
+            if !fetches.isRunning, let lastFailure, now.timeIntervalSince(lastFailure) < Self.failureBackoff {
                 throw Self.unavailable(lastError)
             }
             await refresh(now: now)
@@ -95,14 +96,7 @@ actor JWKSCache {
 
     /// One fetch at a time: a caller that comes while one runs waits for it.
     private func refresh(now: Date) async {
-        if let running {
-            await running.value
-            return
-        }
-        let task = Task { await self.fetch(now: now) }
-        running = task
-        await task.value
-        running = nil
+        await fetches.run { await self.fetch(now: now) }
     }
 
     private func fetch(now: Date) async {

@@ -1,4 +1,5 @@
 import AuthConfiguration
+import AuthConcurrency
 import AuthCrypto
 import AuthPostgres
 import AuthTime
@@ -85,10 +86,11 @@ final class SigningKeyStore: Sendable {
     private let clock: any WallClock
     private let logger: Logger
     private let state = Mutex(CacheState())
+    /// One read of the keys at a time; ``invalidate()`` lets the next caller start a new one.
+    private let loads = SingleFlight<SigningKeySet>()
 
     private struct CacheState {
         var snapshot: SigningKeySet?
-        var loading: Task<SigningKeySet, any Error>?
         /// Unwrapped keys by kid: unwrapping is done once per key and process.
         var unwrapped: [String: ES256PrivateKey] = [:]
         /// Bumped by invalidate(), so a load started before it does not overwrite a newer one.
@@ -154,36 +156,22 @@ final class SigningKeyStore: Sendable {
     func current() async throws -> SigningKeySet {
         let now = clock.microsecondNow()
         let lifetime = configuration.signingKeyCacheLifetime.timeInterval
-        enum Next {
-            case use(SigningKeySet)
-            case wait(Task<SigningKeySet, any Error>, stale: SigningKeySet?)
-        }
-        let next: Next = state.withLock { state in
+        let (fresh, stale, epoch) = state.withLock { state -> (SigningKeySet?, SigningKeySet?, Int) in
             if let snapshot = state.snapshot, abs(now.timeIntervalSince(snapshot.fetchedAt)) < lifetime {
-                return .use(snapshot)
+                return (snapshot, nil, state.epoch)
             }
-            if let loading = state.loading {
-                return .wait(loading, stale: state.snapshot)
-            }
-            let epoch = state.epoch
-            let task = Task { try await self.load(epoch: epoch) }
-            state.loading = task
-            return .wait(task, stale: state.snapshot)
+            return (nil, state.snapshot, state.epoch)
         }
-        switch next {
-        case .use(let snapshot):
-            return snapshot
-        case .wait(let task, let stale):
-            do {
-                return try await task.value
-            } catch {
-                guard let stale else { throw error }
-                logger.warning(
-                    "Could not re-read the signing keys; using the ones read before",
-                    metadata: ["error": "\(error)"]
-                )
-                return stale
-            }
+        if let fresh { return fresh }
+        do {
+            return try await loads.run { try await self.load(epoch: epoch) }
+        } catch {
+            guard let stale else { throw error }
+            logger.warning(
+                "Could not re-read the signing keys; using the ones read before",
+                metadata: ["error": "\(error)"]
+            )
+            return stale
         }
     }
 
@@ -191,27 +179,17 @@ final class SigningKeyStore: Sendable {
     func invalidate() {
         state.withLock {
             $0.snapshot = nil
-            $0.loading = nil
             $0.epoch += 1
         }
+        loads.forget()
     }
 
     private func load(epoch: Int? = nil) async throws -> SigningKeySet {
-        do {
-            let set = try await read()
-            state.withLock { state in
-                if epoch == nil || epoch == state.epoch {
-                    state.snapshot = set
-                    state.loading = nil
-                }
-            }
-            return set
-        } catch {
-            state.withLock { state in
-                if epoch == state.epoch { state.loading = nil }
-            }
-            throw error
+        let set = try await read()
+        state.withLock { state in
+            if epoch == nil || epoch == state.epoch { state.snapshot = set }
         }
+        return set
     }
 
     private func read() async throws -> SigningKeySet {

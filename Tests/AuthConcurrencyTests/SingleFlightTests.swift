@@ -1,0 +1,63 @@
+import AuthConcurrency
+import Synchronization
+import Testing
+
+@Suite struct SingleFlightTests {
+    final class Counter: Sendable {
+        let value = Atomic<Int>(0)
+    }
+
+    /// Callers that come while an operation runs share its result; the next one starts anew.
+    @Test func callersShareTheOperationInFlight() async throws {
+        let flight = SingleFlight<Int>()
+        let calls = Counter()
+        let (gate, open) = AsyncStream.makeStream(of: Void.self)
+        let results = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<10 {
+                group.addTask {
+                    try await flight.run {
+                        let call = calls.value.add(1, ordering: .relaxed).newValue
+                        for await _ in gate { break }
+                        return call
+                    }
+                }
+            }
+            // Every caller waits on the one operation, which waits for the gate.
+            while flight.waiting < 10 { await Task.yield() }
+            open.yield()
+            open.finish()
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(calls.value.load(ordering: .relaxed) == 1)
+        #expect(results == Array(repeating: 1, count: 10))
+        #expect(!flight.isRunning)
+        #expect(try await flight.run { calls.value.add(1, ordering: .relaxed).newValue } == 2)
+    }
+
+    @Test func aFailureReachesEveryWaiterAndTheNextCallTriesAgain() async {
+        struct Failed: Error {}
+        let flight = SingleFlight<Int>()
+        await #expect(throws: Failed.self) { try await flight.run { throw Failed() } }
+        #expect(await flight.run { 7 } == 7)
+    }
+
+    /// After `forget()`, a caller starts a new operation while the old one still runs for its waiters.
+    @Test func forgetLetsTheNextCallerStartAnew() async throws {
+        let flight = SingleFlight<String>()
+        let (gate, open) = AsyncStream.makeStream(of: Void.self)
+        let started = Counter()
+        let old = Task {
+            try await flight.run {
+                started.value.add(1, ordering: .relaxed)
+                for await _ in gate { break }
+                return "old"
+            }
+        }
+        while started.value.load(ordering: .relaxed) == 0 { await Task.yield() }
+        flight.forget()
+        #expect(try await flight.run { "new" } == "new")
+        open.yield()
+        open.finish()
+        #expect(try await old.value == "old")
+    }
+}
