@@ -71,7 +71,7 @@ let package = Package(
         // MARK: Foundation layers
         .target(
             name: "AuthProtobuf",
-            dependencies: ["CAuthProto", "CProtobufC"],
+            dependencies: ["AuthText", "CAuthProto", "CProtobufC"],
             swiftSettings: strictSwift
         ),
         .target(
@@ -94,6 +94,12 @@ let package = Package(
         // Text helpers FoundationEssentials lacks (trimming, fixed-point numbers). No dependencies.
         .target(
             name: "AuthText",
+            swiftSettings: strictSwift
+        ),
+        // NFKC as Foundation computes it, without Foundation (passwords are hashed over it):
+        // a port of CoreFoundation's normaliser and its generated tables. No dependencies.
+        .target(
+            name: "AuthUnicode",
             swiftSettings: strictSwift
         ),
         // SingleFlight: the one "one operation in flight, callers share its result". No dependencies.
@@ -223,6 +229,7 @@ let package = Package(
         .target(
             name: "IdentityService",
             dependencies: [
+                "AuthUnicode",
                 "AuthConcurrency",
                 "AuthServiceCore",
                 "AuthConfiguration",
@@ -500,7 +507,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BenchmarkHarnessTests",
-            dependencies: ["BenchmarkHarness", "AuthProtobuf"],
+            dependencies: ["BenchmarkHarness", "AuthProtobuf", "AuthText"],
             swiftSettings: strictSwift
         ),
         .testTarget(
@@ -519,6 +526,11 @@ let package = Package(
         .testTarget(
             name: "AuthConcurrencyTests",
             dependencies: ["AuthConcurrency"],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "AuthUnicodeTests",
+            dependencies: ["AuthUnicode"],
             swiftSettings: strictSwift
         ),
         .testTarget(

@@ -8,7 +8,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 work="$root/.build-asan/codec-package"   # git-ignored (.build-*/)
 mkdir -p "$work/Sources" "$work/Tests"
-for dir in Sources/CProtobufC Sources/CAuthProto Sources/AuthProtobuf Tests/AuthProtobufTests; do
+for dir in Sources/CProtobufC Sources/CAuthProto Sources/AuthText Sources/AuthProtobuf Tests/AuthProtobufTests; do
     rm -rf "${work:?}/$dir"
     cp -Rp "$root/$dir" "$work/$dir"   # -p keeps times, so an unchanged file is not rebuilt
 done
@@ -23,8 +23,9 @@ let package = Package(
     targets: [
         .systemLibrary(name: "CProtobufC", pkgConfig: "libprotobuf-c"),
         .target(name: "CAuthProto", dependencies: ["CProtobufC"]),
-        .target(name: "AuthProtobuf", dependencies: ["CAuthProto", "CProtobufC"], swiftSettings: strict),
-        .testTarget(name: "AuthProtobufTests", dependencies: ["AuthProtobuf"], swiftSettings: strict),
+        .target(name: "AuthText", swiftSettings: strict),
+        .target(name: "AuthProtobuf", dependencies: ["AuthText", "CAuthProto", "CProtobufC"], swiftSettings: strict),
+        .testTarget(name: "AuthProtobufTests", dependencies: ["AuthProtobuf", "AuthText"], swiftSettings: strict),
     ]
 )
 SWIFT

@@ -1,4 +1,5 @@
 import AuthRPC
+import AuthUnicode
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import AuthCrypto
 import AuthProtobuf
 import AuthTime
+import AuthText
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

@@ -1,3 +1,4 @@
+import AuthText
 import AuthProtobuf
 import BenchmarkHarness
 import Foundation

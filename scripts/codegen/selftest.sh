@@ -14,6 +14,7 @@ trap 'rm -rf "$work"' EXIT
 
 mkdir -p "$work/Sources/AuthProtobuf" "$work/Sources/AuthRPC" "$work/Tests/KitchenSinkTests" "$work/c"
 cp -R "$ROOT/Sources/CProtobufC" "$work/Sources/"
+cp -R "$ROOT/Sources/AuthText" "$work/Sources/"
 cp "$ROOT"/Sources/AuthProtobuf/*.swift "$work/Sources/AuthProtobuf/"
 cp -R "$ROOT"/Sources/AuthProtobuf/Dynamic "$work/Sources/AuthProtobuf/"
 cp "$HERE/AuthRPCStub/AuthRPCStub.swift" "$work/Sources/AuthRPC/"
@@ -27,7 +28,8 @@ let package = Package(
     targets: [
         .systemLibrary(name: "CProtobufC", pkgConfig: "libprotobuf-c"),
         .target(name: "CAuthProto", dependencies: ["CProtobufC"]),
-        .target(name: "AuthProtobuf", dependencies: ["CAuthProto", "CProtobufC"], swiftSettings: strict),
+        .target(name: "AuthText", swiftSettings: strict),
+        .target(name: "AuthProtobuf", dependencies: ["AuthText", "CAuthProto", "CProtobufC"], swiftSettings: strict),
         .target(name: "AuthRPC", dependencies: ["AuthProtobuf"], swiftSettings: strict),
         .target(name: "AuthAPI", dependencies: ["AuthRPC", "AuthProtobuf"], swiftSettings: strict),
         .testTarget(name: "KitchenSinkTests", dependencies: ["AuthProtobuf", "AuthAPI", "AuthRPC"], swiftSettings: strict),

@@ -1,4 +1,4 @@
-// Generator of Sources/IdentityService/CoreFoundationUnicodeTables.swift (scripts/codegen/nfkc/generate.sh).
+// Generator of Sources/AuthUnicode/CoreFoundationUnicodeTables.swift (scripts/codegen/nfkc/generate.sh).
 //
 // Uses full Foundation so that the tables reflect exactly the Unicode data of
 // the Foundation whose NFKC output (`precomposedStringWithCompatibilityMapping`)

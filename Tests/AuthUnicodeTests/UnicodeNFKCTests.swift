@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import IdentityService
+@testable import AuthUnicode
 
 /// SplitMix64 with a fixed seed, so the random tests are deterministic.
 private struct SplitMix64: RandomNumberGenerator {

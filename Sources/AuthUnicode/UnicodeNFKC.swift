@@ -5,7 +5,7 @@
 // v2.0 with Runtime Library Exception (https://swift.org/LICENSE.txt): a port of its form KC,
 // quirks included, because the stored password hashes were computed over
 // `String.precomposedStringWithCompatibilityMapping`, i.e. over exactly its output.
-// docs/identity.md ("Passwords") says why; Tests/IdentityServiceTests/PasswordNFKCTests.swift
+// docs/identity.md ("Passwords") says why; Tests/AuthUnicodeTests/UnicodeNFKCTests.swift
 // compares it with Foundation on every scalar and on random strings.
 //
 // Stored password hashes were computed over Foundation's
@@ -483,11 +483,11 @@ private struct CFNormalizer {
 
 // MARK: - Public API
 
-enum UnicodeNFKC {
+public enum UnicodeNFKC {
     /// Returns `text` normalised exactly as Foundation's
     /// `precomposedStringWithCompatibilityMapping` does on the toolchain the
     /// tables were generated with (scripts/codegen/nfkc/generate.sh).
-    static func normalize(_ text: String) -> String {
+    public static func normalize(_ text: String) -> String {
         // ASCII is left unchanged by CFStringNormalize.
         if text.utf8.allSatisfy({ $0 < 0x80 }) { return text }
         var normalizer = CFNormalizer(Array(text.utf16))

@@ -1,0 +1,97 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// A parsed JSON value, numbers kept as their text so 64-bit integers lose nothing. Also the
+/// gateway's reading of request bodies, which checks each member's type itself.
+public enum JSONValue: Decodable, Sendable, Equatable {
+    case null
+    case bool(Bool)
+    /// A number written without fraction or exponent.
+    case integer(String)
+    case number(String)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let flag = try? container.decode(Bool.self) {
+            self = .bool(flag)
+        } else if let number = try? container.decode(Int64.self) {
+            self = .integer(String(number))
+        } else if let number = try? container.decode(UInt64.self) {
+            self = .integer(String(number))
+        } else if let number = try? container.decode(Double.self) {
+            // Whole numbers beyond 64 bits stay integers (and then fail the range check).
+            self = number == number.rounded() && abs(number) >= 9.2e18 ? .integer(Self.wholeNumberText(number)) : .number(String(number))
+        } else if let text = try? container.decode(String.self) {
+            self = .string(text)
+        } else if let elements = try? container.decode([JSONValue].self) {
+            self = .array(elements)
+        } else {
+            self = .object(try container.decode([String: JSONValue].self))
+        }
+    }
+
+    /// The exact decimal digits of a whole, finite `number` (what printf's `%.0f` writes).
+    public static func wholeNumberText(_ number: Double) -> String {
+        if let exact = Int64(exactly: number) { return String(exact) }
+        if let exact = UInt64(exactly: number) { return number < 0 ? "-\(exact)" : String(exact) }
+        // |number| = significand × 2^shift with shift > 0 here: double a base-10^9 number shift times.
+        var limbs: [UInt64] = [number.significandBitPattern | (1 << 52)]
+        limbs = [limbs[0] % 1_000_000_000, limbs[0] / 1_000_000_000]
+        for _ in 0..<(Int(number.exponent) - 52) {
+            var carry: UInt64 = 0
+            for index in limbs.indices {
+                let doubled = limbs[index] * 2 + carry
+                limbs[index] = doubled % 1_000_000_000
+                carry = doubled / 1_000_000_000
+            }
+            if carry > 0 { limbs.append(carry) }
+        }
+        while limbs.count > 1, limbs.last == 0 { limbs.removeLast() }
+        var text = number < 0 ? "-" : ""
+        text += String(limbs.removeLast())
+        for limb in limbs.reversed() {
+            let digits = String(limb)
+            text += String(repeating: "0", count: 9 - digits.count) + digits
+        }
+        return text
+    }
+
+    /// The text of a string, else nil.
+    public var stringValue: String? {
+        if case .string(let text) = self { return text }
+        return nil
+    }
+
+    /// A number's value as a finite `Double`, else nil (booleans are not numbers).
+    public var numberValue: Double? {
+        switch self {
+        case .integer(let text), .number(let text): Double(text).flatMap { $0.isFinite ? $0 : nil }
+        default: nil
+        }
+    }
+
+    /// Reads a JSON document (RFC 8259, any value at the top), e.g. a JWT's claims.
+    public static func parse(_ bytes: [UInt8]) throws -> JSONValue {
+        try JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+    }
+
+    /// "a string", "a number", …: for messages naming what was sent.
+    public var kindName: String {
+        switch self {
+        case .null: "null"
+        case .bool: "a boolean"
+        case .integer, .number: "a number"
+        case .string: "a string"
+        case .array: "an array"
+        case .object: "an object"
+        }
+    }
+}
