@@ -133,11 +133,6 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
 
     // MARK: Start
 
-    enum StartOutcome: Sendable {
-        case started(attemptsRemaining: Int)
-        case refused(OTPError)
-    }
-
     public func start(
         request: Auth_Otp_V1_StartRequest,
         context: ServerContext
@@ -153,13 +148,10 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         guard validator.isValid, let destination, let purpose else {
             throw OTPError(invalid: validator)
         }
-        if destination.channel == .sms {
-            let code = destination.callingCode
-            if configuration.smsDeniedCallingCodes.contains(code)
-                || (!configuration.smsAllowedCallingCodes.isEmpty && !configuration.smsAllowedCallingCodes.contains(code))
-            {
-                throw OTPError(.destinationNotAllowed, "SMS to calling code +\(code) is not offered.")
-            }
+        if destination.channel == .sms,
+            let refusal = StartDecision.smsRefusal(callingCode: destination.callingCode, configuration: configuration)
+        {
+            throw refusal
         }
 
         // The per-IP budget counts an IPv6 client by its /64 (issue 19, item 2).
@@ -182,22 +174,22 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         var handedOver = false
         defer { if reservation != nil && !handedOver { handoff.release() } }
         // Three statements (locks, every limit's figures, every write), each a round trip.
-        let outcome = try await store.pool.transaction { connection -> StartOutcome in
+        let outcome = try await store.pool.transaction { connection -> StartDecision in
             let attemptsSince = now.addingTimeInterval(-configuration.attemptWindow.timeInterval)
             guard testCode == nil else {
                 // A test destination passes every start limit and is never sent; a lock
                 // from its wrong codes holds, as for any destination.
                 try store.lock(connection, "destination:\(destination.normalized)")
-                if let refusal = try store.locks(connection, destination: destination.normalized, now: now)
-                    .refusal(now: now, maxConsecutive: configuration.maxConsecutiveFailures)
-                {
-                    return .refused(refusal)
+                let decision = StartDecision(
+                    testDestinationLocks: try store.locks(connection, destination: destination.normalized, now: now),
+                    now: now, configuration: configuration)
+                if case .start = decision {
+                    try store.insertVerification(
+                        connection, id: id, destination: destination, purpose: purpose, locale: locale, clientIP: ip,
+                        codeMAC: mac, now: now, expiresAt: expiresAt, test: true
+                    )
                 }
-                try store.insertVerification(
-                    connection, id: id, destination: destination, purpose: purpose, locale: locale, clientIP: ip,
-                    codeMAC: mac, now: now, expiresAt: expiresAt, test: true
-                )
-                return .started(attemptsRemaining: configuration.maxWrongCodes)
+                return decision
             }
             // The destination's lock first, then the client IP's: always in this order.
             try store.lock(connection, keys: ["destination:\(destination.normalized)"] + (ipKey.isEmpty ? [] : ["ip:\(ipKey)"]))
@@ -207,52 +199,20 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 hourAgo: hourAgo, destinationLimit: configuration.startsPerDestinationPerHour,
                 ipLimit: configuration.startsPerIPPerHour
             )
-            if let refusal = figures.locks.refusal(now: now, maxConsecutive: configuration.maxConsecutiveFailures) {
-                return .refused(refusal)
-            }
-            if let oldest = figures.destinationLimitStart {
-                return .refused(
-                    OTPError(
-                        .rateLimited, "Too many codes for this destination; try again later.",
-                        retryAfterSeconds: secondsUntil(oldest.addingTimeInterval(3_600), from: now)
-                    )
-                )
-            }
-            if let oldest = figures.ipLimitStart {
-                return .refused(
-                    OTPError(
-                        .rateLimited, "Too many codes from this address; try again later.",
-                        retryAfterSeconds: secondsUntil(oldest.addingTimeInterval(3_600), from: now)
-                    )
-                )
-            }
-            let pumping = figures.pumping
-            if destination.channel == .sms, pumping.started > configuration.pumpingMinimumSent,
-                pumping.verified * 100 < pumping.started * configuration.pumpingMinimumVerifiedPercent
-            {
-                // The oldest minute's codes stop counting once that whole minute is more
-                // than an hour old.
-                let frees = (pumping.oldestMinute ?? now).addingTimeInterval(3_600 + 60)
-                return .refused(
-                    OTPError(
-                        .countryThrottled,
-                        "SMS codes to +\(destination.callingCode) are paused: too few of the last hour's codes were used.",
-                        retryAfterSeconds: secondsUntil(frees, from: now)
-                    )
-                )
-            }
+            let decision = StartDecision(figures, destination: destination, now: now, configuration: configuration)
+            guard case .start = decision else { return decision }
             try store.writeStartAndCommit(
                 connection, id: id, messageID: messageID, destination: destination, purpose: purpose,
                 locale: locale, clientIP: ip, clientIPKey: ipKey, codeMAC: mac, code: code, now: now, expiresAt: expiresAt,
                 claim: reservation, decoy: decoy
             )
-            return .started(attemptsRemaining: max(0, configuration.maxWrongCodes - figures.wrongCodes))
+            return decision
         }
         switch outcome {
-        case .refused(let error):
+        case .refuse(let error):
             metrics.refused(error.code.reason, channel: destination.channel, callingCode: destination.callingCode)
             throw error
-        case .started(let remaining):
+        case .start(let remaining):
             if reservation != nil {
                 handedOver = true
                 handoff.hand(
@@ -307,36 +267,18 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 return .refused(refusal)
             }
             guard row.status == "pending" else { return .refused(Self.notFound()) }
-            let allowedAt =
-                row.resends == 0
-                ? row.createdAt.addingTimeInterval(configuration.firstResendDelay.timeInterval)
-                : row.lastSentAt.addingTimeInterval(configuration.resendInterval.timeInterval)
-            if now < allowedAt {
-                return .refused(
-                    OTPError(
-                        .resendTooSoon, "A new code can be sent a little later.",
-                        retryAfterSeconds: secondsUntil(allowedAt, from: now)
-                    )
-                )
+            if let refusal = ResendDecision.tooSoon(row, now: now, configuration: configuration) {
+                return .refused(refusal)
             }
             var resendsLeft = configuration.maxResends
             if !row.testDestination {
-                let window = configuration.resendWindow.timeInterval
                 let resends = try store.events(
-                    connection, "resend", destination.normalized, since: now.addingTimeInterval(-window))
-                if resends.count >= configuration.maxResends {
-                    let frees =
-                        configuration.maxResends == 0
-                        ? now.addingTimeInterval(window)
-                        : resends[resends.count - configuration.maxResends].addingTimeInterval(window)
-                    return .refused(
-                        OTPError(
-                            .rateLimited, "Too many codes for this destination; try again later.",
-                            retryAfterSeconds: secondsUntil(frees, from: now)
-                        )
-                    )
+                    connection, "resend", destination.normalized,
+                    since: now.addingTimeInterval(-configuration.resendWindow.timeInterval))
+                switch ResendDecision.budget(resends: resends, now: now, configuration: configuration) {
+                case .success(let left): resendsLeft = left
+                case .failure(let refusal): return .refused(refusal)
                 }
-                resendsLeft = configuration.maxResends - resends.count - 1
             }
             let code =
                 configuration.testDestinations[destination.normalized]
@@ -439,10 +381,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             {
                 return .refused(refusal)
             }
-            guard row.status == "pending" else { return .refused(Self.notFound()) }
-            if row.expiresAt <= now {
-                return .refused(OTPError(.codeExpired, "The code has expired; ask for a new one."))
-            }
+            if let refusal = CheckDecision.refusal(row, now: now) { return .refused(refusal) }
             if codes.matches(row.codeMAC, verificationID: id, code: presented) {
                 let countsForPumping = !row.testDestination && row.destination.channel == .sms
                 try store.markVerifiedAndCommit(
@@ -457,13 +396,13 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 connection, "wrong_code", destination,
                 since: now.addingTimeInterval(-configuration.attemptWindow.timeInterval)
             ).count
-            let remaining = max(0, configuration.maxWrongCodes - wrong)
-            if remaining == 0 {
+            let (remaining, lockedUntil) = CheckDecision.afterWrongCode(
+                wrongInWindow: wrong, now: now, configuration: configuration)
+            if let lockedUntil {
                 try store.markFailed(connection, id: id)
-                try store.lockDestination(
-                    connection, destination: destination, until: now.addingTimeInterval(configuration.lockout.timeInterval))
+                try store.lockDestination(connection, destination: destination, until: lockedUntil)
             }
-            return .wrong(remaining: remaining, locked: remaining == 0, row)
+            return .wrong(remaining: remaining, locked: lockedUntil != nil, row)
         }
         switch outcome {
         case .refused(let error):
@@ -577,19 +516,6 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
     }
 }
 
-extension OTPStore.DestinationLocks {
-    /// Why a locked destination is refused: the consecutive-failure limit first (it holds until
-    /// an operator unlocks it), then the window's lock; nil when it is not locked.
-    func refusal(now: Date, maxConsecutive: Int) -> OTPError? {
-        if consecutiveFailures >= maxConsecutive {
-            return OTPError(
-                .factorLocked,
-                "Too many wrong codes: codes to this destination are locked. Contact support to unlock it."
-            )
-        }
-        return lockedUntil.map { OTPService.tooManyAttempts(until: $0, now: now) }
-    }
-}
 
 /// otp-dispatch's field rules, on the validator every service shares.
 extension FieldValidator {
