@@ -31,14 +31,16 @@ import Testing
         #expect(calls.value.load(ordering: .relaxed) == 1)
         #expect(results == Array(repeating: 1, count: 10))
         #expect(!flight.isRunning)
-        #expect(try await flight.run { calls.value.add(1, ordering: .relaxed).newValue } == 2)
+        let next = try await flight.run { calls.value.add(1, ordering: .relaxed).newValue }
+        #expect(next == 2)
     }
 
     @Test func aFailureReachesEveryWaiterAndTheNextCallTriesAgain() async {
         struct Failed: Error {}
         let flight = SingleFlight<Int>()
         await #expect(throws: Failed.self) { try await flight.run { throw Failed() } }
-        #expect(await flight.run { 7 } == 7)
+        let again = await flight.run { 7 }
+        #expect(again == 7)
     }
 
     /// After `forget()`, a caller starts a new operation while the old one still runs for its waiters.
@@ -55,7 +57,8 @@ import Testing
         }
         while started.value.load(ordering: .relaxed) == 0 { await Task.yield() }
         flight.forget()
-        #expect(try await flight.run { "new" } == "new")
+        let new = try await flight.run { "new" }
+        #expect(new == "new")
         open.yield()
         open.finish()
         #expect(try await old.value == "old")
