@@ -72,7 +72,16 @@ public struct PostgresStatement: Sendable, Hashable, ExpressibleByStringInterpol
 
 /// `name` as a double-quoted SQL identifier.
 func quoteIdentifier(_ name: String) -> String {
-    "\"" + name.replacing("\"", with: "\"\"") + "\""
+    PostgresStatement.quotedIdentifier(name)
+}
+
+extension PostgresStatement {
+    /// `name` (a schema, table, column or channel) as a double-quoted SQL identifier, any
+    /// double quote inside it doubled: the one place the services' SQL quotes a name. Never
+    /// for values (they are parameters).
+    public static func quotedIdentifier(_ name: String) -> String {
+        "\"" + name.replacing("\"", with: "\"\"") + "\""
+    }
 }
 
 /// Whether `name` is a plain identifier: ASCII letters, digits and underscores, not starting

@@ -102,7 +102,7 @@ struct UserStore: Sendable {
 
     init(pool: PostgresPool, schema: String) {
         self.pool = pool
-        self.schema = quoted(schema)
+        self.schema = PostgresStatement.quotedIdentifier(schema)
     }
 
     /// The columns ``record(_:)`` reads, of a user row `u`.

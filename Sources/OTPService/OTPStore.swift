@@ -70,7 +70,7 @@ struct OTPStore: Sendable {
     init(pool: PostgresPool, schema: String) {
         self.pool = pool
         self.schema = schema
-        let q = "\"" + schema.replacing("\"", with: "\"\"") + "\""
+        let q = PostgresStatement.quotedIdentifier(schema)
         self.t = Tables(
             verifications: "\(q).verifications",
             limitEvents: "\(q).limit_events",

@@ -55,7 +55,7 @@ struct SessionStore: Sendable {
 
     init(pool: PostgresPool, schema: String) {
         self.pool = pool
-        self.sql = Statements(schema: quoted(schema))
+        self.sql = Statements(schema: PostgresStatement.quotedIdentifier(schema))
     }
 
     func insert(_ session: NewSession) async throws {
@@ -202,7 +202,7 @@ struct SessionStore: Sendable {
     static let cleanupLockPrefix = "auth.session.dead_sessions."
 
     /// The name hashed into the clean-up's advisory lock key for `schema`.
-    static func cleanupLockName(schema: String) -> String { cleanupLockPrefix + quoted(schema) }
+    static func cleanupLockName(schema: String) -> String { cleanupLockPrefix + PostgresStatement.quotedIdentifier(schema) }
 
     /// Inserts a security event.
     func record(_ event: SecurityEvent) async throws {

@@ -107,7 +107,7 @@ final class SigningKeyStore: Sendable {
         self.logger = logger
     }
 
-    private var table: String { "\(quoted(schema)).signing_keys" }
+    private var table: String { "\(PostgresStatement.quotedIdentifier(schema)).signing_keys" }
 
     /// The transaction-scoped advisory lock that serializes key creation and rotation across
     /// replicas.
@@ -235,7 +235,7 @@ final class SigningKeyStore: Sendable {
     func rotate(caller: String) async throws -> SigningKeyRotation {
         let now = clock.microsecondNow()
         let table = self.table
-        let schema = quoted(self.schema)
+        let schema = PostgresStatement.quotedIdentifier(self.schema)
         let lockKey = self.lockKey
         let delay = configuration.signingKeyPublishDelay.timeInterval
         let tail = configuration.accessTokenLifetime.timeInterval + configuration.clockSkewTolerance.timeInterval
@@ -284,7 +284,7 @@ final class SigningKeyStore: Sendable {
     func rewrap(caller: String) async throws -> SigningKeyRewrap {
         let now = clock.microsecondNow()
         let table = self.table
-        let schema = quoted(self.schema)
+        let schema = PostgresStatement.quotedIdentifier(self.schema)
         let lockKey = self.lockKey
         return try await pool.transaction { connection -> SigningKeyRewrap in
             try connection.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [lockKey])
@@ -378,7 +378,3 @@ final class SigningKeyStore: Sendable {
     }
 }
 
-/// A schema name as a quoted SQL identifier.
-func quoted(_ identifier: String) -> String {
-    "\"" + identifier.replacing("\"", with: "\"\"") + "\""
-}
