@@ -389,6 +389,17 @@ let package = Package(
             ],
             swiftSettings: strictSwift
         ),
+        // What the three service benchmarks share: their PostgreSQL options and a schema of
+        // their own (apart from BenchmarkHarness, which authctl links: no libpq there).
+        .target(
+            name: "BenchmarkDatabase",
+            dependencies: [
+                "AuthPostgres",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift
+        ),
         .executableTarget(
             name: "rpc-benchmark",
             dependencies: [
@@ -408,6 +419,7 @@ let package = Package(
         .executableTarget(
             name: "session-benchmark",
             dependencies: [
+                "BenchmarkDatabase",
                 "AuthAccessToken",
                 "BenchmarkHarness",
                 "SessionService",
@@ -426,6 +438,7 @@ let package = Package(
         .executableTarget(
             name: "identity-benchmark",
             dependencies: [
+                "BenchmarkDatabase",
                 "BenchmarkHarness",
                 "IdentityService",
                 "AuthRPC",
@@ -443,6 +456,7 @@ let package = Package(
         .executableTarget(
             name: "otp-benchmark",
             dependencies: [
+                "BenchmarkDatabase",
                 "BenchmarkHarness",
                 "OTPService",
                 "AuthRPCNIO",

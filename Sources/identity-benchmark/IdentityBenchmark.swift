@@ -4,6 +4,7 @@ import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
 import AuthRPC
+import BenchmarkDatabase
 import BenchmarkHarness
 import Foundation
 import IdentityService
@@ -21,13 +22,9 @@ struct IdentityBenchmark: AsyncParsableCommand {
         abstract: "Benchmarks password sign-in and lookup-by-phone over the RPC with PostgreSQL, beside bare scrypt."
     )
 
-    @Option(help: "libpq connection string of the PostgreSQL to use (default: AUTH_DATABASE_URL).")
-    var databaseURL: String?
+    @OptionGroup var database: DatabaseOptions
 
     @OptionGroup var load: LoadOptions
-
-    @Option(help: "PostgreSQL connections of the service's pool (the services' default is 10).")
-    var poolSize = 10
 
     @Option(help: "scrypt log2(N) (the service's default, OWASP's, is 17); r = 8, p = 1.")
     var scryptLogN = 17
@@ -39,62 +36,38 @@ struct IdentityBenchmark: AsyncParsableCommand {
     var calls = "hash,signin,phone"
 
     func run() async throws {
-        guard let url = databaseURL ?? ProcessInfo.processInfo.environment["AUTH_DATABASE_URL"], !url.isEmpty else {
-            throw ValidationError(
-                "give --database-url or AUTH_DATABASE_URL (e.g. `scripts/postgres.sh start .data/pg-bench | tail -1`)"
-            )
-        }
         let levels = try load.levels(default: [16], limit: 1024)
         let known: Set<String> = ["hash", "signin", "phone"]
         let selected = Set(calls.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
         guard !selected.isEmpty, selected.isSubset(of: known) else {
             throw ValidationError("--calls takes hash, signin, phone")
         }
-        guard (1...200).contains(poolSize), (10...20).contains(scryptLogN), (1...64).contains(hashConcurrency) else {
-            throw ValidationError("--pool-size in 1...200, --scrypt-log-n in 10...20, --hash-concurrency in 1...64")
+        guard (10...20).contains(scryptLogN), (1...64).contains(hashConcurrency) else {
+            throw ValidationError("--scrypt-log-n in 10...20, --hash-concurrency in 1...64")
         }
         var logger = Logger(label: "identity-benchmark")
         logger.logLevel = .error
 
-        let schema =
-            "identity_bench_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased()
-        let pool = PostgresPool(
-            configuration: PostgresConfiguration(
-                connectionString: url,
-                maxConnections: poolSize,
-                applicationName: "identity-benchmark"
-            ),
-            logger: logger
-        )
-        var configuration = IdentityServiceConfiguration()
-        configuration.schema = schema
-        configuration.scryptParameters = .init(logN: scryptLogN, r: 8, p: 1)
-        configuration.hashConcurrency = hashConcurrency
-        // Every loop signs in successfully; the lockout never counts here.
-
-        let outcome: Result<Void, any Error>
-        do {
+        try await database.withSchema(prefix: "identity_bench", applicationName: "identity-benchmark", logger: logger) {
+            pool, schema in
+            var configuration = IdentityServiceConfiguration()
+            configuration.schema = schema
+            configuration.scryptParameters = .init(logN: scryptLogN, r: 8, p: 1)
+            configuration.hashConcurrency = hashConcurrency
+            // Every loop signs in successfully; the lockout never counts here.
             let service = try await IdentityService.start(database: pool, configuration: configuration, logger: logger)
+            let outcome: Result<Void, any Error>
             do {
                 try await benchmark(
-                    service: service,
-                    pool: pool,
-                    configuration: configuration,
-                    levels: levels,
-                    selected: selected,
-                    logger: logger
-                )
+                    service: service, pool: pool, configuration: configuration, levels: levels, selected: selected,
+                    logger: logger)
                 outcome = .success(())
             } catch {
                 outcome = .failure(error)
             }
             await service.shutdown()
-        } catch {
-            outcome = .failure(error)
+            try outcome.get()
         }
-        _ = try? await pool.query("DROP SCHEMA IF EXISTS \(identifier: schema) CASCADE")
-        await pool.close()
-        try outcome.get()
     }
 
     func benchmark(
@@ -117,7 +90,7 @@ struct IdentityBenchmark: AsyncParsableCommand {
 
         print("Identity service over the RPC layer (TCP loopback, 1 connection), PostgreSQL \(serverVersion) on the same machine")
         print(
-            "\(cores) cores shared by client, server and PostgreSQL; pool \(poolSize) connections; "
+            "\(cores) cores shared by client, server and PostgreSQL; pool \(database.poolSize) connections; "
                 + "scrypt \(configuration.scryptParameters) on \(configuration.hashConcurrency) hashing threads; \(load.description)"
         )
         print("")

@@ -5,6 +5,7 @@ import AuthPostgres
 import AuthProtobuf
 import AuthRPC
 import AuthRPCNIO
+import BenchmarkDatabase
 import BenchmarkHarness
 import Foundation
 import Hummingbird
@@ -24,13 +25,9 @@ struct OTPBenchmark: AsyncParsableCommand {
         abstract: "Benchmarks Start and Check over the RPC with PostgreSQL, and outbox delivery through the webhook provider."
     )
 
-    @Option(help: "libpq connection string of the PostgreSQL to use (default: AUTH_DATABASE_URL).")
-    var databaseURL: String?
+    @OptionGroup var database: DatabaseOptions
 
     @OptionGroup var load: LoadOptions
-
-    @Option(help: "PostgreSQL connections of the service's pool (the services' default is 10).")
-    var poolSize = 10
 
     @Option(help: "RPC connections from the client to the server.")
     var connections = 1
@@ -45,44 +42,26 @@ struct OTPBenchmark: AsyncParsableCommand {
     var calls = "start,check,deliver"
 
     func run() async throws {
-        guard let url = databaseURL ?? ProcessInfo.processInfo.environment["AUTH_DATABASE_URL"], !url.isEmpty else {
-            throw ValidationError(
-                "give --database-url or AUTH_DATABASE_URL (e.g. `scripts/postgres.sh start .data/pg-bench | tail -1`)"
-            )
-        }
         let levels = try load.levels(default: [16, 64], limit: 1024)
         let selected = Set(calls.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
         guard !selected.isEmpty, selected.isSubset(of: ["start", "check", "deliver"]) else {
             throw ValidationError("--calls takes start, check, deliver")
         }
-        guard (1...200).contains(poolSize), (1...16).contains(connections), (1...200_000).contains(messages),
-            (1...256).contains(workers)
-        else {
-            throw ValidationError("--pool-size in 1...200, --connections in 1...16, --messages in 1...200000, --workers in 1...256")
+        guard (1...16).contains(connections), (1...200_000).contains(messages), (1...256).contains(workers) else {
+            throw ValidationError("--connections in 1...16, --messages in 1...200000, --workers in 1...256")
         }
         var logger = Logger(label: "otp-benchmark")
         logger.logLevel = .error
-        let schema = "otp_bench_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased()
-        let pool = PostgresPool(
-            configuration: PostgresConfiguration(
-                connectionString: url, maxConnections: poolSize, acquireTimeout: .seconds(30),
-                applicationName: "otp-benchmark"),
-            logger: logger
-        )
-        let serverVersion = try await pool.query("SHOW server_version")[0][0].string
-        let durability = try await pool.query(
-            "SELECT current_setting('fsync') || '/' || current_setting('synchronous_commit')")[0][0].string
-        let outcome: Result<Void, any Error>
-        do {
-            try await benchmark(pool: pool, schema: schema, levels: levels, selected: selected, logger: logger,
-                                header: "PostgreSQL \(serverVersion) (fsync/synchronous_commit \(durability)), \(ProcessInfo.processInfo.activeProcessorCount) cores, pool \(poolSize), \(load.description)")
-            outcome = .success(())
-        } catch {
-            outcome = .failure(error)
+        try await database.withSchema(
+            prefix: "otp_bench", applicationName: "otp-benchmark", acquireTimeout: .seconds(30), logger: logger
+        ) { pool, schema in
+            let serverVersion = try await pool.query("SHOW server_version")[0][0].string
+            let durability = try await pool.query(
+                "SELECT current_setting('fsync') || '/' || current_setting('synchronous_commit')")[0][0].string
+            try await benchmark(
+                pool: pool, schema: schema, levels: levels, selected: selected, logger: logger,
+                header: "PostgreSQL \(serverVersion) (fsync/synchronous_commit \(durability)), \(ProcessInfo.processInfo.activeProcessorCount) cores, pool \(database.poolSize), \(load.description)")
         }
-        _ = try? await pool.query("DROP SCHEMA IF EXISTS \(identifier: schema) CASCADE")
-        await pool.close()
-        try outcome.get()
     }
 
     /// The service with every abuse limit out of the way (the benchmark measures the work of a

@@ -5,6 +5,7 @@ import AuthPostgres
 import AuthProtobuf
 import AuthRPC
 import AuthRPCNIO
+import BenchmarkDatabase
 import BenchmarkHarness
 import Foundation
 import Logging
@@ -22,13 +23,9 @@ struct SessionBenchmark: AsyncParsableCommand {
         abstract: "Benchmarks Issue, Refresh and Validate over the RPC with PostgreSQL, and local JWT verification."
     )
 
-    @Option(help: "libpq connection string of the PostgreSQL to use (default: AUTH_DATABASE_URL).")
-    var databaseURL: String?
+    @OptionGroup var database: DatabaseOptions
 
     @OptionGroup var load: LoadOptions
-
-    @Option(help: "PostgreSQL connections of the service's pool (the services' default is 10).")
-    var poolSize = 10
 
     @Option(help: "RPC connections from the client to the server.")
     var connections = 1
@@ -40,63 +37,32 @@ struct SessionBenchmark: AsyncParsableCommand {
     var calls = "issue,refresh,validate,check,local"
 
     func run() async throws {
-        guard let url = databaseURL ?? ProcessInfo.processInfo.environment["AUTH_DATABASE_URL"], !url.isEmpty else {
-            throw ValidationError(
-                "give --database-url or AUTH_DATABASE_URL (e.g. `scripts/postgres.sh start .data/pg-bench | tail -1`)"
-            )
-        }
         let levels = try load.levels(default: [16, 64], limit: 1024)
         let known: Set<String> = ["issue", "refresh", "validate", "check", "local"]
         let selected = Set(calls.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
         guard !selected.isEmpty, selected.isSubset(of: known) else {
             throw ValidationError("--calls takes issue, refresh, validate, check, local")
         }
-        guard (1...200).contains(poolSize), (1...16).contains(connections) else {
-            throw ValidationError("--pool-size in 1...200, --connections in 1...16")
+        guard (1...16).contains(connections) else {
+            throw ValidationError("--connections in 1...16")
         }
         var logger = Logger(label: "session-benchmark")
         logger.logLevel = .error
         let cores = ProcessInfo.processInfo.activeProcessorCount
 
-        // Own schema, dropped at the end.
-        let schema =
-            "session_bench_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased()
-        let pool = PostgresPool(
-            configuration: PostgresConfiguration(
-                connectionString: url,
-                maxConnections: poolSize,
-                applicationName: "session-benchmark"
-            ),
-            logger: logger
-        )
-        let serverVersion = try await pool.query("SHOW server_version")[0][0].string
-        let durability = try await pool.query(
-            "SELECT current_setting('fsync') || '/' || current_setting('synchronous_commit')"
-        )[0][0].string
-        var configuration = SessionServiceConfiguration(masterKey: .random())
-        configuration.schema = schema
-
-        let outcome: Result<Void, any Error>
-        do {
+        try await database.withSchema(prefix: "session_bench", applicationName: "session-benchmark", logger: logger) {
+            pool, schema in
+            let serverVersion = try await pool.query("SHOW server_version")[0][0].string
+            let durability = try await pool.query(
+                "SELECT current_setting('fsync') || '/' || current_setting('synchronous_commit')"
+            )[0][0].string
+            var configuration = SessionServiceConfiguration(masterKey: .random())
+            configuration.schema = schema
             let service = try await SessionService.start(database: pool, configuration: configuration, logger: logger)
             try await benchmark(
-                service: service,
-                pool: pool,
-                configuration: configuration,
-                levels: levels,
-                selected: selected,
-                cores: cores,
-                serverVersion: serverVersion,
-                durability: durability,
-                logger: logger
-            )
-            outcome = .success(())
-        } catch {
-            outcome = .failure(error)
+                service: service, pool: pool, configuration: configuration, levels: levels, selected: selected,
+                cores: cores, serverVersion: serverVersion, durability: durability, logger: logger)
         }
-        _ = try? await pool.query("DROP SCHEMA IF EXISTS \(identifier: schema) CASCADE")
-        await pool.close()
-        try outcome.get()
     }
 
     func benchmark(
@@ -146,7 +112,7 @@ struct SessionBenchmark: AsyncParsableCommand {
                 + "PostgreSQL \(serverVersion) on the same machine"
         )
         print(
-            "\(cores) cores shared by client, server and PostgreSQL; pool \(poolSize) connections; "
+            "\(cores) cores shared by client, server and PostgreSQL; pool \(database.poolSize) connections; "
                 + "fsync/synchronous_commit = \(durability)"
         )
         print(load.description)
