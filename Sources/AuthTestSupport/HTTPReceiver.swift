@@ -90,16 +90,7 @@ public final class HTTPReceiver: Sendable {
             throw ServiceProcessError(message: "the HTTP receiver did not start")
         }
         receiver.portBox.withLock { $0 = bound }
-        do {
-            let result = try await body(receiver)
-            await group.triggerGracefulShutdown()
-            _ = await task.result
-            return result
-        } catch {
-            await group.triggerGracefulShutdown()
-            _ = await task.result
-            throw error
-        }
+        return try await finishing(group, task) { try await body(receiver) }
     }
 
     private func append(_ received: Received) -> Int {

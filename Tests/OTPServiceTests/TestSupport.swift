@@ -145,18 +145,7 @@ final class ScriptedProvider: MessageProvider {
 
 /// Runs `dispatcher` as the process would (LISTEN/NOTIFY, sweep, workers) during `body`.
 func withRunningDispatcher<R>(_ dispatcher: OTPDispatcher, _ body: () async throws -> R) async throws -> R {
-    let group = ServiceGroup(services: [dispatcher], logger: testLogger)
-    let task = Task { try await group.run() }
-    do {
-        let result = try await body()
-        await group.triggerGracefulShutdown()
-        _ = await task.result
-        return result
-    } catch {
-        await group.triggerGracefulShutdown()
-        _ = await task.result
-        throw error
-    }
+    try await withRunningServices([dispatcher], logger: testLogger, body)
 }
 
 /// Waits (polling the table, bounded) until every message of the fixture's outbox is in `state`.
