@@ -5,7 +5,7 @@
 import PackageDescription
 
 let strictSwift: [SwiftSetting] = [
-    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("ExistentialAny")
 ]
 
 let package = Package(
@@ -579,7 +579,8 @@ let package = Package(
         .testTarget(
             name: "SessionServiceTests",
             dependencies: [
-                "AuthAccessToken", "AuthTime", "SessionService", "AuthTestSupport", "AuthAPI", "AuthRPC", "AuthCrypto", "AuthPostgres",
+                "AuthAccessToken", "AuthTime", "SessionService", "AuthTestSupport", "AuthAPI", "AuthRPC", "AuthCrypto",
+                "AuthPostgres",
             ],
             swiftSettings: strictSwift
         ),

@@ -1,5 +1,6 @@
 import AuthCrypto
 import AuthTime
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -81,7 +82,11 @@ public enum AccessTokenCodec {
     public static let maximumLength = 8 * 1024
 
     /// Signs `claims` with `key` under `kid`.
-    public static func sign(_ claims: AccessTokenClaims, key: ES256PrivateKey, kid: String) throws(CryptoError) -> String {
+    public static func sign(
+        _ claims: AccessTokenClaims,
+        key: ES256PrivateKey,
+        kid: String
+    ) throws(CryptoError) -> String {
         try JWS.signES256(payload: payload(claims), key: key, kid: kid, typ: type)
     }
 

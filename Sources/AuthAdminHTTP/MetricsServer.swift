@@ -34,7 +34,8 @@ public struct MetricsServer: Service {
             onServerRunning: { channel in
                 logger.info(
                     "Admin port serving /metrics",
-                    metadata: ["admin.host": "\(host)", "admin.port": "\(channel.localAddress?.port ?? port)"])
+                    metadata: ["admin.host": "\(host)", "admin.port": "\(channel.localAddress?.port ?? port)"]
+                )
             },
             logger: quiet
         )

@@ -41,7 +41,8 @@ public struct ExponentialBackoff: Sendable, Hashable {
 
     /// As ``delay(afterFailures:)``, with the random numbers from `generator` (for tests).
     public func delay<Generator: RandomNumberGenerator>(
-        afterFailures failures: Int, using generator: inout Generator
+        afterFailures failures: Int,
+        using generator: inout Generator
     ) -> Duration {
         let factor = Double.random(in: self.jitter, using: &generator)
         return self.step(afterFailures: failures) * factor

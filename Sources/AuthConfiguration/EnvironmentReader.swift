@@ -1,4 +1,5 @@
 import AuthText
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -29,8 +30,18 @@ public struct EnvironmentReader: Sendable {
     }
 
     /// A whole number in `range`; the refusal names the range.
-    public func integer(_ name: String, default fallback: Int, in range: ClosedRange<Int>, unit: String = "", note: String = "") throws -> Int {
-        try value(name, default: fallback, expected: "a whole number\(unit) in \(range.lowerBound)...\(range.upperBound)\(note)") {
+    public func integer(
+        _ name: String,
+        default fallback: Int,
+        in range: ClosedRange<Int>,
+        unit: String = "",
+        note: String = ""
+    ) throws -> Int {
+        try value(
+            name,
+            default: fallback,
+            expected: "a whole number\(unit) in \(range.lowerBound)...\(range.upperBound)\(note)"
+        ) {
             Int($0).flatMap { range.contains($0) ? $0 : nil }
         }
     }
@@ -41,7 +52,8 @@ public struct EnvironmentReader: Sendable {
     }
 
     /// A whole number of milliseconds in `range` as a duration.
-    public func milliseconds(_ name: String, default fallback: Duration, in range: ClosedRange<Int>) throws -> Duration {
+    public func milliseconds(_ name: String, default fallback: Duration, in range: ClosedRange<Int>) throws -> Duration
+    {
         let (seconds, attoseconds) = fallback.components
         let milliseconds = Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
         return .milliseconds(try integer(name, default: milliseconds, in: range, unit: " of milliseconds"))

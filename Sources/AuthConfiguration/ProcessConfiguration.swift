@@ -2,12 +2,13 @@ import AuthCrypto
 import AuthRPC
 import AuthRPCNIO
 import AuthText
+import Logging
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Logging
 
 /// What every process of the system reads from `AUTH_*` environment variables (README has the
 /// table): where it runs, where it listens, its log level, how it speaks RPC (mutual TLS or
@@ -41,8 +42,17 @@ public struct ProcessConfiguration: Sendable {
         self.service = service
         self.environment = try reader.environment()
         self.bindHost = reader.string("AUTH_BIND_HOST") ?? "127.0.0.1"
-        self.port = try reader.integer(service.portVariable, default: service.defaultPort, in: 0...65535, note: " (0: any free port, logged at start)")
-        self.logLevel = try reader.value("AUTH_LOG_LEVEL", default: .info, expected: "one of trace, debug, info, notice, warning, error, critical") { Logger.Level(rawValue: $0) }
+        self.port = try reader.integer(
+            service.portVariable,
+            default: service.defaultPort,
+            in: 0...65535,
+            note: " (0: any free port, logged at start)"
+        )
+        self.logLevel = try reader.value(
+            "AUTH_LOG_LEVEL",
+            default: .info,
+            expected: "one of trace, debug, info, notice, warning, error, critical"
+        ) { Logger.Level(rawValue: $0) }
 
         if reader.string("AUTH_RPC_MESH_MTLS") != nil {
             // Issue 19, item 10: plaintext RPC names its caller by a secret every service holds,
@@ -50,7 +60,8 @@ public struct ProcessConfiguration: Sendable {
             // nothing. Production RPC is mutual TLS, behind a mesh too (docs/deployment.md).
             throw ConfigurationError(
                 variable: "AUTH_RPC_MESH_MTLS",
-                problem: "is no longer accepted: plaintext RPC lets any holder of the shared secret claim to be any service; set AUTH_RPC_TLS_CERT, AUTH_RPC_TLS_KEY and AUTH_RPC_TLS_CA (behind a service mesh too; docs/deployment.md says how)"
+                problem:
+                    "is no longer accepted: plaintext RPC lets any holder of the shared secret claim to be any service; set AUTH_RPC_TLS_CERT, AUTH_RPC_TLS_KEY and AUTH_RPC_TLS_CA (behind a service mesh too; docs/deployment.md says how)"
             )
         }
         self.rpcTLS = try RPCTLSConfiguration(environment: variables, expectedName: service.rawValue)
@@ -60,20 +71,41 @@ public struct ProcessConfiguration: Sendable {
             if environment == .production {
                 throw ConfigurationError(
                     variable: "AUTH_RPC_TLS_CERT",
-                    problem: "is required in production (with AUTH_RPC_TLS_KEY and AUTH_RPC_TLS_CA): production RPC is mutual TLS, never plaintext"
+                    problem:
+                        "is required in production (with AUTH_RPC_TLS_KEY and AUTH_RPC_TLS_CA): production RPC is mutual TLS, never plaintext"
                 )
             }
             self.rpcSecret = try readRPCSecret(variables)
         }
 
         var limits = ConnectionLimits()
-        limits.maxFrameSize = try reader.integer("AUTH_RPC_MAX_FRAME_BYTES", default: limits.maxFrameSize, in: 1024...(64 << 20), unit: " of bytes")
-        limits.maxConcurrentCalls = try reader.integer("AUTH_RPC_MAX_CONCURRENT_CALLS", default: limits.maxConcurrentCalls, in: 1...100_000)
-        limits.idleTimeout = .seconds(try reader.integer("AUTH_RPC_IDLE_TIMEOUT_SECONDS", default: 300, in: 1...86_400, unit: " of seconds"))
-        limits.readTimeout = .seconds(try reader.integer("AUTH_RPC_READ_TIMEOUT_SECONDS", default: 10, in: 1...3_600, unit: " of seconds"))
-        limits.maxConnections = try reader.integer("AUTH_RPC_MAX_CONNECTIONS", default: limits.maxConnections, in: 1...65_536)
+        limits.maxFrameSize = try reader.integer(
+            "AUTH_RPC_MAX_FRAME_BYTES",
+            default: limits.maxFrameSize,
+            in: 1024...(64 << 20),
+            unit: " of bytes"
+        )
+        limits.maxConcurrentCalls = try reader.integer(
+            "AUTH_RPC_MAX_CONCURRENT_CALLS",
+            default: limits.maxConcurrentCalls,
+            in: 1...100_000
+        )
+        limits.idleTimeout = .seconds(
+            try reader.integer("AUTH_RPC_IDLE_TIMEOUT_SECONDS", default: 300, in: 1...86_400, unit: " of seconds")
+        )
+        limits.readTimeout = .seconds(
+            try reader.integer("AUTH_RPC_READ_TIMEOUT_SECONDS", default: 10, in: 1...3_600, unit: " of seconds")
+        )
+        limits.maxConnections = try reader.integer(
+            "AUTH_RPC_MAX_CONNECTIONS",
+            default: limits.maxConnections,
+            in: 1...65_536
+        )
         limits.maxUnauthenticatedConnectionsPerPeer = try reader.integer(
-            "AUTH_RPC_MAX_UNAUTHENTICATED_PER_PEER", default: limits.maxUnauthenticatedConnectionsPerPeer, in: 1...65_536)
+            "AUTH_RPC_MAX_UNAUTHENTICATED_PER_PEER",
+            default: limits.maxUnauthenticatedConnectionsPerPeer,
+            in: 1...65_536
+        )
         self.rpcLimits = limits
 
         var addresses: [AuthServiceName: [RPCAddress]] = [:]
@@ -89,11 +121,14 @@ public struct ProcessConfiguration: Sendable {
     }
 }
 
-
 extension ProcessConfiguration {
     /// A client for `service` at its configured addresses, calling as this service: two
     /// connections per address, the shared secret, this configuration's frame limit.
-    public func rpcClient(for service: AuthServiceName, logger: Logger, defaultTimeout: Duration = .seconds(10)) -> RPCClient {
+    public func rpcClient(
+        for service: AuthServiceName,
+        logger: Logger,
+        defaultTimeout: Duration = .seconds(10)
+    ) -> RPCClient {
         RPCClient(
             transport: TCPClientTransport(
                 configuration: RPCClientConfiguration(

@@ -15,11 +15,14 @@ public enum ProcessLogging {
     ) -> Logger {
         let providers = [Self.rpcCallMetadata] + (metadataProvider.map { [$0] } ?? [])
         let provider = providers.count == 1 ? providers[0] : Logger.MetadataProvider.multiplex(providers)!
-        LoggingSystem.bootstrap({ label, provider in
-            var handler = StreamLogHandler.standardError(label: label, metadataProvider: provider)
-            handler.logLevel = level
-            return handler
-        }, metadataProvider: provider)
+        LoggingSystem.bootstrap(
+            { label, provider in
+                var handler = StreamLogHandler.standardError(label: label, metadataProvider: provider)
+                handler.logLevel = level
+                return handler
+            },
+            metadataProvider: provider
+        )
         var logger = Logger(label: service)
         logger.logLevel = level
         return logger

@@ -2,24 +2,32 @@ import AuthCrypto
 import AuthRPC
 import AuthRPCNIO
 import AuthText
+import Logging
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Logging
 
 /// `AUTH_RPC_SECRET`: base64 of at least 32 bytes (plaintext mode).
 public func readRPCSecret(_ variables: [String: String]) throws -> [UInt8] {
     let reader = EnvironmentReader(variables: variables)
     guard let secretText = reader.string("AUTH_RPC_SECRET") else {
-        throw ConfigurationError(variable: "AUTH_RPC_SECRET", problem: "is required without TLS (AUTH_RPC_TLS_*): base64 of at least 32 random bytes, the same for every service (e.g. `openssl rand -base64 32`)")
+        throw ConfigurationError(
+            variable: "AUTH_RPC_SECRET",
+            problem:
+                "is required without TLS (AUTH_RPC_TLS_*): base64 of at least 32 random bytes, the same for every service (e.g. `openssl rand -base64 32`)"
+        )
     }
     // AuthCrypto's strict decoder: padded standard base64, nothing else (Foundation's accepts
     // non-zero unused bits). Surrounding whitespace (a mounted file's newline) is ignored.
     guard let secret = Base64.decode(secretText.trimmingWhitespace()), secret.count >= 32
     else {
-        throw ConfigurationError(variable: "AUTH_RPC_SECRET", problem: "must be standard base64 (with = padding) of at least 32 bytes")
+        throw ConfigurationError(
+            variable: "AUTH_RPC_SECRET",
+            problem: "must be standard base64 (with = padding) of at least 32 bytes"
+        )
     }
     return secret
 }
@@ -42,24 +50,29 @@ extension RPCTLSConfiguration {
         var pem: [[UInt8]] = []
         for (name, value) in zip(names, values) {
             guard let value else {
-                throw ConfigurationError(variable: name, problem: "is required when any AUTH_RPC_TLS_* variable is set (PEM text or a file path)")
+                throw ConfigurationError(
+                    variable: name,
+                    problem: "is required when any AUTH_RPC_TLS_* variable is set (PEM text or a file path)"
+                )
             }
             pem.append(try Self.pemOrFile(value, variable: name))
         }
         do {
             try self.init(certificatePEM: pem[0], privateKeyPEM: pem[1], trustRootsPEM: pem[2])
         } catch let error as RPCTLSConfigurationError {
-            let variable = switch error.part {
-            case .certificate: Self.certificateVariable
-            case .privateKey: Self.keyVariable
-            case .trustRoots: Self.caVariable
-            }
+            let variable =
+                switch error.part {
+                case .certificate: Self.certificateVariable
+                case .privateKey: Self.keyVariable
+                case .trustRoots: Self.caVariable
+                }
             throw ConfigurationError(variable: variable, problem: error.problem)
         }
         if let expectedName, !dnsNames.contains(expectedName) {
             throw ConfigurationError(
                 variable: Self.certificateVariable,
-                problem: "the certificate must name this service: subjectAltName DNS \(expectedName) (it names \(dnsNames.isEmpty ? "none" : dnsNames.joined(separator: ", ")))"
+                problem:
+                    "the certificate must name this service: subjectAltName DNS \(expectedName) (it names \(dnsNames.isEmpty ? "none" : dnsNames.joined(separator: ", ")))"
             )
         }
     }

@@ -58,10 +58,17 @@ public enum AESGCM {
         var outLength: Int32 = 0
         var ok = Self.update(context, encrypt: true, aad: aad)
         if ok, !plaintext.isEmpty {
-            ok = Self.checkedLength(plaintext.count)
+            ok =
+                Self.checkedLength(plaintext.count)
                 && plaintext.withUnsafeBufferPointer { input in
                     ciphertext.withUnsafeMutableBufferPointer { output in
-                        EVP_EncryptUpdate(context.pointer, output.baseAddress, &outLength, input.baseAddress, Int32(input.count))
+                        EVP_EncryptUpdate(
+                            context.pointer,
+                            output.baseAddress,
+                            &outLength,
+                            input.baseAddress,
+                            Int32(input.count)
+                        )
                     }
                 } == 1 && Int(outLength) == plaintext.count
         }
@@ -103,10 +110,17 @@ public enum AESGCM {
         var outLength: Int32 = 0
         var ok = Self.update(context, encrypt: false, aad: aad)
         if ok, !ciphertext.isEmpty {
-            ok = Self.checkedLength(ciphertext.count)
+            ok =
+                Self.checkedLength(ciphertext.count)
                 && ciphertext.withUnsafeBufferPointer { input in
                     plaintext.withUnsafeMutableBufferPointer { output in
-                        EVP_DecryptUpdate(context.pointer, output.baseAddress, &outLength, input.baseAddress, Int32(input.count))
+                        EVP_DecryptUpdate(
+                            context.pointer,
+                            output.baseAddress,
+                            &outLength,
+                            input.baseAddress,
+                            Int32(input.count)
+                        )
                     }
                 } == 1 && Int(outLength) == ciphertext.count
         }
@@ -147,9 +161,21 @@ public enum AESGCM {
         key.withUnsafeBufferPointer { keyBytes in
             nonce.withUnsafeBufferPointer { nonceBytes in
                 if encrypt {
-                    EVP_EncryptInit_ex2(context.pointer, EVPCipher.aes256GCM.pointer, keyBytes.baseAddress, nonceBytes.baseAddress, nil) == 1
+                    EVP_EncryptInit_ex2(
+                        context.pointer,
+                        EVPCipher.aes256GCM.pointer,
+                        keyBytes.baseAddress,
+                        nonceBytes.baseAddress,
+                        nil
+                    ) == 1
                 } else {
-                    EVP_DecryptInit_ex2(context.pointer, EVPCipher.aes256GCM.pointer, keyBytes.baseAddress, nonceBytes.baseAddress, nil) == 1
+                    EVP_DecryptInit_ex2(
+                        context.pointer,
+                        EVPCipher.aes256GCM.pointer,
+                        keyBytes.baseAddress,
+                        nonceBytes.baseAddress,
+                        nil
+                    ) == 1
                 }
             }
         }

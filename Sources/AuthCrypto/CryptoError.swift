@@ -101,7 +101,9 @@ enum OpenSSLErrorQueue {
             if messages.count < 16 {
                 var buffer = [CChar](repeating: 0, count: 256)
                 ERR_error_string_n(code, &buffer, buffer.count)
-                messages.append(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+                messages.append(
+                    String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                )
             }
         }
         ERR_clear_error()

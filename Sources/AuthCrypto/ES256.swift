@@ -217,7 +217,8 @@ public final class ES256PrivateKey: Sendable {
 enum SignatureOperations {
     static func sign(key: EVPPKey, message: [UInt8], capacity: Int) throws(CryptoError) -> [UInt8] {
         let context = try EVPMDContext()
-        guard EVP_DigestSignInit_ex(context.pointer, nil, staticCString("SHA256"), nil, nil, key.pointer, nil) == 1 else {
+        guard EVP_DigestSignInit_ex(context.pointer, nil, staticCString("SHA256"), nil, nil, key.pointer, nil) == 1
+        else {
             throw CryptoError.openSSL(.internalError, "EVP_DigestSignInit_ex failed")
         }
         var signature = [UInt8](repeating: 0, count: capacity)
@@ -235,7 +236,8 @@ enum SignatureOperations {
     /// A failed verification leaves nothing in OpenSSL's error queue.
     static func verify(key: EVPPKey, signature: [UInt8], message: [UInt8]) -> Bool {
         guard let context = try? EVPMDContext() else { return false }
-        guard EVP_DigestVerifyInit_ex(context.pointer, nil, staticCString("SHA256"), nil, nil, key.pointer, nil) == 1 else {
+        guard EVP_DigestVerifyInit_ex(context.pointer, nil, staticCString("SHA256"), nil, nil, key.pointer, nil) == 1
+        else {
             OpenSSLErrorQueue.clear()
             return false
         }

@@ -108,7 +108,9 @@ public final class HMACSHA256: Sendable {
                 OSSL_PARAM_construct_end(),
             ]
             return key.withNonNullBytes { keyBytes, keyCount in
-                params.withUnsafeMutableBufferPointer { EVP_MAC_init(context.pointer, keyBytes, keyCount, $0.baseAddress) }
+                params.withUnsafeMutableBufferPointer {
+                    EVP_MAC_init(context.pointer, keyBytes, keyCount, $0.baseAddress)
+                }
             }
         }
         guard ok == 1 else {

@@ -185,7 +185,8 @@ enum JSONMemberScanner {
         mutating func readUnicodeEscape() -> Unicode.Scalar? {
             guard let high = self.readHex4() else { return nil }
             if (0xD800..<0xDC00).contains(high) {
-                guard self.expect("\\"), self.expect("u"), let low = self.readHex4(), (0xDC00..<0xE000).contains(low) else {
+                guard self.expect("\\"), self.expect("u"), let low = self.readHex4(), (0xDC00..<0xE000).contains(low)
+                else {
                     return nil
                 }
                 return Unicode.Scalar(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))

@@ -90,9 +90,16 @@ public enum JWS {
     /// compact serialization. The header is serialised with sorted keys.
     ///
     /// - Throws: ``CryptoError/Code/algorithmMismatch`` when `header.alg` is not `"ES256"`.
-    public static func signES256(header: JOSEHeader, payload: [UInt8], key: ES256PrivateKey) throws(CryptoError) -> String {
+    public static func signES256(
+        header: JOSEHeader,
+        payload: [UInt8],
+        key: ES256PrivateKey
+    ) throws(CryptoError) -> String {
         guard header.alg == JWSAlgorithm.es256.rawValue else {
-            throw CryptoError(code: .algorithmMismatch, message: "an ES256 signature needs alg ES256, not \(header.alg)")
+            throw CryptoError(
+                code: .algorithmMismatch,
+                message: "an ES256 signature needs alg ES256, not \(header.alg)"
+            )
         }
         let headerJSON: [UInt8]
         do {
@@ -114,7 +121,11 @@ public enum JWS {
         kid: String? = nil,
         typ: String? = nil
     ) throws(CryptoError) -> String {
-        try self.signES256(header: JOSEHeader(alg: JWSAlgorithm.es256.rawValue, kid: kid, typ: typ), payload: payload, key: key)
+        try self.signES256(
+            header: JOSEHeader(alg: JWSAlgorithm.es256.rawValue, kid: kid, typ: typ),
+            payload: payload,
+            key: key
+        )
     }
 
     /// Splits and decodes a compact JWS **without verifying it** (for example to read `kid`

@@ -213,7 +213,12 @@ final class OSSLEncoderContext {
     init(key: EVPPKey, selection: Int32, outputType: StaticString, outputStructure: StaticString) throws(CryptoError) {
         guard
             let pointer = OSSL_ENCODER_CTX_new_for_pkey(
-                key.pointer, selection, staticCString(outputType), staticCString(outputStructure), nil),
+                key.pointer,
+                selection,
+                staticCString(outputType),
+                staticCString(outputStructure),
+                nil
+            ),
             OSSL_ENCODER_CTX_get_num_encoders(pointer) > 0
         else {
             throw CryptoError.openSSL(.internalError, "no OpenSSL encoder for \(outputType)/\(outputStructure)")
@@ -244,20 +249,38 @@ final class OSSLDecoderContext {
 
     /// The names are literals because the context keeps pointers to them (not copies) and reads
     /// them again while decoding.
-    init(inputType: StaticString, inputStructure: StaticString, keyType: StaticString, selection: Int32) throws(CryptoError) {
+    init(
+        inputType: StaticString,
+        inputStructure: StaticString,
+        keyType: StaticString,
+        selection: Int32
+    ) throws(CryptoError) {
         let keySlot = UnsafeMutablePointer<OpaquePointer?>.allocate(capacity: 1)
         keySlot.initialize(to: nil)
         guard
             let pointer = OSSL_DECODER_CTX_new_for_pkey(
-                keySlot, staticCString(inputType), staticCString(inputStructure), staticCString(keyType), selection, nil, nil)
+                keySlot,
+                staticCString(inputType),
+                staticCString(inputStructure),
+                staticCString(keyType),
+                selection,
+                nil,
+                nil
+            )
         else {
             keySlot.deallocate()
-            throw CryptoError.openSSL(.internalError, "OSSL_DECODER_CTX_new_for_pkey(\(inputType)/\(inputStructure)/\(keyType)) failed")
+            throw CryptoError.openSSL(
+                .internalError,
+                "OSSL_DECODER_CTX_new_for_pkey(\(inputType)/\(inputStructure)/\(keyType)) failed"
+            )
         }
         self.pointer = pointer
         self.keySlot = keySlot
         guard OSSL_DECODER_CTX_get_num_decoders(pointer) > 0 else {
-            throw CryptoError.openSSL(.internalError, "no OpenSSL decoder for \(inputType)/\(inputStructure)/\(keyType)")
+            throw CryptoError.openSSL(
+                .internalError,
+                "no OpenSSL decoder for \(inputType)/\(inputStructure)/\(keyType)"
+            )
         }
     }
 
@@ -423,7 +446,8 @@ extension Array where Element == UInt8 {
             var zero: UInt8 = 0
             return try withUnsafePointer(to: &zero) { (pointer) throws(E) -> R in try body(pointer, 0) }
         }
-        return try self.withUnsafeBufferPointer { (buffer) throws(E) -> R in try body(buffer.baseAddress!, buffer.count) }
+        return try self.withUnsafeBufferPointer { (buffer) throws(E) -> R in try body(buffer.baseAddress!, buffer.count)
+        }
     }
 }
 

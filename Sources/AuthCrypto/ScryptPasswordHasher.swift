@@ -81,11 +81,15 @@ public struct ScryptPasswordHasher: Sendable {
             else {
                 throw CryptoError(
                     code: .unsupportedParameters,
-                    message: "scrypt parameters \(parameters) outside ln 1...\(self.maxLogN), r 1...\(self.maxR), p 1...\(self.maxP)"
+                    message:
+                        "scrypt parameters \(parameters) outside ln 1...\(self.maxLogN), r 1...\(self.maxR), p 1...\(self.maxP)"
                 )
             }
             guard parameters.logN < 16 * parameters.r else {
-                throw CryptoError(code: .unsupportedParameters, message: "scrypt requires N < 2^(16·r); got \(parameters)")
+                throw CryptoError(
+                    code: .unsupportedParameters,
+                    message: "scrypt requires N < 2^(16·r); got \(parameters)"
+                )
             }
             // Bounded above, so these products cannot overflow: 128 · 32 · 2^20 · 16 < 2^63.
             guard parameters.memoryBytes <= self.maxMemoryBytes,
@@ -93,7 +97,8 @@ public struct ScryptPasswordHasher: Sendable {
             else {
                 throw CryptoError(
                     code: .unsupportedParameters,
-                    message: "scrypt parameters \(parameters) need \(parameters.memoryBytes) bytes × p \(parameters.p), over the limits"
+                    message:
+                        "scrypt parameters \(parameters) need \(parameters.memoryBytes) bytes × p \(parameters.p), over the limits"
                 )
             }
         }
@@ -188,7 +193,10 @@ public enum Scrypt {
     ) throws(CryptoError) -> [UInt8] {
         try limits.check(parameters)
         guard (1...1024).contains(outputByteCount) else {
-            throw CryptoError(code: .invalidArgument, message: "scrypt output length \(outputByteCount) outside 1...1024")
+            throw CryptoError(
+                code: .invalidArgument,
+                message: "scrypt output length \(outputByteCount) outside 1...1024"
+            )
         }
         // OpenSSL refuses to run when its estimate (128·r·(N+2) for V plus 128·r·p for B) exceeds
         // maxmem, and maxmem 0 means 32 MiB, which N=2^15, r=8 already exceeds. Pass our own
@@ -201,11 +209,16 @@ public enum Scrypt {
                 out.withUnsafeMutableBufferPointer { key in
                     passwordBytes.withMemoryRebound(to: CChar.self, capacity: max(passwordCount, 1)) { passwordChars in
                         EVP_PBE_scrypt(
-                            passwordChars, passwordCount,
-                            saltBytes, saltCount,
-                            n, UInt64(parameters.r), UInt64(parameters.p),
+                            passwordChars,
+                            passwordCount,
+                            saltBytes,
+                            saltCount,
+                            n,
+                            UInt64(parameters.r),
+                            UInt64(parameters.p),
                             maxMemory,
-                            key.baseAddress, key.count
+                            key.baseAddress,
+                            key.count
                         )
                     }
                 }

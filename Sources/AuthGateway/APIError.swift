@@ -50,34 +50,67 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
         APIError(.badRequest, "invalid_request", "The request is not valid: \(why)")
     }
 
-    static let invalidToken = APIError(.unauthorized, "invalid_token", "Your session has expired. Please sign in again.")
+    static let invalidToken = APIError(
+        .unauthorized,
+        "invalid_token",
+        "Your session has expired. Please sign in again."
+    )
     static let reauthenticationRequired = APIError(
-        .unauthorized, "reauthentication_required", "For your security, please sign in again before deleting your account.")
+        .unauthorized,
+        "reauthentication_required",
+        "For your security, please sign in again before deleting your account."
+    )
     static let payloadTooLarge = APIError(.contentTooLarge, "payload_too_large", "The request is too large.")
     static let unsupportedMediaType = APIError(
-        .unsupportedMediaType, "unsupported_media_type", "The request must be sent as application/json.")
+        .unsupportedMediaType,
+        "unsupported_media_type",
+        "The request must be sent as application/json."
+    )
     static let unavailable = APIError(
-        .serviceUnavailable, "unavailable", "The service is temporarily unavailable. Please try again.")
+        .serviceUnavailable,
+        "unavailable",
+        "The service is temporarily unavailable. Please try again."
+    )
     static let internalError = APIError(.internalServerError, "internal", "Something went wrong. Please try again.")
     static let accountNotFound = APIError(.notFound, "account_not_found", "No account found. Create one?")
     static let accountExists = APIError(
-        .conflict, "account_exists", "An account already exists with this phone number or email. Try logging in instead.")
+        .conflict,
+        "account_exists",
+        "An account already exists with this phone number or email. Try logging in instead."
+    )
     static let verificationNotFound = APIError(
-        .notFound, "verification_not_found", "This code is no longer valid. Please request a new one.")
+        .notFound,
+        "verification_not_found",
+        "This code is no longer valid. Please request a new one."
+    )
     static let sessionNotFound = APIError(.notFound, "session_not_found", "This session was not found.")
     static let invalidCredentials = APIError(.unauthorized, "invalid_credentials", "Invalid email or password")
     static let invalidIDToken = APIError(
-        .unauthorized, "invalid_id_token", "Authentication verification failed. Please try again.")
+        .unauthorized,
+        "invalid_id_token",
+        "Authentication verification failed. Please try again."
+    )
     static let routeNotFound = APIError(.notFound, "not_found", "There is no such route.")
-    static let methodNotAllowed = APIError(.methodNotAllowed, "method_not_allowed", "This route does not take this method.")
+    static let methodNotAllowed = APIError(
+        .methodNotAllowed,
+        "method_not_allowed",
+        "This route does not take this method."
+    )
 
     static func rateLimited(retryAfter: Int) -> APIError {
-        APIError(.tooManyRequests, "rate_limited", "Too many requests. Please try again in \(minutes(retryAfter)).", retryAfter: retryAfter)
+        APIError(
+            .tooManyRequests,
+            "rate_limited",
+            "Too many requests. Please try again in \(minutes(retryAfter)).",
+            retryAfter: retryAfter
+        )
     }
 
     /// 422 from the fields that failed: one field's text, or "Please correct: a, b."
     static func validationFailed(_ fields: [String: String]) -> APIError {
-        let message = fields.count == 1 ? fields.values.first! : "Please correct: \(fields.keys.sorted().joined(separator: ", "))."
+        let message =
+            fields.count == 1
+            ? fields.values.first! : "Please correct: \(fields.keys.sorted().joined(separator: ", "))."
         return APIError(.unprocessableContent, "validation_failed", message, fields: fields)
     }
 
@@ -127,18 +160,21 @@ enum ServiceErrorMapping {
         // A form's fields (sign-up, profile, password): one broken field answers like several, 422
         // `validation_failed` with `fields` (issue 20: a sign-up whose only broken field was the
         // email answered 400 `invalid_email`, against the contract).
-        if let names = rules.validationFields, [IdentityReason.invalidPhone, IdentityReason.invalidEmail].contains(error.reason),
+        if let names = rules.validationFields,
+            [IdentityReason.invalidPhone, IdentityReason.invalidEmail].contains(error.reason),
             let failed = validationFailed(error, names: names, detail: detail)
         {
             return failed
         }
         switch error.reason {
         // identity
-        case IdentityReason.invalidPhone: return make(.badRequest, "invalid_phone", "Please enter a valid phone number.")
+        case IdentityReason.invalidPhone:
+            return make(.badRequest, "invalid_phone", "Please enter a valid phone number.")
         case IdentityReason.invalidEmail:
             if rules.credentialsRoute { return withDetail(.invalidCredentials, detail) }
             return make(.badRequest, "invalid_email", "Please enter a valid email address.")
-        case IdentityReason.emailTaken: return make(.conflict, "email_taken", "This email is already registered. Try logging in instead.")
+        case IdentityReason.emailTaken:
+            return make(.conflict, "email_taken", "This email is already registered. Try logging in instead.")
         case IdentityReason.invalidCredentials: return withDetail(.invalidCredentials, detail)
         case IdentityReason.wrongPassword:
             return make(.unauthorized, "invalid_credentials", "Your current password is incorrect.")
@@ -146,8 +182,12 @@ enum ServiceErrorMapping {
             let seconds = retryAfter ?? 900
             let text = service == "otp-dispatch" ? "Too many attempts." : "Too many failed attempts."
             return APIError(
-                .tooManyRequests, "too_many_attempts", "\(text) Please try again in \(APIError.minutes(seconds)).",
-                retryAfter: seconds, detail: detail)
+                .tooManyRequests,
+                "too_many_attempts",
+                "\(text) Please try again in \(APIError.minutes(seconds)).",
+                retryAfter: seconds,
+                detail: detail
+            )
         case IdentityReason.factorLocked, OTPReason.factorLocked:
             // The consecutive-failure limit (issue 19, item 6): no retry_after, it lasts until a
             // password reset (passwords) or an operator's unlock.
@@ -158,8 +198,13 @@ enum ServiceErrorMapping {
             return make(.forbidden, "factor_locked", message)
         case IdentityReason.providerNotEnabled:
             // `/v1/idtoken` names the provider in the message (it knows which one it asked for).
-            return make(.badRequest, "provider_not_enabled", "This Sign-In is not configured. Please use email/password.")
-        case IdentityReason.invalidIDToken, IdentityReason.idTokenExpired, IdentityReason.idTokenReplayed, IdentityReason.invalidNonce:
+            return make(
+                .badRequest,
+                "provider_not_enabled",
+                "This Sign-In is not configured. Please use email/password."
+            )
+        case IdentityReason.invalidIDToken, IdentityReason.idTokenExpired, IdentityReason.idTokenReplayed,
+            IdentityReason.invalidNonce:
             return withDetail(.invalidIDToken, detail)
         case IdentityReason.userNotFound:
             if rules.signedInUser { return withDetail(.invalidToken, detail) }
@@ -168,32 +213,60 @@ enum ServiceErrorMapping {
         case OTPReason.verificationNotFound: return withDetail(.verificationNotFound, detail)
         case OTPReason.invalidCode:
             return APIError(
-                .unauthorized, "invalid_code", "Invalid code. Please try again.",
-                attemptsRemaining: Int(error.attemptsRemaining ?? 0), detail: detail)
-        case OTPReason.codeExpired: return make(.gone, "code_expired", "This code has expired. Please request a new one.")
+                .unauthorized,
+                "invalid_code",
+                "Invalid code. Please try again.",
+                attemptsRemaining: Int(error.attemptsRemaining ?? 0),
+                detail: detail
+            )
+        case OTPReason.codeExpired:
+            return make(.gone, "code_expired", "This code has expired. Please request a new one.")
         case OTPReason.resendTooSoon:
             let seconds = max(1, retryAfter ?? 60)
             return APIError(
-                .tooManyRequests, "resend_too_soon",
+                .tooManyRequests,
+                "resend_too_soon",
                 "Please wait \(seconds) \(seconds == 1 ? "second" : "seconds") before requesting a new code.",
-                retryAfter: seconds, detail: detail)
+                retryAfter: seconds,
+                detail: detail
+            )
         case OTPReason.rateLimited:
             var limited = APIError.rateLimited(retryAfter: retryAfter ?? 60)
             limited.detail = detail
             return limited
         case OTPReason.countryThrottled:
             return APIError(
-                .tooManyRequests, "country_throttled",
+                .tooManyRequests,
+                "country_throttled",
                 "We can't send codes to this country right now. Please try again later or use your email.",
-                retryAfter: retryAfter ?? 3600, detail: detail)
+                retryAfter: retryAfter ?? 3600,
+                detail: detail
+            )
         case OTPReason.destinationNotAllowed:
-            return make(.badRequest, "destination_not_allowed", "We can't send codes to this number. Please use another number or your email.")
+            return make(
+                .badRequest,
+                "destination_not_allowed",
+                "We can't send codes to this number. Please use another number or your email."
+            )
         // session
-        case SessionReason.invalidRefreshToken: return make(.unauthorized, "invalid_refresh_token", "Your session is no longer valid. Please sign in again.")
-        case SessionReason.refreshTokenReused: return make(.unauthorized, "refresh_token_reused", "For your security you have been signed out. Please sign in again.")
-        case SessionReason.sessionExpired: return make(.unauthorized, "session_expired", "Your session has expired. Please sign in again.")
-        case SessionReason.sessionRevoked: return make(.unauthorized, "session_revoked", "You have been signed out. Please sign in again.")
-        case SessionReason.invalidAccessToken, SessionReason.accessTokenExpired, SessionReason.unknownSigningKey: return withDetail(.invalidToken, detail)
+        case SessionReason.invalidRefreshToken:
+            return make(
+                .unauthorized,
+                "invalid_refresh_token",
+                "Your session is no longer valid. Please sign in again."
+            )
+        case SessionReason.refreshTokenReused:
+            return make(
+                .unauthorized,
+                "refresh_token_reused",
+                "For your security you have been signed out. Please sign in again."
+            )
+        case SessionReason.sessionExpired:
+            return make(.unauthorized, "session_expired", "Your session has expired. Please sign in again.")
+        case SessionReason.sessionRevoked:
+            return make(.unauthorized, "session_revoked", "You have been signed out. Please sign in again.")
+        case SessionReason.invalidAccessToken, SessionReason.accessTokenExpired, SessionReason.unknownSigningKey:
+            return withDetail(.invalidToken, detail)
         case SessionReason.sessionNotFound: return withDetail(.sessionNotFound, detail)
         // every service
         case RPCError.Reason.malformedRequest:
@@ -208,7 +281,9 @@ enum ServiceErrorMapping {
             if let names = rules.validationFields, let failed = validationFailed(error, names: names, detail: detail) {
                 return failed
             }
-            var invalid = APIError.invalidRequest(error.fieldViolations.first.map { "\($0.field): \($0.description)" } ?? "a value is not valid.")
+            var invalid = APIError.invalidRequest(
+                error.fieldViolations.first.map { "\($0.field): \($0.description)" } ?? "a value is not valid."
+            )
             invalid.detail = detail
             return invalid
         default:

@@ -1,15 +1,16 @@
-import AuthAccessToken
 import AuthAPI
+import AuthAccessToken
 import AuthConcurrency
 import AuthProtobuf
+import HTTPTypes
+import Hummingbird
+import Synchronization
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import HTTPTypes
-import Hummingbird
-import Synchronization
 
 /// The session service's JWK Set as the gateway uses it: fetched with GetJWKS, kept for
 /// `maxAge`, fetched again early when a token names a `kid` it does not hold (at most once per
@@ -146,7 +147,9 @@ struct AccessTokenAuthenticator: Sendable {
         guard UUID(uuidString: claims.sessionID) != nil, !claims.subject.isEmpty else { throw APIError.invalidToken }
         let check = try await backends.call(.session, context) { options in
             try await backends.session.checkSession(
-                Auth_Session_V1_CheckSessionRequest(sessionID: claims.sessionID, userID: claims.subject), options: options)
+                Auth_Session_V1_CheckSessionRequest(sessionID: claims.sessionID, userID: claims.subject),
+                options: options
+            )
         }
         guard check.live else { throw APIError.invalidToken }
         return SignedIn(

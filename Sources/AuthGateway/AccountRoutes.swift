@@ -1,17 +1,21 @@
 import AuthAPI
 import AuthProtobuf
+import HTTPTypes
+import Hummingbird
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import HTTPTypes
-import Hummingbird
 
 // The authenticated routes: the signed-in user's session, profile, password, sessions.
 extension GatewayRoutes {
     /// The signed-in caller of `request` (401 `invalid_token` otherwise).
-    func signedIn(_ request: Request, _ context: GatewayRequestContext) async throws -> AccessTokenAuthenticator.SignedIn {
+    func signedIn(
+        _ request: Request,
+        _ context: GatewayRequestContext
+    ) async throws -> AccessTokenAuthenticator.SignedIn {
         let signedIn = try await authenticator.authenticate(request, context: context)
         AuthDecisionNote.record(userID: signedIn.userID)
         return signedIn
@@ -28,7 +32,8 @@ extension GatewayRoutes {
             _ = try await backends.call(.session, context) { options in
                 try await backends.session.revoke(
                     Auth_Session_V1_RevokeRequest(sessionID: caller.sessionID, userID: caller.userID, reason: "logout"),
-                    options: options)
+                    options: options
+                )
             }
         case .global, .others:
             _ = try await backends.call(.session, context) { options in
@@ -36,8 +41,10 @@ extension GatewayRoutes {
                     Auth_Session_V1_RevokeAllRequest(
                         userID: caller.userID,
                         exceptSessionID: scope == .others ? caller.sessionID : "",
-                        reason: scope == .others ? "logout_others" : "logout_global"),
-                    options: options)
+                        reason: scope == .others ? "logout_others" : "logout_global"
+                    ),
+                    options: options
+                )
             }
         }
         return JSONResponse.noContent
@@ -93,7 +100,11 @@ extension GatewayRoutes {
         // A recent sign-in (issue 19): a stolen token, or a phone left unlocked, does not delete
         // the account.
         let now = Int64(Date().timeIntervalSince1970)
-        if Self.needsReauthentication(sessionCreatedAt: caller.sessionCreatedAt, now: now, window: reauthenticationWindow) {
+        if Self.needsReauthentication(
+            sessionCreatedAt: caller.sessionCreatedAt,
+            now: now,
+            window: reauthenticationWindow
+        ) {
             throw APIError.reauthenticationRequired
         }
         var rules = ServiceErrorMapping.Rules()
@@ -105,22 +116,33 @@ extension GatewayRoutes {
         var contacts: [String] = []
         do {
             let user = try await backends.call(.identity, context) { options in
-                try await backends.identity.getUser(Auth_Identity_V1_GetUserRequest(userID: caller.userID), options: options)
+                try await backends.identity.getUser(
+                    Auth_Identity_V1_GetUserRequest(userID: caller.userID),
+                    options: options
+                )
             }.user
             contacts = [user?.phone ?? "", user?.email ?? ""].filter { !$0.isEmpty }
         } catch let error as APIError where error.reason == "user_not_found" {}
         for contact in contacts {
             _ = try await backends.call(.otpDispatch, context) { options in
                 try await backends.otp.forgetDestination(
-                    Auth_Otp_V1_ForgetDestinationRequest(destination: contact), options: options)
+                    Auth_Otp_V1_ForgetDestinationRequest(destination: contact),
+                    options: options
+                )
             }
         }
         _ = try await backends.call(.identity, context, rules: rules) { options in
             try await backends.identity.deleteUser(
-                Auth_Identity_V1_DeleteUserRequest(userID: caller.userID, clientIP: context.clientIP), options: options)
+                Auth_Identity_V1_DeleteUserRequest(userID: caller.userID, clientIP: context.clientIP),
+                options: options
+            )
         }
         try await backends.revokeAllSessions(
-            userID: caller.userID, reason: "account_deleted", forgetPersonalData: true, context)
+            userID: caller.userID,
+            reason: "account_deleted",
+            forgetPersonalData: true,
+            context
+        )
         return JSONResponse.noContent
     }
 
@@ -143,12 +165,21 @@ extension GatewayRoutes {
         _ = try await backends.call(.identity, context, rules: rules) { options in
             try await backends.identity.changePassword(
                 Auth_Identity_V1_ChangePasswordRequest(
-                    userID: caller.userID, oldPassword: current, newPassword: new, clientIP: context.clientIP),
-                options: options)
+                    userID: caller.userID,
+                    oldPassword: current,
+                    newPassword: new,
+                    clientIP: context.clientIP
+                ),
+                options: options
+            )
         }
         // After the change (it verifies the old password), retried while session is unavailable.
         try await backends.revokeAllSessions(
-            userID: caller.userID, except: caller.sessionID, reason: "password_changed", context)
+            userID: caller.userID,
+            except: caller.sessionID,
+            reason: "password_changed",
+            context
+        )
         return JSONResponse.noContent
     }
 
@@ -158,7 +189,9 @@ extension GatewayRoutes {
         let caller = try await signedIn(request, context)
         let listed = try await backends.call(.session, context) { options in
             try await backends.session.listSessions(
-                Auth_Session_V1_ListSessionsRequest(userID: caller.userID), options: options)
+                Auth_Session_V1_ListSessionsRequest(userID: caller.userID),
+                options: options
+            )
         }
         let items = listed.sessions.map { SessionItemBody($0, currentSessionID: caller.sessionID) }
         return try JSONResponse.make(SessionListBody(sessions: items))
@@ -173,8 +206,12 @@ extension GatewayRoutes {
         let revoked = try await backends.call(.session, context) { options in
             try await backends.session.revoke(
                 Auth_Session_V1_RevokeRequest(
-                    sessionID: id.uuidString.lowercased(), userID: caller.userID, reason: "revoked_by_user"),
-                options: options)
+                    sessionID: id.uuidString.lowercased(),
+                    userID: caller.userID,
+                    reason: "revoked_by_user"
+                ),
+                options: options
+            )
         }
         guard revoked.revoked else { throw APIError.sessionNotFound }
         return JSONResponse.noContent

@@ -87,7 +87,13 @@ struct AuthDecisionMiddleware: RouterMiddleware {
         }
     }
 
-    private func log(_ event: String, outcome: String, reason: String?, _ note: AuthDecisionNote, _ context: GatewayRequestContext) {
+    private func log(
+        _ event: String,
+        outcome: String,
+        reason: String?,
+        _ note: AuthDecisionNote,
+        _ context: GatewayRequestContext
+    ) {
         let facts = note.facts.withLock { $0 }
         var metadata: Logger.Metadata = [
             "auth.event": "\(event)",

@@ -1,17 +1,18 @@
-import AuthBackoff
 import AuthAPI
+import AuthBackoff
 import AuthProtobuf
 import AuthRPC
 import CoreMetrics
+import HTTPTypes
+import Hummingbird
+import Metrics
+import Synchronization
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import HTTPTypes
-import Hummingbird
-import Metrics
-import Synchronization
 
 /// The gateway's metrics (docs/gateway.md#metrics), sent to `factory` (the process's
 /// Prometheus registry; `GET /metrics` renders it).
@@ -51,8 +52,10 @@ final class GatewayMetrics: Sendable {
     /// `http_requests_total{route,method,status}` and `http_request_duration_seconds{route,method}`.
     func request(route: String, method: HTTPRequest.Method, status: Int, duration: Duration) {
         let (counter, timer) = pair(
-            counter: "http_requests_total", timer: "http_request_duration_seconds",
-            [("route", route), ("method", method.rawValue), ("status", String(status))])
+            counter: "http_requests_total",
+            timer: "http_request_duration_seconds",
+            [("route", route), ("method", method.rawValue), ("status", String(status))]
+        )
         counter.increment()
         timer.recordNanoseconds(duration.nanoseconds)
     }
@@ -61,8 +64,10 @@ final class GatewayMetrics: Sendable {
     /// `gateway_rpc_client_duration_seconds{service,method}`.
     func rpcCall(service: String, method: String, code: String, duration: Duration) {
         let (counter, timer) = pair(
-            counter: "gateway_rpc_client_calls_total", timer: "gateway_rpc_client_duration_seconds",
-            [("service", service), ("method", method), ("code", code)])
+            counter: "gateway_rpc_client_calls_total",
+            timer: "gateway_rpc_client_duration_seconds",
+            [("service", service), ("method", method), ("code", code)]
+        )
         counter.increment()
         timer.recordNanoseconds(duration.nanoseconds)
     }
@@ -90,7 +95,12 @@ struct RPCCallMetrics: RPCClientInterceptor {
             metrics.rpcCall(service: service, method: method.method, code: "OK", duration: .now - start)
             return bytes
         } catch let error as RPCError {
-            metrics.rpcCall(service: service, method: method.method, code: error.code.description, duration: .now - start)
+            metrics.rpcCall(
+                service: service,
+                method: method.method,
+                code: error.code.description,
+                duration: .now - start
+            )
             throw error
         } catch {
             metrics.rpcCall(service: service, method: method.method, code: "UNKNOWN", duration: .now - start)
@@ -160,7 +170,10 @@ struct Backends: Sendable {
     /// retry after a call that did reach session changes nothing. Up to ``revokeAttempts``
     /// attempts, 100 ms doubling to 1 s apart (×0.5–1.5); then 503 `unavailable`.
     func revokeAllSessions(
-        userID: String, except: String = "", reason: String, forgetPersonalData: Bool = false,
+        userID: String,
+        except: String = "",
+        reason: String,
+        forgetPersonalData: Bool = false,
         _ context: GatewayRequestContext
     ) async throws {
         let backoff = ExponentialBackoff(initial: .milliseconds(100), limit: .seconds(1), jitter: 0.5...1.5)
@@ -170,8 +183,13 @@ struct Backends: Sendable {
                 _ = try await call(.session, context) { options in
                     try await session.revokeAll(
                         Auth_Session_V1_RevokeAllRequest(
-                            userID: userID, exceptSessionID: except, reason: reason, forgetPersonalData: forgetPersonalData),
-                        options: options)
+                            userID: userID,
+                            exceptSessionID: except,
+                            reason: reason,
+                            forgetPersonalData: forgetPersonalData
+                        ),
+                        options: options
+                    )
                 }
                 return
             } catch let error as APIError where error.status == .serviceUnavailable {

@@ -1,17 +1,18 @@
-import AuthAdminHTTP
 import AuthAPI
+import AuthAdminHTTP
+import AuthConfiguration
 import AuthProtobuf
 import AuthRPC
 import AuthRPCNIO
-import AuthConfiguration
+import Hummingbird
+import Logging
+import Prometheus
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Hummingbird
-import Logging
-import Prometheus
 
 /// The HTTP/JSON API the apps call (docs/gateway.md, `openapi.yaml`). Each route is implemented
 /// by calling identity, otp-dispatch and session over RPC; the gateway holds no state but its
@@ -70,15 +71,22 @@ public struct GatewayApplication: Sendable {
             issuer: gateway.tokenIssuer,
             audience: gateway.tokenAudience
         ) {
-            try await sessionClient.getJWKS(Auth_Session_V1_GetJWKSRequest(), options: CallOptions(timeout: timeout)).jwksJson
+            try await sessionClient.getJWKS(Auth_Session_V1_GetJWKSRequest(), options: CallOptions(timeout: timeout))
+                .jwksJson
         }
         let routes = GatewayRoutes(
             backends: backends,
             authenticator: AccessTokenAuthenticator(jwks: jwks, backends: backends),
             routeLimiter: RateLimiter(
-                capacity: gateway.requestsPerMinutePerRoute, per: .seconds(60), maxKeys: gateway.maxTrackedClients),
+                capacity: gateway.requestsPerMinutePerRoute,
+                per: .seconds(60),
+                maxKeys: gateway.maxTrackedClients
+            ),
             accountCheckLimiter: RateLimiter(
-                capacity: gateway.accountChecksPerHour, per: .seconds(3600), maxKeys: gateway.maxTrackedClients),
+                capacity: gateway.accountChecksPerHour,
+                per: .seconds(3600),
+                maxKeys: gateway.maxTrackedClients
+            ),
             jwksMaxAge: gateway.jwksMaxAge,
             reauthenticationWindow: gateway.reauthenticationWindow,
             logger: logger
@@ -91,11 +99,13 @@ public struct GatewayApplication: Sendable {
             warnings.started(trustedProxies: gateway.trustedProxies)
             forwardedForWarnings = warnings
         }
-        router.add(middleware: RequestIdentityMiddleware(
-            resolver: ClientAddressResolver(trustedProxies: gateway.trustedProxies),
-            forwardedForWarnings: forwardedForWarnings,
-            accessLog: gateway.accessLog ? logger : nil
-        ))
+        router.add(
+            middleware: RequestIdentityMiddleware(
+                resolver: ClientAddressResolver(trustedProxies: gateway.trustedProxies),
+                forwardedForWarnings: forwardedForWarnings,
+                accessLog: gateway.accessLog ? logger : nil
+            )
+        )
         router.add(middleware: MetricsMiddleware(metrics: metrics))
         router.add(middleware: ErrorResponseMiddleware(logger: logger))
         router.add(middleware: AuthDecisionMiddleware(logger: logger))
@@ -154,8 +164,12 @@ public struct GatewayApplication: Sendable {
             // `/metrics` is on the admin port, off the public listener (issue 19).
             services: [
                 MetricsServer(
-                    registry: registry, host: configuration.bindHost, port: gateway.adminPort,
-                    serverName: "auth-gateway-admin", logger: logger)
+                    registry: registry,
+                    host: configuration.bindHost,
+                    port: gateway.adminPort,
+                    serverName: "auth-gateway-admin",
+                    logger: logger
+                )
             ],
             logger: logger
         )

@@ -1,5 +1,6 @@
-import AuthText
 import AuthConfiguration
+import AuthText
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -55,17 +56,38 @@ public struct GatewayConfiguration: Sendable {
     /// Reads the variables from `environment`; a malformed value names its variable.
     public init(environment variables: [String: String] = ProcessInfo.processInfo.environment) throws {
         let reader = EnvironmentReader(variables: variables)
-        self.requestsPerMinutePerRoute = try reader.integer("AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE", default: 60, in: 1...1_000_000_000)
-        self.accountChecksPerHour = try reader.integer("AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR", default: 30, in: 1...1_000_000_000)
-        self.rpcTimeout = .milliseconds(try reader.integer("AUTH_GATEWAY_RPC_TIMEOUT_MS", default: 5000, in: 10...120_000, unit: " of milliseconds"))
-        self.jwksMaxAge = .seconds(try reader.integer("AUTH_GATEWAY_JWKS_MAX_AGE_SECONDS", default: 300, in: 1...86_400, unit: " of seconds"))
-        self.headerTimeout = .seconds(try reader.integer("AUTH_GATEWAY_HEADER_TIMEOUT_SECONDS", default: 10, in: 1...3_600, unit: " of seconds"))
-        self.idleTimeout = .seconds(try reader.integer("AUTH_GATEWAY_IDLE_TIMEOUT_SECONDS", default: 60, in: 1...86_400, unit: " of seconds"))
+        self.requestsPerMinutePerRoute = try reader.integer(
+            "AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE",
+            default: 60,
+            in: 1...1_000_000_000
+        )
+        self.accountChecksPerHour = try reader.integer(
+            "AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR",
+            default: 30,
+            in: 1...1_000_000_000
+        )
+        self.rpcTimeout = .milliseconds(
+            try reader.integer("AUTH_GATEWAY_RPC_TIMEOUT_MS", default: 5000, in: 10...120_000, unit: " of milliseconds")
+        )
+        self.jwksMaxAge = .seconds(
+            try reader.integer("AUTH_GATEWAY_JWKS_MAX_AGE_SECONDS", default: 300, in: 1...86_400, unit: " of seconds")
+        )
+        self.headerTimeout = .seconds(
+            try reader.integer("AUTH_GATEWAY_HEADER_TIMEOUT_SECONDS", default: 10, in: 1...3_600, unit: " of seconds")
+        )
+        self.idleTimeout = .seconds(
+            try reader.integer("AUTH_GATEWAY_IDLE_TIMEOUT_SECONDS", default: 60, in: 1...86_400, unit: " of seconds")
+        )
         self.maxConnections = try reader.integer("AUTH_GATEWAY_MAX_CONNECTIONS", default: 10_000, in: 1...1_000_000)
         self.adminPort = try reader.integer(
-            "AUTH_GATEWAY_ADMIN_PORT", default: 9100, in: 0...65_535, note: " (0: any free port, logged at start)")
+            "AUTH_GATEWAY_ADMIN_PORT",
+            default: 9100,
+            in: 0...65_535,
+            note: " (0: any free port, logged at start)"
+        )
         self.reauthenticationWindow = .seconds(
-            try reader.integer("AUTH_GATEWAY_REAUTH_SECONDS", default: 300, in: 1...86_400, unit: " of seconds"))
+            try reader.integer("AUTH_GATEWAY_REAUTH_SECONDS", default: 300, in: 1...86_400, unit: " of seconds")
+        )
         self.accessLog = try reader.value("AUTH_GATEWAY_ACCESS_LOG", default: true, expected: "`true` or `false`") {
             ["true": true, "false": false][$0]
         }

@@ -1,14 +1,15 @@
 import AuthCrypto
 import AuthRPC
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import HTTPTypes
-import Hummingbird
-import Logging
-import NIOCore
 
 /// What the gateway knows about the request it serves: the socket peer, and, once
 /// ``RequestIdentityMiddleware`` has run, the request id, the client's address and the trace.
@@ -84,18 +85,26 @@ struct RequestIdentityMiddleware: RouterMiddleware {
     /// One line per request: method, the route template as `openapi.yaml` writes it
     /// (`/v1/sessions/{id}`; `NotFound` for no route), status, duration and request id. Never
     /// the path's own values, a query, a header or a body.
-    private func logAccess(_ request: Request, _ context: GatewayRequestContext, status: Int, since started: ContinuousClock.Instant) {
+    private func logAccess(
+        _ request: Request,
+        _ context: GatewayRequestContext,
+        status: Int,
+        since started: ContinuousClock.Instant
+    ) {
         guard let accessLog else { return }
         let elapsed = ContinuousClock.now - started
         let (seconds, attoseconds) = elapsed.components
         let milliseconds = Double(seconds) * 1000 + Double(attoseconds) / 1e15
-        accessLog.info("Request", metadata: [
-            "http.method": "\(request.method)",
-            "http.route": "\(context.endpointPath ?? "NotFound")",
-            "http.status": "\(status)",
-            "http.duration_ms": "\((milliseconds * 1000).rounded() / 1000)",
-            "request_id": "\(context.requestID)",
-        ])
+        accessLog.info(
+            "Request",
+            metadata: [
+                "http.method": "\(request.method)",
+                "http.route": "\(context.endpointPath ?? "NotFound")",
+                "http.status": "\(status)",
+                "http.duration_ms": "\((milliseconds * 1000).rounded() / 1000)",
+                "request_id": "\(context.requestID)",
+            ]
+        )
     }
 
     /// The caller's `traceparent` when it is a well-formed version-00 one (W3C Trace Context

@@ -94,7 +94,11 @@ final class HTTPConnectionCount: Sendable {
     func tryOpen() -> Bool {
         var current = open.load(ordering: .relaxed)
         while current < limit {
-            let (exchanged, original) = open.compareExchange(expected: current, desired: current + 1, ordering: .relaxed)
+            let (exchanged, original) = open.compareExchange(
+                expected: current,
+                desired: current + 1,
+                ordering: .relaxed
+            )
             if exchanged { return true }
             current = original
         }
@@ -118,14 +122,27 @@ final class HTTPConnectionWatch {
     init(channel: any Channel, headerTimeout: TimeAmount, idleTimeout: TimeAmount, logger: Logger) {
         self.channel = channel
         self.logger = logger
-        self.deadlines = HTTPConnectionDeadlines(acceptedAt: .now(), headerTimeout: headerTimeout, idleTimeout: idleTimeout)
+        self.deadlines = HTTPConnectionDeadlines(
+            acceptedAt: .now(),
+            headerTimeout: headerTimeout,
+            idleTimeout: idleTimeout
+        )
         arm()
     }
 
-    func bytesArrived() { deadlines.bytesArrived(at: .now()); arm() }
-    func headReceived() { deadlines.headReceived(at: .now()); arm() }
+    func bytesArrived() {
+        deadlines.bytesArrived(at: .now())
+        arm()
+    }
+    func headReceived() {
+        deadlines.headReceived(at: .now())
+        arm()
+    }
     func requestEnded() { deadlines.requestEnded() }
-    func responseEnded() { deadlines.responseEnded(at: .now()); arm() }
+    func responseEnded() {
+        deadlines.responseEnded(at: .now())
+        arm()
+    }
 
     func stop() {
         timer?.cancel()
@@ -230,7 +247,12 @@ struct GuardedHTTP1Channel: HTTPChannelHandler {
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         let admitted = connections.tryOpen()
         let watch = NIOLoopBound(
-            HTTPConnectionWatch(channel: channel, headerTimeout: headerTimeout, idleTimeout: idleTimeout, logger: logger),
+            HTTPConnectionWatch(
+                channel: channel,
+                headerTimeout: headerTimeout,
+                idleTimeout: idleTimeout,
+                logger: logger
+            ),
             eventLoop: channel.eventLoop
         )
         if admitted {

@@ -1,12 +1,13 @@
 import AuthProtobuf
 import AuthText
+import HTTPTypes
+import Hummingbird
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import HTTPTypes
-import Hummingbird
 
 /// A request's JSON object body, read under the API's rules: at most 16 KiB (413),
 /// `Content-Type: application/json` with any parameters (415), an object with only the listed
@@ -69,7 +70,9 @@ struct JSONRequest: Sendable {
         switch members[name] {
         case nil: return nil
         case .string(let value):
-            guard !value.utf8.contains(0) else { throw APIError.invalidRequest("`\(name)` must not contain NUL (U+0000).") }
+            guard !value.utf8.contains(0) else {
+                throw APIError.invalidRequest("`\(name)` must not contain NUL (U+0000).")
+            }
             return value
         case let other?: throw APIError.invalidRequest("`\(name)` must be a string, not \(other.kindName).")
         }
@@ -102,7 +105,10 @@ struct JSONRequest: Sendable {
 
     /// The enum member `name` (`purpose`, `scope`, `provider`): `fallback` when absent, a 400
     /// naming the allowed values otherwise.
-    func choice<Value: RawRepresentable & CaseIterable>(_ name: String, default fallback: Value?) throws(APIError) -> Value
+    func choice<Value: RawRepresentable & CaseIterable>(
+        _ name: String,
+        default fallback: Value?
+    ) throws(APIError) -> Value
     where Value.RawValue == String {
         let allowed = Value.allCases.map(\.rawValue).joined(separator: ", ")
         guard let text = try string(name) else {
@@ -135,7 +141,9 @@ enum StrictJSONSyntax {
 
     private static func literal(_ bytes: [UInt8], _ index: inout Int, _ word: String) -> Bool {
         let expected = Array(word.utf8)
-        guard bytes.count - index >= expected.count, Array(bytes[index..<index + expected.count]) == expected else { return false }
+        guard bytes.count - index >= expected.count, Array(bytes[index..<index + expected.count]) == expected else {
+            return false
+        }
         index += expected.count
         return true
     }
@@ -242,7 +250,9 @@ enum StrictJSONSyntax {
         }
         if index < bytes.count, bytes[index] | 0x20 == UInt8(ascii: "e") {
             index += 1
-            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+                index += 1
+            }
             guard index < bytes.count, isDigit(bytes[index]) else { return false }
             while index < bytes.count, isDigit(bytes[index]) { index += 1 }
         }

@@ -1,13 +1,13 @@
 import AuthAPI
 import AuthProtobuf
-import AuthProtobuf
+import HTTPTypes
+import Hummingbird
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import HTTPTypes
-import Hummingbird
 
 // The JSON bodies of docs/gateway.md and openapi.yaml. Every member of `user` and of a session
 // item is always present: an unknown value is written as `null`, never left out, so each of
@@ -71,7 +71,12 @@ struct SessionBody: Encodable, Sendable {
     /// Only `/v1/signup`: `.some(nil)` is written as null, nil leaves the member out.
     var verificationID: String??
 
-    init(tokens: Auth_Session_V1_TokenPair, user: Auth_Identity_V1_User, isNewUser: Bool, verificationID: String?? = nil) {
+    init(
+        tokens: Auth_Session_V1_TokenPair,
+        user: Auth_Identity_V1_User,
+        isNewUser: Bool,
+        verificationID: String?? = nil
+    ) {
         accessToken = tokens.accessToken
         expiresIn = Int(tokens.accessTokenExpiresIn)
         refreshToken = tokens.refreshToken
@@ -257,7 +262,11 @@ enum JSONResponse {
     /// Every JSON answer is `Cache-Control: no-store` (with `Pragma: no-cache` for HTTP/1.0
     /// caches): sign-ins and refreshes carry tokens, the rest user data or a per-request error,
     /// and no proxy or browser cache may keep any of them (OWASP ASVS 5.0 V14.3).
-    static func make(_ value: some Encodable, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) throws -> Response {
+    static func make(
+        _ value: some Encodable,
+        status: HTTPResponse.Status = .ok,
+        headers: HTTPFields = [:]
+    ) throws -> Response {
         let data = try encoder.encode(value)
         var headers = headers
         headers[.contentType] = "application/json; charset=utf-8"

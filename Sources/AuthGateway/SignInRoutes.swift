@@ -1,14 +1,15 @@
 import AuthAPI
-import AuthText
 import AuthProtobuf
+import AuthText
+import HTTPTypes
+import Hummingbird
+import Logging
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import HTTPTypes
-import Hummingbird
-import Logging
 
 /// The routes of the API (docs/gateway.md#routes), each implemented by calls to the services.
 /// This file: the unauthenticated routes that send codes and sign in.
@@ -73,12 +74,20 @@ struct GatewayRoutes: Sendable {
         AuthDecisionNote.record(userID: user.id)
         let issued = try await backends.call(.session, context) { options in
             try await backends.session.issue(
-                Auth_Session_V1_IssueRequest(userID: user.id, amr: [amr], device: device(request), clientIP: context.clientIP),
-                options: options)
+                Auth_Session_V1_IssueRequest(
+                    userID: user.id,
+                    amr: [amr],
+                    device: device(request),
+                    clientIP: context.clientIP
+                ),
+                options: options
+            )
         }
         guard let tokens = issued.tokens else { throw APIError.internalError }
         return try JSONResponse.make(
-            SessionBody(tokens: tokens, user: user, isNewUser: isNewUser, verificationID: verificationID), status: status)
+            SessionBody(tokens: tokens, user: user, isNewUser: isNewUser, verificationID: verificationID),
+            status: status
+        )
     }
 
     static func isSixDigitCode(_ code: String) -> Bool {
@@ -86,7 +95,12 @@ struct GatewayRoutes: Sendable {
     }
 
     static func verificationBody(
-        id: String, channel: Auth_Otp_V1_Channel, masked: String, expiresIn: UInt32, resendAfter: UInt32, attemptsRemaining: UInt32
+        id: String,
+        channel: Auth_Otp_V1_Channel,
+        masked: String,
+        expiresIn: UInt32,
+        resendAfter: UInt32,
+        attemptsRemaining: UInt32
     ) -> VerificationBody {
         VerificationBody(
             verificationID: id,
@@ -121,7 +135,9 @@ struct GatewayRoutes: Sendable {
         }
         let exists = try await backends.call(.identity, context) { options in
             try await backends.identity.contactExists(
-                Auth_Identity_V1_ContactExistsRequest(phone: phone ?? "", email: email ?? ""), options: options)
+                Auth_Identity_V1_ContactExistsRequest(phone: phone ?? "", email: email ?? ""),
+                options: options
+            )
         }.exists
         let otpPurpose: Auth_Otp_V1_Purpose
         switch purpose {
@@ -137,13 +153,24 @@ struct GatewayRoutes: Sendable {
         let started = try await backends.call(.otpDispatch, context) { options in
             try await backends.otp.start(
                 Auth_Otp_V1_StartRequest(
-                    destination: phone ?? email ?? "", purpose: otpPurpose, locale: locale, clientIP: context.clientIP),
-                options: options)
+                    destination: phone ?? email ?? "",
+                    purpose: otpPurpose,
+                    locale: locale,
+                    clientIP: context.clientIP
+                ),
+                options: options
+            )
         }
         return try JSONResponse.make(
             Self.verificationBody(
-                id: started.verificationID, channel: started.channel, masked: started.maskedDestination,
-                expiresIn: started.expiresIn, resendAfter: started.resendAfter, attemptsRemaining: started.attemptsRemaining))
+                id: started.verificationID,
+                channel: started.channel,
+                masked: started.maskedDestination,
+                expiresIn: started.expiresIn,
+                resendAfter: started.resendAfter,
+                attemptsRemaining: started.attemptsRemaining
+            )
+        )
     }
 
     // MARK: POST /v1/otp/resend
@@ -156,13 +183,24 @@ struct GatewayRoutes: Sendable {
         rules.verificationRoute = true
         let resent = try await backends.call(.otpDispatch, context, rules: rules) { options in
             try await backends.otp.resend(
-                Auth_Otp_V1_ResendRequest(verificationID: verificationID, clientIP: context.clientIP), options: options)
+                Auth_Otp_V1_ResendRequest(verificationID: verificationID, clientIP: context.clientIP),
+                options: options
+            )
         }
-        AuthDecisionNote.record(masked: resent.maskedDestination, method: resent.channel == .sms ? "otp_sms" : "otp_email")
+        AuthDecisionNote.record(
+            masked: resent.maskedDestination,
+            method: resent.channel == .sms ? "otp_sms" : "otp_email"
+        )
         return try JSONResponse.make(
             Self.verificationBody(
-                id: resent.verificationID, channel: resent.channel, masked: resent.maskedDestination,
-                expiresIn: resent.expiresIn, resendAfter: resent.resendAfter, attemptsRemaining: resent.attemptsRemaining))
+                id: resent.verificationID,
+                channel: resent.channel,
+                masked: resent.maskedDestination,
+                expiresIn: resent.expiresIn,
+                resendAfter: resent.resendAfter,
+                attemptsRemaining: resent.attemptsRemaining
+            )
+        )
     }
 
     /// Checks a code with otp-dispatch; `purposes` are the ones this route accepts: another
@@ -179,9 +217,13 @@ struct GatewayRoutes: Sendable {
         let checked = try await backends.call(.otpDispatch, context, rules: rules) { options in
             try await backends.otp.check(
                 Auth_Otp_V1_CheckRequest(
-                    verificationID: verificationID, code: code, clientIP: context.clientIP,
-                    acceptedPurposes: purposes.sorted { $0.rawValue < $1.rawValue }),
-                options: options)
+                    verificationID: verificationID,
+                    code: code,
+                    clientIP: context.clientIP,
+                    acceptedPurposes: purposes.sorted { $0.rawValue < $1.rawValue }
+                ),
+                options: options
+            )
         }
         AuthDecisionNote.record(contact: checked.destination, method: checked.channel == .sms ? "otp_sms" : "otp_email")
         // otp-dispatch refuses other purposes itself; this only guards against an older one.
@@ -201,7 +243,11 @@ struct GatewayRoutes: Sendable {
         let verificationID = try body.requiredString("verification_id")
         let code = try body.requiredString("code")
         let checked = try await checkCode(
-            verificationID: verificationID, code: code, purposes: [.login, .signup, .verify], context: context)
+            verificationID: verificationID,
+            code: code,
+            purposes: [.login, .signup, .verify],
+            context: context
+        )
         let isSMS = checked.channel == .sms
         // Only POST /v1/signup starts `verify` codes: its own code proves the email for the
         // person who set the password; any other proves it for the code's holder, and identity
@@ -209,9 +255,13 @@ struct GatewayRoutes: Sendable {
         let found = try await backends.call(.identity, context) { options in
             try await backends.identity.findOrCreateByContact(
                 Auth_Identity_V1_FindOrCreateByContactRequest(
-                    phone: isSMS ? checked.destination : "", email: isSMS ? "" : checked.destination,
-                    clientIP: context.clientIP, signupVerification: checked.purpose == .verify),
-                options: options)
+                    phone: isSMS ? checked.destination : "",
+                    email: isSMS ? "" : checked.destination,
+                    clientIP: context.clientIP,
+                    signupVerification: checked.purpose == .verify
+                ),
+                options: options
+            )
         }
         guard let user = found.user else { throw APIError.internalError }
         if found.passwordCleared {
@@ -219,7 +269,12 @@ struct GatewayRoutes: Sendable {
             try await backends.revokeAllSessions(userID: user.id, reason: "contact_proved_password_cleared", context)
         }
         return try await signIn(
-            user, amr: isSMS ? "otp_sms" : "otp_email", isNewUser: found.created, request: request, context: context)
+            user,
+            amr: isSMS ? "otp_sms" : "otp_email",
+            isNewUser: found.created,
+            request: request,
+            context: context
+        )
     }
 
     // MARK: POST /v1/signup
@@ -238,8 +293,13 @@ struct GatewayRoutes: Sendable {
         let created = try await backends.call(.identity, context, rules: rules) { options in
             try await backends.identity.signUp(
                 Auth_Identity_V1_SignUpRequest(
-                    displayName: displayName, email: email, password: password, clientIP: context.clientIP),
-                options: options)
+                    displayName: displayName,
+                    email: email,
+                    password: password,
+                    clientIP: context.clientIP
+                ),
+                options: options
+            )
         }
         guard let user = created.user else { throw APIError.internalError }
         // The email verification code. The account exists already: if the code cannot be sent
@@ -249,16 +309,25 @@ struct GatewayRoutes: Sendable {
             let started = try await backends.call(.otpDispatch, context) { options in
                 try await backends.otp.start(
                     Auth_Otp_V1_StartRequest(destination: user.email, purpose: .verify, clientIP: context.clientIP),
-                    options: options)
+                    options: options
+                )
             }
             verificationID = .some(started.verificationID)
         } catch let error as APIError {
             logger.warning(
-                "Sign-up: the email verification code was not sent", metadata: ["error": "\(error)", "user.id": "\(user.id)"])
+                "Sign-up: the email verification code was not sent",
+                metadata: ["error": "\(error)", "user.id": "\(user.id)"]
+            )
         }
         return try await signIn(
-            user, amr: "pwd", isNewUser: true, request: request, context: context, status: .created,
-            verificationID: verificationID)
+            user,
+            amr: "pwd",
+            isNewUser: true,
+            request: request,
+            context: context,
+            status: .created,
+            verificationID: verificationID
+        )
     }
 
     // MARK: POST /v1/login, POST /api/auth/login
@@ -273,8 +342,13 @@ struct GatewayRoutes: Sendable {
         rules.credentialsRoute = true
         let signedIn = try await backends.call(.identity, context, rules: rules) { options in
             try await backends.identity.signInWithPassword(
-                Auth_Identity_V1_SignInWithPasswordRequest(email: email, password: password, clientIP: context.clientIP),
-                options: options)
+                Auth_Identity_V1_SignInWithPasswordRequest(
+                    email: email,
+                    password: password,
+                    clientIP: context.clientIP
+                ),
+                options: options
+            )
         }
         guard let user = signedIn.user else { throw APIError.internalError }
         return try await signIn(user, amr: "pwd", isNewUser: false, request: request, context: context)
@@ -293,27 +367,39 @@ struct GatewayRoutes: Sendable {
         if provider != .facebook, (nonce ?? "").isEmpty {
             throw APIError.invalidRequest("`nonce` is required for \(provider.rawValue).")
         }
-        let rpcProvider: Auth_Identity_V1_Provider = switch provider {
-        case .apple: .apple
-        case .google: .google
-        case .facebook: .facebook
-        }
+        let rpcProvider: Auth_Identity_V1_Provider =
+            switch provider {
+            case .apple: .apple
+            case .google: .google
+            case .facebook: .facebook
+            }
         let signedIn: Auth_Identity_V1_SignInWithIDTokenResponse
         do {
             signedIn = try await backends.call(.identity, context) { options in
                 try await backends.identity.signInWithIDToken(
                     Auth_Identity_V1_SignInWithIDTokenRequest(
-                        provider: rpcProvider, idToken: idToken, rawNonce: nonce ?? "", displayName: displayName,
-                        clientIP: context.clientIP),
-                    options: options)
+                        provider: rpcProvider,
+                        idToken: idToken,
+                        rawNonce: nonce ?? "",
+                        displayName: displayName,
+                        clientIP: context.clientIP
+                    ),
+                    options: options
+                )
             }
         } catch var error as APIError where error.reason == "provider_not_enabled" {
-            error.message = "\(provider.rawValue.prefix(1).uppercased() + provider.rawValue.dropFirst()) Sign-In is not configured. Please use email/password."
+            error.message =
+                "\(provider.rawValue.prefix(1).uppercased() + provider.rawValue.dropFirst()) Sign-In is not configured. Please use email/password."
             throw error
         }
         guard let user = signedIn.user else { throw APIError.internalError }
         return try await signIn(
-            user, amr: "oidc_\(provider.rawValue)", isNewUser: signedIn.created, request: request, context: context)
+            user,
+            amr: "oidc_\(provider.rawValue)",
+            isNewUser: signedIn.created,
+            request: request,
+            context: context
+        )
     }
 
     // MARK: POST /v1/password/reset
@@ -325,7 +411,9 @@ struct GatewayRoutes: Sendable {
         AuthDecisionNote.record(contact: email)
         let exists = try await backends.call(.identity, context) { options in
             try await backends.identity.contactExists(
-                Auth_Identity_V1_ContactExistsRequest(email: email), options: options)
+                Auth_Identity_V1_ContactExistsRequest(email: email),
+                options: options
+            )
         }.exists
         // The same answer whether or not the account exists, here and on every route the id is
         // used with afterwards: without an account the id is a decoy verification, counted by
@@ -336,8 +424,13 @@ struct GatewayRoutes: Sendable {
             verificationID = try await backends.call(.otpDispatch, context) { options in
                 try await backends.otp.start(
                     Auth_Otp_V1_StartRequest(
-                        destination: email, purpose: .passwordReset, clientIP: context.clientIP, decoy: !exists),
-                    options: options)
+                        destination: email,
+                        purpose: .passwordReset,
+                        clientIP: context.clientIP,
+                        decoy: !exists
+                    ),
+                    options: options
+                )
             }.verificationID
         } catch let error as APIError where error.status != .serviceUnavailable {
             logger.notice("Password reset: no code sent", metadata: ["error": "\(error)"])
@@ -358,10 +451,16 @@ struct GatewayRoutes: Sendable {
         // The new password first: a 422 leaves the verification and its attempts untouched.
         _ = try await backends.call(.identity, context, rules: passwordRules) { options in
             try await backends.identity.validatePassword(
-                Auth_Identity_V1_ValidatePasswordRequest(password: password), options: options)
+                Auth_Identity_V1_ValidatePasswordRequest(password: password),
+                options: options
+            )
         }
         let checked = try await checkCode(
-            verificationID: verificationID, code: code, purposes: [.passwordReset], context: context)
+            verificationID: verificationID,
+            code: code,
+            purposes: [.passwordReset],
+            context: context
+        )
         // Every session ends before the password changes (issue 19: a RevokeAll lost after the
         // change left them alive, and the consumed code allowed no second try). If session
         // cannot be reached, the answer is 503 and the password is unchanged.
@@ -369,7 +468,9 @@ struct GatewayRoutes: Sendable {
         do {
             owner = try await backends.call(.identity, context) { options in
                 try await backends.identity.getUserByEmail(
-                    Auth_Identity_V1_GetUserByEmailRequest(email: checked.destination), options: options)
+                    Auth_Identity_V1_GetUserByEmailRequest(email: checked.destination),
+                    options: options
+                )
             }
         } catch let error as APIError where error.reason == "user_not_found" {
             // Deleted since the code was sent.
@@ -384,8 +485,12 @@ struct GatewayRoutes: Sendable {
             reset = try await backends.call(.identity, context, rules: passwordRules) { options in
                 try await backends.identity.resetPassword(
                     Auth_Identity_V1_ResetPasswordRequest(
-                        email: checked.destination, newPassword: password, clientIP: context.clientIP),
-                    options: options)
+                        email: checked.destination,
+                        newPassword: password,
+                        clientIP: context.clientIP
+                    ),
+                    options: options
+                )
             }
         } catch let error as APIError where error.reason == "user_not_found" {
             // Deleted since the code was sent.
@@ -399,7 +504,10 @@ struct GatewayRoutes: Sendable {
         do {
             try await backends.revokeAllSessions(userID: user.id, reason: "password_reset", context)
         } catch {
-            logger.warning("Password reset: the second revocation failed", metadata: ["error": "\(error)", "user.id": "\(user.id)"])
+            logger.warning(
+                "Password reset: the second revocation failed",
+                metadata: ["error": "\(error)", "user.id": "\(user.id)"]
+            )
         }
         return try await signIn(user, amr: "otp_email", isNewUser: false, request: request, context: context)
     }
@@ -414,7 +522,9 @@ struct GatewayRoutes: Sendable {
         do {
             refreshed = try await backends.call(.session, context) { options in
                 try await backends.session.refresh(
-                    Auth_Session_V1_RefreshRequest(refreshToken: refreshToken, clientIP: context.clientIP), options: options)
+                    Auth_Session_V1_RefreshRequest(refreshToken: refreshToken, clientIP: context.clientIP),
+                    options: options
+                )
             }
         } catch let error as APIError where error.reason == "invalid_request" {
             // An empty token: not one the service issued.
@@ -423,7 +533,9 @@ struct GatewayRoutes: Sendable {
         guard let tokens = refreshed.tokens else { throw APIError.internalError }
         // A session service older than RefreshResponse.user_id leaves it empty: the new token's
         // subject then says it.
-        let userID = refreshed.userID.isEmpty ? try await authenticator.verifyLocally(tokens.accessToken).subject : refreshed.userID
+        let userID =
+            refreshed.userID.isEmpty
+            ? try await authenticator.verifyLocally(tokens.accessToken).subject : refreshed.userID
         let user: Auth_Identity_V1_User
         do {
             user = try await getUser(userID, context: context)
@@ -448,6 +560,10 @@ struct GatewayRoutes: Sendable {
 extension ServiceErrorMapping {
     static func invalidRefreshToken(detail: String?) -> APIError {
         APIError(
-            .unauthorized, "invalid_refresh_token", "Your session is no longer valid. Please sign in again.", detail: detail)
+            .unauthorized,
+            "invalid_refresh_token",
+            "Your session is no longer valid. Please sign in again.",
+            detail: detail
+        )
     }
 }

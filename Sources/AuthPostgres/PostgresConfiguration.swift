@@ -1,4 +1,5 @@
 import AuthBackoff
+
 /// How to reach PostgreSQL and how to run the pool.
 public struct PostgresConfiguration: Sendable {
     /// A libpq connection string, key/value (`host=127.0.0.1 port=5432 dbname=auth user=identity`)

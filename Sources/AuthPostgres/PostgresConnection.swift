@@ -1,5 +1,8 @@
 import AuthText
 import CLibPQ
+import Logging
+import Synchronization
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -8,8 +11,6 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-import Logging
-import Synchronization
 
 /// One libpq connection (`PGconn`), owned by this object and closed in `deinit`.
 ///
@@ -106,8 +107,11 @@ public final class PostgresConnection {
         }
         let pooled = configuration.pooler == .transaction
         let connection = PostgresConnection(
-            handle: pointer, logger: logger, maxPreparedStatements: configuration.maxPreparedStatements,
-            preparesStatements: !pooled)
+            handle: pointer,
+            logger: logger,
+            maxPreparedStatements: configuration.maxPreparedStatements,
+            preparesStatements: !pooled
+        )
         connection.installNoticeReceiver()
 
         var setup: [String] = []
@@ -118,7 +122,9 @@ public final class PostgresConnection {
                 setup.append("SET statement_timeout = \(timeout.wholeMillisecondsRoundedUp)")
             }
             if !configuration.searchPath.isEmpty {
-                setup.append("SET search_path TO " + configuration.searchPath.map(quoteIdentifier).joined(separator: ", "))
+                setup.append(
+                    "SET search_path TO " + configuration.searchPath.map(quoteIdentifier).joined(separator: ", ")
+                )
             }
         }
         if !setup.isEmpty {
@@ -131,7 +137,8 @@ public final class PostgresConnection {
         }
         logger.debug(
             "connected to PostgreSQL",
-            metadata: ["postgres.backend_pid": "\(connection.backendPID)"])
+            metadata: ["postgres.backend_pid": "\(connection.backendPID)"]
+        )
         return connection
     }
 
@@ -197,14 +204,26 @@ public final class PostgresConnection {
         guard self.preparesStatements else {
             if let begin = self.takePendingBegin() {
                 return try self.executePipelined(
-                    begin: begin, sql: sql, preparedName: nil, encoded, commit: false, handle: handle)
+                    begin: begin,
+                    sql: sql,
+                    preparedName: nil,
+                    encoded,
+                    commit: false,
+                    handle: handle
+                )
             }
             return try self.executeUnnamed(sql: sql, encoded, handle: handle)
         }
         let name = try self.preparedStatementName(sql: sql, types: encoded.types, handle: handle)
         if let begin = self.takePendingBegin() {
             return try self.executePipelined(
-                begin: begin, sql: sql, preparedName: name, encoded, commit: false, handle: handle)
+                begin: begin,
+                sql: sql,
+                preparedName: name,
+                encoded,
+                commit: false,
+                handle: handle
+            )
         }
         do {
             return try self.executePrepared(name: name, encoded, handle: handle)
@@ -278,25 +297,39 @@ public final class PostgresConnection {
     ///
     /// - Throws: ``PostgresError``; ``PostgresError/Code/invalidArgument`` outside a transaction's body.
     @discardableResult
-    public func executeAndCommit(_ sql: String, _ parameters: [PostgresValue] = []) throws(PostgresError) -> PostgresRows {
+    public func executeAndCommit(
+        _ sql: String,
+        _ parameters: [PostgresValue] = []
+    ) throws(PostgresError) -> PostgresRows {
         let handle = try self.usableHandle()
         switch self.transactionBody {
         case .beginPending, .open: break
         case .none, .committed:
             throw PostgresError.invalidArgument(
-                "executeAndCommit runs only as the last statement of a transaction's body")
+                "executeAndCommit runs only as the last statement of a transaction's body"
+            )
         }
         let encoded = try EncodedParameters(parameters)
-        let name = self.preparesStatements ? try self.preparedStatementName(sql: sql, types: encoded.types, handle: handle) : nil
+        let name =
+            self.preparesStatements
+            ? try self.preparedStatementName(sql: sql, types: encoded.types, handle: handle) : nil
         let begin = self.takePendingBegin()
         // Whatever happens now, no COMMIT follows: a failed statement leaves the transaction
         // failed for transaction()'s ROLLBACK; a failed COMMIT has ended it.
         self.transactionBody = .committed
-        return try self.executePipelined(begin: begin, sql: sql, preparedName: name, encoded, commit: true, handle: handle)
+        return try self.executePipelined(
+            begin: begin,
+            sql: sql,
+            preparedName: name,
+            encoded,
+            commit: true,
+            handle: handle
+        )
     }
 
     static let statementAfterCommit = PostgresError.invalidArgument(
-        "a statement after executeAndCommit: the transaction is over")
+        "a statement after executeAndCommit: the transaction is over"
+    )
 
     /// The pending `BEGIN`, if the body has run no statement yet; the transaction counts as
     /// open from here on (its `BEGIN` is about to be sent).
@@ -313,7 +346,11 @@ public final class PostgresConnection {
     /// for the caller's `ROLLBACK`, as without the pipeline; a `COMMIT` that failed (a
     /// serialization failure) throws its error with the transaction over.
     private func executePipelined(
-        begin: String?, sql: String, preparedName: String?, _ parameters: EncodedParameters, commit: Bool,
+        begin: String?,
+        sql: String,
+        preparedName: String?,
+        _ parameters: EncodedParameters,
+        commit: Bool,
         handle: OpaquePointer
     ) throws(PostgresError) -> PostgresRows {
         guard PQenterPipelineMode(handle) == 1 else { throw self.failure(result: nil, handle: handle) }
@@ -324,7 +361,16 @@ public final class PostgresConnection {
                     if let preparedName {
                         PQsendQueryPrepared(handle, preparedName, Int32(types.count), values, lengths, formats, 1) == 1
                     } else {
-                        PQsendQueryParams(handle, sql, Int32(types.count), types.baseAddress, values, lengths, formats, 1) == 1
+                        PQsendQueryParams(
+                            handle,
+                            sql,
+                            Int32(types.count),
+                            types.baseAddress,
+                            values,
+                            lengths,
+                            formats,
+                            1
+                        ) == 1
                     }
                 }
             }
@@ -370,7 +416,9 @@ public final class PostgresConnection {
     }
 
     static let rolledBackAtCommit = PostgresError(
-        code: .queryFailed, message: "the transaction was rolled back because a statement in it had failed")
+        code: .queryFailed,
+        message: "the transaction was rolled back because a statement in it had failed"
+    )
 
     /// Sends `ROLLBACK` when a transaction is open; marks the connection broken when that fails.
     func rollbackIfInTransaction() {
@@ -433,7 +481,8 @@ public final class PostgresConnection {
             let channel = notify.pointee.relname.map { String(cString: $0) } ?? ""
             let payload = notify.pointee.extra.map { String(cString: $0) } ?? ""
             notifications.append(
-                PostgresNotification(channel: channel, payload: payload, backendPID: notify.pointee.be_pid))
+                PostgresNotification(channel: channel, payload: payload, backendPID: notify.pointee.be_pid)
+            )
             PQfreemem(notify)
         }
         return notifications
@@ -452,7 +501,9 @@ public final class PostgresConnection {
     }
 
     private func preparedStatementName(
-        sql: String, types: [UInt32], handle: OpaquePointer
+        sql: String,
+        types: [UInt32],
+        handle: OpaquePointer
     ) throws(PostgresError) -> String {
         let key = StatementKey(sql: sql, types: types)
         if let name = self.preparedStatements[key] { return name }
@@ -478,7 +529,9 @@ public final class PostgresConnection {
     }
 
     private func executePrepared(
-        name: String, _ parameters: EncodedParameters, handle: OpaquePointer
+        name: String,
+        _ parameters: EncodedParameters,
+        handle: OpaquePointer
     ) throws(PostgresError) -> PostgresRows {
         self.roundTrips += 1
         let result = parameters.withPointers { values, lengths, formats in
@@ -490,7 +543,9 @@ public final class PostgresConnection {
     /// One round trip with an unnamed statement (Parse, Bind, Execute): what a transaction pooler
     /// can carry, since nothing outlives the statement.
     private func executeUnnamed(
-        sql: String, _ parameters: EncodedParameters, handle: OpaquePointer
+        sql: String,
+        _ parameters: EncodedParameters,
+        handle: OpaquePointer
     ) throws(PostgresError) -> PostgresRows {
         self.roundTrips += 1
         let result = parameters.types.withUnsafeBufferPointer { types in
@@ -555,8 +610,15 @@ public final class PostgresConnection {
             message = primary
         }
         let error = PostgresError(
-            code: code, message: message, sqlState: sqlState, serverMessage: primary,
-            constraint: field("n"), schema: field("s"), table: field("t"), column: field("c"))
+            code: code,
+            message: message,
+            sqlState: sqlState,
+            serverMessage: primary,
+            constraint: field("n"),
+            schema: field("s"),
+            table: field("t"),
+            column: field("c")
+        )
         if code == .connectionLost {
             self.logger.warning("PostgreSQL connection lost", metadata: ["postgres.error": "\(error)"])
         }
@@ -574,7 +636,8 @@ public final class PostgresConnection {
                 let connection = Unmanaged<PostgresConnection>.fromOpaque(context).takeUnretainedValue()
                 connection.noticeReceived(result)
             },
-            Unmanaged.passUnretained(self).toOpaque())
+            Unmanaged.passUnretained(self).toOpaque()
+        )
     }
 
     private func noticeReceived(_ result: OpaquePointer) {
@@ -590,7 +653,8 @@ public final class PostgresConnection {
         }
         self.logger.debug(
             "PostgreSQL notice",
-            metadata: ["postgres.severity": "\(field("V"))", "postgres.sqlstate": "\(field("C"))"])
+            metadata: ["postgres.severity": "\(field("V"))", "postgres.sqlstate": "\(field("C"))"]
+        )
     }
 }
 
@@ -746,7 +810,12 @@ private func copyRows(from result: OpaquePointer) -> PostgresRows {
     let commandTag = PQcmdStatus(result).map { String(cString: $0) } ?? ""
     let affected = PQcmdTuples(result).flatMap { Int(String(cString: $0)) }
     let storage = PostgresRows.Storage(
-        columns: columns, rowCount: rowCount, offsets: offsets, lengths: lengths, bytes: bytes)
+        columns: columns,
+        rowCount: rowCount,
+        offsets: offsets,
+        lengths: lengths,
+        bytes: bytes
+    )
     return PostgresRows(storage: storage, commandTag: commandTag, affectedRows: affected)
 }
 

@@ -154,7 +154,8 @@ extension PostgresError {
     static let needsDirectConnection = PostgresError(
         code: .invalidArgument,
         message: "behind a transaction pooler, LISTEN and session-scoped work need directConnectionString "
-            + "(a connection string that reaches PostgreSQL itself)")
+            + "(a connection string that reaches PostgreSQL itself)"
+    )
 
     static let poolClosed = PostgresError(code: .closed, message: "the connection pool is closed")
 }

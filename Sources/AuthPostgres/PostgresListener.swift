@@ -1,12 +1,13 @@
 import AuthBackoff
+import Logging
+import NIOPosix
+import Synchronization
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Logging
-import NIOPosix
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -76,8 +77,11 @@ final class PostgresListener: @unchecked Sendable {
 
     private enum Command {
         case subscribe(
-            channel: String, id: Int, stream: AsyncStream<PostgresNotification>.Continuation,
-            reply: CheckedContinuation<Void, any Error>)
+            channel: String,
+            id: Int,
+            stream: AsyncStream<PostgresNotification>.Continuation,
+            reply: CheckedContinuation<Void, any Error>
+        )
         case unsubscribe(channel: String, id: Int)
     }
 
@@ -116,7 +120,9 @@ final class PostgresListener: @unchecked Sendable {
     func subscribe(channel: String) async throws -> AsyncStream<PostgresNotification> {
         let id = self.nextSubscriberID.add(1, ordering: .relaxed).newValue
         let (stream, continuation) = AsyncStream.makeStream(
-            of: PostgresNotification.self, bufferingPolicy: .bufferingNewest(Self.bufferSize))
+            of: PostgresNotification.self,
+            bufferingPolicy: .bufferingNewest(Self.bufferSize)
+        )
         continuation.onTermination = { [weak self] _ in
             self?.send(.unsubscribe(channel: channel, id: id))
         }
@@ -337,9 +343,11 @@ final class PostgresListener: @unchecked Sendable {
             let connection = try self.connectIfNeeded()
             self.logger.info("PostgreSQL LISTEN connection re-established")
             // What was sent while the connection was down is lost: tell every subscriber.
-            self.deliver(self.subscribers.keys.sorted().map {
-                PostgresNotification(channel: $0, payload: "", backendPID: 0, isResumption: true)
-            })
+            self.deliver(
+                self.subscribers.keys.sorted().map {
+                    PostgresNotification(channel: $0, payload: "", backendPID: 0, isResumption: true)
+                }
+            )
             self.deliver(connection.takeNotifications())
         } catch {
             self.failures += 1

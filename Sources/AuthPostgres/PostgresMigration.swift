@@ -51,7 +51,8 @@ public struct PostgresMigration: Sendable, Hashable {
             !stem[stem.index(after: separator)...].isEmpty
         else {
             throw PostgresError.invalidArgument(
-                "migration file \(fileName) is not named <version>_<name>.sql (e.g. 0001_create_sessions.sql)")
+                "migration file \(fileName) is not named <version>_<name>.sql (e.g. 0001_create_sessions.sql)"
+            )
         }
         guard let sql = String(validating: contents, as: UTF8.self) else {
             throw PostgresError.invalidArgument("migration file \(fileName) is not UTF-8")

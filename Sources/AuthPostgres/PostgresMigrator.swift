@@ -75,7 +75,8 @@ public struct PostgresMigrator: Sendable {
                 if !releasedCleanly {
                     logger.warning(
                         "discarding the migration connection so that the server releases its advisory locks",
-                        metadata: ["postgres.schema": "\(schema)"])
+                        metadata: ["postgres.schema": "\(schema)"]
+                    )
                     connection.discard()
                 }
             }
@@ -91,7 +92,8 @@ public struct PostgresMigrator: Sendable {
                     checksum text NOT NULL,
                     applied_at timestamptz NOT NULL DEFAULT now()
                 )
-                """)
+                """
+            )
             var recorded: [Int: (name: String, checksum: String)] = [:]
             for row in try connection.execute("SELECT version, name, checksum FROM \(quoted).schema_migrations") {
                 recorded[try row[0].int] = (try row[1].string, try row[2].string)
@@ -100,7 +102,8 @@ public struct PostgresMigrator: Sendable {
             var pending: [(migration: PostgresMigration, checksum: String)] = []
             for migration in migrations {
                 let checksum = try connection.execute(
-                    "SELECT encode(sha256($1), 'hex')", [.bytea(Array(migration.sql.utf8))]
+                    "SELECT encode(sha256($1), 'hex')",
+                    [.bytea(Array(migration.sql.utf8))]
                 )[0][0].string
                 if let applied = recorded[migration.version] {
                     guard applied.checksum == checksum else {
@@ -110,7 +113,8 @@ public struct PostgresMigrator: Sendable {
                                 migration \(migration.version) (\(migration.name)) of schema \(schema) was applied \
                                 with checksum \(applied.checksum) but now has \(checksum); an applied migration \
                                 must not change: add a new migration instead
-                                """)
+                                """
+                        )
                     }
                 } else {
                     pending.append((migration, checksum))
@@ -121,7 +125,8 @@ public struct PostgresMigrator: Sendable {
             if recorded.keys.contains(where: { !known.contains($0) }) {
                 logger.warning(
                     "schema has migrations this build does not know (applied by a newer version?)",
-                    metadata: ["postgres.schema": "\(schema)"])
+                    metadata: ["postgres.schema": "\(schema)"]
+                )
             }
 
             var applied: [Int] = []
@@ -129,37 +134,49 @@ public struct PostgresMigrator: Sendable {
                 if migration.version < newestApplied {
                     logger.warning(
                         "applying a migration older than the newest applied one",
-                        metadata: ["postgres.schema": "\(schema)", "postgres.migration": "\(migration.version)"])
+                        metadata: ["postgres.schema": "\(schema)", "postgres.migration": "\(migration.version)"]
+                    )
                 }
                 do {
                     try connection.transaction {
                         try connection.executeScript(
-                            "SET LOCAL statement_timeout = \(migrationTimeout); SET LOCAL search_path TO \(quoted)")
+                            "SET LOCAL statement_timeout = \(migrationTimeout); SET LOCAL search_path TO \(quoted)"
+                        )
                         try connection.executeScript(migration.sql)
                         try connection.execute(
                             "INSERT INTO \(quoted).schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-                            [.int64(Int64(migration.version)), .text(migration.name), .text(checksum)])
+                            [.int64(Int64(migration.version)), .text(migration.name), .text(checksum)]
+                        )
                     }
                 } catch let error as PostgresError where !error.isUnavailable {
                     throw PostgresError(
                         code: .migrationFailed,
                         message: "migration \(migration.version) (\(migration.name)) of schema \(schema) failed: "
                             + error.description,
-                        sqlState: error.sqlState, serverMessage: error.serverMessage, constraint: error.constraint,
-                        schema: error.schema, table: error.table, column: error.column)
+                        sqlState: error.sqlState,
+                        serverMessage: error.serverMessage,
+                        constraint: error.constraint,
+                        schema: error.schema,
+                        table: error.table,
+                        column: error.column
+                    )
                 }
                 logger.info(
                     "applied migration",
                     metadata: [
                         "postgres.schema": "\(schema)", "postgres.migration": "\(migration.version)",
                         "postgres.migration_name": "\(migration.name)",
-                    ])
+                    ]
+                )
                 applied.append(migration.version)
             }
             let unlocked = try connection.execute(
-                "SELECT pg_advisory_unlock(hashtextextended($1, 0))", [lockKey])[0][0].bool
+                "SELECT pg_advisory_unlock(hashtextextended($1, 0))",
+                [lockKey]
+            )[0][0].bool
             let stillHeld = try connection.execute(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()")[0][0].int
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+            )[0][0].int
             try connection.executeScript(restoreTimeout)
             releasedCleanly = unlocked && stillHeld == 0
             return applied

@@ -91,7 +91,10 @@ extension PostgresPool {
         mutating func close() -> CloseAction {
             self.isClosed = true
             let action = CloseAction(
-                waiters: self.waiters.map(\.waiter), connections: self.idle, drained: self.leased == 0)
+                waiters: self.waiters.map(\.waiter),
+                connections: self.idle,
+                drained: self.leased == 0
+            )
             self.waiters.removeAll()
             self.idle.removeAll()
             return action

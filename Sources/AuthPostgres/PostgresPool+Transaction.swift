@@ -35,7 +35,8 @@ extension PostgresPool {
                     metadata: [
                         "postgres.error_code": "\(error.code)", "postgres.attempt": "\(attempt)",
                         "postgres.retry_in": "\(delay)",
-                    ])
+                    ]
+                )
                 try await Task.sleep(for: delay)
                 attempt += 1
             }
@@ -44,7 +45,9 @@ extension PostgresPool {
 
     private func retryDelay(afterAttempt attempt: Int) -> Duration {
         ExponentialBackoff(
-            initial: self.configuration.transactionRetryBackoff, limit: .seconds(1), jitter: 0.5...1.5
+            initial: self.configuration.transactionRetryBackoff,
+            limit: .seconds(1),
+            jitter: 0.5...1.5
         ).delay(afterFailures: attempt)
     }
 }

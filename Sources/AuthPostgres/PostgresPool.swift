@@ -1,12 +1,13 @@
+import Logging
+import NIOPosix
+import ServiceLifecycle
+import Synchronization
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Logging
-import NIOPosix
-import ServiceLifecycle
-import Synchronization
 
 /// A bounded pool of ``PostgresConnection``s whose blocking libpq calls run on the pool's own
 /// threads (an `NIOThreadPool` with one thread per connection), never on an event loop or in
@@ -69,8 +70,10 @@ public final class PostgresPool: Service, Sendable {
     public var statistics: Statistics {
         self.state.withLock {
             Statistics(
-                idleConnections: $0.machine.idle.count, leasedConnections: $0.machine.leased,
-                waitingCallers: $0.machine.waiting)
+                idleConnections: $0.machine.idle.count,
+                leasedConnections: $0.machine.leased,
+                waitingCallers: $0.machine.waiting
+            )
         }
     }
 
@@ -238,7 +241,9 @@ public final class PostgresPool: Service, Sendable {
             if self.state.withLock({ $0.machine.isClosed }) { throw PostgresError.poolClosed }
             // A LISTEN through a transaction pooler would register in whichever server session
             // ran it, and the notifications would go to whoever holds that session next.
-            guard let session = self.configuration.sessionConfiguration else { throw PostgresError.needsDirectConnection }
+            guard let session = self.configuration.sessionConfiguration else {
+                throw PostgresError.needsDirectConnection
+            }
             let created = try PostgresListener(configuration: session, logger: self.logger)
             listener = created
             return created
@@ -292,7 +297,9 @@ public final class PostgresPool: Service, Sendable {
                                 id: id,
                                 PostgresError(
                                     code: .poolTimeout,
-                                    message: "no database connection became free within \(timeout)"))
+                                    message: "no database connection became free within \(timeout)"
+                                )
+                            )
                         }
                     }
                 }
@@ -364,7 +371,8 @@ public final class PostgresPool: Service, Sendable {
         if let remaining = self.state.withLock({ $0.backoff.remaining(now: now) }) {
             throw PostgresError(
                 code: .unavailable,
-                message: "the database is unavailable; next connection attempt in \(remaining)")
+                message: "the database is unavailable; next connection attempt in \(remaining)"
+            )
         }
         do {
             let connection = try PostgresConnection.connect(configuration: self.configuration, logger: self.logger)
@@ -377,7 +385,8 @@ public final class PostgresPool: Service, Sendable {
             }
             self.logger.warning(
                 "cannot connect to PostgreSQL",
-                metadata: ["postgres.error": "\(error)", "postgres.failures": "\(failures)"])
+                metadata: ["postgres.error": "\(error)", "postgres.failures": "\(failures)"]
+            )
             throw error
         }
     }

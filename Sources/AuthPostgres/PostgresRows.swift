@@ -180,7 +180,9 @@ public struct PostgresCell: Sendable {
         get throws(PostgresError) {
             let type = self.column.dataType
             let bytes = try self.value(
-                accepting: [.float8, .float4, .numeric, .int2, .int4, .int8], as: "Double")
+                accepting: [.float8, .float4, .numeric, .int2, .int4, .int8],
+                as: "Double"
+            )
             switch type {
             case .float8:
                 guard bytes.count == 8 else { throw self.malformed() }
@@ -239,7 +241,10 @@ public struct PostgresCell: Sendable {
             guard bytes.count == 16 else { throw self.malformed() }
             let b = Array(bytes)
             return UUID(
-                uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
+                uuid: (
+                    b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]
+                )
+            )
         }
     }
 
@@ -285,7 +290,10 @@ public struct PostgresCell: Sendable {
         "column \"\(self.column.name)\" (\(self.columnIndex)) of row \(self.row)"
     }
 
-    private func value(accepting types: [PostgresDataType], as swiftType: String) throws(PostgresError)
+    private func value(
+        accepting types: [PostgresDataType],
+        as swiftType: String
+    ) throws(PostgresError)
         -> ArraySlice<UInt8>
     {
         guard types.contains(self.column.dataType) else { throw self.mismatch(swiftType) }

@@ -111,7 +111,8 @@ public enum PostgresValue: Sendable, Hashable {
             uuid: (
                 bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
                 bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
-            ))
+            )
+        )
         return .uuid(uuid)
     }
 
@@ -257,7 +258,9 @@ struct EncodedParameters {
                 // inside would silently cut the value.
                 if utf8.contains(0) {
                     throw PostgresError(
-                        code: .invalidData, message: "text parameter $\(index + 1) contains a NUL character")
+                        code: .invalidData,
+                        message: "text parameter $\(index + 1) contains a NUL character"
+                    )
                 }
                 self.bytes.append(contentsOf: utf8)
                 self.bytes.append(0)
@@ -271,14 +274,18 @@ struct EncodedParameters {
                 let micros = (date.timeIntervalSince1970 * 1_000_000).rounded()
                 guard let value = Int64(exactly: micros) else {
                     throw PostgresError(
-                        code: .invalidData, message: "timestamptz parameter $\(index + 1) is out of range")
+                        code: .invalidData,
+                        message: "timestamptz parameter $\(index + 1) is out of range"
+                    )
                 }
                 self.appendBigEndian(UInt64(bitPattern: value &- postgresEpochOffsetMicroseconds))
             case .timestamptzMicroseconds(let micros):
                 let (value, overflow) = micros.subtractingReportingOverflow(postgresEpochOffsetMicroseconds)
                 if overflow {
                     throw PostgresError(
-                        code: .invalidData, message: "timestamptz parameter $\(index + 1) is out of range")
+                        code: .invalidData,
+                        message: "timestamptz parameter $\(index + 1) is out of range"
+                    )
                 }
                 self.appendBigEndian(UInt64(bitPattern: value))
             }

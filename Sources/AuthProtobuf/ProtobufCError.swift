@@ -90,7 +90,8 @@ public struct ProtobufCError: Error, Hashable, CustomStringConvertible {
         case .invalidUTF8: "ProtobufCError(invalidUTF8): string field \(field) is not valid UTF-8"
         case .embeddedNUL:
             "ProtobufCError(embeddedNUL): string field \(field) contains NUL, which protobuf-c cannot encode"
-        case .unsupportedValue: "ProtobufCError(unsupportedValue): \(field) cannot hold the value (wrong kind, out of range, or 2 GiB or more)"
+        case .unsupportedValue:
+            "ProtobufCError(unsupportedValue): \(field) cannot hold the value (wrong kind, out of range, or 2 GiB or more)"
         case .unknownMessage: "ProtobufCError(unknownMessage): no message \(self.messageName) in the schema"
         case .invalidJSON:
             if let fieldName = self.fieldName {

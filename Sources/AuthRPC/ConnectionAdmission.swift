@@ -28,7 +28,9 @@ public struct ConnectionAdmission<ConnectionID: Hashable & Sendable>: Sendable {
     /// A connection was accepted by the socket; on `.accept` it counts until ``closed(_:)``.
     public mutating func opened(_ id: ConnectionID, peer: String) -> Decision {
         guard connections.count < maxConnections else { return .refuseServerFull }
-        guard unauthenticatedConnections(from: peer) < maxUnauthenticatedPerPeer else { return .refusePeerUnauthenticated }
+        guard unauthenticatedConnections(from: peer) < maxUnauthenticatedPerPeer else {
+            return .refusePeerUnauthenticated
+        }
         connections[id] = (peer, false)
         unauthenticatedByPeer[peer, default: 0] += 1
         return .accept

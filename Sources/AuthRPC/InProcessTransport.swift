@@ -34,7 +34,11 @@ public struct InProcessTransport: ClientTransport {
 
 extension RPCError {
     static func unimplemented(path: String) -> RPCError {
-        RPCError(code: .unimplemented, message: "Method \(path) is not served here.", reason: RPCError.Reason.unknownMethod)
+        RPCError(
+            code: .unimplemented,
+            message: "Method \(path) is not served here.",
+            reason: RPCError.Reason.unknownMethod
+        )
     }
 
     static let deadlineExceeded = RPCError(
@@ -85,7 +89,9 @@ public enum DeadlineRace {
                 if let early { continuation.resume(returning: early) }
             }
         } onCancel: {
-            let cancelled = Result<[UInt8], RPCError>.failure(RPCError(code: .cancelled, message: "The caller cancelled the call.", reason: RPCError.Reason.cancelled))
+            let cancelled = Result<[UInt8], RPCError>.failure(
+                RPCError(code: .cancelled, message: "The caller cancelled the call.", reason: RPCError.Reason.cancelled)
+            )
             let (waiting, work) = outcome.withLock { state in (state.finish(cancelled), state.work) }
             work?.cancel()
             waiting?.resume(returning: cancelled)
@@ -108,7 +114,9 @@ public enum DeadlineRace {
         var timer: Task<Void, Never>?
 
         /// Records the first result; returns the continuation to resume, if it was waiting.
-        mutating func finish(_ result: Result<[UInt8], RPCError>) -> CheckedContinuation<Result<[UInt8], RPCError>, Never>? {
+        mutating func finish(
+            _ result: Result<[UInt8], RPCError>
+        ) -> CheckedContinuation<Result<[UInt8], RPCError>, Never>? {
             guard self.result == nil else { return nil }
             self.result = result
             timer?.cancel()

@@ -69,7 +69,8 @@ extension RPCMetadata {
     public static func violation(in proto: Auth_Rpc_V1_Metadata) -> String? {
         if proto.extra.count > maxExtraEntries { return "too many metadata entries" }
         let limit = maxValueLength
-        if proto.requestID.utf8.count > limit || proto.traceparent.utf8.count > limit || proto.tracestate.utf8.count > limit
+        if proto.requestID.utf8.count > limit || proto.traceparent.utf8.count > limit
+            || proto.tracestate.utf8.count > limit
             || proto.callerService.utf8.count > limit || proto.endUserIP.utf8.count > limit
         {
             return "metadata value too long"

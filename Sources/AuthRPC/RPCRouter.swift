@@ -68,7 +68,11 @@ public struct RPCRouter: Sendable {
             do {
                 return try response.serializedBytes()
             } catch {
-                throw RPCError(code: .internal, message: "The response could not be encoded.", reason: RPCError.Reason.`internal`)
+                throw RPCError(
+                    code: .internal,
+                    message: "The response could not be encoded.",
+                    reason: RPCError.Reason.`internal`
+                )
             }
         }
     }

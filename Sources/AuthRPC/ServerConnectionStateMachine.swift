@@ -107,9 +107,21 @@ public struct ServerConnectionStateMachine: Sendable {
             state = .verifyingHello
             return .verifyHello(hello)
         case (.awaitingHello, _), (.verifyingHello, _):
-            return close(RPCError(code: .unauthenticated, message: "The first frame must be Hello.", reason: RPCError.Reason.helloRequired))
+            return close(
+                RPCError(
+                    code: .unauthenticated,
+                    message: "The first frame must be Hello.",
+                    reason: RPCError.Reason.helloRequired
+                )
+            )
         case (_, .hello):
-            return close(RPCError(code: .invalidArgument, message: "Hello was sent twice.", reason: RPCError.Reason.protocolViolation))
+            return close(
+                RPCError(
+                    code: .invalidArgument,
+                    message: "Hello was sent twice.",
+                    reason: RPCError.Reason.protocolViolation
+                )
+            )
         case (_, .request(let request)):
             return requestReceived(request)
         case (_, .cancel(let cancel)):
@@ -129,13 +141,25 @@ public struct ServerConnectionStateMachine: Sendable {
             }
             return .closeWhenIdle(closeNow: false)
         case (_, .helloAck), (_, .response), (_, .challenge), (_, nil):
-            return close(RPCError(code: .invalidArgument, message: "A client may not send this frame.", reason: RPCError.Reason.protocolViolation))
+            return close(
+                RPCError(
+                    code: .invalidArgument,
+                    message: "A client may not send this frame.",
+                    reason: RPCError.Reason.protocolViolation
+                )
+            )
         }
     }
 
     public mutating func helloVerified(_ result: Result<String, RPCError>) -> HelloAction {
         guard state == .verifyingHello else {
-            return .refuse(RPCError(code: .internal, message: "Unexpected credential result.", reason: RPCError.Reason.protocolViolation))
+            return .refuse(
+                RPCError(
+                    code: .internal,
+                    message: "Unexpected credential result.",
+                    reason: RPCError.Reason.protocolViolation
+                )
+            )
         }
         switch result {
         case .success(let caller):
@@ -150,17 +174,43 @@ public struct ServerConnectionStateMachine: Sendable {
 
     private mutating func requestReceived(_ request: Auth_Rpc_V1_Request) -> FrameAction {
         guard request.callID > highestCallID else {
-            return close(RPCError(code: .invalidArgument, message: "Call ids must be non-zero and increase.", reason: RPCError.Reason.protocolViolation))
+            return close(
+                RPCError(
+                    code: .invalidArgument,
+                    message: "Call ids must be non-zero and increase.",
+                    reason: RPCError.Reason.protocolViolation
+                )
+            )
         }
         highestCallID = request.callID
         if case .draining(let lastCallID) = state, request.callID > lastCallID {
-            return .rejectCall(callID: request.callID, RPCError(code: .unavailable, message: "The server is shutting down; retry on another connection.", reason: RPCError.Reason.goingAway))
+            return .rejectCall(
+                callID: request.callID,
+                RPCError(
+                    code: .unavailable,
+                    message: "The server is shutting down; retry on another connection.",
+                    reason: RPCError.Reason.goingAway
+                )
+            )
         }
         if peerGoingAway {
-            return close(RPCError(code: .invalidArgument, message: "A call was started after GOAWAY.", reason: RPCError.Reason.protocolViolation))
+            return close(
+                RPCError(
+                    code: .invalidArgument,
+                    message: "A call was started after GOAWAY.",
+                    reason: RPCError.Reason.protocolViolation
+                )
+            )
         }
         guard calls.count < maxConcurrentCalls else {
-            return .rejectCall(callID: request.callID, RPCError(code: .resourceExhausted, message: "Too many calls open on this connection (limit \(maxConcurrentCalls)).", reason: RPCError.Reason.tooManyConcurrentCalls))
+            return .rejectCall(
+                callID: request.callID,
+                RPCError(
+                    code: .resourceExhausted,
+                    message: "Too many calls open on this connection (limit \(maxConcurrentCalls)).",
+                    reason: RPCError.Reason.tooManyConcurrentCalls
+                )
+            )
         }
         calls[request.callID] = Call(state: .running)
         return .startCall(request)

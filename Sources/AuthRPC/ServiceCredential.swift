@@ -11,17 +11,33 @@ public enum ServiceCredential {
 
     /// `"auth-rpc-hello-v2" 0x00 client 0x00 server 0x00 challengeNonce clientNonce`: what the
     /// client's Hello MAC covers in plaintext mode.
-    public static func helloSignedBytes(client: String, server: String, challengeNonce: [UInt8], clientNonce: [UInt8]) -> [UInt8] {
+    public static func helloSignedBytes(
+        client: String,
+        server: String,
+        challengeNonce: [UInt8],
+        clientNonce: [UInt8]
+    ) -> [UInt8] {
         signed("auth-rpc-hello-v2", client, server, challengeNonce, clientNonce)
     }
 
     /// `"auth-rpc-hello-ack-v2" 0x00 server 0x00 client 0x00 challengeNonce clientNonce`: what the
     /// server's HelloAck MAC covers in plaintext mode.
-    public static func helloAckSignedBytes(server: String, client: String, challengeNonce: [UInt8], clientNonce: [UInt8]) -> [UInt8] {
+    public static func helloAckSignedBytes(
+        server: String,
+        client: String,
+        challengeNonce: [UInt8],
+        clientNonce: [UInt8]
+    ) -> [UInt8] {
         signed("auth-rpc-hello-ack-v2", server, client, challengeNonce, clientNonce)
     }
 
-    private static func signed(_ label: String, _ first: String, _ second: String, _ nonce1: [UInt8], _ nonce2: [UInt8]) -> [UInt8] {
+    private static func signed(
+        _ label: String,
+        _ first: String,
+        _ second: String,
+        _ nonce1: [UInt8],
+        _ nonce2: [UInt8]
+    ) -> [UInt8] {
         var bytes = Array(label.utf8)
         bytes.append(0)
         bytes += first.utf8
@@ -56,41 +72,73 @@ public struct ServiceCredentialSigner: Sendable {
         nonce: [UInt8] = SecureRandom.bytes(count: ServiceCredential.nonceLength)
     ) -> Result<Auth_Rpc_V1_Hello, RPCError> {
         guard challenge.protocolVersion == rpcProtocolVersion else {
-            return .failure(RPCError(
-                code: .failedPrecondition,
-                message: "The server speaks protocol version \(challenge.protocolVersion); this client speaks \(rpcProtocolVersion).",
-                reason: RPCError.Reason.unsupportedProtocolVersion
-            ))
+            return .failure(
+                RPCError(
+                    code: .failedPrecondition,
+                    message:
+                        "The server speaks protocol version \(challenge.protocolVersion); this client speaks \(rpcProtocolVersion).",
+                    reason: RPCError.Reason.unsupportedProtocolVersion
+                )
+            )
         }
         guard challenge.nonce.count == ServiceCredential.nonceLength, !challenge.service.isEmpty else {
-            return .failure(RPCError(code: .unauthenticated, message: "The server's challenge is malformed.", reason: RPCError.Reason.invalidServerCredential))
+            return .failure(
+                RPCError(
+                    code: .unauthenticated,
+                    message: "The server's challenge is malformed.",
+                    reason: RPCError.Reason.invalidServerCredential
+                )
+            )
         }
         let server = expectedServer ?? challenge.service
         guard challenge.service == server else {
-            return .failure(RPCError(
-                code: .unauthenticated,
-                message: "Expected service \(server), but the server is \(challenge.service).",
-                reason: RPCError.Reason.wrongServer
-            ))
+            return .failure(
+                RPCError(
+                    code: .unauthenticated,
+                    message: "Expected service \(server), but the server is \(challenge.service).",
+                    reason: RPCError.Reason.wrongServer
+                )
+            )
         }
-        var hello = Auth_Rpc_V1_Hello(protocolVersion: rpcProtocolVersion, service: service, nonce: nonce, serverService: server)
+        var hello = Auth_Rpc_V1_Hello(
+            protocolVersion: rpcProtocolVersion,
+            service: service,
+            nonce: nonce,
+            serverService: server
+        )
         if let mac {
-            hello.mac = mac.authenticationCode(for: ServiceCredential.helloSignedBytes(
-                client: service, server: server, challengeNonce: challenge.nonce, clientNonce: nonce
-            ))
+            hello.mac = mac.authenticationCode(
+                for: ServiceCredential.helloSignedBytes(
+                    client: service,
+                    server: server,
+                    challengeNonce: challenge.nonce,
+                    clientNonce: nonce
+                )
+            )
         }
         return .success(hello)
     }
 
     /// Checks the server's proof in `ack` (plaintext mode); nil when it holds. With TLS there is
     /// nothing to check here: the handshake verified the server's certificate.
-    public func verifyAck(_ ack: Auth_Rpc_V1_HelloAck, hello: Auth_Rpc_V1_Hello, challenge: Auth_Rpc_V1_Challenge) -> RPCError? {
+    public func verifyAck(
+        _ ack: Auth_Rpc_V1_HelloAck,
+        hello: Auth_Rpc_V1_Hello,
+        challenge: Auth_Rpc_V1_Challenge
+    ) -> RPCError? {
         guard ack.service == hello.serverService else {
-            return RPCError(code: .unauthenticated, message: "HelloAck names another service (\(ack.service)).", reason: RPCError.Reason.wrongServer)
+            return RPCError(
+                code: .unauthenticated,
+                message: "HelloAck names another service (\(ack.service)).",
+                reason: RPCError.Reason.wrongServer
+            )
         }
         guard let mac else { return nil }
         let expected = ServiceCredential.helloAckSignedBytes(
-            server: hello.serverService, client: service, challengeNonce: challenge.nonce, clientNonce: hello.nonce
+            server: hello.serverService,
+            client: service,
+            challengeNonce: challenge.nonce,
+            clientNonce: hello.nonce
         )
         guard ack.mac.count == 32, mac.isValid(ack.mac, for: expected) else {
             return RPCError(
@@ -133,7 +181,9 @@ public struct ServiceCredentialVerifier: Sendable {
     }
 
     /// A new challenge for one connection.
-    public func challenge(nonce: [UInt8] = SecureRandom.bytes(count: ServiceCredential.nonceLength)) -> Auth_Rpc_V1_Challenge {
+    public func challenge(
+        nonce: [UInt8] = SecureRandom.bytes(count: ServiceCredential.nonceLength)
+    ) -> Auth_Rpc_V1_Challenge {
         Auth_Rpc_V1_Challenge(protocolVersion: rpcProtocolVersion, service: serverName, nonce: nonce)
     }
 
@@ -145,42 +195,63 @@ public struct ServiceCredentialVerifier: Sendable {
         peer: PeerIdentity
     ) -> Result<Accepted, RPCError> {
         guard hello.protocolVersion == rpcProtocolVersion else {
-            return .failure(RPCError(
-                code: .failedPrecondition,
-                message: "Protocol version \(hello.protocolVersion) is not supported; this server speaks \(rpcProtocolVersion).",
-                reason: RPCError.Reason.unsupportedProtocolVersion
-            ))
+            return .failure(
+                RPCError(
+                    code: .failedPrecondition,
+                    message:
+                        "Protocol version \(hello.protocolVersion) is not supported; this server speaks \(rpcProtocolVersion).",
+                    reason: RPCError.Reason.unsupportedProtocolVersion
+                )
+            )
         }
-        let refused = RPCError(code: .unauthenticated, message: "The service credential was refused.", reason: RPCError.Reason.invalidServiceCredential)
-        guard !hello.service.isEmpty, hello.service.utf8.count <= 64, hello.nonce.count == ServiceCredential.nonceLength else {
+        let refused = RPCError(
+            code: .unauthenticated,
+            message: "The service credential was refused.",
+            reason: RPCError.Reason.invalidServiceCredential
+        )
+        guard !hello.service.isEmpty, hello.service.utf8.count <= 64, hello.nonce.count == ServiceCredential.nonceLength
+        else {
             return .failure(refused)
         }
         guard hello.serverService == serverName else {
-            return .failure(RPCError(
-                code: .unauthenticated,
-                message: "This Hello is meant for \(hello.serverService.isEmpty ? "no service" : hello.serverService); this server is \(serverName).",
-                reason: RPCError.Reason.wrongServer
-            ))
+            return .failure(
+                RPCError(
+                    code: .unauthenticated,
+                    message:
+                        "This Hello is meant for \(hello.serverService.isEmpty ? "no service" : hello.serverService); this server is \(serverName).",
+                    reason: RPCError.Reason.wrongServer
+                )
+            )
         }
         switch peer {
         case .certificate(let dnsNames):
             guard dnsNames.contains(hello.service) else {
-                return .failure(RPCError(
-                    code: .unauthenticated,
-                    message: "The client certificate does not name \(hello.service).",
-                    reason: RPCError.Reason.invalidServiceCredential
-                ))
+                return .failure(
+                    RPCError(
+                        code: .unauthenticated,
+                        message: "The client certificate does not name \(hello.service).",
+                        reason: RPCError.Reason.invalidServiceCredential
+                    )
+                )
             }
             return .success(Accepted(caller: hello.service, ackMAC: []))
         case .none:
             guard let mac, hello.mac.count == 32 else { return .failure(refused) }
             let signed = ServiceCredential.helloSignedBytes(
-                client: hello.service, server: serverName, challengeNonce: challenge.nonce, clientNonce: hello.nonce
+                client: hello.service,
+                server: serverName,
+                challengeNonce: challenge.nonce,
+                clientNonce: hello.nonce
             )
             guard mac.isValid(hello.mac, for: signed) else { return .failure(refused) }
-            let ackMAC = mac.authenticationCode(for: ServiceCredential.helloAckSignedBytes(
-                server: serverName, client: hello.service, challengeNonce: challenge.nonce, clientNonce: hello.nonce
-            ))
+            let ackMAC = mac.authenticationCode(
+                for: ServiceCredential.helloAckSignedBytes(
+                    server: serverName,
+                    client: hello.service,
+                    challengeNonce: challenge.nonce,
+                    clientNonce: hello.nonce
+                )
+            )
             return .success(Accepted(caller: hello.service, ackMAC: ackMAC))
         }
     }

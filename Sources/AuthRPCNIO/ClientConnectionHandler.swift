@@ -113,7 +113,10 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         self.context = context
         // The server speaks first (Challenge); the Hello answers it.
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        keepaliveTask = context.eventLoop.scheduleRepeatedTask(initialDelay: keepaliveInterval, delay: keepaliveInterval) { _ in
+        keepaliveTask = context.eventLoop.scheduleRepeatedTask(
+            initialDelay: keepaliveInterval,
+            delay: keepaliveInterval
+        ) { _ in
             loopBound.value.keepaliveTick()
         }
         context.fireChannelActive()
@@ -122,8 +125,13 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     func channelInactive(context: ChannelHandlerContext) {
         keepaliveTask?.cancel()
         deadlineTimer.cancel()
-        let failure = goAwayError
-            ?? RPCError(code: .unavailable, message: "The connection to the server was lost.", reason: RPCError.Reason.connectionLost)
+        let failure =
+            goAwayError
+            ?? RPCError(
+                code: .unavailable,
+                message: "The connection to the server was lost.",
+                reason: RPCError.Reason.connectionLost
+            )
         readyPromise.fail(failure)
         for call in machine.closed() {
             call.complete(.failure(failure))
@@ -136,7 +144,11 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if isTLSError(error), goAwayError == nil {
             logger.warning("TLS handshake with the server failed", metadata: ["error": "\(error)"])
-            goAwayError = RPCError(code: .unavailable, message: "TLS handshake with the server failed: \(error)", reason: RPCError.Reason.tlsHandshakeFailed)
+            goAwayError = RPCError(
+                code: .unavailable,
+                message: "TLS handshake with the server failed: \(error)",
+                reason: RPCError.Reason.tlsHandshakeFailed
+            )
         } else {
             logger.debug("Client connection error", metadata: ["error": "\(error)"])
         }
@@ -165,7 +177,14 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         switch frame.kind {
         case .challenge(let challenge):
             guard handshake == nil else {
-                refuseServer(RPCError(code: .invalidArgument, message: "The server sent a second Challenge.", reason: RPCError.Reason.protocolViolation), context: context)
+                refuseServer(
+                    RPCError(
+                        code: .invalidArgument,
+                        message: "The server sent a second Challenge.",
+                        reason: RPCError.Reason.protocolViolation
+                    ),
+                    context: context
+                )
                 return
             }
             switch signer.hello(answering: challenge, expectedServer: expectedServer) {
@@ -177,7 +196,14 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             }
         case .helloAck(let ack):
             guard let handshake else {
-                refuseServer(RPCError(code: .invalidArgument, message: "HelloAck before Challenge.", reason: RPCError.Reason.protocolViolation), context: context)
+                refuseServer(
+                    RPCError(
+                        code: .invalidArgument,
+                        message: "HelloAck before Challenge.",
+                        reason: RPCError.Reason.protocolViolation
+                    ),
+                    context: context
+                )
                 return
             }
             if let error = signer.verifyAck(ack, hello: handshake.hello, challenge: handshake.challenge) {
@@ -276,7 +302,15 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         } catch {
             output.moveWriterIndex(to: writerIndex)
             _ = machine.cancel(callID: callID)
-            call.complete(.failure(RPCError(code: .invalidArgument, message: "The request could not be encoded.", reason: RPCError.Reason.malformedRequest)))
+            call.complete(
+                .failure(
+                    RPCError(
+                        code: .invalidArgument,
+                        message: "The request could not be encoded.",
+                        reason: RPCError.Reason.malformedRequest
+                    )
+                )
+            )
             return true
         }
         return true
@@ -304,11 +338,15 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             guard let due = call.deadline else { continue }
             if due <= now {
                 _ = machine.cancel(callID: callID)
-                call.complete(.failure(RPCError(
-                    code: .deadlineExceeded,
-                    message: "No response from the server before the deadline.",
-                    reason: RPCError.Reason.deadlineExceeded
-                )))
+                call.complete(
+                    .failure(
+                        RPCError(
+                            code: .deadlineExceeded,
+                            message: "No response from the server before the deadline.",
+                            reason: RPCError.Reason.deadlineExceeded
+                        )
+                    )
+                )
                 send(.init(kind: .cancel(Auth_Rpc_V1_Cancel(callID: callID))), flush: true)
             } else {
                 next = min(next ?? due, due)
@@ -337,7 +375,19 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     /// (client shutdown, docs/protocol.md §5).
     func close() {
         guard let context, machine.state != .goingAway, machine.state != .closed else { return }
-        send(.init(kind: .goAway(Auth_Rpc_V1_GoAway(lastCallID: machine.highestCallID, code: .ok, message: "Client closing.", reason: RPCError.Reason.clientClosing))), flush: true)
+        send(
+            .init(
+                kind: .goAway(
+                    Auth_Rpc_V1_GoAway(
+                        lastCallID: machine.highestCallID,
+                        code: .ok,
+                        message: "Client closing.",
+                        reason: RPCError.Reason.clientClosing
+                    )
+                )
+            ),
+            flush: true
+        )
         if machine.closeRequested() { context.close(promise: nil) }
     }
 
@@ -366,5 +416,9 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 }
 
 extension RPCError {
-    static let cancelledByCaller = RPCError(code: .cancelled, message: "The caller cancelled the call.", reason: RPCError.Reason.cancelled)
+    static let cancelledByCaller = RPCError(
+        code: .cancelled,
+        message: "The caller cancelled the call.",
+        reason: RPCError.Reason.cancelled
+    )
 }

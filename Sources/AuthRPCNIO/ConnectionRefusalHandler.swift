@@ -34,12 +34,18 @@ final class ConnectionRefusalHandler: ChannelInboundHandler, RemovableChannelHan
         guard !sent else { return }
         sent = true
         var buffer = context.channel.allocator.buffer(capacity: 128)
-        _ = try? buffer.writeFrame(Auth_Rpc_V1_Frame(kind: .goAway(Auth_Rpc_V1_GoAway(
-            lastCallID: 0,
-            code: Auth_Rpc_V1_StatusCode(rawValue: Int32(error.code.rawValue)),
-            message: error.message,
-            reason: error.reason
-        ))))
+        _ = try? buffer.writeFrame(
+            Auth_Rpc_V1_Frame(
+                kind: .goAway(
+                    Auth_Rpc_V1_GoAway(
+                        lastCallID: 0,
+                        code: Auth_Rpc_V1_StatusCode(rawValue: Int32(error.code.rawValue)),
+                        message: error.message,
+                        reason: error.reason
+                    )
+                )
+            )
+        )
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(buffer)).whenComplete { _ in channel.close(promise: nil) }
     }

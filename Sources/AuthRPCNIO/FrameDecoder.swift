@@ -9,7 +9,7 @@ public struct FrameDecoder: Sendable {
     public struct FrameTooLargeError: Error, Hashable {
         public let length: Int
         /// May change between frames (a server raises it once Hello is accepted).
-    public var maxFrameSize: Int
+        public var maxFrameSize: Int
     }
 
     /// May change between frames (a server raises it once Hello is accepted).

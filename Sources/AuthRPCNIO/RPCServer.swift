@@ -1,15 +1,16 @@
 import AuthRPC
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
 import ServiceLifecycle
 import Synchronization
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 
 /// How an ``RPCServer`` listens and whom it serves.
 public struct RPCServerConfiguration: Sendable {
@@ -86,10 +87,14 @@ public final class RPCServer: Service, Sendable {
         )
         self.sslContext = try configuration.tls?.makeServerContext()
         self.stopPromise = eventLoopGroup.any().makePromise(of: Void.self)
-        self.state = Mutex(State(admission: ConnectionAdmission(
-            maxConnections: configuration.limits.maxConnections,
-            maxUnauthenticatedPerPeer: configuration.limits.maxUnauthenticatedConnectionsPerPeer
-        )))
+        self.state = Mutex(
+            State(
+                admission: ConnectionAdmission(
+                    maxConnections: configuration.limits.maxConnections,
+                    maxUnauthenticatedPerPeer: configuration.limits.maxUnauthenticatedConnectionsPerPeer
+                )
+            )
+        )
     }
 
     /// The bound port, once listening.
@@ -127,7 +132,9 @@ public final class RPCServer: Service, Sendable {
                 case nil:
                     return channel.close()
                 case .refuseServerFull?, .refusePeerUnauthenticated?:
-                    let error = decision == .refuseServerFull ? RPCError.tooManyConnections : RPCError.tooManyUnauthenticatedConnections
+                    let error =
+                        decision == .refuseServerFull
+                        ? RPCError.tooManyConnections : RPCError.tooManyUnauthenticatedConnections
                     // Debug, not warning: a flood of refused connections must not flood the log too.
                     logger.debug("Refused a connection", metadata: ["peer": "\(peer)", "reason": "\(error.reason)"])
                     return channel.eventLoop.makeCompletedFuture {
@@ -150,27 +157,32 @@ public final class RPCServer: Service, Sendable {
                     if let sslContext {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                     }
-                    try channel.pipeline.syncOperations.addServerConnectionHandlers(ServerConnectionHandler(
-                        router: router,
-                        verifier: verifier,
-                        peerCertificateNames: peerCertificateNames,
-                        limits: configuration.limits,
-                        serviceName: configuration.serviceName,
-                        logger: logger,
-                        onAuthenticated: { [weak self] in
-                            self?.state.withLock { $0.admission.authenticated(id) }
-                        }
-                    ))
+                    try channel.pipeline.syncOperations.addServerConnectionHandlers(
+                        ServerConnectionHandler(
+                            router: router,
+                            verifier: verifier,
+                            peerCertificateNames: peerCertificateNames,
+                            limits: configuration.limits,
+                            serviceName: configuration.serviceName,
+                            logger: logger,
+                            onAuthenticated: { [weak self] in
+                                self?.state.withLock { $0.admission.authenticated(id) }
+                            }
+                        )
+                    )
                 }
             }
             .bind(host: configuration.host, port: configuration.port)
             .get()
         state.withLock { $0.serverChannel = channel }
         let port = channel.localAddress?.port ?? configuration.port
-        logger.info("RPC server listening", metadata: [
-            "host": "\(configuration.host)", "port": "\(port)", "service": "\(configuration.serviceName)",
-            "transport": "\(sslContext == nil ? "plaintext" : "mutual TLS 1.3")",
-        ])
+        logger.info(
+            "RPC server listening",
+            metadata: [
+                "host": "\(configuration.host)", "port": "\(port)", "service": "\(configuration.serviceName)",
+                "transport": "\(sslContext == nil ? "plaintext" : "mutual TLS 1.3")",
+            ]
+        )
         return port
     }
 

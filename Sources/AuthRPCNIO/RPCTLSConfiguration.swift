@@ -23,7 +23,9 @@ public struct RPCTLSConfiguration: Sendable {
         do { chain = try NIOSSLCertificate.fromPEMBytes(certificatePEM) } catch {
             throw RPCTLSConfigurationError(part: .certificate, problem: "is not a PEM certificate (\(error))")
         }
-        guard !chain.isEmpty else { throw RPCTLSConfigurationError(part: .certificate, problem: "holds no PEM certificate") }
+        guard !chain.isEmpty else {
+            throw RPCTLSConfigurationError(part: .certificate, problem: "holds no PEM certificate")
+        }
         let key: NIOSSLPrivateKey
         do { key = try NIOSSLPrivateKey(bytes: privateKeyPEM, format: .pem) } catch {
             throw RPCTLSConfigurationError(part: .privateKey, problem: "is not a PEM private key (\(error))")
@@ -32,11 +34,16 @@ public struct RPCTLSConfiguration: Sendable {
         do { roots = try NIOSSLCertificate.fromPEMBytes(trustRootsPEM) } catch {
             throw RPCTLSConfigurationError(part: .trustRoots, problem: "is not a PEM certificate (\(error))")
         }
-        guard !roots.isEmpty else { throw RPCTLSConfigurationError(part: .trustRoots, problem: "holds no PEM certificate") }
+        guard !roots.isEmpty else {
+            throw RPCTLSConfigurationError(part: .trustRoots, problem: "holds no PEM certificate")
+        }
         self.init(certificateChain: chain, privateKey: key, trustRoots: roots)
         // Surface a key that does not match the certificate now, not at the first connection.
         do { _ = try makeServerContext() } catch {
-            throw RPCTLSConfigurationError(part: .privateKey, problem: "does not match the certificate or cannot be used (\(error))")
+            throw RPCTLSConfigurationError(
+                part: .privateKey,
+                problem: "does not match the certificate or cannot be used (\(error))"
+            )
         }
     }
 

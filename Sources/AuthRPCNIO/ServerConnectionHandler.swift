@@ -117,11 +117,13 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
                 body = next
             } catch {
                 logger.warning("Closing connection: frame too large", metadata: ["length": "\(error.length)"])
-                sendGoAwayAndClose(RPCError(
-                    code: .resourceExhausted,
-                    message: "Frame of \(error.length) bytes exceeds the limit of \(error.maxFrameSize).",
-                    reason: RPCError.Reason.frameTooLarge
-                ))
+                sendGoAwayAndClose(
+                    RPCError(
+                        code: .resourceExhausted,
+                        message: "Frame of \(error.length) bytes exceeds the limit of \(error.maxFrameSize).",
+                        reason: RPCError.Reason.frameTooLarge
+                    )
+                )
                 return
             }
             let frame: Auth_Rpc_V1_Frame
@@ -129,7 +131,13 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
                 frame = try Auth_Rpc_V1_Frame(frameBody: body)
             } catch {
                 logger.warning("Closing connection: malformed frame")
-                sendGoAwayAndClose(RPCError(code: .invalidArgument, message: "Malformed frame.", reason: RPCError.Reason.malformedFrame))
+                sendGoAwayAndClose(
+                    RPCError(
+                        code: .invalidArgument,
+                        message: "Malformed frame.",
+                        reason: RPCError.Reason.malformedFrame
+                    )
+                )
                 return
             }
             if case .hello = frame.kind {
@@ -175,25 +183,41 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         case .verifyHello(let hello):
             let result: Result<ServiceCredentialVerifier.Accepted, RPCError>
             if let challenge, let context {
-                let peer: ServiceCredentialVerifier.PeerIdentity = peerCertificateNames.map { .certificate(dnsNames: $0(context)) } ?? .none
+                let peer: ServiceCredentialVerifier.PeerIdentity =
+                    peerCertificateNames.map { .certificate(dnsNames: $0(context)) } ?? .none
                 result = verifier.verify(hello, challenge: challenge, peer: peer)
             } else {
-                result = .failure(RPCError(code: .unauthenticated, message: "No challenge was sent.", reason: RPCError.Reason.invalidServiceCredential))
+                result = .failure(
+                    RPCError(
+                        code: .unauthenticated,
+                        message: "No challenge was sent.",
+                        reason: RPCError.Reason.invalidServiceCredential
+                    )
+                )
             }
             switch state.helloVerified(result.map(\.caller)) {
             case .sendHelloAck:
                 logger[metadataKey: "caller"] = "\(PeerText.loggable(state.authenticatedCaller))"
                 onAuthenticated()
-                send(.init(kind: .helloAck(Auth_Rpc_V1_HelloAck(
-                    protocolVersion: rpcProtocolVersion,
-                    service: serviceName,
-                    maxFrameSize: UInt32(limits.maxFrameSize),
-                    maxConcurrentCalls: UInt32(limits.maxConcurrentCalls),
-                    idleTimeoutMS: UInt32(clamping: limits.idleTimeout.milliseconds),
-                    mac: (try? result.get().ackMAC) ?? []
-                ))))
+                send(
+                    .init(
+                        kind: .helloAck(
+                            Auth_Rpc_V1_HelloAck(
+                                protocolVersion: rpcProtocolVersion,
+                                service: serviceName,
+                                maxFrameSize: UInt32(limits.maxFrameSize),
+                                maxConcurrentCalls: UInt32(limits.maxConcurrentCalls),
+                                idleTimeoutMS: UInt32(clamping: limits.idleTimeout.milliseconds),
+                                mac: (try? result.get().ackMAC) ?? []
+                            )
+                        )
+                    )
+                )
             case .refuse(let error):
-                logger.warning("Refused a caller", metadata: ["reason": "\(error.reason)", "service": "\(PeerText.loggable(hello.service))"])
+                logger.warning(
+                    "Refused a caller",
+                    metadata: ["reason": "\(error.reason)", "service": "\(PeerText.loggable(hello.service))"]
+                )
                 sendGoAwayAndClose(error)
             }
         case .startCall(let request):
@@ -222,24 +246,37 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     private func startCall(_ request: Auth_Rpc_V1_Request) {
         let callID = request.callID
         guard let route = router.route(forPath: request.method) else {
-            finish(callID: callID, result: .failure(RPCError(
-                code: .unimplemented,
-                message: "Method \(PeerText.loggable(request.method)) is not served here.",
-                reason: RPCError.Reason.unknownMethod
-            )))
+            finish(
+                callID: callID,
+                result: .failure(
+                    RPCError(
+                        code: .unimplemented,
+                        message: "Method \(PeerText.loggable(request.method)) is not served here.",
+                        reason: RPCError.Reason.unknownMethod
+                    )
+                )
+            )
             return
         }
         if let refusal = route.authorize(caller: state.authenticatedCaller) {
-            logger.warning("Refused a caller: not allowed to call this method", metadata: [
-                "caller": "\(PeerText.loggable(state.authenticatedCaller))", "method": "\(route.method.path)",
-                "reason": "\(refusal.reason)",
-            ])
+            logger.warning(
+                "Refused a caller: not allowed to call this method",
+                metadata: [
+                    "caller": "\(PeerText.loggable(state.authenticatedCaller))", "method": "\(route.method.path)",
+                    "reason": "\(refusal.reason)",
+                ]
+            )
             finish(callID: callID, result: .failure(refusal))
             return
         }
         let wireMetadata = request.metadata ?? Auth_Rpc_V1_Metadata()
         if let violation = RPCMetadata.violation(in: wireMetadata) {
-            finish(callID: callID, result: .failure(RPCError(code: .invalidArgument, message: violation, reason: RPCError.Reason.invalidMetadata)))
+            finish(
+                callID: callID,
+                result: .failure(
+                    RPCError(code: .invalidArgument, message: violation, reason: RPCError.Reason.invalidMetadata)
+                )
+            )
             return
         }
         let metadata = RPCMetadata(proto: wireMetadata)
@@ -332,12 +369,18 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
 
     private func beginGracefulShutdown() {
         guard let (lastCallID, closeNow) = state.beginGracefulShutdown() else { return }
-        send(.init(kind: .goAway(Auth_Rpc_V1_GoAway(
-            lastCallID: lastCallID,
-            code: .unavailable,
-            message: "The server is shutting down.",
-            reason: RPCError.Reason.goingAway
-        ))))
+        send(
+            .init(
+                kind: .goAway(
+                    Auth_Rpc_V1_GoAway(
+                        lastCallID: lastCallID,
+                        code: .unavailable,
+                        message: "The server is shutting down.",
+                        reason: RPCError.Reason.goingAway
+                    )
+                )
+            )
+        )
         if closeNow { close() }
     }
 
@@ -348,27 +391,43 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             return
         case .helloTimedOut:
             logger.info("Closing connection: no Hello in time")
-            sendGoAwayAndClose(RPCError(code: .unauthenticated, message: "No Hello in time.", reason: RPCError.Reason.helloTimeout))
+            sendGoAwayAndClose(
+                RPCError(code: .unauthenticated, message: "No Hello in time.", reason: RPCError.Reason.helloTimeout)
+            )
         case .readTimedOut:
             logger.warning("Closing connection: frame not completed in time")
-            sendGoAwayAndClose(RPCError(code: .deadlineExceeded, message: "Frame not completed in time.", reason: RPCError.Reason.readTimeout))
+            sendGoAwayAndClose(
+                RPCError(
+                    code: .deadlineExceeded,
+                    message: "Frame not completed in time.",
+                    reason: RPCError.Reason.readTimeout
+                )
+            )
         case .writeStalled:
             logger.warning("Closing connection: peer does not read")
             _ = state.connectionClosed()
             context?.close(promise: nil)
         case .idle:
             logger.debug("Closing idle connection")
-            sendGoAwayAndClose(RPCError(code: .unavailable, message: "Idle connection closed.", reason: RPCError.Reason.idle))
+            sendGoAwayAndClose(
+                RPCError(code: .unavailable, message: "Idle connection closed.", reason: RPCError.Reason.idle)
+            )
         }
     }
 
     private func sendGoAwayAndClose(_ error: RPCError) {
-        send(.init(kind: .goAway(Auth_Rpc_V1_GoAway(
-            lastCallID: state.highestCallID,
-            code: Auth_Rpc_V1_StatusCode(rawValue: Int32(error.code.rawValue)),
-            message: error.message,
-            reason: error.reason
-        ))))
+        send(
+            .init(
+                kind: .goAway(
+                    Auth_Rpc_V1_GoAway(
+                        lastCallID: state.highestCallID,
+                        code: Auth_Rpc_V1_StatusCode(rawValue: Int32(error.code.rawValue)),
+                        message: error.message,
+                        reason: error.reason
+                    )
+                )
+            )
+        )
         close()
     }
 
@@ -466,7 +525,9 @@ extension Duration {
         let limit: Int64 = seconds < 0 ? .min : .max
         let (whole, overflow) = seconds.multipliedReportingOverflow(by: unitsPerSecond)
         if overflow { return limit }
-        let (total, overflowAgain) = whole.addingReportingOverflow(attoseconds / (1_000_000_000_000_000_000 / unitsPerSecond))
+        let (total, overflowAgain) = whole.addingReportingOverflow(
+            attoseconds / (1_000_000_000_000_000_000 / unitsPerSecond)
+        )
         return overflowAgain ? limit : total
     }
 }

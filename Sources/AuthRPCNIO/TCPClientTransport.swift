@@ -1,16 +1,17 @@
-import AuthText
 import AuthBackoff
 import AuthRPC
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
+import AuthText
 import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
 import Synchronization
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 
 /// Where a server listens.
 public struct RPCAddress: Sendable, Hashable, CustomStringConvertible {
@@ -25,7 +26,8 @@ public struct RPCAddress: Sendable, Hashable, CustomStringConvertible {
     /// Parses `host:port`; `nil` for anything else.
     public init?(_ text: String) {
         guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
-              (1...65535).contains(port) else { return nil }
+            (1...65535).contains(port)
+        else { return nil }
         var host = String(text[..<colon])
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         guard !host.isEmpty else { return nil }
@@ -108,7 +110,10 @@ public final class TCPClientTransport: ClientTransport, Sendable {
         wallClock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
     ) {
         self.configuration = configuration
-        let signer = ServiceCredentialSigner(service: configuration.serviceName, secret: configuration.tls == nil ? configuration.secret : nil)
+        let signer = ServiceCredentialSigner(
+            service: configuration.serviceName,
+            secret: configuration.tls == nil ? configuration.secret : nil
+        )
         // A context that cannot be made fails each connect with its error (the call says why).
         let sslContext = configuration.tls.map { tls in
             Result { try tls.makeClientContext(verifyServerName: configuration.serverName != nil) }
@@ -116,15 +121,17 @@ public final class TCPClientTransport: ClientTransport, Sendable {
         var subchannels: [Subchannel] = []
         for address in configuration.addresses {
             for _ in 0..<configuration.connectionsPerAddress {
-                subchannels.append(Subchannel(
-                    address: address,
-                    configuration: configuration,
-                    signer: signer,
-                    sslContext: sslContext,
-                    group: eventLoopGroup,
-                    logger: logger,
-                    wallClock: wallClock
-                ))
+                subchannels.append(
+                    Subchannel(
+                        address: address,
+                        configuration: configuration,
+                        signer: signer,
+                        sslContext: sslContext,
+                        group: eventLoopGroup,
+                        logger: logger,
+                        wallClock: wallClock
+                    )
+                )
             }
         }
         self.subchannels = subchannels
@@ -135,10 +142,18 @@ public final class TCPClientTransport: ClientTransport, Sendable {
         var retries = 0
         while true {
             if Task.isCancelled {
-                throw RPCError(code: .cancelled, message: "The caller cancelled the call.", reason: RPCError.Reason.cancelled)
+                throw RPCError(
+                    code: .cancelled,
+                    message: "The caller cancelled the call.",
+                    reason: RPCError.Reason.cancelled
+                )
             }
             if let deadline, ContinuousClock.now >= deadline {
-                throw RPCError(code: .deadlineExceeded, message: "No connection to \(addressesText) became ready before the deadline.", reason: RPCError.Reason.deadlineExceeded)
+                throw RPCError(
+                    code: .deadlineExceeded,
+                    message: "No connection to \(addressesText) became ready before the deadline.",
+                    reason: RPCError.Reason.deadlineExceeded
+                )
             }
             switch pick() {
             case .ready(let connection):
@@ -147,7 +162,11 @@ public final class TCPClientTransport: ClientTransport, Sendable {
                 } catch is RetryOnAnotherConnection {
                     retries += 1
                     if retries > subchannels.count * 4 {
-                        throw RPCError(code: .unavailable, message: "Every connection to \(addressesText) refused the call.", reason: RPCError.Reason.noConnection)
+                        throw RPCError(
+                            code: .unavailable,
+                            message: "Every connection to \(addressesText) refused the call.",
+                            reason: RPCError.Reason.noConnection
+                        )
                     }
                 }
             case .connecting:
@@ -155,8 +174,9 @@ public final class TCPClientTransport: ClientTransport, Sendable {
             case .allFailing(let lastError):
                 // A server that refused our credential (or that we refused) says why; say it to the caller too.
                 if let refusal = lastError as? RPCError,
-                   [.unauthenticated, .permissionDenied, .failedPrecondition].contains(refusal.code)
-                    || refusal.reason == "tls_handshake_failed" {
+                    [.unauthenticated, .permissionDenied, .failedPrecondition].contains(refusal.code)
+                        || refusal.reason == "tls_handshake_failed"
+                {
                     throw refusal
                 }
                 throw RPCError(
@@ -290,7 +310,15 @@ final class Subchannel: Sendable {
                 }
                 return (.backingOff(guarded.lastError), false)
             case .shutdown:
-                return (.backingOff(RPCError(code: .unavailable, message: "The client is shut down.", reason: RPCError.Reason.clientShutDown)), false)
+                return (
+                    .backingOff(
+                        RPCError(
+                            code: .unavailable,
+                            message: "The client is shut down.",
+                            reason: RPCError.Reason.clientShutDown
+                        )
+                    ), false
+                )
             }
         }
         if mustConnect { connect() }
@@ -304,7 +332,9 @@ final class Subchannel: Sendable {
         let logger = self.logger
         let wallClock = self.wallClock
         let sslContext = self.sslContext
-        let handlerPromise = group.any().makePromise(of: (NIOLoopBound<ClientConnectionHandler>, CallSubmissionQueue).self)
+        let handlerPromise = group.any().makePromise(
+            of: (NIOLoopBound<ClientConnectionHandler>, CallSubmissionQueue).self
+        )
         let connectFuture = ClientBootstrap(group: group)
             .connectTimeout(TimeAmount(configuration.connectTimeout))
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
@@ -367,7 +397,10 @@ final class Subchannel: Sendable {
                         guarded.state = .backingOff(until: .now + delay)
                     }
                 }
-                self.logger.info("Connect failed", metadata: ["error": "\(error)", "retry_in_ms": "\(delay.milliseconds)"])
+                self.logger.info(
+                    "Connect failed",
+                    metadata: ["error": "\(error)", "retry_in_ms": "\(delay.milliseconds)"]
+                )
                 connectFuture.whenSuccess { $0.close(promise: nil) }
             }
         }

@@ -1,5 +1,6 @@
 import AuthRPC
 import AuthText
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

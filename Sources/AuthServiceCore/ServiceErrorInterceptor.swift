@@ -51,11 +51,19 @@ public struct ServiceErrorInterceptor: RPCServerInterceptor {
             return cancelled
         case let error as PostgresError:
             if error.isUnavailable || error.code == .poolTimeout || error.code == .closed {
-                return RPCError(code: .unavailable, message: "The \(service) database is unavailable.", reason: RPCError.Reason.unavailable)
+                return RPCError(
+                    code: .unavailable,
+                    message: "The \(service) database is unavailable.",
+                    reason: RPCError.Reason.unavailable
+                )
             }
             switch error.code {
             case .timeout:
-                return RPCError(code: .deadlineExceeded, message: "A database statement timed out.", reason: RPCError.Reason.deadlineExceeded)
+                return RPCError(
+                    code: .deadlineExceeded,
+                    message: "A database statement timed out.",
+                    reason: RPCError.Reason.deadlineExceeded
+                )
             case .cancelled:
                 return cancelled
             default:
@@ -67,7 +75,11 @@ public struct ServiceErrorInterceptor: RPCServerInterceptor {
         }
     }
 
-    static let cancelled = RPCError(code: .cancelled, message: "The call was cancelled.", reason: RPCError.Reason.cancelled)
+    static let cancelled = RPCError(
+        code: .cancelled,
+        message: "The call was cancelled.",
+        reason: RPCError.Reason.cancelled
+    )
     static let internalError = RPCError(code: .internal, message: "Internal error.", reason: RPCError.Reason.`internal`)
 }
 

@@ -33,8 +33,9 @@ public final class HealthService: Auth_Health_V1_Health.ServiceProtocol {
         request: Auth_Health_V1_HealthCheckRequest,
         context: ServerContext
     ) async throws -> Auth_Health_V1_HealthCheckResponse {
-        guard request.service.isEmpty || request.service == Auth_Health_V1_Health.serviceName
-            || serviceNames.contains(request.service)
+        guard
+            request.service.isEmpty || request.service == Auth_Health_V1_Health.serviceName
+                || serviceNames.contains(request.service)
         else {
             return Auth_Health_V1_HealthCheckResponse(status: .serviceUnknown)
         }

@@ -1,12 +1,13 @@
 import AuthConfiguration
 import AuthPostgres
 import AuthRPC
+import Logging
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Logging
 
 /// What a backend service (identity, otp-dispatch, session) reads from `AUTH_*` environment
 /// variables: what every process reads (``ProcessConfiguration``, whose properties it shows as
@@ -40,21 +41,38 @@ public struct ServiceConfiguration: Sendable {
         self.process = try ProcessConfiguration(service: service, environment: variables)
         let reader = EnvironmentReader(variables: variables)
         self.databaseURL = reader.string("AUTH_DATABASE_URL")
-        self.databasePooler = try reader.value("AUTH_DB_POOLER", default: PostgresPooler.none, expected: "`none` or `transaction`") { PostgresPooler(rawValue: $0) }
+        self.databasePooler = try reader.value(
+            "AUTH_DB_POOLER",
+            default: PostgresPooler.none,
+            expected: "`none` or `transaction`"
+        ) { PostgresPooler(rawValue: $0) }
         self.databaseDirectURL = reader.string("AUTH_DATABASE_DIRECT_URL")
         if databasePooler == .transaction, databaseDirectURL == nil {
             throw ConfigurationError(
                 variable: "AUTH_DATABASE_DIRECT_URL",
-                problem: "is required with AUTH_DB_POOLER=transaction: a libpq connection string that reaches PostgreSQL itself, not the pooler (for migrations' advisory lock and LISTEN)"
+                problem:
+                    "is required with AUTH_DB_POOLER=transaction: a libpq connection string that reaches PostgreSQL itself, not the pooler (for migrations' advisory lock and LISTEN)"
             )
         }
         self.databasePoolSize = try reader.integer("AUTH_DB_POOL_SIZE", default: 10, in: 1...200)
-        self.databaseStatementTimeout = try reader.milliseconds("AUTH_DB_STATEMENT_TIMEOUT_MS", default: .seconds(5), in: 1...3_600_000)
-        self.databaseStartTimeout = try reader.seconds("AUTH_DB_START_TIMEOUT_SECONDS", default: .seconds(60), in: 0...3_600)
+        self.databaseStatementTimeout = try reader.milliseconds(
+            "AUTH_DB_STATEMENT_TIMEOUT_MS",
+            default: .seconds(5),
+            in: 1...3_600_000
+        )
+        self.databaseStartTimeout = try reader.seconds(
+            "AUTH_DB_START_TIMEOUT_SECONDS",
+            default: .seconds(60),
+            in: 0...3_600
+        )
     }
 
     /// A client for `service` (``ProcessConfiguration/rpcClient(for:logger:defaultTimeout:)``).
-    public func rpcClient(for service: AuthServiceName, logger: Logger, defaultTimeout: Duration = .seconds(10)) -> RPCClient {
+    public func rpcClient(
+        for service: AuthServiceName,
+        logger: Logger,
+        defaultTimeout: Duration = .seconds(10)
+    ) -> RPCClient {
         process.rpcClient(for: service, logger: logger, defaultTimeout: defaultTimeout)
     }
 }

@@ -1,17 +1,18 @@
-import AuthConfiguration
 import AuthAPI
+import AuthConfiguration
 import AuthPostgres
 import AuthRPC
 import AuthRPCNIO
+import Logging
+import NIOPosix
+import ServiceLifecycle
+import Synchronization
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Logging
-import NIOPosix
-import ServiceLifecycle
-import Synchronization
 
 /// What a backend service's start-up gives its domain code to register its methods with.
 public struct ServiceDependencies: Sendable {
@@ -59,7 +60,9 @@ public enum ServiceMain {
     }
 
     static let missingDatabaseURL = ConfigurationError(
-        variable: "AUTH_DATABASE_URL", problem: "is required (a libpq connection string)")
+        variable: "AUTH_DATABASE_URL",
+        problem: "is required (a libpq connection string)"
+    )
 
     static func run(
         configuration: ServiceConfiguration,
@@ -102,7 +105,9 @@ public enum ServiceMain {
         )
 
         if configuration.rpcTLS == nil {
-            logger.warning("RPC without TLS (development): callers prove the shared secret in their Hello; set AUTH_RPC_TLS_* for mutual TLS")
+            logger.warning(
+                "RPC without TLS (development): callers prove the shared secret in their Hello; set AUTH_RPC_TLS_* for mutual TLS"
+            )
         }
         let server = try RPCServer(
             configuration: RPCServerConfiguration(
@@ -122,9 +127,9 @@ public enum ServiceMain {
                 services: [.init(service: database)]
                     + backgroundServices.all.map { .init(service: $0) }
                     + [
-                    .init(service: server),
-                    .init(service: ShutdownAnnouncer { health.markShuttingDown() }),
-                ],
+                        .init(service: server),
+                        .init(service: ShutdownAnnouncer { health.markShuttingDown() }),
+                    ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             )

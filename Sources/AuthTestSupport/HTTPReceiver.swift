@@ -121,7 +121,10 @@ public final class HTTPReceiver: Sendable {
 
     /// Waits until `condition` holds for the requests received (checked at once and on every
     /// new request and after each answer); false if it still does not after `timeout`.
-    public func wait(timeout: Duration = .seconds(60), until condition: @escaping @Sendable ([Received]) -> Bool) async -> Bool {
+    public func wait(
+        timeout: Duration = .seconds(60),
+        until condition: @escaping @Sendable ([Received]) -> Bool
+    ) async -> Bool {
         let id = state.withLock { state -> UInt64 in
             state.nextID += 1
             return state.nextID

@@ -1,10 +1,11 @@
 import AuthTime
+import Synchronization
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Synchronization
 
 /// A wall clock a test moves by hand (the services take their time from a ``WallClock``, so
 /// windows, expiries and lockouts are tested without sleeping). The one copy for every test

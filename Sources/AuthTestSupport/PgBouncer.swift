@@ -30,7 +30,12 @@ public final class PgBouncer: Sendable {
     /// server connections however many clients connect. `server_reset_query` is empty because
     /// transaction pooling never runs it (the services keep nothing in a session).
     public static func configuration(
-        serverHost: String, serverPort: Int, database: String, listenPort: Int, authFile: String, poolSize: Int
+        serverHost: String,
+        serverPort: Int,
+        database: String,
+        listenPort: Int,
+        authFile: String,
+        poolSize: Int
     ) -> String {
         """
         [databases]
@@ -73,7 +78,9 @@ public final class PgBouncer: Sendable {
 
     static func start(serverConnectionString: String, poolSize: Int) async throws -> PgBouncer {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
-            throw ServiceProcessError(message: "\(executable) is missing: apt-get install pgbouncer (scripts/test.sh does)")
+            throw ServiceProcessError(
+                message: "\(executable) is missing: apt-get install pgbouncer (scripts/test.sh does)"
+            )
         }
         var settings: [String: String] = [:]
         for pair in serverConnectionString.split(separator: " ") {
@@ -81,11 +88,13 @@ public final class PgBouncer: Sendable {
             if parts.count == 2 { settings[parts[0]] = parts[1] }
         }
         guard let host = settings["host"], let serverPort = settings["port"].flatMap(Int.init),
-              let database = settings["dbname"], let user = settings["user"]
+            let database = settings["dbname"], let user = settings["user"]
         else {
             throw ServiceProcessError(message: "expected host, port, dbname and user in the connection string")
         }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("auth-pgbouncer-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "auth-pgbouncer-\(UUID().uuidString)"
+        )
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         // Read by PgBouncer after it dropped root's privileges (below).
         chmod(directory.path, 0o755)
@@ -98,14 +107,22 @@ public final class PgBouncer: Sendable {
             let ini = directory.appendingPathComponent("pgbouncer.ini")
             try Data(
                 configuration(
-                    serverHost: host, serverPort: serverPort, database: database, listenPort: port,
-                    authFile: authFile, poolSize: poolSize
+                    serverHost: host,
+                    serverPort: serverPort,
+                    database: database,
+                    listenPort: port,
+                    authFile: authFile,
+                    poolSize: poolSize
                 ).utf8
             ).write(to: ini)
             // PgBouncer refuses to run as root; -u makes it drop to nobody.
             let arguments = (getuid() == 0 ? ["-u", "nobody"] : []) + [ini.path]
             let process = try ServiceProcess(
-                name: "pgbouncer", executableURL: URL(fileURLWithPath: executable), arguments: arguments, environment: [:])
+                name: "pgbouncer",
+                executableURL: URL(fileURLWithPath: executable),
+                arguments: arguments,
+                environment: [:]
+            )
             if (try? await process.waitForLog("process up: PgBouncer")) != nil {
                 return PgBouncer(
                     port: port,

@@ -57,11 +57,18 @@ public enum PostgresTestDatabase {
         let schema = "test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
         let admin = PostgresPool(
             configuration: PostgresConfiguration(
-                connectionString: url, maxConnections: 1, applicationName: "auth-tests-admin"),
-            logger: logger)
+                connectionString: url,
+                maxConnections: 1,
+                applicationName: "auth-tests-admin"
+            ),
+            logger: logger
+        )
         var configuration = PostgresConfiguration(
-            connectionString: url, maxConnections: maxConnections, applicationName: "auth-tests",
-            searchPath: [schema])
+            connectionString: url,
+            maxConnections: maxConnections,
+            applicationName: "auth-tests",
+            searchPath: [schema]
+        )
         configure(&configuration)
         let pool = PostgresPool(configuration: configuration, logger: logger)
         do {
@@ -89,7 +96,11 @@ public enum PostgresTestDatabase {
         let url = try await connectionString()
         let name = prefix + "_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased()
         let admin = PostgresPool(
-            configuration: PostgresConfiguration(connectionString: url, maxConnections: 1, applicationName: "\(prefix)-admin"),
+            configuration: PostgresConfiguration(
+                connectionString: url,
+                maxConnections: 1,
+                applicationName: "\(prefix)-admin"
+            ),
             logger: makeLogger()
         )
         try await admin.query("CREATE DATABASE \(identifier: name)")
@@ -127,7 +138,10 @@ enum PostgresScript {
     static func run(_ arguments: [String]) async throws -> String {
         let script = projectRoot.appendingPathComponent("scripts/postgres.sh").path
         let result = try await ChildProcess.run(
-            URL(fileURLWithPath: "/bin/bash"), [script] + arguments, currentDirectory: projectRoot)
+            URL(fileURLWithPath: "/bin/bash"),
+            [script] + arguments,
+            currentDirectory: projectRoot
+        )
         let stdout = result.standardOutput
         guard result.status == 0 else {
             throw Failure(arguments: arguments, status: result.status, output: stdout + result.standardError)

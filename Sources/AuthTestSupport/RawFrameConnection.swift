@@ -54,7 +54,11 @@ public final class RawFrameConnection: @unchecked Sendable {
     ) async throws -> (connection: RawFrameConnection, answer: Auth_Rpc_V1_Frame?) {
         let (fd, challenge, answer) = try await offCooperativePool {
             let (fd, challenge) = try Self.openSocket(
-                host: host, port: port, receiveTimeout: receiveTimeout, readChallenge: true)
+                host: host,
+                port: port,
+                receiveTimeout: receiveTimeout,
+                readChallenge: true
+            )
             do {
                 let hello = try ServiceCredentialSigner(service: service, secret: secret)
                     .hello(answering: challenge, expectedServer: nil)
@@ -83,8 +87,14 @@ public final class RawFrameConnection: @unchecked Sendable {
             var opened: [(fd: Int32, challenge: Auth_Rpc_V1_Challenge)] = []
             do {
                 for _ in 0..<count {
-                    opened.append(try Self.openSocket(
-                        host: host, port: port, receiveTimeout: receiveTimeout, readChallenge: readChallenge))
+                    opened.append(
+                        try Self.openSocket(
+                            host: host,
+                            port: port,
+                            receiveTimeout: receiveTimeout,
+                            readChallenge: readChallenge
+                        )
+                    )
                 }
             } catch {
                 for connection in opened { close(connection.fd) }
@@ -102,7 +112,10 @@ public final class RawFrameConnection: @unchecked Sendable {
 
     /// Connects a blocking socket and reads the challenge (on the calling thread).
     private static func openSocket(
-        host: String, port: Int, receiveTimeout: Duration, readChallenge: Bool
+        host: String,
+        port: Int,
+        receiveTimeout: Duration,
+        readChallenge: Bool
     ) throws -> (fd: Int32, challenge: Auth_Rpc_V1_Challenge) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw ServiceProcessError(message: "socket() failed") }
@@ -111,7 +124,9 @@ public final class RawFrameConnection: @unchecked Sendable {
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         inet_pton(AF_INET, host, &address.sin_addr)
         let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard result == 0 else {
             close(fd)
@@ -143,7 +158,9 @@ public final class RawFrameConnection: @unchecked Sendable {
     private static func send(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         var offset = 0
         while offset < bytes.count {
-            let sent = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let sent = bytes[offset...].withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
             if sent <= 0 { return false }
             offset += sent
         }

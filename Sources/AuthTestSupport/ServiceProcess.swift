@@ -34,7 +34,12 @@ public final class ServiceProcess: Sendable {
     /// process's environment minus any inherited `AUTH_*` variables. With `unprivileged`, a
     /// test running as root starts it as the user `nobody` (via setpriv), as containers do, so
     /// nothing that needs root's privileges goes unnoticed.
-    public convenience init(executable: String, arguments: [String] = [], environment: [String: String], unprivileged: Bool = false) throws {
+    public convenience init(
+        executable: String,
+        arguments: [String] = [],
+        environment: [String: String],
+        unprivileged: Bool = false
+    ) throws {
         let url = Self.binaryDirectory.appendingPathComponent(executable)
         guard FileManager.default.isExecutableFile(atPath: url.path) else {
             throw ServiceProcessError(message: "\(url.path) is not built; run `swift build --build-tests` first")
@@ -44,7 +49,9 @@ public final class ServiceProcess: Sendable {
             try self.init(
                 name: executable,
                 executableURL: URL(fileURLWithPath: "/usr/bin/setpriv"),
-                arguments: ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all", "--", installed.path] + arguments,
+                arguments: [
+                    "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all", "--", installed.path,
+                ] + arguments,
                 environment: environment
             )
             copyFolder.withLock { $0 = installed.deletingLastPathComponent() }
@@ -73,7 +80,9 @@ public final class ServiceProcess: Sendable {
         try install.run()
         install.waitUntilExit()
         guard install.terminationStatus == 0 else {
-            throw ServiceProcessError(message: "install of \(executable) into \(folder.path) failed: status \(install.terminationStatus)")
+            throw ServiceProcessError(
+                message: "install of \(executable) into \(folder.path) failed: status \(install.terminationStatus)"
+            )
         }
         return installed
     }
@@ -192,7 +201,9 @@ public final class ServiceProcess: Sendable {
             if let status = exitStatusIfExited {
                 // Bounded: a child of the process could keep the pipe open after it exits.
                 let outputDeadline = ContinuousClock.now + .seconds(10)
-                while !output.ended, ContinuousClock.now < outputDeadline { try? await Task.sleep(for: .milliseconds(5)) }
+                while !output.ended, ContinuousClock.now < outputDeadline {
+                    try? await Task.sleep(for: .milliseconds(5))
+                }
                 return status
             }
             try? await Task.sleep(for: .milliseconds(20))

@@ -34,9 +34,14 @@ public struct TestCertificates: Sendable {
     /// `directory` is given; existing files there are kept). Waits for the script without
     /// blocking a thread (tests run on the few threads of Swift's cooperative pool).
     public static func make(names: [String], in directory: URL? = nil) async throws -> TestCertificates {
-        let directory = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("auth-certs-\(UUID().uuidString)")
+        let directory =
+            directory
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("auth-certs-\(UUID().uuidString)")
         let script = packageRoot.appendingPathComponent("scripts/lib/make-dev-certs.sh")
-        let result = try await ChildProcess.run(URL(fileURLWithPath: "/bin/bash"), [script.path, directory.path] + names)
+        let result = try await ChildProcess.run(
+            URL(fileURLWithPath: "/bin/bash"),
+            [script.path, directory.path] + names
+        )
         guard result.status == 0 else {
             throw ServiceProcessError(message: "make-dev-certs.sh failed: \(result.standardError)")
         }
@@ -61,7 +66,9 @@ public struct TestCertificates: Sendable {
                 "AUTH_RPC_TLS_CA": String(decoding: caPEM, as: UTF8.self),
             ]
         }
-        return ["AUTH_RPC_TLS_CERT": certificatePath(name), "AUTH_RPC_TLS_KEY": keyPath(name), "AUTH_RPC_TLS_CA": caPath]
+        return [
+            "AUTH_RPC_TLS_CERT": certificatePath(name), "AUTH_RPC_TLS_KEY": keyPath(name), "AUTH_RPC_TLS_CA": caPath,
+        ]
     }
 
     public func remove() {

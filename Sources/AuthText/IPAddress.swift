@@ -45,7 +45,10 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible {
         var best = (start: -1, length: 0)
         var index = 0
         while index < 8 {
-            guard groups[index] == "0" else { index += 1; continue }
+            guard groups[index] == "0" else {
+                index += 1
+                continue
+            }
             var end = index
             while end < 8, groups[end] == "0" { end += 1 }
             if end - index > best.length { best = (index, end - index) }
@@ -89,7 +92,8 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible {
                     bytes += v4
                     continue
                 }
-                guard (1...4).contains(piece.count), piece.allSatisfy(\.isHexDigit), let value = UInt16(piece, radix: 16)
+                guard (1...4).contains(piece.count), piece.allSatisfy(\.isHexDigit),
+                    let value = UInt16(piece, radix: 16)
                 else { return nil }
                 bytes += [UInt8(value >> 8), UInt8(value & 0xFF)]
             }

@@ -28,7 +28,9 @@ public enum JSONValue: Decodable, Sendable, Equatable {
             self = .integer(String(number))
         } else if let number = try? container.decode(Double.self) {
             // Whole numbers beyond 64 bits stay integers (and then fail the range check).
-            self = number == number.rounded() && abs(number) >= 9.2e18 ? .integer(Self.wholeNumberText(number)) : .number(String(number))
+            self =
+                number == number.rounded() && abs(number) >= 9.2e18
+                ? .integer(Self.wholeNumberText(number)) : .number(String(number))
         } else if let text = try? container.decode(String.self) {
             self = .string(text)
         } else if let elements = try? container.decode([JSONValue].self) {

@@ -132,7 +132,7 @@ private let maxDecompBuf = 64
 private struct CFNormalizer {
     let data = CFUnicodeData.shared
     var string: [UInt16]
-    var buffer = [UInt32](repeating: 0, count: maxDecompBuf + 1) // +1: CF may touch one slot past the end
+    var buffer = [UInt32](repeating: 0, count: maxDecompBuf + 1)  // +1: CF may touch one slot past the end
     var allocatedLength = maxDecompBuf
 
     init(_ string: [UInt16]) { self.string = string }
@@ -205,7 +205,7 @@ private struct CFNormalizer {
     mutating func compatibilityDecompose(_ length: Int, _ maxBufferLength: Int) -> Int {
         var length = length
         var index = 0
-        let limit = length // CF does not move the limit as the buffer grows
+        let limit = length  // CF does not move the limit as the buffer grows
         while index < limit {
             let c = buffer[index]
             if isCompatibilityDecomposable(c), let mapping = data.compatibility[c] {
@@ -282,7 +282,8 @@ private struct CFNormalizer {
                         contents -= width
                         if currentIndex > 0 {
                             if isLowSurrogate(UInt32(string[contents - 1])) && currentIndex > 1
-                                && isHighSurrogate(UInt32(string[contents - 2])) {
+                                && isHighSurrogate(UInt32(string[contents - 2]))
+                            {
                                 buffer[0] = surrogatePair(UInt32(string[contents - 2]), UInt32(string[contents - 1]))
                                 currentIndex -= 2
                                 currentLength += 2
@@ -364,8 +365,10 @@ private struct CFNormalizer {
                                         consumedLength += 1
                                     }
                                 }
-                                buffer[currentBase] = UInt32(truncatingIfNeeded:
-                                    (Int(lIndex) * hangulVCount + Int(vIndex)) * hangulTCount + Int(tIndex) + Int(hangulSBase))
+                                buffer[currentBase] = UInt32(
+                                    truncatingIfNeeded: (Int(lIndex) * hangulVCount + Int(vIndex)) * hangulTCount
+                                        + Int(tIndex) + Int(hangulSBase)
+                                )
 
                                 usedLength -= 1
                                 while usedLength > 0 {
@@ -415,7 +418,7 @@ private struct CFNormalizer {
                         consumedLength -= 1
                     }
                 }
-            } else if currentChar >= hangulLBase && currentChar < hangulLBase + 0xFF { // Hangul jamo
+            } else if currentChar >= hangulLBase && currentChar < hangulLBase + 0xFF {  // Hangul jamo
                 let lIndex = Int8(truncatingIfNeeded: currentChar &- hangulLBase)
                 if contents < limit && lIndex >= 0 && Int(lIndex) <= hangulLCount {
                     let vIndex = Int16(truncatingIfNeeded: Int(string[contents]) - Int(hangulVBase))
@@ -432,15 +435,18 @@ private struct CFNormalizer {
                                 currentLength += 1
                             }
                         }
-                        buffer[0] = UInt32(truncatingIfNeeded:
-                            (Int(lIndex) * hangulVCount + Int(vIndex)) * hangulTCount + Int(tIndex) + Int(hangulSBase))
+                        buffer[0] = UInt32(
+                            truncatingIfNeeded: (Int(lIndex) * hangulVCount + Int(vIndex)) * hangulTCount + Int(tIndex)
+                                + Int(hangulSBase)
+                        )
                         mappedLength = 1
                     }
                 }
-            } else { // collect class 0 non-base characters
+            } else {  // collect class 0 non-base characters
                 while contents < limit {
                     var nextChar = UInt32(string[contents])
-                    if isHighSurrogate(nextChar) && contents + 1 < limit && isLowSurrogate(UInt32(string[contents + 1])) {
+                    if isHighSurrogate(nextChar) && contents + 1 < limit && isLowSurrogate(UInt32(string[contents + 1]))
+                    {
                         nextChar = surrogatePair(nextChar, UInt32(string[contents + 1]))
                     }
                     if !isNonBase(nextChar) || ccc(nextChar) != 0 { break }

@@ -1,11 +1,12 @@
 import ArgumentParser
 import AuthPostgres
+import Logging
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Logging
 
 /// The PostgreSQL a service benchmark runs against (`identity-benchmark`, `otp-benchmark`,
 /// `session-benchmark`): `--database-url` (else `AUTH_DATABASE_URL`) and `--pool-size`, and a
@@ -44,7 +45,10 @@ public struct DatabaseOptions: ParsableArguments, Sendable {
         _ body: (PostgresPool, String) async throws -> R
     ) async throws -> R {
         var configuration = PostgresConfiguration(
-            connectionString: try url(), maxConnections: poolSize, applicationName: applicationName)
+            connectionString: try url(),
+            maxConnections: poolSize,
+            applicationName: applicationName
+        )
         if let acquireTimeout { configuration.acquireTimeout = acquireTimeout }
         let pool = PostgresPool(configuration: configuration, logger: logger)
         let schema = prefix + "_" + UUID().uuidString.replacing("-", with: "").prefix(12).lowercased()

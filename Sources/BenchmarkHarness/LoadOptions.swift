@@ -1,10 +1,13 @@
-import AuthText
 import ArgumentParser
+import AuthText
 
 /// The options every benchmark shares: how many calls in flight per row, and how long each row
 /// warms up and is measured. Include with `@OptionGroup var load: LoadOptions`.
 public struct LoadOptions: ParsableArguments, Sendable {
-    @Option(name: .customLong("concurrency"), help: "Calls in flight, comma-separated (default: the benchmark's own list).")
+    @Option(
+        name: .customLong("concurrency"),
+        help: "Calls in flight, comma-separated (default: the benchmark's own list)."
+    )
     public var concurrencyList: String?
 
     @Option(help: "Seconds measured per row (after warm-up), in (0, 120].")
@@ -23,7 +26,9 @@ public struct LoadOptions: ParsableArguments, Sendable {
     /// The levels of `--concurrency`, or `defaults` when it is not given; each in `1...limit`.
     public func levels(default defaults: [Int], limit: Int = 4096) throws -> [Int] {
         guard let concurrencyList else { return defaults }
-        let parts = concurrencyList.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingWhitespace() }
+        let parts = concurrencyList.split(separator: ",", omittingEmptySubsequences: false).map {
+            $0.trimmingWhitespace()
+        }
         let levels = parts.compactMap { Int($0) }
         guard !levels.isEmpty, levels.count == parts.count, levels.allSatisfy({ (1...limit).contains($0) }) else {
             throw ValidationError("--concurrency must list whole numbers between 1 and \(limit), e.g. 16,64")

@@ -1,10 +1,11 @@
 import AuthText
+import Histogram
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Histogram
 
 /// What one row of load measured.
 public struct LoadResult: Sendable {

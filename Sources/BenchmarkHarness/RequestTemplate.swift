@@ -1,5 +1,6 @@
-import AuthText
 import AuthProtobuf
+import AuthText
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -101,7 +102,13 @@ public struct RequestTemplate: Sendable {
                 switch part {
                 case .literal(let literal): text += literal
                 case .placeholder(let placeholder):
-                    text += try Self.value(of: placeholder, sequence: sequence, setup: setup, input: input, random: &generator)
+                    text += try Self.value(
+                        of: placeholder,
+                        sequence: sequence,
+                        setup: setup,
+                        input: input,
+                        random: &generator
+                    )
                 }
             }
             Self.set(.string(text), at: slot.path[...], in: &message)
@@ -128,11 +135,15 @@ public struct RequestTemplate: Sendable {
             for _ in 0..<9 { digits += String(Int.random(in: 0...9, using: &random)) }
             return "+91" + digits
         case .email:
-            return "bench-\(sequence)-\(String(UInt32.random(in: 0...UInt32.max, using: &random), radix: 36))@example.com"
+            return
+                "bench-\(sequence)-\(String(UInt32.random(in: 0...UInt32.max, using: &random), radix: 36))@example.com"
         case .ipv4:
-            return "10.\(Int.random(in: 0...255, using: &random)).\(Int.random(in: 0...255, using: &random)).\(Int.random(in: 1...254, using: &random))"
+            return
+                "10.\(Int.random(in: 0...255, using: &random)).\(Int.random(in: 0...255, using: &random)).\(Int.random(in: 1...254, using: &random))"
         case .setup(let path):
-            guard let setup else { throw TemplateError(description: "{{setup.\(path)}} needs a setup call (--setup-method)") }
+            guard let setup else {
+                throw TemplateError(description: "{{setup.\(path)}} needs a setup call (--setup-method)")
+            }
             return try lookup(path, in: setup)
         case .input(let path):
             guard let input else { throw TemplateError(description: "{{input.\(path)}} needs inputs (--inputs FILE)") }
@@ -144,8 +155,11 @@ public struct RequestTemplate: Sendable {
     /// names the placeholder in errors.
     static func components(of path: String, placeholder: String) throws -> [(name: String, index: Int?)] {
         try path.split(separator: ".", omittingEmptySubsequences: false).map { component in
-            guard let open = component.firstIndex(of: "["), component.hasSuffix("]") else { return (String(component), nil) }
-            guard let index = Int(component[component.index(after: open)..<component.index(before: component.endIndex)]) else {
+            guard let open = component.firstIndex(of: "["), component.hasSuffix("]") else {
+                return (String(component), nil)
+            }
+            guard let index = Int(component[component.index(after: open)..<component.index(before: component.endIndex)])
+            else {
                 throw TemplateError(description: "{{\(placeholder).\(path)}}: bad index in '\(component)'")
             }
             return (String(component[..<open]), index)
@@ -223,7 +237,10 @@ public struct RequestTemplate: Sendable {
             case _ where name.hasPrefix("input.") && name.count > 6:
                 parts.append(.placeholder(.input(path: String(name.dropFirst(6)))))
             default:
-                throw TemplateError(description: "unknown placeholder {{\(name)}} (known: seq, uuid, phone, email, ipv4, setup.PATH, input.PATH)")
+                throw TemplateError(
+                    description:
+                        "unknown placeholder {{\(name)}} (known: seq, uuid, phone, email, ipv4, setup.PATH, input.PATH)"
+                )
             }
             rest = rest[close.upperBound...]
         }
@@ -254,12 +271,17 @@ public struct RequestTemplate: Sendable {
         }
     }
 
-    private static func set(_ value: DynamicMessage.Value, at path: ArraySlice<Step>, in message: inout DynamicMessage) {
+    private static func set(_ value: DynamicMessage.Value, at path: ArraySlice<Step>, in message: inout DynamicMessage)
+    {
         guard case .field(let name)? = path.first, let current = message.fields[name] else { return }
         message.fields[name] = replaced(current, at: path.dropFirst(), with: value)
     }
 
-    private static func replaced(_ current: DynamicMessage.Value, at path: ArraySlice<Step>, with value: DynamicMessage.Value) -> DynamicMessage.Value {
+    private static func replaced(
+        _ current: DynamicMessage.Value,
+        at path: ArraySlice<Step>,
+        with value: DynamicMessage.Value
+    ) -> DynamicMessage.Value {
         guard let step = path.first else { return value }
         switch (step, current) {
         case (.element(let index), .list(var elements)):

@@ -1,6 +1,7 @@
 import AuthRPC
 import AuthServiceCore
 import AuthText
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -50,7 +51,9 @@ extension FieldValidator {
             if violations.count == 1, first.reason == IdentityError.Code.invalidEmail.reason {
                 return IdentityError(.invalidEmail, first.description, fieldViolations: violations)
             }
-            let message = violations.count == 1 ? first.description
+            let message =
+                violations.count == 1
+                ? first.description
                 : "Please correct: \(violations.map(\.field).joined(separator: ", "))."
             return IdentityError(.invalidArgument, message, fieldViolations: violations)
         }

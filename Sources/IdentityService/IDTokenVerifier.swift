@@ -1,6 +1,7 @@
 import AuthCrypto
 import AuthProtobuf
 import AuthText
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

@@ -6,13 +6,14 @@ import AuthRPC
 import AuthServiceCore
 import AuthText
 import AuthTime
+import Logging
+import ServiceLifecycle
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Logging
-import ServiceLifecycle
 
 /// `auth.identity.v1.Identity`: owns the users. Lookups, find-or-create from a contact proved by
 /// a one-time code, password sign-up and sign-in (with a lockout counted in PostgreSQL), sign-in
@@ -216,15 +217,22 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             audit: audit(.signIn, method: contact.method, clientIP, context)
         )
         if found.created {
-            logger.info("User created", metadata: ["user.id": "\(found.user.id)", "identity.method": "\(contact.method)"])
+            logger.info(
+                "User created",
+                metadata: ["user.id": "\(found.user.id)", "identity.method": "\(contact.method)"]
+            )
         }
         if found.passwordCleared {
             logger.notice(
                 "A code proved a contact that an account with a password had claimed: password cleared",
-                metadata: ["user.id": "\(found.user.id)", "identity.method": "\(contact.method)"])
+                metadata: ["user.id": "\(found.user.id)", "identity.method": "\(contact.method)"]
+            )
         }
         return Auth_Identity_V1_FindOrCreateByContactResponse(
-            user: found.user.proto, created: found.created, passwordCleared: found.passwordCleared)
+            user: found.user.proto,
+            created: found.created,
+            passwordCleared: found.passwordCleared
+        )
     }
 
     // MARK: Passwords
@@ -395,8 +403,12 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         let window = configuration.signInFailureWindow.timeInterval
         let windowStart = now.addingTimeInterval(-window)
         switch try await store.reservePasswordAttempt(
-            emailHash: emailHash, at: now, windowStart: windowStart, limit: configuration.maxSignInFailures,
-            maxConsecutive: configuration.maxConsecutiveFailures)
+            emailHash: emailHash,
+            at: now,
+            windowStart: windowStart,
+            limit: configuration.maxSignInFailures,
+            maxConsecutive: configuration.maxConsecutiveFailures
+        )
         {
         case .reserved:
             return
@@ -426,7 +438,9 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         try validator.check()
         guard let email else { throw IdentityError(.internal, "validated email missing") }
         let wasLocked = try await store.unlockPassword(
-            emailHash: SHA256.hash(email), maxConsecutive: configuration.maxConsecutiveFailures)
+            emailHash: SHA256.hash(email),
+            maxConsecutive: configuration.maxConsecutiveFailures
+        )
         return Auth_Identity_V1_UnlockPasswordResponse(wasLocked: wasLocked)
     }
 
@@ -468,7 +482,10 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         else {
             logger.warning(
                 "An ID token was presented again",
-                metadata: ["identity.provider": "\(provider.rawValue)", "rpc.caller": "\(PeerText.loggable(context.authenticatedCaller))"]
+                metadata: [
+                    "identity.provider": "\(provider.rawValue)",
+                    "rpc.caller": "\(PeerText.loggable(context.authenticatedCaller))",
+                ]
             )
             throw IdentityError(.idTokenReplayed, "This sign-in was already used. Please sign in again.")
         }

@@ -1,6 +1,7 @@
 import AuthConfiguration
 import AuthCrypto
 import AuthText
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -63,8 +64,9 @@ public struct OIDCProviderConfiguration: Sendable, Hashable {
         if scheme == "https" { return true }
         guard scheme == "http" else { return false }
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? host.dropFirst().dropLast() : Substring(host)
-        return bare == "localhost" || bare == "::1" || bare.hasPrefix("127.")
-            && bare.split(separator: ".").count == 4 && bare.split(separator: ".").allSatisfy { UInt8($0) != nil }
+        return bare == "localhost" || bare == "::1"
+            || bare.hasPrefix("127.")
+                && bare.split(separator: ".").count == 4 && bare.split(separator: ".").allSatisfy { UInt8($0) != nil }
     }
 }
 
@@ -127,9 +129,12 @@ public struct IdentityServiceConfiguration: Sendable {
         func list(_ name: String) throws -> [String]? {
             guard let text = reader.string(name) else { return nil }
             let items = text.split(separator: ",").map { $0.trimmingWhitespace() }
-            guard !items.isEmpty, items.allSatisfy({ item in
-                !item.isEmpty && item.utf8.count <= 256 && item.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7F }
-            }) else {
+            guard !items.isEmpty,
+                items.allSatisfy({ item in
+                    !item.isEmpty && item.utf8.count <= 256
+                        && item.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7F }
+                })
+            else {
                 throw ConfigurationError(
                     variable: name,
                     problem: "must be a comma-separated list of 1-256 printable ASCII characters without spaces each"
@@ -159,16 +164,30 @@ public struct IdentityServiceConfiguration: Sendable {
         } catch {
             throw ConfigurationError(
                 variable: "AUTH_IDENTITY_SCRYPT_LOG_N",
-                problem: "with AUTH_IDENTITY_SCRYPT_R and _P needs at most 256 MiB (128 * r * 2^log_n) and 1 GiB times p"
+                problem:
+                    "with AUTH_IDENTITY_SCRYPT_R and _P needs at most 256 MiB (128 * r * 2^log_n) and 1 GiB times p"
             )
         }
         scryptParameters = parameters
         hashConcurrency = try reader.integer("AUTH_IDENTITY_HASH_CONCURRENCY", default: hashConcurrency, in: 1...256)
-        maxSignInFailures = try reader.integer("AUTH_IDENTITY_SIGNIN_MAX_FAILURES", default: maxSignInFailures, in: 1...1000)
-        signInFailureWindow = .seconds(
-            try reader.integer("AUTH_IDENTITY_SIGNIN_WINDOW_SECONDS", default: 900, in: 60...86_400, unit: " of seconds")
+        maxSignInFailures = try reader.integer(
+            "AUTH_IDENTITY_SIGNIN_MAX_FAILURES",
+            default: maxSignInFailures,
+            in: 1...1000
         )
-        maxConsecutiveFailures = try reader.integer("AUTH_IDENTITY_MAX_CONSECUTIVE_FAILURES", default: maxConsecutiveFailures, in: 1...100_000)
+        signInFailureWindow = .seconds(
+            try reader.integer(
+                "AUTH_IDENTITY_SIGNIN_WINDOW_SECONDS",
+                default: 900,
+                in: 60...86_400,
+                unit: " of seconds"
+            )
+        )
+        maxConsecutiveFailures = try reader.integer(
+            "AUTH_IDENTITY_MAX_CONSECUTIVE_FAILURES",
+            default: maxConsecutiveFailures,
+            in: 1...100_000
+        )
 
         for provider in IdentityProvider.allCases {
             let prefix = provider.variablePrefix
@@ -176,7 +195,8 @@ public struct IdentityServiceConfiguration: Sendable {
                 for suffix in ["ISSUER", "JWKS_URL"] where reader.string(prefix + suffix) != nil {
                     throw ConfigurationError(
                         variable: prefix + suffix,
-                        problem: "is set but \(prefix)CLIENT_IDS is not; set it to enable \(provider.rawValue) or unset this"
+                        problem:
+                            "is set but \(prefix)CLIENT_IDS is not; set it to enable \(provider.rawValue) or unset this"
                     )
                 }
                 continue

@@ -3,12 +3,13 @@ import AuthConcurrency
 import AuthCrypto
 import AuthServiceCore
 import AuthTime
+import NIOCore
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import NIOCore
 
 /// Fetches a provider's JWK Set document.
 public protocol JWKSFetching: Sendable {

@@ -1,12 +1,13 @@
 import AuthCrypto
 import AuthText
+import NIOPosix
+import Synchronization
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import NIOPosix
-import Synchronization
 
 /// scrypt hashing off the event loops and off Swift's cooperative pool: on a dedicated thread
 /// pool of ``concurrency`` threads, so at most that many hashes (each holding 128·r·N bytes)

@@ -1,5 +1,6 @@
 import AuthRPC
 import AuthUnicode
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

@@ -3,6 +3,7 @@ import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
 import AuthTime
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -138,7 +139,9 @@ struct UserStore: Sendable {
     // MARK: Lookups
 
     func user(id: UUID) async throws -> UserRecord? {
-        try await pool.query(selectUser + " WHERE u.id = $1 AND u.deleted_at IS NULL", [.uuid(id)]).first.map(Self.record)
+        try await pool.query(selectUser + " WHERE u.id = $1 AND u.deleted_at IS NULL", [.uuid(id)]).first.map(
+            Self.record
+        )
     }
 
     func user(phone: String) async throws -> UserRecord? {
@@ -218,7 +221,12 @@ struct UserStore: Sendable {
     /// (`signupVerification`), the person proving it now is its owner, and the password set
     /// before goes (account pre-hijacking, docs/security.md). The caller revokes the account's
     /// sessions when `passwordCleared`.
-    func findOrCreate(contact: Contact, newID: UUID, signupVerification: Bool, audit: AuditEntry) async throws
+    func findOrCreate(
+        contact: Contact,
+        newID: UUID,
+        signupVerification: Bool,
+        audit: AuditEntry
+    ) async throws
         -> ContactSignIn
     {
         let (column, verified, value): (String, String, String) =
@@ -262,7 +270,12 @@ struct UserStore: Sendable {
 
     /// The contact is unverified on an account holding a password: marks it verified, clears
     /// the password, and audits both, under the row's lock (a concurrent proof or sign-up waits).
-    private func proveClaimedContact(column: String, verified: String, value: String, audit: AuditEntry) async throws
+    private func proveClaimedContact(
+        column: String,
+        verified: String,
+        value: String,
+        audit: AuditEntry
+    ) async throws
         -> ContactSignIn
     {
         try await pool.transaction { connection in
@@ -307,7 +320,13 @@ struct UserStore: Sendable {
     // MARK: Passwords
 
     /// Creates a password account. Throws `email_taken` when the email belongs to an account.
-    func signUp(id: UUID, email: String, displayName: String, passwordHash: String, audit: AuditEntry) async throws
+    func signUp(
+        id: UUID,
+        email: String,
+        displayName: String,
+        passwordHash: String,
+        audit: AuditEntry
+    ) async throws
         -> UserRecord
     {
         do {
@@ -354,7 +373,11 @@ struct UserStore: Sendable {
     }
 
     func reservePasswordAttempt(
-        emailHash: [UInt8], at now: Date, windowStart: Date, limit: Int, maxConsecutive: Int
+        emailHash: [UInt8],
+        at now: Date,
+        windowStart: Date,
+        limit: Int,
+        maxConsecutive: Int
     ) async throws -> PasswordAttemptReservation {
         try await pool.transaction { connection in
             try connection.execute(
@@ -369,7 +392,9 @@ struct UserStore: Sendable {
                 """,
                 [.bytea(emailHash), .timestamptz(windowStart), .int64(Int64(max(0, limit - 1)))]
             )
-            if let consecutive = try rows[0][0].decode(Int?.self), consecutive >= maxConsecutive { return .factorLocked }
+            if let consecutive = try rows[0][0].decode(Int?.self), consecutive >= maxConsecutive {
+                return .factorLocked
+            }
             // The limit-th most recent failure in the window, when there are that many.
             if let oldest = try rows[0][1].decode(Date?.self) { return .windowFull(oldestCounted: oldest) }
             try connection.execute(
@@ -416,7 +441,13 @@ struct UserStore: Sendable {
     }
 
     /// A successful sign-in: clears the failures, stores an upgraded hash if given, audits.
-    func recordSignIn(emailHash: [UInt8], userID: UUID, rehashed: String?, oldHash: String, audit: AuditEntry)
+    func recordSignIn(
+        emailHash: [UInt8],
+        userID: UUID,
+        rehashed: String?,
+        oldHash: String,
+        audit: AuditEntry
+    )
         async throws
     {
         try await pool.transaction { connection in
@@ -442,7 +473,12 @@ struct UserStore: Sendable {
 
     /// Sets the password of the live account with `email` (reset after a proved email code):
     /// the email counts as verified, the failures are cleared.
-    func resetPassword(email: String, emailHash: [UInt8], passwordHash: String, audit: AuditEntry) async throws
+    func resetPassword(
+        email: String,
+        emailHash: [UInt8],
+        passwordHash: String,
+        audit: AuditEntry
+    ) async throws
         -> UserRecord?
     {
         try await pool.transaction { connection in
@@ -465,7 +501,13 @@ struct UserStore: Sendable {
 
     /// Replaces the hash of `userID` if it is still `oldHash` (nil: the account had none) and, as
     /// a successful sign-in does, clears the failures of `emailHash` (the account's email, if any).
-    func changePassword(userID: UUID, emailHash: [UInt8]?, oldHash: String?, newHash: String, audit: AuditEntry)
+    func changePassword(
+        userID: UUID,
+        emailHash: [UInt8]?,
+        oldHash: String?,
+        newHash: String,
+        audit: AuditEntry
+    )
         async throws -> Bool
     {
         try await pool.transaction { connection in
@@ -474,7 +516,10 @@ struct UserStore: Sendable {
                 UPDATE \(schema).users SET password_hash = $2::text, updated_at = $4
                 WHERE id = $1 AND deleted_at IS NULL AND password_hash IS NOT DISTINCT FROM $3::text
                 """,
-                [.uuid(userID), .text(newHash), oldHash.map(PostgresValue.text) ?? .null, .timestamptz(audit.occurredAt)]
+                [
+                    .uuid(userID), .text(newHash), oldHash.map(PostgresValue.text) ?? .null,
+                    .timestamptz(audit.occurredAt),
+                ]
             )
             guard rows.affectedRows == 1 else { return false }
             if let emailHash {
@@ -584,7 +629,11 @@ struct UserStore: Sendable {
         throw IdentityError(.unavailable, "The sign-in did not settle; try again.")
     }
 
-    private func signInOnce(with identity: ProviderIdentity, newID: UUID, audit: AuditEntry) async throws
+    private func signInOnce(
+        with identity: ProviderIdentity,
+        newID: UUID,
+        audit: AuditEntry
+    ) async throws
         -> ProviderSignInResult
     {
         try await pool.transaction { connection in

@@ -1,10 +1,11 @@
+import AuthProtobuf
 import AuthText
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import AuthProtobuf
 
 /// How a code travels.
 public enum Channel: String, Sendable, Hashable {

@@ -19,7 +19,8 @@ enum StartDecision: Sendable {
     /// The allow/deny lists of SMS calling codes, before anything is read.
     static func smsRefusal(callingCode: String, configuration: OTPServiceConfiguration) -> OTPError? {
         let denied = configuration.smsDeniedCallingCodes.contains(callingCode)
-        let notAllowed = !configuration.smsAllowedCallingCodes.isEmpty
+        let notAllowed =
+            !configuration.smsAllowedCallingCodes.isEmpty
             && !configuration.smsAllowedCallingCodes.contains(callingCode)
         guard denied || notAllowed else { return nil }
         return OTPError(.destinationNotAllowed, "SMS to calling code +\(callingCode) is not offered.")
@@ -41,17 +42,21 @@ enum StartDecision: Sendable {
         if let oldest = figures.destinationLimitStart {
             self = .refuse(
                 OTPError(
-                    .rateLimited, "Too many codes for this destination; try again later.",
+                    .rateLimited,
+                    "Too many codes for this destination; try again later.",
                     retryAfterSeconds: secondsUntil(oldest.addingTimeInterval(3_600), from: now)
-                ))
+                )
+            )
             return
         }
         if let oldest = figures.ipLimitStart {
             self = .refuse(
                 OTPError(
-                    .rateLimited, "Too many codes from this address; try again later.",
+                    .rateLimited,
+                    "Too many codes from this address; try again later.",
                     retryAfterSeconds: secondsUntil(oldest.addingTimeInterval(3_600), from: now)
-                ))
+                )
+            )
             return
         }
         let pumping = figures.pumping
@@ -66,7 +71,8 @@ enum StartDecision: Sendable {
                     .countryThrottled,
                     "SMS codes to +\(destination.callingCode) are paused: too few of the last hour's codes were used.",
                     retryAfterSeconds: secondsUntil(frees, from: now)
-                ))
+                )
+            )
             return
         }
         self = .start(attemptsRemaining: max(0, configuration.maxWrongCodes - figures.wrongCodes))
@@ -94,15 +100,19 @@ enum ResendDecision {
             : row.lastSentAt.addingTimeInterval(configuration.resendInterval.timeInterval)
         guard now < allowedAt else { return nil }
         return OTPError(
-            .resendTooSoon, "A new code can be sent a little later.",
-            retryAfterSeconds: secondsUntil(allowedAt, from: now))
+            .resendTooSoon,
+            "A new code can be sent a little later.",
+            retryAfterSeconds: secondsUntil(allowedAt, from: now)
+        )
     }
 
     /// The destination's resend budget, from its resends within `resendWindow` (oldest first):
     /// how many remain after this one, or `rate_limited` until the one that frees a resend
     /// leaves the window.
     static func budget(
-        resends: [Date], now: Date, configuration: OTPServiceConfiguration
+        resends: [Date],
+        now: Date,
+        configuration: OTPServiceConfiguration
     ) -> Result<Int, OTPError> {
         let window = configuration.resendWindow.timeInterval
         guard resends.count >= configuration.maxResends else {
@@ -114,8 +124,11 @@ enum ResendDecision {
             : resends[resends.count - configuration.maxResends].addingTimeInterval(window)
         return .failure(
             OTPError(
-                .rateLimited, "Too many codes for this destination; try again later.",
-                retryAfterSeconds: secondsUntil(frees, from: now)))
+                .rateLimited,
+                "Too many codes for this destination; try again later.",
+                retryAfterSeconds: secondsUntil(frees, from: now)
+            )
+        )
     }
 }
 
@@ -133,7 +146,9 @@ enum CheckDecision {
     /// one included): how many remain, and until when the destination is locked when none does
     /// (the verification then fails).
     static func afterWrongCode(
-        wrongInWindow: Int, now: Date, configuration: OTPServiceConfiguration
+        wrongInWindow: Int,
+        now: Date,
+        configuration: OTPServiceConfiguration
     ) -> (remaining: Int, lockedUntil: Date?) {
         let remaining = max(0, configuration.maxWrongCodes - wrongInWindow)
         return (remaining, remaining == 0 ? now.addingTimeInterval(configuration.lockout.timeInterval) : nil)

@@ -1,14 +1,15 @@
 import AuthBackoff
 import AuthPostgres
 import AuthTime
+import Logging
+import ServiceLifecycle
+import Synchronization
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Logging
-import ServiceLifecycle
-import Synchronization
 
 /// Sends the outbox: workers take what this process's Starts hand over (``OutboxHandoff``:
 /// written already claimed, no claim needed) and claim due messages with `FOR UPDATE SKIP
@@ -71,7 +72,10 @@ public final class OTPDispatcher: Service, Sendable {
         self.logger = logger
         self.wake = WakeSignal()
         self.backoff = ExponentialBackoff(
-            initial: configuration.retryBackoff, limit: configuration.retryBackoffLimit, jitter: 0.5...1.5)
+            initial: configuration.retryBackoff,
+            limit: configuration.retryBackoffLimit,
+            jitter: 0.5...1.5
+        )
     }
 
     public func run() async throws {
@@ -87,8 +91,12 @@ public final class OTPDispatcher: Service, Sendable {
         // Starts in this process hand their messages straight to the workers (OutboxHandoff).
         let handsOver =
             handoff?.open(
-                owner: self, worker: handoffWorker, lease: configuration.claimLease,
-                capacity: 4 * configuration.dispatchWorkers, wake: wake) ?? false
+                owner: self,
+                worker: handoffWorker,
+                lease: configuration.claimLease,
+                capacity: 4 * configuration.dispatchWorkers,
+                wake: wake
+            ) ?? false
         // At graceful shutdown the workers finish the message in hand (its send and the record
         // of its outcome) and claim no more; then the listener and the sweep are cancelled.
         await withGracefulShutdownHandler {
@@ -203,7 +211,11 @@ public final class OTPDispatcher: Service, Sendable {
                     "Could not claim outbox messages; trying again",
                     metadata: ["error": "\(error)", "otp.worker": "\(worker)"]
                 )
-                try? await Task.sleep(for: ExponentialBackoff(initial: .milliseconds(100), limit: .seconds(5), jitter: 0.5...1.5).delay(afterFailures: failures))
+                try? await Task.sleep(
+                    for: ExponentialBackoff(initial: .milliseconds(100), limit: .seconds(5), jitter: 0.5...1.5).delay(
+                        afterFailures: failures
+                    )
+                )
             }
         }
     }
@@ -276,7 +288,11 @@ public final class OTPDispatcher: Service, Sendable {
             switch result {
             case .success(let receipt):
                 try await store.markSent(
-                    id: message.id, provider: provider.name, providerMessageID: receipt.providerMessageID, now: now)
+                    id: message.id,
+                    provider: provider.name,
+                    providerMessageID: receipt.providerMessageID,
+                    now: now
+                )
                 metrics.sent(channel: message.channel, provider: provider.name, callingCode: message.callingCode)
                 logger.debug(
                     "OTP message sent",
@@ -284,13 +300,21 @@ public final class OTPDispatcher: Service, Sendable {
                 )
             case .failure(let error):
                 metrics.sendFailed(
-                    channel: message.channel, provider: provider.name, callingCode: message.callingCode,
-                    retryable: error.retryable)
+                    channel: message.channel,
+                    provider: provider.name,
+                    callingCode: message.callingCode,
+                    retryable: error.retryable
+                )
                 if error.retryable && message.attempts < configuration.deliveryAttempts {
                     let delay = backoff.delay(afterFailures: message.attempts)
                     try await store.markRetry(
-                        id: message.id, worker: worker, at: now.addingTimeInterval(delay.timeInterval),
-                        providerIndex: index, resetAttempts: false, provider: provider.name, error: error.message,
+                        id: message.id,
+                        worker: worker,
+                        at: now.addingTimeInterval(delay.timeInterval),
+                        providerIndex: index,
+                        resetAttempts: false,
+                        provider: provider.name,
+                        error: error.message,
                         now: now
                     )
                     scheduleWake(after: delay)
@@ -304,8 +328,14 @@ public final class OTPDispatcher: Service, Sendable {
                 } else if index + 1 < chain.count {
                     let next = chain[index + 1]
                     try await store.markRetry(
-                        id: message.id, worker: worker, at: now, providerIndex: index + 1, resetAttempts: true,
-                        provider: next.name, error: error.message, now: now
+                        id: message.id,
+                        worker: worker,
+                        at: now,
+                        providerIndex: index + 1,
+                        resetAttempts: true,
+                        provider: next.name,
+                        error: error.message,
+                        now: now
                     )
                     metrics.failedOver(channel: message.channel, from: provider.name, to: next.name)
                     wake.wake()
@@ -318,7 +348,11 @@ public final class OTPDispatcher: Service, Sendable {
                     )
                 } else {
                     try await store.markDead(id: message.id, provider: provider.name, error: error.message, now: now)
-                    metrics.deadLettered(channel: message.channel, provider: provider.name, callingCode: message.callingCode)
+                    metrics.deadLettered(
+                        channel: message.channel,
+                        provider: provider.name,
+                        callingCode: message.callingCode
+                    )
                     logger.error(
                         "OTP message dead-lettered: every provider failed",
                         metadata: [

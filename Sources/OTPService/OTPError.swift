@@ -46,7 +46,8 @@ extension ServiceError where Domain == OTPErrors {
         self.init(
             .invalidArgument,
             "The request has invalid fields: \(validator.violations.map(\.field).joined(separator: ", ")).",
-            fieldViolations: validator.violations)
+            fieldViolations: validator.violations
+        )
     }
 }
 

@@ -28,7 +28,10 @@ public struct OTPMetrics: Sendable {
     func started(channel: Channel, callingCode: String, test: Bool) {
         increment(
             "otp_codes_started_total",
-            [("channel", channel.rawValue), ("calling_code", Self.code(callingCode)), ("test", test ? "true" : "false")]
+            [
+                ("channel", channel.rawValue), ("calling_code", Self.code(callingCode)),
+                ("test", test ? "true" : "false"),
+            ]
         )
     }
 
@@ -44,7 +47,10 @@ public struct OTPMetrics: Sendable {
     }
 
     func verified(channel: Channel, callingCode: String) {
-        increment("otp_codes_verified_total", [("channel", channel.rawValue), ("calling_code", Self.code(callingCode))])
+        increment(
+            "otp_codes_verified_total",
+            [("channel", channel.rawValue), ("calling_code", Self.code(callingCode))]
+        )
     }
 
     func wrongCode(channel: Channel) {

@@ -36,7 +36,9 @@ public struct OTPPurge: Service {
                     let (verifications, events) = try await service.purge()
                     logger.info(
                         "OTP purge done",
-                        metadata: ["otp.purged_verifications": "\(verifications)", "otp.purged_limit_events": "\(events)"]
+                        metadata: [
+                            "otp.purged_verifications": "\(verifications)", "otp.purged_limit_events": "\(events)",
+                        ]
                     )
                 } catch {
                     logger.warning("OTP purge failed; trying again next interval", metadata: ["error": "\(error)"])
@@ -54,8 +56,11 @@ extension OTPService {
         let cutoff = now.addingTimeInterval(-configuration.purgeRetention.timeInterval)
         // Limit events are needed for the longest window (at least the hour of the start limits).
         let longest = max(
-            3_600, configuration.attemptWindow.timeInterval, configuration.resendWindow.timeInterval,
-            configuration.lockout.timeInterval)
+            3_600,
+            configuration.attemptWindow.timeInterval,
+            configuration.resendWindow.timeInterval,
+            configuration.lockout.timeInterval
+        )
         let eventCutoff = now.addingTimeInterval(-longest)
         var totals = (0, 0)
         while true {

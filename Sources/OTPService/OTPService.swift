@@ -4,15 +4,15 @@ import AuthPostgres
 import AuthProtobuf
 import AuthRPC
 import AuthServiceCore
-import AuthServiceCore
 import AuthText
 import AuthTime
+import Logging
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Logging
 
 /// `auth.otp.v1.OTP`: issues one-time codes, queues their messages in a transactional outbox
 /// (sent by ``OTPDispatcher``), checks them, and enforces every limit in PostgreSQL so that
@@ -51,7 +51,13 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
     ) async throws -> OTPService {
         try await PostgresMigrator(pool: database, logger: logger)
             .migrate(schema: configuration.schema, migrations: migrations())
-        return OTPService(database: database, configuration: configuration, clock: clock, metrics: metrics, logger: logger)
+        return OTPService(
+            database: database,
+            configuration: configuration,
+            clock: clock,
+            metrics: metrics,
+            logger: logger
+        )
     }
 
     init(
@@ -125,9 +131,13 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
     ) async throws -> Auth_Otp_V1_UnlockDestinationResponse {
         let destination = try Self.destination(request.destination)
         let wasLocked = try await store.unlock(
-            destination: destination.normalized, maxConsecutive: configuration.maxConsecutiveFailures)
+            destination: destination.normalized,
+            maxConsecutive: configuration.maxConsecutiveFailures
+        )
         logger.notice(
-            "A destination was unlocked", metadata: ["otp.destination": "\(destination.masked)", "otp.was_locked": "\(wasLocked)"])
+            "A destination was unlocked",
+            metadata: ["otp.destination": "\(destination.masked)", "otp.was_locked": "\(wasLocked)"]
+        )
         return Auth_Otp_V1_UnlockDestinationResponse(wasLocked: wasLocked)
     }
 
@@ -182,29 +192,58 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 try store.lock(connection, "destination:\(destination.normalized)")
                 let decision = StartDecision(
                     testDestinationLocks: try store.locks(connection, destination: destination.normalized, now: now),
-                    now: now, configuration: configuration)
+                    now: now,
+                    configuration: configuration
+                )
                 if case .start = decision {
                     try store.insertVerification(
-                        connection, id: id, destination: destination, purpose: purpose, locale: locale, clientIP: ip,
-                        codeMAC: mac, now: now, expiresAt: expiresAt, test: true
+                        connection,
+                        id: id,
+                        destination: destination,
+                        purpose: purpose,
+                        locale: locale,
+                        clientIP: ip,
+                        codeMAC: mac,
+                        now: now,
+                        expiresAt: expiresAt,
+                        test: true
                     )
                 }
                 return decision
             }
             // The destination's lock first, then the client IP's: always in this order.
-            try store.lock(connection, keys: ["destination:\(destination.normalized)"] + (ipKey.isEmpty ? [] : ["ip:\(ipKey)"]))
+            try store.lock(
+                connection,
+                keys: ["destination:\(destination.normalized)"] + (ipKey.isEmpty ? [] : ["ip:\(ipKey)"])
+            )
             let hourAgo = now.addingTimeInterval(-3_600)
             let figures = try store.startFigures(
-                connection, destination: destination, clientIPKey: ipKey, now: now, attemptsSince: attemptsSince,
-                hourAgo: hourAgo, destinationLimit: configuration.startsPerDestinationPerHour,
+                connection,
+                destination: destination,
+                clientIPKey: ipKey,
+                now: now,
+                attemptsSince: attemptsSince,
+                hourAgo: hourAgo,
+                destinationLimit: configuration.startsPerDestinationPerHour,
                 ipLimit: configuration.startsPerIPPerHour
             )
             let decision = StartDecision(figures, destination: destination, now: now, configuration: configuration)
             guard case .start = decision else { return decision }
             try store.writeStartAndCommit(
-                connection, id: id, messageID: messageID, destination: destination, purpose: purpose,
-                locale: locale, clientIP: ip, clientIPKey: ipKey, codeMAC: mac, code: code, now: now, expiresAt: expiresAt,
-                claim: reservation, decoy: decoy
+                connection,
+                id: id,
+                messageID: messageID,
+                destination: destination,
+                purpose: purpose,
+                locale: locale,
+                clientIP: ip,
+                clientIPKey: ipKey,
+                codeMAC: mac,
+                code: code,
+                now: now,
+                expiresAt: expiresAt,
+                claim: reservation,
+                decoy: decoy
             )
             return decision
         }
@@ -217,10 +256,19 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 handedOver = true
                 handoff.hand(
                     ClaimedMessage(
-                        id: messageID, verificationID: id, channel: destination.channel,
-                        destination: destination.normalized, callingCode: destination.callingCode, code: code,
-                        purpose: purpose.rawValue, locale: locale, createdAt: now, providerIndex: 0, attempts: 1
-                    ))
+                        id: messageID,
+                        verificationID: id,
+                        channel: destination.channel,
+                        destination: destination.normalized,
+                        callingCode: destination.callingCode,
+                        code: code,
+                        purpose: purpose.rawValue,
+                        locale: locale,
+                        createdAt: now,
+                        providerIndex: 0,
+                        attempts: 1
+                    )
+                )
             }
             metrics.started(channel: destination.channel, callingCode: destination.callingCode, test: testCode != nil)
             return Auth_Otp_V1_StartResponse(
@@ -273,8 +321,11 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             var resendsLeft = configuration.maxResends
             if !row.testDestination {
                 let resends = try store.events(
-                    connection, "resend", destination.normalized,
-                    since: now.addingTimeInterval(-configuration.resendWindow.timeInterval))
+                    connection,
+                    "resend",
+                    destination.normalized,
+                    since: now.addingTimeInterval(-configuration.resendWindow.timeInterval)
+                )
                 switch ResendDecision.budget(resends: resends, now: now, configuration: configuration) {
                 case .success(let left): resendsLeft = left
                 case .failure(let refusal): return .refused(refusal)
@@ -285,12 +336,18 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 ?? SecureRandom.numericCode(digits: configuration.codeDigits)
             let expiresAt = now.addingTimeInterval(configuration.codeLifetime.timeInterval)
             try store.replaceCode(
-                connection, id: id, codeMAC: codes.mac(verificationID: id, code: code), now: now, expiresAt: expiresAt
+                connection,
+                id: id,
+                codeMAC: codes.mac(verificationID: id, code: code),
+                now: now,
+                expiresAt: expiresAt
             )
             var updated = row
             updated.expiresAt = expiresAt
             let wrong = try store.events(
-                connection, "wrong_code", destination.normalized,
+                connection,
+                "wrong_code",
+                destination.normalized,
                 since: now.addingTimeInterval(-configuration.attemptWindow.timeInterval)
             ).count
             if !row.testDestination {
@@ -299,8 +356,13 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             if !row.testDestination && !row.decoy {
                 try store.supersede(connection, verificationID: id, now: now)
                 try store.enqueue(
-                    connection, verificationID: id, destination: destination, code: code, purpose: row.purpose,
-                    locale: row.locale, now: now
+                    connection,
+                    verificationID: id,
+                    destination: destination,
+                    code: code,
+                    purpose: row.purpose,
+                    locale: row.locale,
+                    now: now
                 )
             }
             return .resent(
@@ -354,7 +416,11 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         var accepted: Set<Purpose> = []
         for (index, value) in request.acceptedPurposes.enumerated() {
             guard let purpose = Purpose(value) else {
-                validator.fail("accepted_purposes[\(index)]", "invalid_value", "login, signup, verify or password_reset.")
+                validator.fail(
+                    "accepted_purposes[\(index)]",
+                    "invalid_value",
+                    "login, signup, verify or password_reset."
+                )
                 continue
             }
             accepted.insert(purpose)
@@ -385,19 +451,29 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             if codes.matches(row.codeMAC, verificationID: id, code: presented) {
                 let countsForPumping = !row.testDestination && row.destination.channel == .sms
                 try store.markVerifiedAndCommit(
-                    connection, id: id, destination: destination, now: now,
-                    pumpingCallingCode: countsForPumping ? row.destination.callingCode : nil, startedAt: row.createdAt)
+                    connection,
+                    id: id,
+                    destination: destination,
+                    now: now,
+                    pumpingCallingCode: countsForPumping ? row.destination.callingCode : nil,
+                    startedAt: row.createdAt
+                )
                 return .verified(row)
             }
             // A test destination's wrong codes count too (issue 19, item 3): its code is fixed.
             try store.record(connection, "wrong_code", destination, at: now)
             try store.countConsecutiveFailure(connection, destination: destination, at: now)
             let wrong = try store.events(
-                connection, "wrong_code", destination,
+                connection,
+                "wrong_code",
+                destination,
                 since: now.addingTimeInterval(-configuration.attemptWindow.timeInterval)
             ).count
             let (remaining, lockedUntil) = CheckDecision.afterWrongCode(
-                wrongInWindow: wrong, now: now, configuration: configuration)
+                wrongInWindow: wrong,
+                now: now,
+                configuration: configuration
+            )
             if let lockedUntil {
                 try store.markFailed(connection, id: id)
                 try store.lockDestination(connection, destination: destination, until: lockedUntil)
@@ -475,7 +551,8 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
     ) async throws -> Auth_Otp_V1_ReportDeliveryResponse {
         guard !request.providerMessageID.isEmpty, request.providerMessageID.utf8.count <= 128 else {
             throw OTPError(
-                .invalidArgument, "The request has invalid fields.",
+                .invalidArgument,
+                "The request has invalid fields.",
                 fieldViolations: [.init(field: "provider_message_id", reason: "required", description: "1-128 bytes.")]
             )
         }
@@ -510,12 +587,12 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
 
     static func tooManyAttempts(until: Date, now: Date) -> OTPError {
         OTPError(
-            .tooManyAttempts, "Too many wrong codes; try again later.",
+            .tooManyAttempts,
+            "Too many wrong codes; try again later.",
             retryAfterSeconds: secondsUntil(until, from: now)
         )
     }
 }
-
 
 /// otp-dispatch's field rules, on the validator every service shares.
 extension FieldValidator {

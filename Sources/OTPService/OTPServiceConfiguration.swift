@@ -1,6 +1,7 @@
 import AuthConfiguration
-import AuthText
 import AuthCrypto
+import AuthText
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -144,7 +145,8 @@ public struct OTPServiceConfiguration: Sendable {
             for part in text.split(separator: ",") {
                 var code = part.trimmingWhitespace()
                 if code.hasPrefix("+") { code.removeFirst() }
-                guard (1...3).contains(code.count), code.allSatisfy({ $0.isASCII && $0.isNumber }), code.first != "0" else {
+                guard (1...3).contains(code.count), code.allSatisfy({ $0.isASCII && $0.isNumber }), code.first != "0"
+                else {
                     throw ConfigurationError(
                         variable: name,
                         problem: "must be a comma-separated list of country calling codes such as 91,44,1"
@@ -176,17 +178,37 @@ public struct OTPServiceConfiguration: Sendable {
         maxWrongCodes = try reader.integer("AUTH_OTP_MAX_WRONG_CODES", default: maxWrongCodes, in: 1...100)
         attemptWindow = try reader.seconds("AUTH_OTP_ATTEMPT_WINDOW_SECONDS", default: attemptWindow, in: 60...86_400)
         lockout = try reader.seconds("AUTH_OTP_LOCKOUT_SECONDS", default: lockout, in: 1...86_400)
-        maxConsecutiveFailures = try reader.integer("AUTH_OTP_MAX_CONSECUTIVE_FAILURES", default: maxConsecutiveFailures, in: 1...100_000)
+        maxConsecutiveFailures = try reader.integer(
+            "AUTH_OTP_MAX_CONSECUTIVE_FAILURES",
+            default: maxConsecutiveFailures,
+            in: 1...100_000
+        )
         firstResendDelay = try reader.seconds("AUTH_OTP_RESEND_AFTER_SECONDS", default: firstResendDelay, in: 0...3_600)
         resendInterval = try reader.seconds("AUTH_OTP_RESEND_INTERVAL_SECONDS", default: resendInterval, in: 0...3_600)
         maxResends = try reader.integer("AUTH_OTP_MAX_RESENDS", default: maxResends, in: 0...100)
         resendWindow = try reader.seconds("AUTH_OTP_RESEND_WINDOW_SECONDS", default: resendWindow, in: 60...86_400)
-        startsPerDestinationPerHour = try reader.integer("AUTH_OTP_STARTS_PER_DESTINATION_PER_HOUR", default: startsPerDestinationPerHour, in: 1...100_000)
-        startsPerIPPerHour = try reader.integer("AUTH_OTP_STARTS_PER_IP_PER_HOUR", default: startsPerIPPerHour, in: 1...1_000_000)
+        startsPerDestinationPerHour = try reader.integer(
+            "AUTH_OTP_STARTS_PER_DESTINATION_PER_HOUR",
+            default: startsPerDestinationPerHour,
+            in: 1...100_000
+        )
+        startsPerIPPerHour = try reader.integer(
+            "AUTH_OTP_STARTS_PER_IP_PER_HOUR",
+            default: startsPerIPPerHour,
+            in: 1...1_000_000
+        )
         smsAllowedCallingCodes = try callingCodes("AUTH_OTP_SMS_ALLOWED_CALLING_CODES")
         smsDeniedCallingCodes = try callingCodes("AUTH_OTP_SMS_DENIED_CALLING_CODES")
-        pumpingMinimumSent = try reader.integer("AUTH_OTP_PUMPING_MIN_SENT", default: pumpingMinimumSent, in: 1...1_000_000)
-        pumpingMinimumVerifiedPercent = try reader.integer("AUTH_OTP_PUMPING_MIN_VERIFIED_PERCENT", default: pumpingMinimumVerifiedPercent, in: 0...100)
+        pumpingMinimumSent = try reader.integer(
+            "AUTH_OTP_PUMPING_MIN_SENT",
+            default: pumpingMinimumSent,
+            in: 1...1_000_000
+        )
+        pumpingMinimumVerifiedPercent = try reader.integer(
+            "AUTH_OTP_PUMPING_MIN_VERIFIED_PERCENT",
+            default: pumpingMinimumVerifiedPercent,
+            in: 0...100
+        )
         // Issue 19, item 3: production refuses what only a developer's machine may have.
         let production = try reader.environment() == .production
         if let text = reader.string("AUTH_OTP_TEST_DESTINATIONS") {
@@ -222,13 +244,17 @@ public struct OTPServiceConfiguration: Sendable {
         if let name = reader.string("AUTH_OTP_APP_NAME") {
             guard name.count <= 64, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
             else {
-                throw ConfigurationError(variable: "AUTH_OTP_APP_NAME", problem: "must be 1-64 characters without control characters")
+                throw ConfigurationError(
+                    variable: "AUTH_OTP_APP_NAME",
+                    problem: "must be 1-64 characters without control characters"
+                )
             }
             appName = name
         }
         if let domain = reader.string("AUTH_OTP_SMS_DOMAIN") {
             let allowed = domain.unicodeScalars.allSatisfy {
-                ($0.value >= 0x61 && $0.value <= 0x7A) || ($0.value >= 0x30 && $0.value <= 0x39) || $0 == "-" || $0 == "."
+                ($0.value >= 0x61 && $0.value <= 0x7A) || ($0.value >= 0x30 && $0.value <= 0x39) || $0 == "-"
+                    || $0 == "."
             }
             guard allowed, domain.contains("."), domain.count <= 253 else {
                 throw ConfigurationError(
@@ -276,7 +302,10 @@ public struct OTPServiceConfiguration: Sendable {
                 )
             }
             if URL(string: twilioBaseURL)?.scheme?.lowercased() != "https" {
-                throw ConfigurationError(variable: "AUTH_OTP_TWILIO_BASE_URL", problem: "must be an https URL in production")
+                throw ConfigurationError(
+                    variable: "AUTH_OTP_TWILIO_BASE_URL",
+                    problem: "must be an https URL in production"
+                )
             }
         }
         let schemes = production ? ["https"] : ["http", "https"]
@@ -287,13 +316,15 @@ public struct OTPServiceConfiguration: Sendable {
             else {
                 throw ConfigurationError(
                     variable: "AUTH_OTP_WEBHOOK_URL",
-                    problem: "is required with the webhook provider: an \(production ? "https URL (in production)" : "http(s) URL")"
+                    problem:
+                        "is required with the webhook provider: an \(production ? "https URL (in production)" : "http(s) URL")"
                 )
             }
             guard let secret = webhookSecret else {
                 throw ConfigurationError(
                     variable: "AUTH_OTP_WEBHOOK_SECRET",
-                    problem: "is required with the webhook provider (any string; the receiver checks X-Auth-Signature with it)"
+                    problem:
+                        "is required with the webhook provider (any string; the receiver checks X-Auth-Signature with it)"
                 )
             }
             if production, secret.utf8.count < 32 {
@@ -315,23 +346,37 @@ public struct OTPServiceConfiguration: Sendable {
         dispatchWorkers = try reader.integer("AUTH_OTP_DISPATCH_WORKERS", default: dispatchWorkers, in: 0...256)
         deliveryAttempts = try reader.integer("AUTH_OTP_DELIVERY_ATTEMPTS", default: deliveryAttempts, in: 1...100)
         retryBackoff = try reader.milliseconds("AUTH_OTP_RETRY_BACKOFF_MS", default: retryBackoff, in: 1...3_600_000)
-        retryBackoffLimit = try reader.milliseconds("AUTH_OTP_RETRY_BACKOFF_MAX_MS", default: retryBackoffLimit, in: 1...86_400_000)
+        retryBackoffLimit = try reader.milliseconds(
+            "AUTH_OTP_RETRY_BACKOFF_MAX_MS",
+            default: retryBackoffLimit,
+            in: 1...86_400_000
+        )
         claimLease = try reader.seconds("AUTH_OTP_CLAIM_LEASE_SECONDS", default: claimLease, in: 1...3_600)
-        sweepInterval = try reader.milliseconds("AUTH_OTP_SWEEP_INTERVAL_MS", default: sweepInterval, in: 10...3_600_000)
+        sweepInterval = try reader.milliseconds(
+            "AUTH_OTP_SWEEP_INTERVAL_MS",
+            default: sweepInterval,
+            in: 10...3_600_000
+        )
         guard claimLease > httpTimeout else {
             throw ConfigurationError(
                 variable: "AUTH_OTP_CLAIM_LEASE_SECONDS",
-                problem: "must be longer than the provider timeout (AUTH_OTP_HTTP_TIMEOUT_MS), or a slow send is sent twice"
+                problem:
+                    "must be longer than the provider timeout (AUTH_OTP_HTTP_TIMEOUT_MS), or a slow send is sent twice"
             )
         }
 
         purgeInterval = try reader.seconds("AUTH_OTP_PURGE_INTERVAL_SECONDS", default: purgeInterval, in: 60...604_800)
-        purgeRetention = try reader.seconds("AUTH_OTP_PURGE_RETENTION_SECONDS", default: purgeRetention, in: 3_600...31_536_000)
+        purgeRetention = try reader.seconds(
+            "AUTH_OTP_PURGE_RETENTION_SECONDS",
+            default: purgeRetention,
+            in: 3_600...31_536_000
+        )
         if let text = reader.string("AUTH_OTP_METRICS_PORT") {
             guard let port = Int(text), (0...65_535).contains(port) else {
                 throw ConfigurationError(
                     variable: "AUTH_OTP_METRICS_PORT",
-                    problem: "must be a whole number in 0...65535 (0: any free port, logged at start), or unset for none"
+                    problem:
+                        "must be a whole number in 0...65535 (0: any free port, logged at start), or unset for none"
                 )
             }
             metricsPort = port

@@ -1,4 +1,5 @@
 import AuthPostgres
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -80,7 +81,11 @@ struct OTPStore: Sendable {
             consecutiveFailures: "\(q).consecutive_failures"
         )
         // Channel names must be identifiers: the schema's letters, digits and underscores.
-        let safe = String(schema.unicodeScalars.filter { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_") }.map(Character.init))
+        let safe = String(
+            schema.unicodeScalars.filter {
+                $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_")
+            }.map(Character.init)
+        )
         self.notifyChannel = String("otp_outbox_\(safe)".prefix(63))
     }
 
@@ -199,7 +204,11 @@ struct OTPStore: Sendable {
     /// wait for the same row), when `condition` holds: a statement, or a CTE of one. The
     /// arguments are the SQL of each value (`$n`).
     func pumpingCountIncrement(
-        _ column: PumpingColumn, callingCode: String, minute: String, shard: String, when condition: String
+        _ column: PumpingColumn,
+        callingCode: String,
+        minute: String,
+        shard: String,
+        when condition: String
     ) -> String {
         """
         INSERT INTO \(t.pumpingCounts) AS p (calling_code, minute, shard, started, verified)
@@ -223,7 +232,9 @@ struct OTPStore: Sendable {
     /// Takes the transaction-scoped advisory locks of `keys`, in that order, in one statement.
     func lock(_ connection: PostgresConnection, keys: [String]) throws {
         precondition(!keys.isEmpty && keys.count <= 2)
-        let calls = (1...keys.count).map { "pg_advisory_xact_lock(hashtextextended($\($0), 0))" }.joined(separator: ", ")
+        let calls = (1...keys.count).map { "pg_advisory_xact_lock(hashtextextended($\($0), 0))" }.joined(
+            separator: ", "
+        )
         try connection.execute("SELECT \(calls)", keys.map { .text("auth.otp.\(schema).\($0)") })
     }
 
@@ -272,7 +283,8 @@ struct OTPStore: Sendable {
             [
                 .text(destination.normalized), .timestamptz(attemptsSince), .timestamptz(now), .timestamptz(hourAgo),
                 .int64(Int64(max(0, destinationLimit - 1))), .text(clientIPKey), .int64(Int64(max(0, ipLimit - 1))),
-                .text(destination.channel == .sms ? destination.callingCode : ""), .timestamptz(Self.minute(of: hourAgo)),
+                .text(destination.channel == .sms ? destination.callingCode : ""),
+                .timestamptz(Self.minute(of: hourAgo)),
             ]
         )
         let row = rows[0]
@@ -311,7 +323,8 @@ struct OTPStore: Sendable {
         let claimColumns = claim == nil ? "" : ", state, claimed_until, claimed_by, attempts, total_attempts"
         let claimValues = claim == nil ? "" : ", 'sending', $15, $16, 1, 1"
         let announce = claim == nil ? "SELECT pg_notify($15, '')" : "SELECT 1"
-        let last: [PostgresValue] = claim.map { [.timestamptz($0.leaseUntil), .text($0.worker)] } ?? [.text(notifyChannel)]
+        let last: [PostgresValue] =
+            claim.map { [.timestamptz($0.leaseUntil), .text($0.worker)] } ?? [.text(notifyChannel)]
         // The per-IP budget's key (an IPv6 client's /64) and whether it is a decoy come after them.
         let ipKeyParameter = "$\(15 + last.count)"
         let decoyParameter = "$\(16 + last.count)"
@@ -418,7 +431,11 @@ struct OTPStore: Sendable {
     /// verified codes goes up, in one statement: the transaction's last, which carries the
     /// `COMMIT` (one round trip).
     func markVerifiedAndCommit(
-        _ connection: PostgresConnection, id: UUID, destination: String, now: Date, pumpingCallingCode: String?,
+        _ connection: PostgresConnection,
+        id: UUID,
+        destination: String,
+        now: Date,
+        pumpingCallingCode: String?,
         startedAt: Date
     ) throws {
         try connection.executeAndCommit(
@@ -533,7 +550,13 @@ struct OTPStore: Sendable {
 
     /// Try again at `at`, with the provider at `providerIndex` (a failover resets the attempts).
     func markRetry(
-        id: UUID, worker: String, at: Date, providerIndex: Int, resetAttempts: Bool, provider: String, error: String,
+        id: UUID,
+        worker: String,
+        at: Date,
+        providerIndex: Int,
+        resetAttempts: Bool,
+        provider: String,
+        error: String,
         now: Date
     ) async throws {
         try await pool.query(
@@ -577,7 +600,9 @@ struct OTPStore: Sendable {
 
     /// The verification's latest message and how many it has; nil if the verification is
     /// unknown. `test` tells a test destination (which has none).
-    func deliveryStatus(verificationID: UUID) async throws -> (destination: String, test: Bool, record: DeliveryRecord?)? {
+    func deliveryStatus(
+        verificationID: UUID
+    ) async throws -> (destination: String, test: Bool, record: DeliveryRecord?)? {
         let rows = try await pool.query(
             """
             SELECT v.destination, v.test_destination, m.state, m.provider, m.total_attempts, m.updated_at, m.last_error,
@@ -629,7 +654,10 @@ struct OTPStore: Sendable {
             [.timestamptz(eventCutoff), .int64(Int64(batch))]
         )
         try await pool.query("DELETE FROM \(t.locks) WHERE locked_until < $1", [.timestamptz(eventCutoff)])
-        try await pool.query("DELETE FROM \(t.pumpingCounts) WHERE minute < $1", [.timestamptz(Self.minute(of: eventCutoff))])
+        try await pool.query(
+            "DELETE FROM \(t.pumpingCounts) WHERE minute < $1",
+            [.timestamptz(Self.minute(of: eventCutoff))]
+        )
         return (verifications.affectedRows ?? 0, events.affectedRows ?? 0)
     }
 }

@@ -1,9 +1,10 @@
+import Synchronization
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Synchronization
 
 /// The shortcut from a Start to the dispatcher running in the same process.
 ///

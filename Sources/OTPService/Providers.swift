@@ -1,16 +1,17 @@
 import AsyncHTTPClient
 import AuthCrypto
 import AuthProtobuf
-import AuthTime
 import AuthText
+import AuthTime
+import Logging
+import NIOCore
+import NIOHTTP1
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Logging
-import NIOCore
-import NIOHTTP1
 
 /// `log`: writes the message to the service log instead of sending it (local runs; the code
 /// is in the line, so never use it in production).
@@ -219,7 +220,10 @@ public final class ProviderFactory: Sendable {
             return LogProvider(logger: logger)
         case .webhook:
             return WebhookProvider(
-                url: configuration.webhookURL ?? "", secret: configuration.webhookSecret ?? "", http: http)
+                url: configuration.webhookURL ?? "",
+                secret: configuration.webhookSecret ?? "",
+                http: http
+            )
         case .twilio:
             return TwilioProvider(
                 baseURL: configuration.twilioBaseURL,

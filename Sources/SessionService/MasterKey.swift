@@ -1,5 +1,6 @@
-import AuthText
 import AuthCrypto
+import AuthText
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

@@ -1,4 +1,5 @@
 import AuthTime
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

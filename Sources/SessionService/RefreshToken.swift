@@ -1,4 +1,5 @@
 import AuthCrypto
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -105,7 +106,7 @@ struct SuccessorVault: Sendable {
         let plaintext: [UInt8]
         do {
             plaintext = try AESGCM.open(sealed, key: keyDerivation.authenticationCode(for: presented.bytes), aad: aad)
-        } catch where error.code == .authenticationFailure && previousKeyDerivation != nil {
+        } catch  where error.code == .authenticationFailure && previousKeyDerivation != nil {
             plaintext = try AESGCM.open(
                 sealed,
                 key: previousKeyDerivation!.authenticationCode(for: presented.bytes),

@@ -2,12 +2,12 @@ import AuthProtobuf
 import AuthRPC
 import AuthServiceCore
 import AuthText
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-
 
 /// Limits on everything a caller controls, and the checks that enforce them. A request that
 /// breaks any of them fails with INVALID_ARGUMENT (`invalid_argument`) listing every bad field.

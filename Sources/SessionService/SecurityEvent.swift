@@ -1,4 +1,5 @@
 import AuthPostgres
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

@@ -1,6 +1,6 @@
-import AuthConfiguration
 import AuthAPI
 import AuthAccessToken
+import AuthConfiguration
 import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
@@ -8,12 +8,13 @@ import AuthRPC
 import AuthServiceCore
 import AuthText
 import AuthTime
+import Logging
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Logging
 
 /// `auth.session.v1.Session`: turns a proven identity into a session with a short-lived access
 /// token (JWT, ES256, `typ: at+jwt`) and a rotating refresh token; validates access tokens,
@@ -64,7 +65,10 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         self.configuration = configuration
         self.store = SessionStore(pool: database, schema: configuration.schema)
         self.keys = SigningKeyStore(pool: database, configuration: configuration, clock: clock, logger: logger)
-        self.vault = SuccessorVault(masterKey: configuration.masterKey, previousMasterKey: configuration.previousMasterKey)
+        self.vault = SuccessorVault(
+            masterKey: configuration.masterKey,
+            previousMasterKey: configuration.previousMasterKey
+        )
         self.verifier = AccessTokenVerifier(
             issuer: configuration.issuer,
             audience: configuration.audience,
@@ -168,7 +172,10 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         let (tokens, sessionID, userID) = try await store.withConnection { queries in
             try self.refresh(presented, clientIP: ip, now: now, key: key, queries: queries, caller: caller)
         }
-        return Auth_Session_V1_RefreshResponse(tokens: tokenPair(tokens, sessionID: sessionID, now: now), userID: userID)
+        return Auth_Session_V1_RefreshResponse(
+            tokens: tokenPair(tokens, sessionID: sessionID, now: now),
+            userID: userID
+        )
     }
 
     /// The refresh itself, on one connection (see ``refresh(request:context:)``).
@@ -252,7 +259,8 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
                 return (tokens, state.sessionID, state.userID)
 
             case .reuseDetected:
-                let sinceUse = state.usedAt.map { FixedPoint.format(now.timeIntervalSince($0), fractionDigits: 3) } ?? "null"
+                let sinceUse =
+                    state.usedAt.map { FixedPoint.format(now.timeIntervalSince($0), fractionDigits: 3) } ?? "null"
                 let details =
                     #"{"token_generation":\#(state.tokenGeneration),"#
                     + #""session_generation":\#(state.sessionGeneration),"seconds_since_used":\#(sinceUse)}"#
@@ -261,7 +269,8 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
                     "A used refresh token was presented again after the grace window; the session is revoked",
                     metadata: [
                         "session.id": "\(state.sessionID)", "session.token_generation": "\(state.tokenGeneration)",
-                        "session.generation": "\(state.sessionGeneration)", "rpc.caller": "\(PeerText.loggable(caller))",
+                        "session.generation": "\(state.sessionGeneration)",
+                        "rpc.caller": "\(PeerText.loggable(caller))",
                     ]
                 )
                 throw SessionError(.refreshTokenReused, Self.message(for: .refreshTokenReused))
@@ -326,7 +335,10 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
             return Auth_Session_V1_CheckSessionResponse()
         }
         return Auth_Session_V1_CheckSessionResponse(
-            live: true, createdAt: live.createdAt.unixSeconds, expiresAt: live.expiresAt.unixSeconds)
+            live: true,
+            createdAt: live.createdAt.unixSeconds,
+            expiresAt: live.expiresAt.unixSeconds
+        )
     }
 
     // MARK: Revocation and listing

@@ -2,6 +2,7 @@ import AuthAPI
 import AuthConfiguration
 import AuthText
 import AuthTime
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -107,13 +108,41 @@ public struct SessionServiceConfiguration: Sendable {
             }
             self.audience = audience
         }
-        self.accessTokenLifetime = try reader.seconds("AUTH_SESSION_ACCESS_TOKEN_SECONDS", default: accessTokenLifetime, in: 60...86_400)
-        self.refreshTokenLifetime = try reader.seconds("AUTH_SESSION_REFRESH_TOKEN_SECONDS", default: refreshTokenLifetime, in: 300...(365 * 86_400))
-        self.sessionLifetime = try reader.seconds("AUTH_SESSION_LIFETIME_SECONDS", default: sessionLifetime, in: 300...(365 * 86_400))
-        self.refreshGraceWindow = try reader.seconds("AUTH_SESSION_REFRESH_GRACE_SECONDS", default: refreshGraceWindow, in: 0...300)
-        self.signingKeyPublishDelay = try reader.seconds("AUTH_SESSION_KEY_PUBLISH_DELAY_SECONDS", default: signingKeyPublishDelay, in: 0...(7 * 86_400))
-        self.deadSessionSweepInterval = try reader.seconds("AUTH_SESSION_CLEANUP_INTERVAL_SECONDS", default: deadSessionSweepInterval, in: 60...(7 * 86_400))
-        self.deadSessionRetention = try reader.seconds("AUTH_SESSION_CLEANUP_RETENTION_SECONDS", default: deadSessionRetention, in: 0...(365 * 86_400))
+        self.accessTokenLifetime = try reader.seconds(
+            "AUTH_SESSION_ACCESS_TOKEN_SECONDS",
+            default: accessTokenLifetime,
+            in: 60...86_400
+        )
+        self.refreshTokenLifetime = try reader.seconds(
+            "AUTH_SESSION_REFRESH_TOKEN_SECONDS",
+            default: refreshTokenLifetime,
+            in: 300...(365 * 86_400)
+        )
+        self.sessionLifetime = try reader.seconds(
+            "AUTH_SESSION_LIFETIME_SECONDS",
+            default: sessionLifetime,
+            in: 300...(365 * 86_400)
+        )
+        self.refreshGraceWindow = try reader.seconds(
+            "AUTH_SESSION_REFRESH_GRACE_SECONDS",
+            default: refreshGraceWindow,
+            in: 0...300
+        )
+        self.signingKeyPublishDelay = try reader.seconds(
+            "AUTH_SESSION_KEY_PUBLISH_DELAY_SECONDS",
+            default: signingKeyPublishDelay,
+            in: 0...(7 * 86_400)
+        )
+        self.deadSessionSweepInterval = try reader.seconds(
+            "AUTH_SESSION_CLEANUP_INTERVAL_SECONDS",
+            default: deadSessionSweepInterval,
+            in: 60...(7 * 86_400)
+        )
+        self.deadSessionRetention = try reader.seconds(
+            "AUTH_SESSION_CLEANUP_RETENTION_SECONDS",
+            default: deadSessionRetention,
+            in: 0...(365 * 86_400)
+        )
         guard accessTokenLifetime < refreshTokenLifetime else {
             throw ConfigurationError(
                 variable: "AUTH_SESSION_ACCESS_TOKEN_SECONDS",

@@ -1,4 +1,5 @@
 import AuthPostgres
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -202,7 +203,9 @@ struct SessionStore: Sendable {
     static let cleanupLockPrefix = "auth.session.dead_sessions."
 
     /// The name hashed into the clean-up's advisory lock key for `schema`.
-    static func cleanupLockName(schema: String) -> String { cleanupLockPrefix + PostgresStatement.quotedIdentifier(schema) }
+    static func cleanupLockName(schema: String) -> String {
+        cleanupLockPrefix + PostgresStatement.quotedIdentifier(schema)
+    }
 
     /// Inserts a security event.
     func record(_ event: SecurityEvent) async throws {

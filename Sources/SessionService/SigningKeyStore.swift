@@ -1,15 +1,16 @@
-import AuthConfiguration
 import AuthConcurrency
+import AuthConfiguration
 import AuthCrypto
 import AuthPostgres
 import AuthTime
+import Logging
+import Synchronization
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Logging
-import Synchronization
 
 /// One signing key as the database holds it, with its private key unwrapped.
 struct SigningKey: Sendable {
@@ -367,7 +368,7 @@ final class SigningKeyStore: Sendable {
         let raw: [UInt8]
         do {
             raw = try AESGCM.open(sealed, key: wrapKey, aad: aad)
-        } catch where error.code == .authenticationFailure && previousWrapKey != nil {
+        } catch  where error.code == .authenticationFailure && previousWrapKey != nil {
             raw = try AESGCM.open(sealed, key: previousWrapKey!, aad: aad)
         }
         return try ES256PrivateKey(rawRepresentation: raw)
@@ -377,4 +378,3 @@ final class SigningKeyStore: Sendable {
         Array("auth.session.v1 signing-key".utf8) + [0] + Array(kid.utf8)
     }
 }
-

@@ -1,7 +1,8 @@
 import ArgumentParser
 import AuthAPI
-import AuthProtobuf
 import AuthConfiguration
+import AuthProtobuf
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -34,15 +35,21 @@ extension AuthCtl {
                 let (client, transport) = try target.makeClient(defaultServer: "otp-dispatch")
                 let result: Result<Auth_Otp_V1_UnlockDestinationResponse, any Error>
                 do {
-                    result = .success(try await Auth_Otp_V1_OTP.Client(wrapping: client)
-                        .unlockDestination(Auth_Otp_V1_UnlockDestinationRequest(destination: destination)))
+                    result = .success(
+                        try await Auth_Otp_V1_OTP.Client(wrapping: client)
+                            .unlockDestination(Auth_Otp_V1_UnlockDestinationRequest(destination: destination))
+                    )
                 } catch {
                     result = .failure(error)
                 }
                 await transport.shutdown()
                 switch result {
                 case .success(let response):
-                    print(response.wasLocked ? "unlocked: the destination was locked (factor_locked)" : "cleared: the destination was not locked")
+                    print(
+                        response.wasLocked
+                            ? "unlocked: the destination was locked (factor_locked)"
+                            : "cleared: the destination was not locked"
+                    )
                 case .failure(let error):
                     StandardStreams.writeError("authctl: \(error)\n")
                     throw ExitCode(2)
@@ -53,7 +60,8 @@ extension AuthCtl {
         struct Status: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "Shows where a verification's code message is (queued, sent, delivered, failed).",
-                discussion: "Answers why a user got no code: the provider, the attempts and the last error (docs/otp.md)."
+                discussion:
+                    "Answers why a user got no code: the provider, the attempts and the last error (docs/otp.md)."
             )
 
             @OptionGroup var target: ServiceTargetOptions
@@ -65,8 +73,10 @@ extension AuthCtl {
                 let (client, transport) = try target.makeClient(defaultServer: "otp-dispatch")
                 let result: Result<Auth_Otp_V1_GetDeliveryStatusResponse, any Error>
                 do {
-                    result = .success(try await Auth_Otp_V1_OTP.Client(wrapping: client)
-                        .getDeliveryStatus(Auth_Otp_V1_GetDeliveryStatusRequest(verificationID: verificationID)))
+                    result = .success(
+                        try await Auth_Otp_V1_OTP.Client(wrapping: client)
+                            .getDeliveryStatus(Auth_Otp_V1_GetDeliveryStatusRequest(verificationID: verificationID))
+                    )
                 } catch {
                     result = .failure(error)
                 }
@@ -87,7 +97,8 @@ extension AuthCtl {
                     if !response.provider.isEmpty { line += " via \(response.provider)" }
                     line += ", \(response.attempts) attempt(s), \(response.messages) message(s)"
                     if response.updatedAt > 0 {
-                        line += ", updated \(Date(timeIntervalSince1970: TimeInterval(response.updatedAt)).ISO8601Format())"
+                        line +=
+                            ", updated \(Date(timeIntervalSince1970: TimeInterval(response.updatedAt)).ISO8601Format())"
                     }
                     print(line)
                     if !response.lastError.isEmpty { print("last error: \(response.lastError)") }

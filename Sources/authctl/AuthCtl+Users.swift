@@ -1,7 +1,7 @@
 import ArgumentParser
 import AuthAPI
-import AuthProtobuf
 import AuthConfiguration
+import AuthProtobuf
 
 extension AuthCtl {
     struct Users: AsyncParsableCommand {
@@ -29,15 +29,21 @@ extension AuthCtl {
                 let (client, transport) = try target.makeClient(defaultServer: "identity")
                 let result: Result<Auth_Identity_V1_UnlockPasswordResponse, any Error>
                 do {
-                    result = .success(try await Auth_Identity_V1_Identity.Client(wrapping: client)
-                        .unlockPassword(Auth_Identity_V1_UnlockPasswordRequest(email: email)))
+                    result = .success(
+                        try await Auth_Identity_V1_Identity.Client(wrapping: client)
+                            .unlockPassword(Auth_Identity_V1_UnlockPasswordRequest(email: email))
+                    )
                 } catch {
                     result = .failure(error)
                 }
                 await transport.shutdown()
                 switch result {
                 case .success(let response):
-                    print(response.wasLocked ? "unlocked: the password was locked (factor_locked)" : "cleared: the password was not locked")
+                    print(
+                        response.wasLocked
+                            ? "unlocked: the password was locked (factor_locked)"
+                            : "cleared: the password was not locked"
+                    )
                 case .failure(let error):
                     StandardStreams.writeError("authctl: \(error)\n")
                     throw ExitCode(2)

@@ -1,15 +1,16 @@
 import ArgumentParser
 import AuthAPI
+import AuthConfiguration
 import AuthProtobuf
 import AuthRPC
 import AuthRPCNIO
-import AuthConfiguration
+import Logging
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Logging
 
 /// The operators' tool.
 @main
@@ -36,13 +37,19 @@ struct ServiceTargetOptions: ParsableArguments {
 
 /// How to connect to a service: TLS or the shared secret, names, timeout.
 struct ConnectionOptions: ParsableArguments {
-    @Option(help: "The service expected at the address (e.g. session): the connection is bound to it and, with TLS, its certificate must name it. Default: whichever service answers (its certificate still from the CA, or its HelloAck proving the secret).")
+    @Option(
+        help:
+            "The service expected at the address (e.g. session): the connection is bound to it and, with TLS, its certificate must name it. Default: whichever service answers (its certificate still from the CA, or its HelloAck proving the secret)."
+    )
     var serverName: String?
 
     @Option(help: "The caller name to present. Default: with TLS the first DNS name of the certificate, else authctl.")
     var caller: String?
 
-    @Option(help: "This tool's certificate, PEM text or a file (env AUTH_RPC_TLS_CERT). With --tls-key and --tls-ca: mutual TLS; without them: plaintext with AUTH_RPC_SECRET.")
+    @Option(
+        help:
+            "This tool's certificate, PEM text or a file (env AUTH_RPC_TLS_CERT). With --tls-key and --tls-ca: mutual TLS; without them: plaintext with AUTH_RPC_SECRET."
+    )
     var tlsCert: String?
 
     @Option(help: "The certificate's private key, PEM text or a file (env AUTH_RPC_TLS_KEY).")
@@ -56,7 +63,11 @@ struct ConnectionOptions: ParsableArguments {
 
     /// The client configuration for `target`: host:port, or several separated by commas (calls
     /// are spread over them, and a dead one is skipped, as services do with AUTH_*_ADDRESSES).
-    func clientConfiguration(target: String, defaultServer: String? = nil, connections: Int = 1) throws -> RPCClientConfiguration {
+    func clientConfiguration(
+        target: String,
+        defaultServer: String? = nil,
+        connections: Int = 1
+    ) throws -> RPCClientConfiguration {
         guard let addresses = RPCAddress.list(target) else {
             throw ValidationError("the address must be host:port (or several, comma-separated), got '\(target)'")
         }
@@ -92,8 +103,16 @@ struct ConnectionOptions: ParsableArguments {
         )
     }
 
-    func makeClient(target: String, defaultServer: String? = nil, connections: Int = 1) throws -> (RPCClient, TCPClientTransport) {
-        let configuration = try clientConfiguration(target: target, defaultServer: defaultServer, connections: connections)
+    func makeClient(
+        target: String,
+        defaultServer: String? = nil,
+        connections: Int = 1
+    ) throws -> (RPCClient, TCPClientTransport) {
+        let configuration = try clientConfiguration(
+            target: target,
+            defaultServer: defaultServer,
+            connections: connections
+        )
         var logger = Logger(label: "authctl")
         logger.logLevel = .error
         let transport = TCPClientTransport(configuration: configuration, logger: logger)
@@ -121,8 +140,10 @@ extension AuthCtl {
             let (client, transport) = try target.makeClient()
             let result: Result<Auth_Health_V1_HealthCheckResponse, any Error>
             do {
-                result = .success(try await Auth_Health_V1_Health.Client(wrapping: client)
-                    .check(Auth_Health_V1_HealthCheckRequest(service: service)))
+                result = .success(
+                    try await Auth_Health_V1_Health.Client(wrapping: client)
+                        .check(Auth_Health_V1_HealthCheckRequest(service: service))
+                )
             } catch {
                 result = .failure(error)
             }
@@ -162,15 +183,19 @@ extension AuthCtl {
                 let (client, transport) = try target.makeClient()
                 let result: Result<Auth_Session_V1_RewrapSigningKeysResponse, any Error>
                 do {
-                    result = .success(try await Auth_Session_V1_Session.Client(wrapping: client)
-                        .rewrapSigningKeys(Auth_Session_V1_RewrapSigningKeysRequest()))
+                    result = .success(
+                        try await Auth_Session_V1_Session.Client(wrapping: client)
+                            .rewrapSigningKeys(Auth_Session_V1_RewrapSigningKeysRequest())
+                    )
                 } catch {
                     result = .failure(error)
                 }
                 await transport.shutdown()
                 switch result {
                 case .success(let response):
-                    print("re-wrapped \(response.rewrapped) signing keys; \(response.alreadyCurrent) already under the current master key")
+                    print(
+                        "re-wrapped \(response.rewrapped) signing keys; \(response.alreadyCurrent) already under the current master key"
+                    )
                 case .failure(let error):
                     StandardStreams.writeError("authctl: \(error)\n")
                     throw ExitCode(2)
@@ -181,7 +206,8 @@ extension AuthCtl {
         struct Rotate: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "Adds a signing key: published in the JWKS now, signing after the publish delay.",
-                discussion: "The key it replaces stops signing then and leaves the JWKS once every token it signed has expired."
+                discussion:
+                    "The key it replaces stops signing then and leaves the JWKS once every token it signed has expired."
             )
 
             @OptionGroup var target: ServiceTargetOptions
@@ -190,8 +216,10 @@ extension AuthCtl {
                 let (client, transport) = try target.makeClient(defaultServer: "session")
                 let result: Result<Auth_Session_V1_RotateSigningKeyResponse, any Error>
                 do {
-                    result = .success(try await Auth_Session_V1_Session.Client(wrapping: client)
-                        .rotateSigningKey(Auth_Session_V1_RotateSigningKeyRequest()))
+                    result = .success(
+                        try await Auth_Session_V1_Session.Client(wrapping: client)
+                            .rotateSigningKey(Auth_Session_V1_RotateSigningKeyRequest())
+                    )
                 } catch {
                     result = .failure(error)
                 }

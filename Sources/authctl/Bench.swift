@@ -1,11 +1,14 @@
 import ArgumentParser
+import AuthConfiguration
 import AuthProtobuf
 import AuthRPC
 import AuthRPCNIO
-import AuthConfiguration
 import AuthText
 import BenchmarkHarness
 import Dispatch
+import Histogram
+import Synchronization
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -14,8 +17,6 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-import Histogram
-import Synchronization
 
 extension AuthCtl {
     struct Bench: AsyncParsableCommand {
@@ -32,7 +33,10 @@ extension AuthCtl {
                 """
         )
 
-        @Argument(help: "The server's address, host:port; several replicas comma-separated (calls spread over them, a dead one skipped).")
+        @Argument(
+            help:
+                "The server's address, host:port; several replicas comma-separated (calls spread over them, a dead one skipped)."
+        )
         var address: String
 
         @Argument(help: "The method, e.g. auth.health.v1.Health/Check.")
@@ -65,24 +69,37 @@ extension AuthCtl {
         @Option(help: "The setup call's request as JSON.")
         var setupJson = "{}"
 
-        @Option(help: "A file of JSON objects, one a line (e.g. written by --record): call k takes line k (cycling) for {{input.PATH}}. With --warmup 0 and --total the line count, each line is used exactly once.")
+        @Option(
+            help:
+                "A file of JSON objects, one a line (e.g. written by --record): call k takes line k (cycling) for {{input.PATH}}. With --warmup 0 and --total the line count, each line is used exactly once."
+        )
         var inputs: String?
 
-        @Option(help: "Append each OK response to this file as one line of JSON (e.g. the sessions a run issued, to refresh them later).")
+        @Option(
+            help:
+                "Append each OK response to this file as one line of JSON (e.g. the sessions a run issued, to refresh them later)."
+        )
         var record: String?
 
         @Flag(help: "Print the result as JSON instead of a table.")
         var json = false
 
-        @Flag(help: "Print the progress line (calls, calls/s, not OK) once a second even when standard error is not a terminal, one line each.")
+        @Flag(
+            help:
+                "Print the progress line (calls, calls/s, not OK) once a second even when standard error is not a terminal, one line each."
+        )
         var progress = false
 
         @OptionGroup var connection: ConnectionOptions
 
         func validate() throws {
-            guard (1...10_000).contains(concurrency) else { throw ValidationError("--concurrency must be in 1...10000") }
+            guard (1...10_000).contains(concurrency) else {
+                throw ValidationError("--concurrency must be in 1...10000")
+            }
             guard (1...64).contains(connections) else { throw ValidationError("--connections must be in 1...64") }
-            if let total, !(1...1_000_000_000).contains(total) { throw ValidationError("--total must be in 1...1000000000") }
+            if let total, !(1...1_000_000_000).contains(total) {
+                throw ValidationError("--total must be in 1...1000000000")
+            }
             guard duration > 0, duration <= 3600 else { throw ValidationError("--duration must be in (0, 3600]") }
             guard warmup >= 0, warmup <= 600 else { throw ValidationError("--warmup must be in [0, 600]") }
             if let rate, !(rate > 0 && rate <= 10_000_000) { throw ValidationError("--rate must be in (0, 10000000]") }
@@ -105,7 +122,9 @@ extension AuthCtl {
 
             var setup: DynamicMessage?
             if let setupMethod {
-                guard let setupSchema = ProtobufSchema.shared.method(setupMethod) else { fail("no method '\(setupMethod)' in proto/") }
+                guard let setupSchema = ProtobufSchema.shared.method(setupMethod) else {
+                    fail("no method '\(setupMethod)' in proto/")
+                }
                 do {
                     let request = try DynamicMessage(json: setupJson, type: setupSchema.inputType)
                     let answer = try await client.unary(
@@ -144,7 +163,9 @@ extension AuthCtl {
             let run = BenchRun(plan: plan)
             let interrupt = run.stopOnInterrupt()
             let until = total.map { "\($0) calls" } ?? "\(LoadOptions.format(duration)) s"
-            StandardStreams.writeError("authctl: calling \(method.path) for \(until) after \(LoadOptions.format(warmup)) s warm-up; Ctrl-C stops and reports\n")
+            StandardStreams.writeError(
+                "authctl: calling \(method.path) for \(until) after \(LoadOptions.format(warmup)) s warm-up; Ctrl-C stops and reports\n"
+            )
             let terminal = isatty(STDERR_FILENO) == 1
             let progressTask = terminal || progress ? run.showProgress(overwriting: terminal) : nil
             let setupResponse = setup
@@ -292,7 +313,8 @@ final class BenchRun: Sendable {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
                 let calls = measuredCalls.load(ordering: .relaxed)
-                let text = "\(LoadResult.formatCount(Double(calls))) calls, \(LoadResult.formatCount(Double(calls - last)))/s, \(failedCalls.load(ordering: .relaxed)) not OK"
+                let text =
+                    "\(LoadResult.formatCount(Double(calls))) calls, \(LoadResult.formatCount(Double(calls - last)))/s, \(failedCalls.load(ordering: .relaxed)) not OK"
                 let line = overwriting ? "\r\(text)   " : "authctl: \(text)\n"
                 StandardStreams.writeError(line)
                 last = calls
@@ -369,8 +391,12 @@ struct BenchReport {
             seconds: result.elapsed.seconds,
             callsPerSecond: result.callsPerSecond,
             latencyMicroseconds: .init(
-                p50: micros(50), p90: micros(90), p99: micros(99), p99_9: micros(99.9),
-                max: Double(result.histogram.max) / 1000),
+                p50: micros(50),
+                p90: micros(90),
+                p99: micros(99),
+                p99_9: micros(99.9),
+                max: Double(result.histogram.max) / 1000
+            ),
             statuses: sortedStatuses.map { status, count in
                 let parts = status.split(separator: " ", maxSplits: 1)
                 return .init(code: String(parts[0]), reason: parts.count > 1 ? String(parts[1]) : "", calls: count)
@@ -455,7 +481,8 @@ final class ResponseRecorder: Sendable {
 
     func append(_ answer: [UInt8]) {
         // A response that does not decode was answered OK all the same: it is recorded as `{}`.
-        let line = ((try? DynamicMessage(serializedBytes: answer, type: type))?.jsonString(pretty: false) ?? "{}") + "\n"
+        let line =
+            ((try? DynamicMessage(serializedBytes: answer, type: type))?.jsonString(pretty: false) ?? "{}") + "\n"
         descriptor.withLock { descriptor in
             guard descriptor >= 0 else { return }
             // One write per line (O_APPEND): lines of concurrent calls never interleave.

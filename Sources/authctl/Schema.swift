@@ -1,9 +1,10 @@
 import ArgumentParser
 import AuthAPI
+import AuthConfiguration
 import AuthProtobuf
 import AuthRPC
 import AuthRPCNIO
-import AuthConfiguration
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -78,9 +79,12 @@ extension AuthCtl {
             if let message = schema.message(name) {
                 print("message \(message.fullName) {")
                 for field in message.fields {
-                    let label = field.isRepeated ? "repeated " : (field.hasPresence && !field.isOneofMember ? "optional " : "")
+                    let label =
+                        field.isRepeated ? "repeated " : (field.hasPresence && !field.isOneofMember ? "optional " : "")
                     let oneof = field.isOneofMember ? "  // oneof member" : ""
-                    print("  \(label)\(field.kind.protoName) \(field.name) = \(field.number);  // JSON: \(field.jsonName)\(oneof)")
+                    print(
+                        "  \(label)\(field.kind.protoName) \(field.name) = \(field.number);  // JSON: \(field.jsonName)\(oneof)"
+                    )
                 }
                 print("}")
             } else if let enumeration = schema.enums[name] {
@@ -116,7 +120,10 @@ extension AuthCtl {
         @Argument(help: "The server's address, host:port.")
         var address: String
 
-        @Argument(help: "The method: /auth.session.v1.Session/Issue, auth.session.v1.Session/Issue or auth.session.v1.Session.Issue.")
+        @Argument(
+            help:
+                "The method: /auth.session.v1.Session/Issue, auth.session.v1.Session/Issue or auth.session.v1.Session.Issue."
+        )
         var method: String
 
         @Argument(help: "The request as JSON; '-' reads it from standard input.")
@@ -144,7 +151,12 @@ extension AuthCtl {
             let (client, transport) = try connection.makeClient(target: address)
             let outcome: Result<[UInt8], any Error>
             do {
-                outcome = .success(try await client.unary(MethodDescriptor(service: method.service, method: method.name), payload: payload))
+                outcome = .success(
+                    try await client.unary(
+                        MethodDescriptor(service: method.service, method: method.name),
+                        payload: payload
+                    )
+                )
             } catch {
                 outcome = .failure(error)
             }
@@ -174,7 +186,8 @@ enum CallOutput {
         var status = status
         if status.code == .ok { status = Auth_Rpc_V1_Status() }
         // The status goes through the same JSON mapping as any message; an OK status shows its code.
-        var statusJSON = (try? DynamicMessage(serializedBytes: status.serializedBytes(), type: Auth_Rpc_V1_Status.protoMessageName))?
+        var statusJSON =
+            (try? DynamicMessage(serializedBytes: status.serializedBytes(), type: Auth_Rpc_V1_Status.protoMessageName))?
             .jsonString() ?? "{}"
         if status.code == .ok { statusJSON = #"{"code": "OK"}"# }
         var output = "{\n  \"status\": " + statusJSON.replacing("\n", with: "\n  ")

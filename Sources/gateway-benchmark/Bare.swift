@@ -8,7 +8,8 @@ extension GatewayBenchmark {
     /// event loops a default `Application` uses (as the gateway does).
     struct Bare: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Serves GET /health/live with a constant JSON body (the ceiling wrk measures the gateway against).",
+            abstract:
+                "Serves GET /health/live with a constant JSON body (the ceiling wrk measures the gateway against).",
             discussion: "Prints 'listening on 127.0.0.1:PORT' once it serves; runs until SIGTERM or SIGINT."
         )
 
@@ -40,7 +41,9 @@ extension GatewayBenchmark {
                 configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: "bare"),
                 onServerRunning: { channel in
                     // Unbuffered: the script waits for this line in a file.
-                    FileHandle.standardOutput.write(Data("listening on \(host):\(channel.localAddress?.port ?? 0)\n".utf8))
+                    FileHandle.standardOutput.write(
+                        Data("listening on \(host):\(channel.localAddress?.port ?? 0)\n".utf8)
+                    )
                 },
                 logger: logger
             )

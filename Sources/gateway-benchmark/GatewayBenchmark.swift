@@ -6,7 +6,8 @@ import ArgumentParser
 struct GatewayBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gateway-benchmark",
-        abstract: "The gateway under load: a bare Hummingbird ceiling, signed-in sessions for wrk, full phone sign-ins.",
+        abstract:
+            "The gateway under load: a bare Hummingbird ceiling, signed-in sessions for wrk, full phone sign-ins.",
         subcommands: [Bare.self, Tokens.self, SignIns.self]
     )
 }

@@ -49,7 +49,8 @@ extension GatewayBenchmark {
                 Send each sign-in's requests with X-Forwarded-For: a random 10.x.y.z, as many app users behind \
                 a trusted proxy would (the gateway must list this host in AUTH_GATEWAY_TRUSTED_PROXIES); \
                 without it every sign-in comes from this host's one address.
-                """)
+                """
+        )
         var forwardedFor = false
 
         @Option(help: "Write one tab-separated line per row to this file: mode, sign-ins/s, p50 ms, p99 ms, failed.")
@@ -58,9 +59,13 @@ extension GatewayBenchmark {
         @OptionGroup var load: LoadOptions
 
         func validate() throws {
-            guard (1...65535).contains(webhookPort) else { throw ValidationError("--webhook-port must be in 1...65535") }
+            guard (1...65535).contains(webhookPort) else {
+                throw ValidationError("--webhook-port must be in 1...65535")
+            }
             if let rate, !(rate > 0 && rate <= 1_000_000) { throw ValidationError("--rate must be in (0, 1000000]") }
-            guard codeTimeout > 0, codeTimeout <= 120 else { throw ValidationError("--code-timeout must be in (0, 120]") }
+            guard codeTimeout > 0, codeTimeout <= 120 else {
+                throw ValidationError("--code-timeout must be in (0, 120]")
+            }
         }
 
         func run() async throws {
@@ -70,17 +75,27 @@ extension GatewayBenchmark {
 
             let mailbox = CodeMailbox()
             let receiver = try await WebhookReceiver.start(
-                port: webhookPort, secret: webhookSecret, mailbox: mailbox, logger: logger)
+                port: webhookPort,
+                secret: webhookSecret,
+                mailbox: mailbox,
+                logger: logger
+            )
             defer { receiver.stop() }
 
             var configuration = HTTPClient.Configuration()
             configuration.connectionPool = .init(
-                idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: levels.max() ?? 16)
+                idleTimeout: .seconds(60),
+                concurrentHTTP1ConnectionsPerHostSoftLimit: levels.max() ?? 16
+            )
             configuration.timeout = .init(connect: .seconds(5), read: .seconds(10))
             let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
             let flow = SignInFlow(
-                http: http, gateway: gateway, mailbox: mailbox,
-                codeTimeout: .milliseconds(Int64(codeTimeout * 1000)), forwardedFor: forwardedFor)
+                http: http,
+                gateway: gateway,
+                mailbox: mailbox,
+                codeTimeout: .milliseconds(Int64(codeTimeout * 1000)),
+                forwardedFor: forwardedFor
+            )
 
             let mode = rate.map { "open loop, \(LoadResult.formatCount($0)) sign-ins/s due" } ?? "closed loop"
             print("Phone sign-ins through \(gateway) (\(mode); \(load.description)):\n")
@@ -107,15 +122,23 @@ extension GatewayBenchmark {
                     ])
                 }
                 if !report.failures.isEmpty {
-                    print("\nFailed sign-ins: " + report.failures.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "\n")
+                    print(
+                        "\nFailed sign-ins: "
+                            + report.failures.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(
+                                separator: ", "
+                            ) + "\n"
+                    )
                 }
-                lines.append([
-                    rate == nil ? "closed \(concurrency)" : "open \(LoadResult.formatCount(rate ?? 0))/s ≤ \(concurrency)",
-                    String(format: "%.1f", Double(report.signIn.calls) / report.elapsed.seconds),
-                    String(format: "%.2f", Double(report.signIn.histogram.valueAtPercentile(50)) / 1e6),
-                    String(format: "%.2f", Double(report.signIn.histogram.valueAtPercentile(99)) / 1e6),
-                    "\(report.failures.values.reduce(0, +))",
-                ].joined(separator: "\t"))
+                lines.append(
+                    [
+                        rate == nil
+                            ? "closed \(concurrency)" : "open \(LoadResult.formatCount(rate ?? 0))/s ≤ \(concurrency)",
+                        String(format: "%.1f", Double(report.signIn.calls) / report.elapsed.seconds),
+                        String(format: "%.2f", Double(report.signIn.histogram.valueAtPercentile(50)) / 1e6),
+                        String(format: "%.2f", Double(report.signIn.histogram.valueAtPercentile(99)) / 1e6),
+                        "\(report.failures.values.reduce(0, +))",
+                    ].joined(separator: "\t")
+                )
             }
             try? await http.shutdown()
             let unclaimed = mailbox.unclaimed.load(ordering: .relaxed)
@@ -153,7 +176,9 @@ struct SignInFlow: Sendable {
 
     func signIn() async throws -> Timings {
         let phone = randomIndianMobile()
-        let client = forwardedFor ? "10.\(UInt8.random(in: 0...255)).\(UInt8.random(in: 0...255)).\(UInt8.random(in: 1...254))" : nil
+        let client =
+            forwardedFor
+            ? "10.\(UInt8.random(in: 0...255)).\(UInt8.random(in: 0...255)).\(UInt8.random(in: 1...254))" : nil
         let sendStarted = ContinuousClock.now
         let sent = try await post("/v1/otp/send", #"{"phone":"\#(phone)"}"#, step: "send", client: client)
         let sendEnded = ContinuousClock.now
@@ -168,8 +193,11 @@ struct SignInFlow: Sendable {
         }
         let verifyStarted = ContinuousClock.now
         _ = try await post(
-            "/v1/otp/verify", #"{"verification_id":"\#(answer.verification_id)","code":"\#(delivery.code)"}"#, step: "verify",
-            client: client)
+            "/v1/otp/verify",
+            #"{"verification_id":"\#(answer.verification_id)","code":"\#(delivery.code)"}"#,
+            step: "verify",
+            client: client
+        )
         return Timings(
             send: sendEnded - sendStarted,
             delivery: delivery.arrived - sendStarted,
@@ -290,8 +318,13 @@ final class SignInRun: Sendable {
             LoadResult(calls: Int(histogram.totalCount), elapsed: elapsed, histogram: histogram)
         }
         return Report(
-            signIn: result(results.signIn), send: result(results.send), delivery: result(results.delivery),
-            verify: result(results.verify), failures: results.failures, elapsed: elapsed)
+            signIn: result(results.signIn),
+            send: result(results.send),
+            delivery: result(results.delivery),
+            verify: result(results.verify),
+            failures: results.failures,
+            elapsed: elapsed
+        )
     }
 }
 
@@ -312,7 +345,9 @@ struct WebhookReceiver {
             let body = try await request.body.collect(upTo: 1 << 16)
             let bytes = Array(buffer: body)
             let expected = "sha256=" + Hex.lowercase(hmac.authenticationCode(for: bytes))
-            guard request.headers[.init("x-auth-signature")!] == expected else { return Response(status: .unauthorized) }
+            guard request.headers[.init("x-auth-signature")!] == expected else {
+                return Response(status: .unauthorized)
+            }
             guard let message = try? JSONDecoder().decode(Message.self, from: Data(bytes)) else {
                 return Response(status: .badRequest)
             }

@@ -1,8 +1,8 @@
 import ArgumentParser
 import AuthAPI
+import AuthConfiguration
 import AuthProtobuf
 import AuthRPC
-import AuthConfiguration
 import Foundation
 import Logging
 import Synchronization
@@ -36,7 +36,9 @@ extension GatewayBenchmark {
 
         func validate() throws {
             guard (1...1_000_000).contains(count) else { throw ValidationError("--count must be in 1...1000000") }
-            guard (1...1000).contains(sessionsPerUser) else { throw ValidationError("--sessions-per-user must be in 1...1000") }
+            guard (1...1000).contains(sessionsPerUser) else {
+                throw ValidationError("--sessions-per-user must be in 1...1000")
+            }
             guard (1...1024).contains(concurrency) else { throw ValidationError("--concurrency must be in 1...1024") }
         }
 
@@ -49,8 +51,12 @@ extension GatewayBenchmark {
             }
             var logger = Logger(label: "gateway-benchmark")
             logger.logLevel = .warning
-            let identity = Auth_Identity_V1_Identity.Client(wrapping: configuration.rpcClient(for: .identity, logger: logger))
-            let session = Auth_Session_V1_Session.Client(wrapping: configuration.rpcClient(for: .session, logger: logger))
+            let identity = Auth_Identity_V1_Identity.Client(
+                wrapping: configuration.rpcClient(for: .identity, logger: logger)
+            )
+            let session = Auth_Session_V1_Session.Client(
+                wrapping: configuration.rpcClient(for: .session, logger: logger)
+            )
 
             let users = (count + sessionsPerUser - 1) / sessionsPerUser
             let next = SequenceCounter()
@@ -63,15 +69,27 @@ extension GatewayBenchmark {
                             let user = next.take()
                             guard user < users else { return made }
                             let found = try await identity.findOrCreateByContact(
-                                Auth_Identity_V1_FindOrCreateByContactRequest(phone: randomIndianMobile(), clientIP: "127.0.0.1"))
-                            guard let userID = found.user?.id else { throw ValidationError("FindOrCreateByContact answered no user") }
+                                Auth_Identity_V1_FindOrCreateByContactRequest(
+                                    phone: randomIndianMobile(),
+                                    clientIP: "127.0.0.1"
+                                )
+                            )
+                            guard let userID = found.user?.id else {
+                                throw ValidationError("FindOrCreateByContact answered no user")
+                            }
                             let sessions = min(sessionsPerUser, count - user * sessionsPerUser)
                             for _ in 0..<sessions {
                                 let issued = try await session.issue(
                                     Auth_Session_V1_IssueRequest(
-                                        userID: userID, amr: ["otp_sms"], device: Auth_Session_V1_Device(userAgent: "gateway-benchmark"),
-                                        clientIP: "127.0.0.1"))
-                                guard let tokens = issued.tokens else { throw ValidationError("Issue answered no tokens") }
+                                        userID: userID,
+                                        amr: ["otp_sms"],
+                                        device: Auth_Session_V1_Device(userAgent: "gateway-benchmark"),
+                                        clientIP: "127.0.0.1"
+                                    )
+                                )
+                                guard let tokens = issued.tokens else {
+                                    throw ValidationError("Issue answered no tokens")
+                                }
                                 made.append((tokens.accessToken, tokens.refreshToken))
                             }
                         }
@@ -84,8 +102,12 @@ extension GatewayBenchmark {
             try Self.write(pairs.map(\.0), to: "\(out)/access-tokens.txt")
             try Self.write(pairs.map(\.1), to: "\(out)/refresh-tokens.txt")
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            FileHandle.standardError.write(Data(
-                "gateway-benchmark: \(pairs.count) sessions of \(users) users in \(String(format: "%.1f", seconds)) s, tokens in \(out)\n".utf8))
+            FileHandle.standardError.write(
+                Data(
+                    "gateway-benchmark: \(pairs.count) sessions of \(users) users in \(String(format: "%.1f", seconds)) s, tokens in \(out)\n"
+                        .utf8
+                )
+            )
         }
 
         static func write(_ lines: [String], to path: String) throws {

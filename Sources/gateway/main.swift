@@ -1,5 +1,7 @@
-import AuthGateway
 import AuthConfiguration
+import AuthGateway
+import Hummingbird
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -8,7 +10,6 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-import Hummingbird
 
 // The gateway: the HTTP/JSON API the apps call (docs/gateway.md).
 let configuration: ProcessConfiguration
@@ -20,7 +21,10 @@ do {
     StandardStreams.exitWithConfigurationError("gateway", error)
 }
 let logger = ProcessLogging.bootstrap(
-    service: "gateway", level: configuration.logLevel, metadataProvider: GatewayApplication.logMetadata)
+    service: "gateway",
+    level: configuration.logLevel,
+    metadataProvider: GatewayApplication.logMetadata
+)
 do {
     try await GatewayApplication(configuration: configuration, gateway: gatewayConfiguration, logger: logger)
         .makeApplication().runService()

@@ -49,7 +49,8 @@ struct IdentityBenchmark: AsyncParsableCommand {
         logger.logLevel = .error
 
         try await database.withSchema(prefix: "identity_bench", applicationName: "identity-benchmark", logger: logger) {
-            pool, schema in
+            pool,
+            schema in
             var configuration = IdentityServiceConfiguration()
             configuration.schema = schema
             configuration.scryptParameters = .init(logN: scryptLogN, r: 8, p: 1)
@@ -59,8 +60,13 @@ struct IdentityBenchmark: AsyncParsableCommand {
             let outcome: Result<Void, any Error>
             do {
                 try await benchmark(
-                    service: service, pool: pool, configuration: configuration, levels: levels, selected: selected,
-                    logger: logger)
+                    service: service,
+                    pool: pool,
+                    configuration: configuration,
+                    levels: levels,
+                    selected: selected,
+                    logger: logger
+                )
                 outcome = .success(())
             } catch {
                 outcome = .failure(error)
@@ -80,7 +86,12 @@ struct IdentityBenchmark: AsyncParsableCommand {
     ) async throws {
         var router = RPCRouter()
         router.register(service)
-        let rpc = try await LoopbackRPC.start(router: router, serviceName: "identity", callerName: "gateway", logger: logger)
+        let rpc = try await LoopbackRPC.start(
+            router: router,
+            serviceName: "identity",
+            callerName: "gateway",
+            logger: logger
+        )
         let client = Auth_Identity_V1_Identity.Client(wrapping: rpc.client)
         let cpu = CPUAccounting { try await pool.backendPIDs(applicationName: "identity-benchmark") }
         let runner = load.closedLoop
@@ -88,7 +99,9 @@ struct IdentityBenchmark: AsyncParsableCommand {
         let cores = ProcessInfo.processInfo.activeProcessorCount
         let password = "Bench-Mark-2026"
 
-        print("Identity service over the RPC layer (TCP loopback, 1 connection), PostgreSQL \(serverVersion) on the same machine")
+        print(
+            "Identity service over the RPC layer (TCP loopback, 1 connection), PostgreSQL \(serverVersion) on the same machine"
+        )
         print(
             "\(cores) cores shared by client, server and PostgreSQL; pool \(database.poolSize) connections; "
                 + "scrypt \(configuration.scryptParameters) on \(configuration.hashConcurrency) hashing threads; \(load.description)"
@@ -119,7 +132,10 @@ struct IdentityBenchmark: AsyncParsableCommand {
                 }
             }
             let elapsed = ContinuousClock.now - started
-            let hashes = max(1, rate * (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18))
+            let hashes = max(
+                1,
+                rate * (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+            )
             let cpuPerHash = (CPUAccounting.seconds(backends: []) - cpuBefore) / hashes
             table.row([
                 "bare scrypt hash, \(label) (\(configuration.hashConcurrency) threads)",

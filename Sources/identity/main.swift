@@ -1,11 +1,12 @@
 import AuthConfiguration
 import AuthServiceRuntime
+import IdentityService
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import IdentityService
 
 // The identity service: users, passwords, provider ID-token sign-in, profiles, deletion and the
 // audit trail (docs/identity.md).

@@ -22,7 +22,8 @@ import Synchronization
 struct OTPBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "otp-benchmark",
-        abstract: "Benchmarks Start and Check over the RPC with PostgreSQL, and outbox delivery through the webhook provider."
+        abstract:
+            "Benchmarks Start and Check over the RPC with PostgreSQL, and outbox delivery through the webhook provider."
     )
 
     @OptionGroup var database: DatabaseOptions
@@ -53,14 +54,24 @@ struct OTPBenchmark: AsyncParsableCommand {
         var logger = Logger(label: "otp-benchmark")
         logger.logLevel = .error
         try await database.withSchema(
-            prefix: "otp_bench", applicationName: "otp-benchmark", acquireTimeout: .seconds(30), logger: logger
+            prefix: "otp_bench",
+            applicationName: "otp-benchmark",
+            acquireTimeout: .seconds(30),
+            logger: logger
         ) { pool, schema in
             let serverVersion = try await pool.query("SHOW server_version")[0][0].string
             let durability = try await pool.query(
-                "SELECT current_setting('fsync') || '/' || current_setting('synchronous_commit')")[0][0].string
+                "SELECT current_setting('fsync') || '/' || current_setting('synchronous_commit')"
+            )[0][0].string
             try await benchmark(
-                pool: pool, schema: schema, levels: levels, selected: selected, logger: logger,
-                header: "PostgreSQL \(serverVersion) (fsync/synchronous_commit \(durability)), \(ProcessInfo.processInfo.activeProcessorCount) cores, pool \(database.poolSize), \(load.description)")
+                pool: pool,
+                schema: schema,
+                levels: levels,
+                selected: selected,
+                logger: logger,
+                header:
+                    "PostgreSQL \(serverVersion) (fsync/synchronous_commit \(durability)), \(ProcessInfo.processInfo.activeProcessorCount) cores, pool \(database.poolSize), \(load.description)"
+            )
         }
     }
 
@@ -82,7 +93,12 @@ struct OTPBenchmark: AsyncParsableCommand {
     }
 
     func benchmark(
-        pool: PostgresPool, schema: String, levels: [Int], selected: Set<String>, logger: Logger, header: String
+        pool: PostgresPool,
+        schema: String,
+        levels: [Int],
+        selected: Set<String>,
+        logger: Logger,
+        header: String
     ) async throws {
         // The webhook receiver: answers 200 to every POST.
         let received = Atomic<Int>(0)
@@ -110,7 +126,12 @@ struct OTPBenchmark: AsyncParsableCommand {
         var rpcRouter = RPCRouter()
         rpcRouter.register(service)
         let rpc = try await LoopbackRPC.start(
-            router: rpcRouter, serviceName: "otp-dispatch", callerName: "gateway", connections: connections, logger: logger)
+            router: rpcRouter,
+            serviceName: "otp-dispatch",
+            callerName: "gateway",
+            connections: connections,
+            logger: logger
+        )
         let client = Auth_Otp_V1_OTP.Client(wrapping: rpc.client)
         let cpu = CPUAccounting { try await pool.backendPIDs(applicationName: "otp-benchmark") }
         let runner = load.closedLoop
@@ -127,7 +148,10 @@ struct OTPBenchmark: AsyncParsableCommand {
         if selected.contains("start") {
             for level in levels {
                 let result = try await runner.run(concurrency: level, cpu: cpu) { _ = try await start() }
-                table.row(["Start", "\(level)", LoadResult.formatCount(result.callsPerSecond), result.p50, result.p99, result.cpuPerCall])
+                table.row([
+                    "Start", "\(level)", LoadResult.formatCount(result.callsPerSecond), result.p50, result.p99,
+                    result.cpuPerCall,
+                ])
             }
         }
         if selected.contains("check") {
@@ -153,7 +177,10 @@ struct OTPBenchmark: AsyncParsableCommand {
                     }
                     _ = try await client.check(.init(verificationID: id, code: code))
                 }
-                table.row(["Check (right code)", "\(level)", LoadResult.formatCount(result.callsPerSecond), result.p50, result.p99, result.cpuPerCall])
+                table.row([
+                    "Check (right code)", "\(level)", LoadResult.formatCount(result.callsPerSecond), result.p50,
+                    result.p99, result.cpuPerCall,
+                ])
             }
         }
         try await rpc.shutdown()
@@ -161,23 +188,36 @@ struct OTPBenchmark: AsyncParsableCommand {
         if selected.contains("deliver") {
             // Exactly --messages queued: the rows above left theirs, which are set aside first.
             try await pool.query(
-                "UPDATE \(identifier: schema).messages SET state = 'superseded', code = NULL WHERE state = 'queued'")
+                "UPDATE \(identifier: schema).messages SET state = 'superseded', code = NULL WHERE state = 'queued'"
+            )
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for lane in 0..<32 {
                     group.addTask {
                         for _ in stride(from: lane, to: messages, by: 32) {
                             _ = try await service.start(
-                                request: .init(destination: "deliver\(destinations.next())@example.com", purpose: .login),
-                                context: ServerContext(method: Auth_Otp_V1_OTP.Method.start, authenticatedCaller: "gateway")
+                                request: .init(
+                                    destination: "deliver\(destinations.next())@example.com",
+                                    purpose: .login
+                                ),
+                                context: ServerContext(
+                                    method: Auth_Otp_V1_OTP.Method.start,
+                                    authenticatedCaller: "gateway"
+                                )
                             )
                         }
                     }
                 }
                 try await group.waitForAll()
             }
-            let total = try await pool.query("SELECT count(*) FROM \(identifier: schema).messages WHERE state = 'queued'")[0][0].int
+            let total = try await pool.query(
+                "SELECT count(*) FROM \(identifier: schema).messages WHERE state = 'queued'"
+            )[0][0].int
             let factory = ProviderFactory(configuration: configuration, logger: logger)
-            let dispatcher = service.makeDispatcher(providers: factory.providerSet(), closing: factory, workerName: "bench")
+            let dispatcher = service.makeDispatcher(
+                providers: factory.providerSet(),
+                closing: factory,
+                workerName: "bench"
+            )
             let before = received.load(ordering: .relaxed)
             let started = ContinuousClock.now
             let group = ServiceGroup(services: [dispatcher], logger: logger)
@@ -192,7 +232,9 @@ struct OTPBenchmark: AsyncParsableCommand {
             let delivered = received.load(ordering: .relaxed) - before
             let rate = Double(delivered) / elapsed.seconds
             print("")
-            print("Delivered through the webhook provider: \(LoadResult.formatCount(Double(delivered))) messages in \(String(format: "%.2f", elapsed.seconds)) s = \(LoadResult.formatCount(rate)) messages/s (\(workers) workers, receiver on loopback answering 200)")
+            print(
+                "Delivered through the webhook provider: \(LoadResult.formatCount(Double(delivered))) messages in \(String(format: "%.2f", elapsed.seconds)) s = \(LoadResult.formatCount(rate)) messages/s (\(workers) workers, receiver on loopback answering 200)"
+            )
         }
         await receiverGroup.triggerGracefulShutdown()
         _ = await receiverTask.result

@@ -1,14 +1,15 @@
-import AuthConfiguration
 import AuthAdminHTTP
+import AuthConfiguration
 import AuthServiceRuntime
+import Metrics
+import OTPService
+import Prometheus
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import Metrics
-import OTPService
-import Prometheus
 
 // The otp-dispatch service: one-time codes by SMS and email, their limits, and the outbox
 // that delivers them (docs/otp.md).
@@ -44,8 +45,12 @@ await ServiceMain.run(.otpDispatch, serviceNames: ["auth.otp.v1.OTP"]) { router,
     if let port = configuration.metricsPort {
         dependencies.addService(
             MetricsServer(
-                registry: registry, host: dependencies.configuration.bindHost, port: port, serverName: "otp-dispatch-admin",
-                logger: dependencies.logger)
+                registry: registry,
+                host: dependencies.configuration.bindHost,
+                port: port,
+                serverName: "otp-dispatch-admin",
+                logger: dependencies.logger
+            )
         )
     }
 }

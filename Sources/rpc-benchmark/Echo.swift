@@ -123,7 +123,10 @@ struct EchoClient {
             .connect(host: "127.0.0.1", port: port)
             .get()
         let handler = try await channel.eventLoop.submit {
-            NIOLoopBound(try channel.pipeline.syncOperations.handler(type: EchoClientHandler.self), eventLoop: channel.eventLoop)
+            NIOLoopBound(
+                try channel.pipeline.syncOperations.handler(type: EchoClientHandler.self),
+                eventLoop: channel.eventLoop
+            )
         }.get()
         return EchoClient(channel: channel, handler: handler)
     }

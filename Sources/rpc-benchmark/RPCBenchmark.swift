@@ -1,9 +1,9 @@
 import ArgumentParser
 import AuthAPI
+import AuthConfiguration
 import AuthProtobuf
 import AuthRPC
 import AuthRPCNIO
-import AuthConfiguration
 import AuthServiceRuntime
 import BenchmarkHarness
 import Foundation
@@ -27,22 +27,34 @@ struct RPCBenchmark: AsyncParsableCommand {
     @Flag(help: "Measure only the RPC layer (for profiling); the echo columns stay empty.")
     var rpcOnly = false
 
-    @Flag(help: "Start Health/Check on the event loop until its first suspension, as the services do; by default it starts off the loop, as every other service method does.")
+    @Flag(
+        help:
+            "Start Health/Check on the event loop until its first suspension, as the services do; by default it starts off the loop, as every other service method does."
+    )
     var inlineHandlers = false
 
     @Flag(help: "Leave out the mutual-TLS columns.")
     var noTLS = false
 
-    @Option(help: "Only serve Health/Check in plaintext on this port (0: any; printed) for this many seconds, for an outside client such as `authctl bench` (secret: AUTH_RPC_SECRET). Measures nothing itself.")
+    @Option(
+        help:
+            "Only serve Health/Check in plaintext on this port (0: any; printed) for this many seconds, for an outside client such as `authctl bench` (secret: AUTH_RPC_SECRET). Measures nothing itself."
+    )
     var serve: Int?
 
-    @Option(help: "Only drive Health/Check on this server (host:port, e.g. another rpc-benchmark --serve) with this benchmark's own client, plaintext with AUTH_RPC_SECRET: the RPC columns alone.")
+    @Option(
+        help:
+            "Only drive Health/Check on this server (host:port, e.g. another rpc-benchmark --serve) with this benchmark's own client, plaintext with AUTH_RPC_SECRET: the RPC columns alone."
+    )
     var target: String?
 
     @Option(help: "With --serve: seconds to serve, 1-3600.")
     var serveSeconds: Double = 60
 
-    @Option(help: "Folder with ca.pem and benchmark/benchmark-client certificates (made with scripts/lib/make-dev-certs.sh, run from the repository root, when not given).")
+    @Option(
+        help:
+            "Folder with ca.pem and benchmark/benchmark-client certificates (made with scripts/lib/make-dev-certs.sh, run from the repository root, when not given)."
+    )
     var tlsDir: String?
 
     func run() async throws {
@@ -65,7 +77,10 @@ struct RPCBenchmark: AsyncParsableCommand {
             router.setExecution(.onEventLoopUntilFirstSuspension, for: Auth_Health_V1_Health.Method.check)
         }
         let plaintext = try await LoopbackRPC.start(
-            router: router, serviceName: "benchmark", callerName: "benchmark-client", logger: logger
+            router: router,
+            serviceName: "benchmark",
+            callerName: "benchmark-client",
+            logger: logger
         )
         let health = Auth_Health_V1_Health.Client(wrapping: plaintext.client)
         var tlsParts: (LoopbackRPC, Auth_Health_V1_Health.Client)?
@@ -78,7 +93,11 @@ struct RPCBenchmark: AsyncParsableCommand {
                     }
                     return Array(data)
                 }
-                return try RPCTLSConfiguration(certificatePEM: read("\(name).pem"), privateKeyPEM: read("\(name).key"), trustRootsPEM: read("ca.pem"))
+                return try RPCTLSConfiguration(
+                    certificatePEM: read("\(name).pem"),
+                    privateKeyPEM: read("\(name).key"),
+                    trustRootsPEM: read("ca.pem")
+                )
             }
             let overTLS = try await LoopbackRPC.start(
                 router: router,
@@ -99,22 +118,38 @@ struct RPCBenchmark: AsyncParsableCommand {
             echoes.append((mode, server, try await EchoClient.connect(port: server.port, mode: mode)))
         }
         var frameBuffer = ByteBuffer()
-        try frameBuffer.writeFrame(Auth_Rpc_V1_Frame(kind: .request(Auth_Rpc_V1_Request(
-            callID: 1,
-            method: Auth_Health_V1_Health.Method.check.path,
-            timeoutUS: 10_000_000,
-            metadata: RPCMetadata(callerService: "benchmark-client").proto,
-            payload: try request.serializedBytes()
-        ))))
+        try frameBuffer.writeFrame(
+            Auth_Rpc_V1_Frame(
+                kind: .request(
+                    Auth_Rpc_V1_Request(
+                        callID: 1,
+                        method: Auth_Health_V1_Health.Method.check.path,
+                        timeoutUS: 10_000_000,
+                        metadata: RPCMetadata(callerService: "benchmark-client").proto,
+                        payload: try request.serializedBytes()
+                    )
+                )
+            )
+        )
         let frame = frameBuffer
 
-        print("Health/Check over the RPC layer vs a length-prefixed TCP echo of the same \(frame.readableBytes)-byte request frame")
-        print("loopback, one connection each, \(load.description), \(ProcessInfo.processInfo.activeProcessorCount) cores")
-        print("Health/Check handler started \(inlineHandlers ? "on the event loop until its first suspension" : "off the event loop (the default)")")
-        print("plain echo: NIO's example echo server, client flushing each request; batched echo: client coalescing as the RPC transport does")
+        print(
+            "Health/Check over the RPC layer vs a length-prefixed TCP echo of the same \(frame.readableBytes)-byte request frame"
+        )
+        print(
+            "loopback, one connection each, \(load.description), \(ProcessInfo.processInfo.activeProcessorCount) cores"
+        )
+        print(
+            "Health/Check handler started \(inlineHandlers ? "on the event loop until its first suspension" : "off the event loop (the default)")"
+        )
+        print(
+            "plain echo: NIO's example echo server, client flushing each request; batched echo: client coalescing as the RPC transport does"
+        )
         print("RPC: plaintext TCP; TLS: the same RPC over mutual TLS 1.3 (EC P-256 certificates)")
         print("")
-        var columns: [MarkdownTable.Column] = [.right("in flight"), .right("RPC calls/s"), .right("RPC p50"), .right("RPC p99")]
+        var columns: [MarkdownTable.Column] = [
+            .right("in flight"), .right("RPC calls/s"), .right("RPC p50"), .right("RPC p99"),
+        ]
         if tlsParts != nil {
             columns += [.right("TLS calls/s"), .right("TLS p50"), .right("TLS p99"), .right("TLS / RPC")]
         }
@@ -137,7 +172,9 @@ struct RPCBenchmark: AsyncParsableCommand {
                     precondition(response.status == .serving)
                 }
                 let ratio = tls.callsPerSecond / rpc.callsPerSecond * 100
-                cells += [LoadResult.formatCount(tls.callsPerSecond), tls.p50, tls.p99, String(format: "%.0f %%", ratio)]
+                cells += [
+                    LoadResult.formatCount(tls.callsPerSecond), tls.p50, tls.p99, String(format: "%.0f %%", ratio),
+                ]
             }
             if !rpcOnly {
                 for (_, _, client) in echoes {
@@ -145,7 +182,10 @@ struct RPCBenchmark: AsyncParsableCommand {
                         try await client.roundTrip(frame)
                     }
                     let ratio = rpc.callsPerSecond / echo.callsPerSecond * 100
-                    cells += [LoadResult.formatCount(echo.callsPerSecond), echo.p50, echo.p99, String(format: "%.0f %%", ratio)]
+                    cells += [
+                        LoadResult.formatCount(echo.callsPerSecond), echo.p50, echo.p99,
+                        String(format: "%.0f %%", ratio),
+                    ]
                 }
             }
             table.row(cells)
@@ -184,7 +224,9 @@ struct RPCBenchmark: AsyncParsableCommand {
         let bound = try await server.bind()
         let task = Task { try await server.run() }
         // Written at once, not buffered: a script waits for this line in a file.
-        FileHandle.standardOutput.write(Data("serving Health/Check on 127.0.0.1:\(bound) for \(LoadOptions.format(serveSeconds)) s\n".utf8))
+        FileHandle.standardOutput.write(
+            Data("serving Health/Check on 127.0.0.1:\(bound) for \(LoadOptions.format(serveSeconds)) s\n".utf8)
+        )
         try await Task.sleep(for: .milliseconds(Int64(serveSeconds * 1000)))
         server.beginShutdown()
         try await task.value
@@ -201,10 +243,16 @@ struct RPCBenchmark: AsyncParsableCommand {
             throw ValidationError("\(error.variable): \(error.problem)")
         }
         let transport = TCPClientTransport(
-            configuration: RPCClientConfiguration(addresses: [address], serviceName: "benchmark-client", secret: secret),
+            configuration: RPCClientConfiguration(
+                addresses: [address],
+                serviceName: "benchmark-client",
+                secret: secret
+            ),
             logger: logger
         )
-        let health = Auth_Health_V1_Health.Client(wrapping: RPCClient(transport: transport, callerService: "benchmark-client"))
+        let health = Auth_Health_V1_Health.Client(
+            wrapping: RPCClient(transport: transport, callerService: "benchmark-client")
+        )
         print("Health/Check on \(target) (another process), one connection, \(load.description)")
         print("")
         let table = MarkdownTable([.right("in flight"), .right("RPC calls/s"), .right("RPC p50"), .right("RPC p99")])
@@ -226,7 +274,9 @@ struct RPCBenchmark: AsyncParsableCommand {
         guard FileManager.default.fileExists(atPath: script) else {
             throw ValidationError("run from the repository root (for \(script)) or pass --tls-dir")
         }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rpc-benchmark-\(UUID().uuidString)").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "rpc-benchmark-\(UUID().uuidString)"
+        ).path
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
         process.arguments = [script, directory, "benchmark", "benchmark-client"]

@@ -51,7 +51,8 @@ struct SessionBenchmark: AsyncParsableCommand {
         let cores = ProcessInfo.processInfo.activeProcessorCount
 
         try await database.withSchema(prefix: "session_bench", applicationName: "session-benchmark", logger: logger) {
-            pool, schema in
+            pool,
+            schema in
             let serverVersion = try await pool.query("SHOW server_version")[0][0].string
             let durability = try await pool.query(
                 "SELECT current_setting('fsync') || '/' || current_setting('synchronous_commit')"
@@ -60,8 +61,16 @@ struct SessionBenchmark: AsyncParsableCommand {
             configuration.schema = schema
             let service = try await SessionService.start(database: pool, configuration: configuration, logger: logger)
             try await benchmark(
-                service: service, pool: pool, configuration: configuration, levels: levels, selected: selected,
-                cores: cores, serverVersion: serverVersion, durability: durability, logger: logger)
+                service: service,
+                pool: pool,
+                configuration: configuration,
+                levels: levels,
+                selected: selected,
+                cores: cores,
+                serverVersion: serverVersion,
+                durability: durability,
+                logger: logger
+            )
         }
     }
 
@@ -135,7 +144,11 @@ struct SessionBenchmark: AsyncParsableCommand {
 
         for level in levels {
             if selected.contains("issue") {
-                row("Issue", level, try await runner.run(concurrency: level, cpu: cpu, setup: {}) { _ in _ = try await issue() })
+                row(
+                    "Issue",
+                    level,
+                    try await runner.run(concurrency: level, cpu: cpu, setup: {}) { _ in _ = try await issue() }
+                )
             }
 
             // Each loop refreshes its own session's chain: the state is the current refresh token.
@@ -143,7 +156,8 @@ struct SessionBenchmark: AsyncParsableCommand {
                 row(
                     "Refresh",
                     level,
-                    try await runner.run(concurrency: level, cpu: cpu, setup: { try await issue().refreshToken }) { token in
+                    try await runner.run(concurrency: level, cpu: cpu, setup: { try await issue().refreshToken }) {
+                        token in
                         let response = try await client.refresh(
                             Auth_Session_V1_RefreshRequest(refreshToken: token, clientIP: "203.0.113.7")
                         )
@@ -159,7 +173,8 @@ struct SessionBenchmark: AsyncParsableCommand {
                 row(
                     "Validate",
                     level,
-                    try await runner.run(concurrency: level, cpu: cpu, setup: { try await issue().accessToken }) { token in
+                    try await runner.run(concurrency: level, cpu: cpu, setup: { try await issue().accessToken }) {
+                        token in
                         let response = try await client.validate(Auth_Session_V1_ValidateRequest(accessToken: token))
                         guard response.claims != nil else { throw ValidationError("Validate returned no claims") }
                         return token
@@ -171,7 +186,8 @@ struct SessionBenchmark: AsyncParsableCommand {
                 row(
                     "Validate + check_session",
                     level,
-                    try await runner.run(concurrency: level, cpu: cpu, setup: { try await issue().accessToken }) { token in
+                    try await runner.run(concurrency: level, cpu: cpu, setup: { try await issue().accessToken }) {
+                        token in
                         let response = try await client.validate(
                             Auth_Session_V1_ValidateRequest(accessToken: token, checkSession: true)
                         )

@@ -1,12 +1,13 @@
 import AuthConfiguration
-import AuthText
 import AuthServiceRuntime
+import AuthText
+import SessionService
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import SessionService
 
 // The session service: access tokens, rotating refresh tokens, JWKS, revocation (docs/session.md).
 

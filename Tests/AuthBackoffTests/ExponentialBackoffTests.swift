@@ -10,7 +10,8 @@ struct ExponentialBackoffTests {
             steps == [
                 .milliseconds(100), .milliseconds(100), .milliseconds(200), .milliseconds(400),
                 .milliseconds(800), .milliseconds(1600), .seconds(2), .seconds(2), .seconds(2),
-            ])
+            ]
+        )
     }
 
     @Test func neverOverflows() {

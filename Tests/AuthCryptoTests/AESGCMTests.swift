@@ -27,25 +27,39 @@ struct GCMVector: Sendable, CustomTestStringConvertible {
     static let mcGrewViega: [GCMVector] = [
         GCMVector(
             name: "test case 13 (empty plaintext, zero key)",
-            key: String(repeating: "00", count: 32), plaintext: "", aad: "", nonce: String(repeating: "00", count: 12),
-            ciphertext: "", tag: "530f8afbc74536b9a963b4f1c4cb738b"
+            key: String(repeating: "00", count: 32),
+            plaintext: "",
+            aad: "",
+            nonce: String(repeating: "00", count: 12),
+            ciphertext: "",
+            tag: "530f8afbc74536b9a963b4f1c4cb738b"
         ),
         GCMVector(
             name: "test case 14 (one zero block)",
-            key: String(repeating: "00", count: 32), plaintext: String(repeating: "00", count: 16), aad: "",
+            key: String(repeating: "00", count: 32),
+            plaintext: String(repeating: "00", count: 16),
+            aad: "",
             nonce: String(repeating: "00", count: 12),
-            ciphertext: "cea7403d4d606b6e074ec5d3baf39d18", tag: "d0d1c8a799996bf0265b98b5d48ab919"
+            ciphertext: "cea7403d4d606b6e074ec5d3baf39d18",
+            tag: "d0d1c8a799996bf0265b98b5d48ab919"
         ),
         GCMVector(
             name: "test case 15 (four blocks, no AAD)",
-            key: key15, plaintext: plaintext15, aad: "", nonce: "cafebabefacedbaddecaf888",
-            ciphertext: ciphertext15, tag: "b094dac5d93471bdec1a502270e3cc6c"
+            key: key15,
+            plaintext: plaintext15,
+            aad: "",
+            nonce: "cafebabefacedbaddecaf888",
+            ciphertext: ciphertext15,
+            tag: "b094dac5d93471bdec1a502270e3cc6c"
         ),
         GCMVector(
             name: "test case 16 (60-byte plaintext, 20-byte AAD)",
-            key: key15, plaintext: String(plaintext15.filter { !$0.isWhitespace }.prefix(120)),
-            aad: "feedfacedeadbeeffeedfacedeadbeefabaddad2", nonce: "cafebabefacedbaddecaf888",
-            ciphertext: String(ciphertext15.filter { !$0.isWhitespace }.prefix(120)), tag: "76fc6ece0f4e1768cddf8853bb2d551b"
+            key: key15,
+            plaintext: String(plaintext15.filter { !$0.isWhitespace }.prefix(120)),
+            aad: "feedfacedeadbeeffeedfacedeadbeefabaddad2",
+            nonce: "cafebabefacedbaddecaf888",
+            ciphertext: String(ciphertext15.filter { !$0.isWhitespace }.prefix(120)),
+            tag: "76fc6ece0f4e1768cddf8853bb2d551b"
         ),
     ]
 }
@@ -53,11 +67,21 @@ struct GCMVector: Sendable, CustomTestStringConvertible {
 @Suite struct AESGCMTests {
     @Test(arguments: GCMVector.mcGrewViega)
     func knownAnswers(_ vector: GCMVector) throws {
-        let (ciphertext, tag) = try AESGCM.seal(hex(vector.plaintext), key: hex(vector.key), nonce: hex(vector.nonce), aad: hex(vector.aad))
+        let (ciphertext, tag) = try AESGCM.seal(
+            hex(vector.plaintext),
+            key: hex(vector.key),
+            nonce: hex(vector.nonce),
+            aad: hex(vector.aad)
+        )
         #expect(ciphertext == hex(vector.ciphertext))
         #expect(tag == hex(vector.tag))
         let opened = try AESGCM.open(
-            ciphertext: hex(vector.ciphertext), tag: hex(vector.tag), key: hex(vector.key), nonce: hex(vector.nonce), aad: hex(vector.aad))
+            ciphertext: hex(vector.ciphertext),
+            tag: hex(vector.tag),
+            key: hex(vector.key),
+            nonce: hex(vector.nonce),
+            aad: hex(vector.aad)
+        )
         #expect(opened == hex(vector.plaintext))
         // The combined format is nonce ‖ ciphertext ‖ tag.
         let sealed = hex(vector.nonce) + hex(vector.ciphertext) + hex(vector.tag)
@@ -83,7 +107,9 @@ struct GCMVector: Sendable, CustomTestStringConvertible {
         let sealed = try AESGCM.seal(utf8("attack at dawn"), key: key, aad: aad)
         for index in sealed.indices {
             for bit in [0, 7] {
-                Self.expectAuthenticationFailure { try AESGCM.open(flippingBit(sealed, at: index, bit: bit), key: key, aad: aad) }
+                Self.expectAuthenticationFailure {
+                    try AESGCM.open(flippingBit(sealed, at: index, bit: bit), key: key, aad: aad)
+                }
             }
         }
         for index in aad.indices {
@@ -100,26 +126,42 @@ struct GCMVector: Sendable, CustomTestStringConvertible {
         let vector = GCMVector.mcGrewViega[3]
         Self.expectAuthenticationFailure {
             try AESGCM.open(
-                ciphertext: hex(vector.ciphertext), tag: flippingBit(hex(vector.tag), at: 15), key: hex(vector.key),
-                nonce: hex(vector.nonce), aad: hex(vector.aad))
+                ciphertext: hex(vector.ciphertext),
+                tag: flippingBit(hex(vector.tag), at: 15),
+                key: hex(vector.key),
+                nonce: hex(vector.nonce),
+                aad: hex(vector.aad)
+            )
         }
         Self.expectAuthenticationFailure {
             try AESGCM.open(
-                ciphertext: hex(vector.ciphertext), tag: Array(hex(vector.tag).prefix(12)), key: hex(vector.key),
-                nonce: hex(vector.nonce), aad: hex(vector.aad))
+                ciphertext: hex(vector.ciphertext),
+                tag: Array(hex(vector.tag).prefix(12)),
+                key: hex(vector.key),
+                nonce: hex(vector.nonce),
+                aad: hex(vector.aad)
+            )
         }
     }
 
     @Test func invalidSizes() {
-        for key in [[UInt8](), [UInt8](repeating: 0, count: 16), [UInt8](repeating: 0, count: 31), [UInt8](repeating: 0, count: 33)] {
+        for key in [
+            [UInt8](), [UInt8](repeating: 0, count: 16), [UInt8](repeating: 0, count: 31),
+            [UInt8](repeating: 0, count: 33),
+        ] {
             #expect(throws: CryptoError.self) { try AESGCM.seal([1], key: key) }
             #expect(throws: CryptoError.self) { try AESGCM.open([UInt8](repeating: 0, count: 40), key: key) }
         }
-        #expect(throws: CryptoError.self) { try AESGCM.seal([1], key: [UInt8](repeating: 0, count: 32), nonce: [UInt8](repeating: 0, count: 16)) }
+        #expect(throws: CryptoError.self) {
+            try AESGCM.seal([1], key: [UInt8](repeating: 0, count: 32), nonce: [UInt8](repeating: 0, count: 16))
+        }
         #expect(throws: CryptoError.self) { try AESGCM.seal([1], key: [UInt8](repeating: 0, count: 32), nonce: []) }
     }
 
-    static func expectAuthenticationFailure(_ body: () throws -> [UInt8], sourceLocation: SourceLocation = #_sourceLocation) {
+    static func expectAuthenticationFailure(
+        _ body: () throws -> [UInt8],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         expectCryptoError(.authenticationFailure, sourceLocation: sourceLocation, body)
     }
 }

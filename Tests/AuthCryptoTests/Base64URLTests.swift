@@ -27,7 +27,10 @@ import Testing
         #expect(Base64URL.decode("+/8") == nil)
         #expect(Base64.decode("-_8=") == nil)
         // RFC 7515 §A.1: the JOSE header {"typ":"JWT",\r\n "alg":"HS256"}.
-        #expect(Base64URL.encode(utf8("{\"typ\":\"JWT\",\r\n \"alg\":\"HS256\"}")) == "eyJ0eXAiOiJKV1QiLA0KICJhbGciOiJIUzI1NiJ9")
+        #expect(
+            Base64URL.encode(utf8("{\"typ\":\"JWT\",\r\n \"alg\":\"HS256\"}"))
+                == "eyJ0eXAiOiJKV1QiLA0KICJhbGciOiJIUzI1NiJ9"
+        )
     }
 
     @Test func roundTripAllLengths() {

@@ -71,16 +71,24 @@ import Testing
 
     @Test func malformedPrivateKeysAreRejected() throws {
         let order = hex("ffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551")  // n of P-256
-        for bad in [[UInt8](repeating: 0, count: 32), order, [UInt8](repeating: 0xff, count: 32), [1], [UInt8](repeating: 1, count: 33)] {
+        for bad in [
+            [UInt8](repeating: 0, count: 32), order, [UInt8](repeating: 0xff, count: 32), [1],
+            [UInt8](repeating: 1, count: 33),
+        ] {
             #expect(throws: CryptoError.self) { try ES256PrivateKey(rawRepresentation: bad) }
         }
         let key = try ES256PrivateKey()
         let other = try ES256PrivateKey()
         #expect(throws: CryptoError.self) {
-            try ES256PrivateKey(rawRepresentation: key.rawRepresentation, x963PublicKey: other.publicKey.x963Representation)
+            try ES256PrivateKey(
+                rawRepresentation: key.rawRepresentation,
+                x963PublicKey: other.publicKey.x963Representation
+            )
         }
         #expect(throws: CryptoError.self) { try ES256PrivateKey(pkcs8DERRepresentation: []) }
-        #expect(throws: CryptoError.self) { try ES256PrivateKey(pkcs8DERRepresentation: [0x30, 0x03, 0x02, 0x01, 0x00]) }
+        #expect(throws: CryptoError.self) {
+            try ES256PrivateKey(pkcs8DERRepresentation: [0x30, 0x03, 0x02, 0x01, 0x00])
+        }
         let der = try key.pkcs8DERRepresentation
         #expect(throws: CryptoError.self) { try ES256PrivateKey(pkcs8DERRepresentation: der + [0]) }
         #expect(throws: CryptoError.self) { try ES256PrivateKey(pkcs8DERRepresentation: Array(der.dropLast())) }
@@ -96,7 +104,9 @@ import Testing
         } catch {
             #expect(error.code == .invalidKey)
         }
-        #expect(throws: CryptoError.self) { try ES256PublicKey(x: [UInt8](repeating: 0, count: 32), y: [UInt8](repeating: 0, count: 32)) }
+        #expect(throws: CryptoError.self) {
+            try ES256PublicKey(x: [UInt8](repeating: 0, count: 32), y: [UInt8](repeating: 0, count: 32))
+        }
         #expect(throws: CryptoError.self) { try ES256PublicKey(x: x, y: Array(y.dropLast())) }
         // Compressed and hybrid encodings, and a wrong prefix, are refused.
         #expect(throws: CryptoError.self) { try ES256PublicKey(x963Representation: [0x02] + x) }
@@ -120,7 +130,9 @@ import Testing
         #expect(!key.publicKey.isValidSignature([UInt8](repeating: 0xff, count: 64), for: message))
         // r = 0 or s = 0.
         #expect(!key.publicKey.isValidSignature([UInt8](repeating: 0, count: 32) + signature[32...], for: message))
-        #expect(!key.publicKey.isValidSignature(Array(signature[..<32]) + [UInt8](repeating: 0, count: 32), for: message))
+        #expect(
+            !key.publicKey.isValidSignature(Array(signature[..<32]) + [UInt8](repeating: 0, count: 32), for: message)
+        )
     }
 
     @Test func concurrentSigningWithOneKey() async throws {

@@ -1,5 +1,6 @@
-@testable import AuthCrypto
 import Testing
+
+@testable import AuthCrypto
 
 /// RFC 4231 §4 test vectors for HMAC-SHA-256.
 struct HMACVector: Sendable, CustomTestStringConvertible {
@@ -73,8 +74,10 @@ struct HMACVector: Sendable, CustomTestStringConvertible {
     @Test func sameKeyManyMessages() {
         let mac = HMACSHA256(key: utf8("Jefe"))
         for _ in 0..<3 {
-            #expect(hexString(mac.authenticationCode(for: "what do ya want for nothing?"))
-                == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+            #expect(
+                hexString(mac.authenticationCode(for: "what do ya want for nothing?"))
+                    == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+            )
         }
         // A different message in between must not disturb the template.
         #expect(mac.authenticationCode(for: [1, 2, 3]) != mac.authenticationCode(for: [1, 2, 4]))
@@ -95,8 +98,10 @@ struct HMACVector: Sendable, CustomTestStringConvertible {
     @Test func emptyKeyAndMessage() {
         // HMAC-SHA256(key: "", message: ""), as Python's hmac module computes it (a null key pointer
         // would make OpenSSL reuse a previous key instead: this checks AuthCrypto never passes one).
-        #expect(hexString(HMACSHA256(key: []).authenticationCode(for: [UInt8]()))
-            == "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad")
+        #expect(
+            hexString(HMACSHA256(key: []).authenticationCode(for: [UInt8]()))
+                == "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad"
+        )
     }
 
     @Test func isValid() {

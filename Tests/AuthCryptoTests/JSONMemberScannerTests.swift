@@ -1,5 +1,6 @@
-@testable import AuthCrypto
 import Testing
+
+@testable import AuthCrypto
 
 @Suite struct JSONMemberScannerTests {
     @Test func memberNames() {
@@ -7,8 +8,11 @@ import Testing
         #expect(JSONMemberScanner.topLevelMemberNames(utf8(" {\"alg\":\"ES256\"}\r\n")) == ["alg"])
         #expect(
             JSONMemberScanner.topLevelMemberNames(
-                utf8("{\"a\":1,\"b\":[true,false,null,-0.5e+3,{\"c\":{}}],\"d\":{\"a\":\"x\"},\"e\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"}")
-            ) == ["a", "b", "d", "e"])
+                utf8(
+                    "{\"a\":1,\"b\":[true,false,null,-0.5e+3,{\"c\":{}}],\"d\":{\"a\":\"x\"},\"e\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"}"
+                )
+            ) == ["a", "b", "d", "e"]
+        )
         // Escapes are decoded, so an escaped duplicate is still a duplicate.
         #expect(JSONMemberScanner.topLevelMemberNames(utf8("{\"alg\":1,\"al\\u0067\":2}")) == ["alg", "alg"])
         #expect(JSONMemberScanner.topLevelMemberNames(utf8("{\"\\ud83d\\ude00\":1,\"é\":2}")) == ["😀", "é"])

@@ -14,7 +14,18 @@ import Testing
     @Test func es256ExportAndImport() throws {
         let key = try ES256PrivateKey().publicKey
         let jwk = key.jwk(kid: "k1")
-        #expect(jwk == JWK(kty: "EC", crv: "P-256", x: Base64URL.encode(key.x), y: Base64URL.encode(key.y), kid: "k1", alg: "ES256", use: "sig"))
+        #expect(
+            jwk
+                == JWK(
+                    kty: "EC",
+                    crv: "P-256",
+                    x: Base64URL.encode(key.x),
+                    y: Base64URL.encode(key.y),
+                    kid: "k1",
+                    alg: "ES256",
+                    use: "sig"
+                )
+        )
         let encoded = try JSONEncoder().encode(JWKSet(keys: [jwk]))
         let decoded = try JSONDecoder().decode(JWKSet.self, from: encoded)
         #expect(decoded.keys == [jwk])
@@ -37,19 +48,44 @@ import Testing
     @Test func strictECImport() {
         var cases: [JWK] = []
         var jwk = Self.ecJWK
-        jwk.kty = "RSA"; cases.append(jwk)
-        jwk = Self.ecJWK; jwk.kty = nil; cases.append(jwk)
-        jwk = Self.ecJWK; jwk.kty = "ec"; cases.append(jwk)
-        jwk = Self.ecJWK; jwk.crv = "P-384"; cases.append(jwk)
-        jwk = Self.ecJWK; jwk.crv = nil; cases.append(jwk)
-        jwk = Self.ecJWK; jwk.alg = "ES384"; cases.append(jwk)
-        jwk = Self.ecJWK; jwk.alg = "HS256"; cases.append(jwk)
-        jwk = Self.ecJWK; jwk.alg = "none"; cases.append(jwk)
-        jwk = Self.ecJWK; jwk.use = "enc"; cases.append(jwk)
-        jwk = Self.ecJWK; jwk.x = nil; cases.append(jwk)
-        jwk = Self.ecJWK; jwk.y = RFC7515.ecY + "="; cases.append(jwk)
-        jwk = Self.ecJWK; jwk.x = Base64URL.encode([0] + Base64URL.decode(RFC7515.ecX)!); cases.append(jwk)
-        jwk = Self.ecJWK; jwk.n = RFC7515.rsaN; cases.append(jwk)
+        jwk.kty = "RSA"
+        cases.append(jwk)
+        jwk = Self.ecJWK
+        jwk.kty = nil
+        cases.append(jwk)
+        jwk = Self.ecJWK
+        jwk.kty = "ec"
+        cases.append(jwk)
+        jwk = Self.ecJWK
+        jwk.crv = "P-384"
+        cases.append(jwk)
+        jwk = Self.ecJWK
+        jwk.crv = nil
+        cases.append(jwk)
+        jwk = Self.ecJWK
+        jwk.alg = "ES384"
+        cases.append(jwk)
+        jwk = Self.ecJWK
+        jwk.alg = "HS256"
+        cases.append(jwk)
+        jwk = Self.ecJWK
+        jwk.alg = "none"
+        cases.append(jwk)
+        jwk = Self.ecJWK
+        jwk.use = "enc"
+        cases.append(jwk)
+        jwk = Self.ecJWK
+        jwk.x = nil
+        cases.append(jwk)
+        jwk = Self.ecJWK
+        jwk.y = RFC7515.ecY + "="
+        cases.append(jwk)
+        jwk = Self.ecJWK
+        jwk.x = Base64URL.encode([0] + Base64URL.decode(RFC7515.ecX)!)
+        cases.append(jwk)
+        jwk = Self.ecJWK
+        jwk.n = RFC7515.rsaN
+        cases.append(jwk)
         for bad in cases {
             #expect(throws: CryptoError.self, "\(bad)") { try ES256PublicKey(jwk: bad) }
         }
@@ -63,14 +99,29 @@ import Testing
         let base = JWK(kty: "RSA", n: RFC7515.rsaN, e: RFC7515.rsaE)
         var cases: [JWK] = []
         var jwk = base
-        jwk.kty = "EC"; cases.append(jwk)
-        jwk = base; jwk.alg = "RS512"; cases.append(jwk)
-        jwk = base; jwk.alg = "PS256"; cases.append(jwk)
-        jwk = base; jwk.use = "enc"; cases.append(jwk)
-        jwk = base; jwk.crv = "P-256"; cases.append(jwk)
-        jwk = base; jwk.e = nil; cases.append(jwk)
-        jwk = base; jwk.n = "!!"; cases.append(jwk)
-        jwk = base; jwk.n = Base64URL.encode(Array(Base64URL.decode(RFC7515.rsaN)!.prefix(128))); cases.append(jwk)
+        jwk.kty = "EC"
+        cases.append(jwk)
+        jwk = base
+        jwk.alg = "RS512"
+        cases.append(jwk)
+        jwk = base
+        jwk.alg = "PS256"
+        cases.append(jwk)
+        jwk = base
+        jwk.use = "enc"
+        cases.append(jwk)
+        jwk = base
+        jwk.crv = "P-256"
+        cases.append(jwk)
+        jwk = base
+        jwk.e = nil
+        cases.append(jwk)
+        jwk = base
+        jwk.n = "!!"
+        cases.append(jwk)
+        jwk = base
+        jwk.n = Base64URL.encode(Array(Base64URL.decode(RFC7515.rsaN)!.prefix(128)))
+        cases.append(jwk)
         for bad in cases {
             #expect(throws: CryptoError.self, "\(bad)") { try RS256PublicKey(jwk: bad) }
         }

@@ -10,7 +10,11 @@ import Testing
         try RS256PublicKey(jwk: JWK(kty: "RSA", n: RFC7515.rsaN, e: RFC7515.rsaE))
     }
 
-    static func expectFailure(_ code: CryptoError.Code, sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> [UInt8]) {
+    static func expectFailure(
+        _ code: CryptoError.Code,
+        sourceLocation: SourceLocation = #_sourceLocation,
+        _ body: () throws -> [UInt8]
+    ) {
         expectCryptoError(code, sourceLocation: sourceLocation, body)
     }
 

@@ -6,7 +6,8 @@ enum RFC7515 {
         "eyJpc3MiOiJqb2UiLA0KICJleHAiOjEzMDA4MTkzODAsDQogImh0dHA6Ly9leGFtcGxlLmNvbS9pc19yb290Ijp0cnVlfQ"
 
     /// Appendix A.1: HS256 with the JWS Protected Header {"typ":"JWT",\r\n "alg":"HS256"}.
-    static let hs256Token = "eyJ0eXAiOiJKV1QiLA0KICJhbGciOiJIUzI1NiJ9.\(encodedPayload).dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+    static let hs256Token =
+        "eyJ0eXAiOiJKV1QiLA0KICJhbGciOiJIUzI1NiJ9.\(encodedPayload).dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
 
     /// Appendix A.2.1: the RSA key (public members).
     static let rsaN =

@@ -5,7 +5,9 @@ import Testing
     // FIPS 180-2 Appendix B / NIST CSRC "SHA256.pdf" example values.
     @Test("NIST one-block message \"abc\"")
     func abc() {
-        #expect(hexString(SHA256.hash(utf8("abc"))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(
+            hexString(SHA256.hash(utf8("abc"))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        )
     }
 
     @Test("empty message")
@@ -16,7 +18,9 @@ import Testing
     @Test("NIST two-block 448-bit message")
     func twoBlock() {
         let message = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"
-        #expect(hexString(SHA256.hash(utf8(message))) == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        #expect(
+            hexString(SHA256.hash(utf8(message))) == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+        )
     }
 
     @Test("NIST long message: one million 'a'")

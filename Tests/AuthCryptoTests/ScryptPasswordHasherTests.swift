@@ -9,32 +9,54 @@ import Testing
 
     @Test("RFC 7914 §12: P=\"\", S=\"\", N=16, r=1, p=1")
     func rfc7914EmptyPasswordAndSalt() throws {
-        let key = try Scrypt.deriveKey(password: [], salt: [], parameters: .init(logN: 4, r: 1, p: 1), outputByteCount: 64)
-        #expect(key == hex("""
-            77 d6 57 62 38 65 7b 20 3b 19 ca 42 c1 8a 04 97
-            f1 6b 48 44 e3 07 4a e8 df df fa 3f ed e2 14 42
-            fc d0 06 9d ed 09 48 f8 32 6a 75 3a 0f c8 1f 17
-            e8 d3 e0 fb 2e 0d 36 28 cf 35 e2 0c 38 d1 89 06
-            """))
+        let key = try Scrypt.deriveKey(
+            password: [],
+            salt: [],
+            parameters: .init(logN: 4, r: 1, p: 1),
+            outputByteCount: 64
+        )
+        #expect(
+            key
+                == hex(
+                    """
+                    77 d6 57 62 38 65 7b 20 3b 19 ca 42 c1 8a 04 97
+                    f1 6b 48 44 e3 07 4a e8 df df fa 3f ed e2 14 42
+                    fc d0 06 9d ed 09 48 f8 32 6a 75 3a 0f c8 1f 17
+                    e8 d3 e0 fb 2e 0d 36 28 cf 35 e2 0c 38 d1 89 06
+                    """
+                )
+        )
     }
 
     @Test("RFC 7914 §12: P=\"password\", S=\"NaCl\", N=1024, r=8, p=16")
     func rfc7914Password() throws {
         let key = try Scrypt.deriveKey(
-            password: utf8("password"), salt: utf8("NaCl"), parameters: .init(logN: 10, r: 8, p: 16), outputByteCount: 64)
-        #expect(key == hex("""
-            fd ba be 1c 9d 34 72 00 78 56 e7 19 0d 01 e9 fe
-            7c 6a d7 cb c8 23 78 30 e7 73 76 63 4b 37 31 62
-            2e af 30 d9 2e 22 a3 88 6f f1 09 27 9d 98 30 da
-            c7 27 af b9 4a 83 ee 6d 83 60 cb df a2 cc 06 40
-            """))
+            password: utf8("password"),
+            salt: utf8("NaCl"),
+            parameters: .init(logN: 10, r: 8, p: 16),
+            outputByteCount: 64
+        )
+        #expect(
+            key
+                == hex(
+                    """
+                    fd ba be 1c 9d 34 72 00 78 56 e7 19 0d 01 e9 fe
+                    7c 6a d7 cb c8 23 78 30 e7 73 76 63 4b 37 31 62
+                    2e af 30 d9 2e 22 a3 88 6f f1 09 27 9d 98 30 da
+                    c7 27 af b9 4a 83 ee 6d 83 60 cb df a2 cc 06 40
+                    """
+                )
+        )
     }
 
     @Test("RFC 7914 §12: P=\"pleaseletmein\", S=\"SodiumChloride\", N=16384, r=8, p=1")
     func rfc7914PleaseLetMeIn() throws {
         let key = try Scrypt.deriveKey(
-            password: utf8("pleaseletmein"), salt: utf8("SodiumChloride"), parameters: .init(logN: 14, r: 8, p: 1),
-            outputByteCount: 64)
+            password: utf8("pleaseletmein"),
+            salt: utf8("SodiumChloride"),
+            parameters: .init(logN: 14, r: 8, p: 1),
+            outputByteCount: 64
+        )
         #expect(key == hex(Self.pleaseLetMeInKey))
     }
     // The fourth RFC 7914 vector (N=1048576, r=8, p=1) needs 1 GiB and several seconds: it is
@@ -77,7 +99,8 @@ import Testing
 
     @Test("a PHC string built from the RFC 7914 vector verifies (interoperable format, 64-byte hash)")
     func rfcVectorAsPHC() throws {
-        let phc = "$scrypt$ln=14,r=8,p=1$\(Base64.encode(utf8("SodiumChloride"), padded: false))$"
+        let phc =
+            "$scrypt$ln=14,r=8,p=1$\(Base64.encode(utf8("SodiumChloride"), padded: false))$"
             + Base64.encode(hex(Self.pleaseLetMeInKey), padded: false)
         #expect(try Self.fast.verify(password: "pleaseletmein", against: phc))
         #expect(try !Self.fast.verify(password: "pleaseletmeout", against: phc))

@@ -1,5 +1,6 @@
-@testable import AuthCrypto
 import Testing
+
+@testable import AuthCrypto
 
 @Suite struct SecureRandomTests {
     @Test func bytes() {

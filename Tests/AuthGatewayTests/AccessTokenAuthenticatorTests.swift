@@ -16,7 +16,9 @@ import Testing
         #expect(AccessTokenAuthenticator.bearerToken(header) == token)
     }
 
-    @Test(arguments: ["", "Bearer", "Bearer ", "Bearer    ", "Bearerabc", "Basic abc", "Bearer\tabc", "Bear abc", "Bearer\u{00A0}abc"])
+    @Test(arguments: [
+        "", "Bearer", "Bearer ", "Bearer    ", "Bearerabc", "Basic abc", "Bearer\tabc", "Bear abc", "Bearer\u{00A0}abc",
+    ])
     func otherAuthorizationValuesAreRefused(header: String) {
         #expect(AccessTokenAuthenticator.bearerToken(header) == nil)
     }

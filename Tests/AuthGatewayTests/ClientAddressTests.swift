@@ -18,7 +18,9 @@ import Testing
         #expect(IPAddress(text)?.description == printed)
     }
 
-    @Test(arguments: ["", "1.2.3", "1.2.3.4.5", "256.1.1.1", "01.2.3.4", "1::2::3", "12345::", "example.com", "1.2.3.4 "])
+    @Test(arguments: [
+        "", "1.2.3", "1.2.3.4.5", "256.1.1.1", "01.2.3.4", "1::2::3", "12345::", "example.com", "1.2.3.4 ",
+    ])
     func refusesWhatIsNotAnAddress(text: String) {
         #expect(IPAddress(text) == nil)
     }
@@ -46,7 +48,10 @@ import Testing
     @Test func behindTrustedProxiesTheRightMostUntrustedEntryIsTheClient() throws {
         let resolver = ClientAddressResolver(trustedProxies: [try #require(IPAddressRange("10.0.0.0/8"))])
         // The client wrote "1.1.1.1" itself; the proxy chain appended the real address.
-        #expect(resolver.clientAddress(peer: "10.0.0.2", forwardedFor: ["1.1.1.1, 203.0.113.9", "10.0.0.5"]) == "203.0.113.9")
+        #expect(
+            resolver.clientAddress(peer: "10.0.0.2", forwardedFor: ["1.1.1.1, 203.0.113.9", "10.0.0.5"])
+                == "203.0.113.9"
+        )
         // A request straight from an untrusted peer: its header is not believed.
         #expect(resolver.clientAddress(peer: "198.51.100.1", forwardedFor: ["1.1.1.1"]) == "198.51.100.1")
         // Every entry trusted: the left-most.
@@ -76,7 +81,10 @@ import Testing
         warnings.started(trustedProxies: [try #require(IPAddressRange("10.0.0.0/8"))])
         let resolver = ClientAddressResolver(trustedProxies: [try #require(IPAddressRange("10.0.0.0/8"))])
         for _ in 0..<3 {
-            #expect(resolver.clientAddress(peer: "192.0.2.7", forwardedFor: ["203.0.113.9"], warnings: warnings) == "192.0.2.7")
+            #expect(
+                resolver.clientAddress(peer: "192.0.2.7", forwardedFor: ["203.0.113.9"], warnings: warnings)
+                    == "192.0.2.7"
+            )
         }
         _ = resolver.clientAddress(peer: "192.0.2.8", forwardedFor: [], warnings: warnings)
         _ = resolver.clientAddress(peer: "10.0.0.2", forwardedFor: ["203.0.113.9"], warnings: warnings)

@@ -2,6 +2,7 @@ import AuthTestSupport
 import Foundation
 import NIOCore
 import Testing
+
 @testable import AuthGateway
 
 @Suite struct EmbeddedResourcesTests {

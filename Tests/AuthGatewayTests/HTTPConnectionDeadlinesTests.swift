@@ -10,7 +10,11 @@ import Testing
     func at(_ seconds: Int64) -> NIODeadline { start + .seconds(seconds) }
 
     @Test func theFirstHeadersMustBeCompleteWithinTheHeaderTimeoutOfTheAccept() {
-        var deadlines = HTTPConnectionDeadlines(acceptedAt: start, headerTimeout: .seconds(10), idleTimeout: .seconds(60))
+        var deadlines = HTTPConnectionDeadlines(
+            acceptedAt: start,
+            headerTimeout: .seconds(10),
+            idleTimeout: .seconds(60)
+        )
         // Bytes trickling in do not move the header deadline.
         for second in 1...9 { deadlines.bytesArrived(at: at(Int64(second))) }
         #expect(!deadlines.isExpired(at: at(9)))
@@ -18,7 +22,11 @@ import Testing
     }
 
     @Test func aBodyMayPauseUpToTheIdleTimeoutBetweenBytes() {
-        var deadlines = HTTPConnectionDeadlines(acceptedAt: start, headerTimeout: .seconds(10), idleTimeout: .seconds(60))
+        var deadlines = HTTPConnectionDeadlines(
+            acceptedAt: start,
+            headerTimeout: .seconds(10),
+            idleTimeout: .seconds(60)
+        )
         deadlines.headReceived(at: at(5))
         deadlines.bytesArrived(at: at(60))
         #expect(!deadlines.isExpired(at: at(119)))
@@ -26,7 +34,11 @@ import Testing
     }
 
     @Test func noDeadlineWhileAnsweringThenTheIdleTimeoutThenTheNextHeaders() {
-        var deadlines = HTTPConnectionDeadlines(acceptedAt: start, headerTimeout: .seconds(10), idleTimeout: .seconds(60))
+        var deadlines = HTTPConnectionDeadlines(
+            acceptedAt: start,
+            headerTimeout: .seconds(10),
+            idleTimeout: .seconds(60)
+        )
         deadlines.headReceived(at: at(1))
         deadlines.requestEnded()
         #expect(deadlines.phase == .responding)
@@ -45,7 +57,11 @@ import Testing
     }
 
     @Test func pipelinedRequestsGoIdleOnlyAfterTheLastAnswer() {
-        var deadlines = HTTPConnectionDeadlines(acceptedAt: start, headerTimeout: .seconds(10), idleTimeout: .seconds(60))
+        var deadlines = HTTPConnectionDeadlines(
+            acceptedAt: start,
+            headerTimeout: .seconds(10),
+            idleTimeout: .seconds(60)
+        )
         deadlines.headReceived(at: at(1))
         deadlines.requestEnded()
         deadlines.headReceived(at: at(1))

@@ -24,15 +24,27 @@ import Testing
         let metrics = GatewayMetrics(factory: PrometheusMetricsFactory(registry: registry))
         let client = Auth_Identity_V1_Identity.Client(
             wrapping: RPCClient(
-                transport: ScriptedTransport(), callerService: "gateway",
-                interceptors: [RPCCallMetrics(service: "identity", metrics: metrics)]))
+                transport: ScriptedTransport(),
+                callerService: "gateway",
+                interceptors: [RPCCallMetrics(service: "identity", metrics: metrics)]
+            )
+        )
         for _ in 0..<2 { _ = try await client.contactExists(.init(phone: "+15550100001")) }
         await #expect(throws: RPCError.self) { try await client.getUser(.init(userID: UUID().uuidString)) }
         var buffer: [UInt8] = []
         registry.emit(into: &buffer)
         let text = String(decoding: buffer, as: UTF8.self)
-        #expect(text.contains(#"gateway_rpc_client_calls_total{service="identity",method="ContactExists",code="OK"} 2"#), "\(text)")
-        #expect(text.contains(#"gateway_rpc_client_calls_total{service="identity",method="GetUser",code="NOT_FOUND"} 1"#), "\(text)")
-        #expect(text.contains(#"gateway_rpc_client_duration_seconds_count{service="identity",method="ContactExists"} 2"#), "\(text)")
+        #expect(
+            text.contains(#"gateway_rpc_client_calls_total{service="identity",method="ContactExists",code="OK"} 2"#),
+            "\(text)"
+        )
+        #expect(
+            text.contains(#"gateway_rpc_client_calls_total{service="identity",method="GetUser",code="NOT_FOUND"} 1"#),
+            "\(text)"
+        )
+        #expect(
+            text.contains(#"gateway_rpc_client_duration_seconds_count{service="identity",method="ContactExists"} 2"#),
+            "\(text)"
+        )
     }
 }

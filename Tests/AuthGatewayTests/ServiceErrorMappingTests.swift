@@ -4,12 +4,27 @@ import Testing
 @testable import AuthGateway
 
 @Suite struct ServiceErrorMappingTests {
-    func map(_ code: RPCError.Code, _ reason: String, service: String = "identity", rules: ServiceErrorMapping.Rules = .plain,
-             retryAfter: UInt32? = nil, attempts: UInt32? = nil, violations: [RPCError.FieldViolation] = []) -> APIError {
+    func map(
+        _ code: RPCError.Code,
+        _ reason: String,
+        service: String = "identity",
+        rules: ServiceErrorMapping.Rules = .plain,
+        retryAfter: UInt32? = nil,
+        attempts: UInt32? = nil,
+        violations: [RPCError.FieldViolation] = []
+    ) -> APIError {
         ServiceErrorMapping.apiError(
-            for: RPCError(code: code, message: "m", reason: reason, retryAfterSeconds: retryAfter, attemptsRemaining: attempts,
-                          fieldViolations: violations),
-            service: service, rules: rules)
+            for: RPCError(
+                code: code,
+                message: "m",
+                reason: reason,
+                retryAfterSeconds: retryAfter,
+                attemptsRemaining: attempts,
+                fieldViolations: violations
+            ),
+            service: service,
+            rules: rules
+        )
     }
 
     @Test(arguments: [
@@ -84,7 +99,9 @@ import Testing
 
         var verification = ServiceErrorMapping.Rules()
         verification.verificationRoute = true
-        #expect(map(.invalidArgument, "invalid_argument", service: "otp-dispatch", rules: verification).status == .notFound)
+        #expect(
+            map(.invalidArgument, "invalid_argument", service: "otp-dispatch", rules: verification).status == .notFound
+        )
 
         var signedIn = ServiceErrorMapping.Rules()
         signedIn.signedInUser = true
@@ -98,9 +115,18 @@ import Testing
     @Test func aFormsOnlyBrokenContactIsA422Too() {
         var rules = ServiceErrorMapping.Rules()
         rules.validationFields = ["display_name": "display_name", "email": "email", "password": "password"]
-        let email = map(.invalidArgument, "invalid_email", rules: rules, violations: [
-            RPCError.FieldViolation(field: "email", reason: "invalid_email", description: "Please enter a valid email address."),
-        ])
+        let email = map(
+            .invalidArgument,
+            "invalid_email",
+            rules: rules,
+            violations: [
+                RPCError.FieldViolation(
+                    field: "email",
+                    reason: "invalid_email",
+                    description: "Please enter a valid email address."
+                )
+            ]
+        )
         #expect(email.status == .unprocessableContent)
         #expect(email.fields == ["email": "Please enter a valid email address."])
         // Outside a form (e.g. /v1/otp/send) it stays 400 `invalid_email`.
@@ -110,17 +136,39 @@ import Testing
     @Test func fieldViolationsBecomeA422InTheRequestsOwnNames() {
         var rules = ServiceErrorMapping.Rules()
         rules.validationFields = ["old_password": "current_password", "new_password": "new_password"]
-        let one = map(.invalidArgument, "invalid_argument", rules: rules, violations: [
-            RPCError.FieldViolation(field: "new_password", reason: "too_short", description: "Password must be at least 8 characters."),
-        ])
+        let one = map(
+            .invalidArgument,
+            "invalid_argument",
+            rules: rules,
+            violations: [
+                RPCError.FieldViolation(
+                    field: "new_password",
+                    reason: "too_short",
+                    description: "Password must be at least 8 characters."
+                )
+            ]
+        )
         #expect(one.status == .unprocessableContent)
         #expect(one.reason == "validation_failed")
         #expect(one.fields == ["new_password": "Password must be at least 8 characters."])
         #expect(one.message == "Password must be at least 8 characters.")
-        let two = map(.invalidArgument, "invalid_argument", rules: rules, violations: [
-            RPCError.FieldViolation(field: "new_password", reason: "required", description: "Password is required."),
-            RPCError.FieldViolation(field: "old_password", reason: "required", description: "Password is required."),
-        ])
+        let two = map(
+            .invalidArgument,
+            "invalid_argument",
+            rules: rules,
+            violations: [
+                RPCError.FieldViolation(
+                    field: "new_password",
+                    reason: "required",
+                    description: "Password is required."
+                ),
+                RPCError.FieldViolation(
+                    field: "old_password",
+                    reason: "required",
+                    description: "Password is required."
+                ),
+            ]
+        )
         #expect(two.message == "Please correct: current_password, new_password.")
         // Without the route's field names, invalid_argument is a 400.
         #expect(map(.invalidArgument, "invalid_argument").status == .badRequest)

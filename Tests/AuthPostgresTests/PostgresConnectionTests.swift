@@ -14,7 +14,9 @@ struct PostgresConnectionTests {
                     results.append(try connection.execute(sql, [.int64(Int64(value))])[0][0].int64)
                 }
                 let serverSide = try connection.execute(
-                    "SELECT count(*) FROM pg_prepared_statements WHERE statement = $1", [.text(sql)])[0][0].int
+                    "SELECT count(*) FROM pg_prepared_statements WHERE statement = $1",
+                    [.text(sql)]
+                )[0][0].int
                 return (connection.preparedStatementCount, serverSide, results)
             }
             #expect(results == [1, 2, 3, 4, 5])
@@ -47,7 +49,8 @@ struct PostgresConnectionTests {
 
     @Test func cacheIsBounded() async throws {
         try await PostgresTestDatabase.withTestSchema(maxConnections: 1, configure: { $0.maxPreparedStatements = 3 }) {
-            pool, _ in
+            pool,
+            _ in
             let (values, count) = try await pool.withConnection { connection in
                 let values = try (0..<10).map { try connection.execute("SELECT \($0)")[0][0].int }
                 return (values, connection.preparedStatementCount)
@@ -59,9 +62,11 @@ struct PostgresConnectionTests {
 
     @Test func sessionSettingsApply() async throws {
         try await PostgresTestDatabase.withTestSchema(configure: { $0.statementTimeout = .milliseconds(1500) }) {
-            pool, schema in
+            pool,
+            schema in
             let row = try await pool.query(
-                "SELECT current_setting('statement_timeout'), current_schema(), current_setting('application_name')")[0]
+                "SELECT current_setting('statement_timeout'), current_schema(), current_setting('application_name')"
+            )[0]
             #expect(try row[0].string == "1500ms")
             #expect(try row[1].string == schema)
             #expect(try row[2].string == "auth-tests")
@@ -114,7 +119,9 @@ struct PostgresConnectionTests {
         // Blocking calls: run them on a thread of their own, off the cooperative pool.
         let (broken, status, samePID) = try await offCooperativePool {
             let connection = try PostgresConnection.connect(
-                configuration: PostgresConfiguration(connectionString: url), logger: logger)
+                configuration: PostgresConfiguration(connectionString: url),
+                logger: logger
+            )
             defer { connection.close() }
             let samePID = try connection.execute("SELECT pg_backend_pid()")[0][0].int32 == connection.backendPID
             return (connection.isBroken, connection.transactionStatus, samePID)

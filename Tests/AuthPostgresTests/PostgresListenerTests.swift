@@ -43,7 +43,8 @@ struct PostgresListenerTests {
 
     @Test func channelNamesMustBeIdentifiers() async throws {
         try await PostgresTestDatabase.withTestSchema { pool, _ in
-            for bad in ["", "bad-name", "x; DROP TABLE users", "9lives", "quote\"d", String(repeating: "a", count: 64)] {
+            for bad in ["", "bad-name", "x; DROP TABLE users", "9lives", "quote\"d", String(repeating: "a", count: 64)]
+            {
                 let listenError = await #expect(throws: PostgresError.self) { try await pool.listen(channel: bad) }
                 #expect(listenError?.code == .invalidArgument)
                 let notifyError = await #expect(throws: PostgresError.self) { try await pool.notify(channel: bad) }
@@ -102,7 +103,9 @@ struct PostgresListenerTests {
             let resumed = await received.wait { $0.contains { $0.isResumption } }
             #expect(resumed)
             let resumptionIsEmpty = await received.wait { items in
-                items.filter(\.isResumption).allSatisfy { $0.channel == channel && $0.payload == "" && $0.backendPID == 0 }
+                items.filter(\.isResumption).allSatisfy {
+                    $0.channel == channel && $0.payload == "" && $0.backendPID == 0
+                }
             }
             #expect(resumptionIsEmpty)
         }
@@ -147,7 +150,8 @@ struct PostgresListenerTests {
         let url = try await PostgresTestDatabase.connectionString()
         let pool = PostgresPool(
             configuration: PostgresConfiguration(connectionString: url, maxConnections: 1),
-            logger: PostgresTestDatabase.makeLogger())
+            logger: PostgresTestDatabase.makeLogger()
+        )
         let (received, task) = collect(try await pool.listen(channel: "closing_\(uniqueSuffix())"))
         await pool.close()
         #expect(await received.waitUntilFinished())
@@ -166,5 +170,6 @@ private func killListenerBackend(of pool: PostgresPool, applicationName: String)
         SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000))
         FROM pg_stat_activity WHERE application_name = $1
         """,
-        [.text(applicationName + " listener")])[0][0].int
+        [.text(applicationName + " listener")]
+    )[0][0].int
 }

@@ -12,8 +12,12 @@ struct PostgresPoolRestartTests {
     @Test(.timeLimit(.minutes(5))) func poolRecoversAfterRestart() async throws {
         try await PostgresTestCluster.withCluster { cluster in
             var configuration = PostgresConfiguration(
-                connectionString: cluster.connectionString, maxConnections: 3, connectTimeout: .seconds(60),
-                acquireTimeout: .seconds(60), applicationName: "restart-test")
+                connectionString: cluster.connectionString,
+                maxConnections: 3,
+                connectTimeout: .seconds(60),
+                acquireTimeout: .seconds(60),
+                applicationName: "restart-test"
+            )
             configuration.reconnectBackoff = .milliseconds(50)
             configuration.reconnectBackoffLimit = .milliseconds(200)
             let pool = PostgresPool(configuration: configuration, logger: PostgresTestDatabase.makeLogger())
@@ -43,8 +47,12 @@ struct PostgresPoolRestartTests {
     @Test func firstCallsAfterARestartDoNotMeetStaleConnections() async throws {
         try await PostgresTestCluster.withCluster { cluster in
             var configuration = PostgresConfiguration(
-                connectionString: cluster.connectionString, maxConnections: 3, connectTimeout: .seconds(60),
-                acquireTimeout: .seconds(60), applicationName: "idle-restart-test")
+                connectionString: cluster.connectionString,
+                maxConnections: 3,
+                connectTimeout: .seconds(60),
+                acquireTimeout: .seconds(60),
+                applicationName: "idle-restart-test"
+            )
             configuration.reconnectBackoff = .milliseconds(50)
             let pool = PostgresPool(configuration: configuration, logger: PostgresTestDatabase.makeLogger())
             do {
@@ -56,7 +64,8 @@ struct PostgresPoolRestartTests {
                     }
                     #expect(pool.statistics.idleConnections == 3)
                     let before = try await pool.query(
-                        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'idle-restart-test'")[0][0].int
+                        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'idle-restart-test'"
+                    )[0][0].int
                     #expect(before == 3)
 
                     try await cluster.stop(immediate: immediate)
@@ -70,8 +79,11 @@ struct PostgresPoolRestartTests {
                                     return .success(
                                         try await pool.withConnection { connection in
                                             try connection.execute("SELECT pg_sleep(0.05)")
-                                            return try connection.execute("SELECT $1::int4", [.int32(Int32(value))])[0][0].int
-                                        })
+                                            return try connection.execute("SELECT $1::int4", [.int32(Int32(value))])[0][
+                                                0
+                                            ].int
+                                        }
+                                    )
                                 } catch {
                                     return .failure(error)
                                 }
@@ -100,7 +112,8 @@ struct PostgresPoolRestartTests {
                 """
                 SELECT count(*) FROM pg_stat_activity
                 WHERE application_name = 'restart-test' AND state = 'active' AND query LIKE 'SELECT pg_sleep(3600)%'
-                """)[0][0].int == 1
+                """
+            )[0][0].int == 1
         }
         #expect(running, "the sleep never showed in pg_stat_activity")
 

@@ -1,6 +1,7 @@
 import AuthBackoff
-@testable import AuthPostgres
 import Testing
+
+@testable import AuthPostgres
 
 /// The pool's bookkeeping without any database: connections and waiters are plain values.
 @Suite("PostgresPool.StateMachine")
@@ -9,17 +10,33 @@ struct PostgresPoolStateMachineTests {
 
     @Test func leasesUpToTheBoundThenQueues() {
         var machine = Machine(maxConnections: 2)
-        guard case .lease(.new) = machine.acquire(id: 1, waiter: "a") else { Issue.record("expected a new slot"); return }
-        guard case .lease(.new) = machine.acquire(id: 2, waiter: "b") else { Issue.record("expected a new slot"); return }
-        guard case .wait = machine.acquire(id: 3, waiter: "c") else { Issue.record("expected to wait"); return }
-        guard case .wait = machine.acquire(id: 4, waiter: "d") else { Issue.record("expected to wait"); return }
+        guard case .lease(.new) = machine.acquire(id: 1, waiter: "a") else {
+            Issue.record("expected a new slot")
+            return
+        }
+        guard case .lease(.new) = machine.acquire(id: 2, waiter: "b") else {
+            Issue.record("expected a new slot")
+            return
+        }
+        guard case .wait = machine.acquire(id: 3, waiter: "c") else {
+            Issue.record("expected to wait")
+            return
+        }
+        guard case .wait = machine.acquire(id: 4, waiter: "d") else {
+            Issue.record("expected to wait")
+            return
+        }
         #expect(machine.leased == 2)
         #expect(machine.waiting == 2)
 
         // A released connection goes straight to the first waiter.
         let first = machine.release("conn1")
         #expect(first.resume?.waiter == "c")
-        if case .existing(let connection)? = first.resume?.lease { #expect(connection == "conn1") } else { Issue.record() }
+        if case .existing(let connection)? = first.resume?.lease {
+            #expect(connection == "conn1")
+        } else {
+            Issue.record()
+        }
         // A broken one is replaced by the duty to open a new one.
         let second = machine.release(nil)
         #expect(second.resume?.waiter == "d")
@@ -31,7 +48,10 @@ struct PostgresPoolStateMachineTests {
         _ = machine.release("conn1")
         _ = machine.release("conn2")
         #expect(machine.idle == ["conn1", "conn2"])
-        guard case .lease(.existing("conn2")) = machine.acquire(id: 5, waiter: "e") else { Issue.record(); return }
+        guard case .lease(.existing("conn2")) = machine.acquire(id: 5, waiter: "e") else {
+            Issue.record()
+            return
+        }
         #expect(machine.leased == 1)
         #expect(machine.idle.count + machine.leased <= machine.maxConnections)
     }

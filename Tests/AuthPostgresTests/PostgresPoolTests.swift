@@ -34,7 +34,8 @@ struct PostgresPoolTests {
 
     @Test(.timeLimit(.minutes(2))) func waitingCallerTimesOut() async throws {
         try await PostgresTestDatabase.withTestSchema(
-            maxConnections: 1, configure: { $0.acquireTimeout = .milliseconds(150) }
+            maxConnections: 1,
+            configure: { $0.acquireTimeout = .milliseconds(150) }
         ) { pool, _ async throws in
             let holder = Task { try await pool.query("SELECT pg_sleep(3600)") }
             await self.waitUntil { pool.statistics.leasedConnections == 1 }
@@ -50,7 +51,8 @@ struct PostgresPoolTests {
 
     @Test(.timeLimit(.minutes(2))) func waitingCallerRespectsCancellation() async throws {
         try await PostgresTestDatabase.withTestSchema(
-            maxConnections: 1, configure: { $0.acquireTimeout = .seconds(3600) }
+            maxConnections: 1,
+            configure: { $0.acquireTimeout = .seconds(3600) }
         ) { pool, _ in
             let holder = Task { try await pool.query("SELECT pg_sleep(3600)") }
             await self.waitUntil { pool.statistics.leasedConnections == 1 }
@@ -72,7 +74,8 @@ struct PostgresPoolTests {
     @Test(.timeLimit(.minutes(2))) func runningStatementIsCancelledWithItsTask() async throws {
         let applicationName = "cancel_test_\(uniqueSuffix())"
         try await PostgresTestDatabase.withTestSchema(
-            maxConnections: 2, configure: { $0.applicationName = applicationName }
+            maxConnections: 2,
+            configure: { $0.applicationName = applicationName }
         ) { pool, _ in
             let sleeper = Task { try await pool.query("SELECT pg_sleep(3600)") }
             // Cancel only once the statement really runs on the server. (It once waited 5 s at
@@ -82,7 +85,9 @@ struct PostgresPoolTests {
                     """
                     SELECT count(*) FROM pg_stat_activity
                     WHERE application_name = $1 AND state = 'active' AND query = 'SELECT pg_sleep(3600)'
-                    """, [.text(applicationName)])
+                    """,
+                    [.text(applicationName)]
+                )
                 return try rows[0][0].int == 1
             }
             #expect(running, "the sleep never showed in pg_stat_activity")
@@ -101,7 +106,8 @@ struct PostgresPoolTests {
 
     /// Waits for a pool statistic nothing notifies; records an issue if it never holds.
     private func waitUntil(
-        sourceLocation: SourceLocation = #_sourceLocation, _ condition: @escaping () -> Bool
+        sourceLocation: SourceLocation = #_sourceLocation,
+        _ condition: @escaping () -> Bool
     ) async {
         let held = await eventually { condition() }
         #expect(held, "the pool never reached the state the test waits for", sourceLocation: sourceLocation)
@@ -109,7 +115,8 @@ struct PostgresPoolTests {
 
     @Test func statementTimeout() async throws {
         try await PostgresTestDatabase.withTestSchema(
-            maxConnections: 1, configure: { $0.statementTimeout = .milliseconds(200) }
+            maxConnections: 1,
+            configure: { $0.statementTimeout = .milliseconds(200) }
         ) { pool, _ in
             let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT pg_sleep(30)") }
             #expect(error?.code == .timeout)
@@ -173,7 +180,8 @@ struct PostgresPoolTests {
         let url = try await PostgresTestDatabase.connectionString()
         let pool = PostgresPool(
             configuration: PostgresConfiguration(connectionString: url, maxConnections: 2),
-            logger: PostgresTestDatabase.makeLogger())
+            logger: PostgresTestDatabase.makeLogger()
+        )
         #expect(try await pool.query("SELECT 1")[0][0].int == 1)
         await pool.close()
         let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
@@ -187,7 +195,9 @@ struct PostgresPoolTests {
     @Test(.timeLimit(.minutes(1))) func unreachableDatabaseFailsFastWithBackoff() async throws {
         // A port where nothing listens: take a free one from a cluster-less address.
         var configuration = PostgresConfiguration(
-            connectionString: "host=127.0.0.1 port=1 dbname=auth user=postgres", maxConnections: 2)
+            connectionString: "host=127.0.0.1 port=1 dbname=auth user=postgres",
+            maxConnections: 2
+        )
         configuration.reconnectBackoff = .seconds(3_600)
         configuration.reconnectBackoffLimit = .seconds(7_200)  // else the 2 s default caps it
         let pool = PostgresPool(configuration: configuration, logger: PostgresTestDatabase.makeLogger())

@@ -128,13 +128,15 @@ struct PostgresPoolTransactionTests {
 
     @Test func givesUpAfterMaxAttempts() async throws {
         try await PostgresTestDatabase.withTestSchema(configure: { $0.transactionRetryBackoff = .milliseconds(1) }) {
-            pool, _ in
+            pool,
+            _ in
             let attempts = Counter()
             let error = await #expect(throws: PostgresError.self) {
                 try await pool.transaction(isolation: .repeatableRead, maxAttempts: 3) { connection in
                     attempts.increment()
                     try connection.executeScript(
-                        "DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = 'serialization_failure'; END $$")
+                        "DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = 'serialization_failure'; END $$"
+                    )
                 }
             }
             #expect(error?.code == .serializationFailure)
@@ -150,7 +152,8 @@ struct PostgresPoolTransactionTests {
                 let attempt = attempts.increment()
                 if attempt < 3 {
                     try connection.executeScript(
-                        "DO $$ BEGIN RAISE EXCEPTION 'deadlock' USING ERRCODE = 'deadlock_detected'; END $$")
+                        "DO $$ BEGIN RAISE EXCEPTION 'deadlock' USING ERRCODE = 'deadlock_detected'; END $$"
+                    )
                 }
                 return attempt
             }

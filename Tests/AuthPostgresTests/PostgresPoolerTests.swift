@@ -15,7 +15,8 @@ struct PostgresPoolerTests {
 
     @Test func statementsRunUnnamedWithBoundParameters() async throws {
         try await PostgresTestDatabase.withTestSchema(maxConnections: 1, configure: { $0.pooler = .transaction }) {
-            pool, schema in
+            pool,
+            schema in
             let table = "\(schema).t"
             let (rows, cached, serverSide) = try await pool.withConnection { connection in
                 try connection.execute("CREATE TABLE \(table) (id int8, name text, at timestamptz, raw bytea, u uuid)")
@@ -23,12 +24,21 @@ struct PostgresPoolerTests {
                 for value in 0..<3 {
                     try connection.execute(
                         "INSERT INTO \(table) VALUES ($1, $2, $3, $4, $5)",
-                        [.int64(Int64(value)), .text("n'\(value)"), .timestamptz(Date(timeIntervalSince1970: 1000)),
-                         .bytea([0, 1, UInt8(value)]), .uuid(id)])
+                        [
+                            .int64(Int64(value)), .text("n'\(value)"), .timestamptz(Date(timeIntervalSince1970: 1000)),
+                            .bytea([0, 1, UInt8(value)]), .uuid(id),
+                        ]
+                    )
                 }
-                let rows = try connection.execute("SELECT id, name, raw FROM \(table) WHERE id >= $1 ORDER BY id", [.int64(1)])
+                let rows = try connection.execute(
+                    "SELECT id, name, raw FROM \(table) WHERE id >= $1 ORDER BY id",
+                    [.int64(1)]
+                )
                 let serverSide = try connection.execute("SELECT count(*) FROM pg_prepared_statements")[0][0].int
-                return (rows.map { (try! $0[0].int64, try! $0[1].string, try! $0[2].bytes) }, connection.preparedStatementCount, serverSide)
+                return (
+                    rows.map { (try! $0[0].int64, try! $0[1].string, try! $0[2].bytes) },
+                    connection.preparedStatementCount, serverSide
+                )
             }
             #expect(rows.map { $0.0 } == [1, 2])
             #expect(rows.map { $0.1 } == ["n'1", "n'2"])
@@ -41,7 +51,8 @@ struct PostgresPoolerTests {
 
     @Test func transactionsStillRetryAndCommit() async throws {
         try await PostgresTestDatabase.withTestSchema(maxConnections: 2, configure: { $0.pooler = .transaction }) {
-            pool, schema in
+            pool,
+            schema in
             try await pool.query("CREATE TABLE \(schema).c (n int8)")
             try await pool.transaction { connection in
                 try connection.execute("INSERT INTO \(schema).c VALUES ($1)", [.int64(41)])
@@ -52,13 +63,18 @@ struct PostgresPoolerTests {
     }
 
     @Test func noSessionSettingIsSent() async throws {
-        try await PostgresTestDatabase.withTestSchema(maxConnections: 1, configure: {
-            $0.pooler = .transaction
-            $0.statementTimeout = .milliseconds(1234)
-        }) { pool, schema in
+        try await PostgresTestDatabase.withTestSchema(
+            maxConnections: 1,
+            configure: {
+                $0.pooler = .transaction
+                $0.statementTimeout = .milliseconds(1234)
+            }
+        ) { pool, schema in
             let (timeout, path) = try await pool.withConnection { connection in
-                (try connection.execute("SELECT current_setting('statement_timeout')")[0][0].string,
-                 try connection.execute("SELECT current_setting('search_path')")[0][0].string)
+                (
+                    try connection.execute("SELECT current_setting('statement_timeout')")[0][0].string,
+                    try connection.execute("SELECT current_setting('search_path')")[0][0].string
+                )
             }
             // A SET would stay on whichever server session ran it: the role or database carries
             // these settings instead (docs/database.md).
@@ -108,7 +124,8 @@ struct PostgresPoolerTests {
             // The lock went with the direct session: another session can take it now.
             let free = try await pool.withSessionConnection { connection in
                 let key = PostgresValue.text("auth.schema_migrations." + schema)
-                let taken = try connection.execute("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", [key])[0][0].bool
+                let taken = try connection.execute("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", [key])[0][0]
+                    .bool
                 if taken { try connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [key]) }
                 return taken
             }
@@ -119,7 +136,9 @@ struct PostgresPoolerTests {
             $0.directConnectionString = nil
         }) { pool, schema in
             let migrator = PostgresMigrator(pool: pool, logger: PostgresTestDatabase.makeLogger())
-            await #expect(throws: PostgresError.self) { try await migrator.migrate(schema: schema, migrations: migrations) }
+            await #expect(throws: PostgresError.self) {
+                try await migrator.migrate(schema: schema, migrations: migrations)
+            }
         }
     }
 }

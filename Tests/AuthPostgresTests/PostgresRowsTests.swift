@@ -8,7 +8,8 @@ struct PostgresRowsTests {
     @Test func accessByIndexAndName() async throws {
         try await PostgresTestDatabase.withTestSchema { pool, _ in
             let rows = try await pool.query(
-                "SELECT x AS number, 'row ' || x AS label FROM generate_series(1, 3) AS x ORDER BY x")
+                "SELECT x AS number, 'row ' || x AS label FROM generate_series(1, 3) AS x ORDER BY x"
+            )
             #expect(rows.count == 3)
             #expect(rows.columns.map(\.name) == ["number", "label"])
             #expect(rows.columns.map(\.dataType) == [.int4, .text])
@@ -96,7 +97,8 @@ struct PostgresRowsTests {
                 """
                 SELECT '2024-02-29'::date, 'infinity'::timestamptz, '-infinity'::timestamptz,
                        '2000-01-01 00:00:01'::timestamp
-                """)[0]
+                """
+            )[0]
             #expect(try row[0].date == Date(timeIntervalSince1970: 1_709_164_800))
             #expect(try row[1].date == .distantFuture)
             #expect(try row[2].date == .distantPast)
@@ -112,7 +114,8 @@ struct PostgresRowsTests {
                 """
                 SELECT 'a'::varchar, 'b'::char(3), current_schema()::name, '{"k": 1}'::jsonb, '[1]'::json,
                        'sad'::mood
-                """)[0]
+                """
+            )[0]
             #expect(try row[0].string == "a")
             #expect(try row[1].string == "b  ")
             #expect(try row[2].string.hasPrefix("test_"))

@@ -11,9 +11,12 @@ struct PostgresTransactionRoundTripTests {
     static let modes: [PostgresPooler] = [.none, .transaction]
 
     private func withConnection(
-        _ pooler: PostgresPooler, _ body: @escaping @Sendable (PostgresConnection, String) throws -> Void
+        _ pooler: PostgresPooler,
+        _ body: @escaping @Sendable (PostgresConnection, String) throws -> Void
     ) async throws {
-        try await PostgresTestDatabase.withTestSchema(maxConnections: 1, configure: { $0.pooler = pooler }) { pool, schema in
+        try await PostgresTestDatabase.withTestSchema(maxConnections: 1, configure: { $0.pooler = pooler }) {
+            pool,
+            schema in
             try await pool.query("CREATE TABLE \(schema).t (x int PRIMARY KEY)")
             try await pool.withConnection { try body($0, schema) }
         }

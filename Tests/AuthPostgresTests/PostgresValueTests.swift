@@ -86,7 +86,9 @@ struct PostgresValueTests {
             #expect(try text.uuid == uuid)
 
             // From 16 bytes, in RFC 4122 order.
-            let bytes: [UInt8] = [0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef]
+            let bytes: [UInt8] = [
+                0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,
+            ]
             let value = try #require(PostgresValue.uuid(bytes: bytes))
             #expect(try await self.echo(value, in: pool).string == "12345678-9abc-def0-0123-456789abcdef")
             #expect(PostgresValue.uuid(bytes: [1, 2, 3]) == nil)
@@ -108,7 +110,9 @@ struct PostgresValueTests {
 
             // The server agrees on the instant.
             let epoch = try await pool.query(
-                "SELECT extract(epoch FROM $1)::float8", [.timestamptzMicroseconds(1_700_000_000_500_000)])
+                "SELECT extract(epoch FROM $1)::float8",
+                [.timestamptzMicroseconds(1_700_000_000_500_000)]
+            )
             #expect(try epoch[0][0].double == 1_700_000_000.5)
         }
     }
@@ -133,7 +137,8 @@ struct PostgresValueTests {
                 CREATE TABLE everything (
                     b bool, i int4, l int8, d float8, t text, y bytea, u uuid, ts timestamptz, j jsonb, n text
                 )
-                """)
+                """
+            )
             let uuid = UUID()
             let inserted = try await pool.query(
                 "INSERT INTO everything VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
@@ -141,7 +146,8 @@ struct PostgresValueTests {
                     .bool(true), .int32(-7), .int64(1 << 50), .double(2.5), .text("it's \"quoted\" ✓"),
                     .bytea([0, 9, 0]), .uuid(uuid), .timestamptzMicroseconds(1_234_567_890_123_456),
                     .text(#"{"a": [1, "x"]}"#), .null,
-                ])
+                ]
+            )
             #expect(inserted.affectedRows == 1)
             let row = try #require(try await pool.query("SELECT * FROM everything").first)
             #expect(try row["b"].bool == true)

@@ -16,7 +16,9 @@ import Testing
     }
 
     @Test func findsMethodsByPathOrDottedName() {
-        for name in ["/auth.session.v1.Session/Issue", "auth.session.v1.Session/Issue", "auth.session.v1.Session.Issue"] {
+        for name in [
+            "/auth.session.v1.Session/Issue", "auth.session.v1.Session/Issue", "auth.session.v1.Session.Issue",
+        ] {
             #expect(schema.method(name)?.path == "/auth.session.v1.Session/Issue", "\(name)")
         }
         #expect(schema.method("auth.session.v1.Session/Nope") == nil)
@@ -50,7 +52,10 @@ import Testing
             device: Auth_Session_V1_Device(platform: "ios", name: "Ana's \"iPhone\"", userAgent: "App/1.0"),
             clientIP: "203.0.113.7"
         )
-        let dynamic = try DynamicMessage(serializedBytes: try typed.serializedBytes(), type: "auth.session.v1.IssueRequest")
+        let dynamic = try DynamicMessage(
+            serializedBytes: try typed.serializedBytes(),
+            type: "auth.session.v1.IssueRequest"
+        )
         #expect(dynamic.fields["user_id"] == .string("u-1"))
         #expect(dynamic.fields["amr"] == .list([.string("otp_sms"), .string("pwd")]))
         let json = dynamic.jsonString(pretty: false)
@@ -72,7 +77,10 @@ import Testing
     }
 
     @Test func acceptsJSONNamesNumbersForEnumsAndQuotedIntegers() throws {
-        let request = try DynamicMessage(json: #"{"userId": "u", "clientIp": "::1"}"#, type: "auth.session.v1.IssueRequest")
+        let request = try DynamicMessage(
+            json: #"{"userId": "u", "clientIp": "::1"}"#,
+            type: "auth.session.v1.IssueRequest"
+        )
         #expect(request.fields["user_id"] == .string("u") && request.fields["client_ip"] == .string("::1"))
         let status = try DynamicMessage(json: #"{"code": 5}"#, type: "auth.rpc.v1.Status")
         #expect(status.fields["code"] == .enumeration(5))
@@ -141,7 +149,10 @@ import Testing
                     let json = decoded.jsonString(pretty: pretty)
                     let parsed = try DynamicMessage(json: json, type: message.fullName)
                     #expect(try parsed.serializedBytes() == bytes, "\(message.fullName), seed \(seed): \(json)")
-                    #expect(try DynamicMessage(serializedBytes: try parsed.serializedBytes(), type: message.fullName) == decoded)
+                    #expect(
+                        try DynamicMessage(serializedBytes: try parsed.serializedBytes(), type: message.fullName)
+                            == decoded
+                    )
                 }
             }
         }
@@ -177,7 +188,8 @@ enum RandomMessage {
         let bits = random.next()
         let small = random.next() % 2 == 0  // zero and small values are as interesting as big ones
         switch kind {
-        case .int32, .sint32, .sfixed32: return .int(Int64(small ? Int32(truncatingIfNeeded: bits % 3) : Int32(truncatingIfNeeded: bits)))
+        case .int32, .sint32, .sfixed32:
+            return .int(Int64(small ? Int32(truncatingIfNeeded: bits % 3) : Int32(truncatingIfNeeded: bits)))
         case .int64, .sint64, .sfixed64: return .int(small ? Int64(bits % 3) - 1 : Int64(bitPattern: bits))
         case .uint32, .fixed32: return .uint(UInt64(small ? UInt32(bits % 3) : UInt32(truncatingIfNeeded: bits)))
         case .uint64, .fixed64: return .uint(small ? bits % 3 : bits)
@@ -185,7 +197,9 @@ enum RandomMessage {
         case .double: return .double(Double(Int64(bitPattern: bits)) / 3)
         case .bool: return .bool(bits % 2 == 0)
         case .string:
-            let alphabet: [Unicode.Scalar] = ["a", "Z", "0", " ", "\"", "\\", "/", "\n", "\t", "\u{1}", "\u{1F}", "é", "€", "😀", "\u{2028}", "_"]
+            let alphabet: [Unicode.Scalar] = [
+                "a", "Z", "0", " ", "\"", "\\", "/", "\n", "\t", "\u{1}", "\u{1F}", "é", "€", "😀", "\u{2028}", "_",
+            ]
             let length = Int(bits % 12)
             var text = ""
             for _ in 0..<length { text.unicodeScalars.append(alphabet[Int(random.next() % UInt64(alphabet.count))]) }

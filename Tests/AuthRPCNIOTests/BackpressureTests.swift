@@ -23,14 +23,16 @@ final class ReadCounter: ChannelOutboundHandler {
         let channel = EmbeddedChannel()
         let counter = ReadCounter()
         try channel.pipeline.syncOperations.addHandler(counter)
-        try channel.pipeline.syncOperations.addServerConnectionHandlers(ServerConnectionHandler(
-            router: RPCRouter(),
-            verifier: ServiceCredentialVerifier(serverName: "test-server", secret: testSecret),
-            peerCertificateNames: nil,
-            limits: ConnectionLimits(),
-            serviceName: "test-server",
-            logger: quietLogger()
-        ))
+        try channel.pipeline.syncOperations.addServerConnectionHandlers(
+            ServerConnectionHandler(
+                router: RPCRouter(),
+                verifier: ServiceCredentialVerifier(serverName: "test-server", secret: testSecret),
+                peerCertificateNames: nil,
+                limits: ConnectionLimits(),
+                serviceName: "test-server",
+                logger: quietLogger()
+            )
+        )
         channel.read()
         #expect(counter.reads == 1)
 

@@ -8,12 +8,19 @@ import Testing
     /// The byte-by-byte example in docs/protocol.md §8 must be what we send.
     @Test func documentedRequestFrameBytes() throws {
         var buffer = ByteBuffer()
-        try buffer.writeFrame(Auth_Rpc_V1_Frame(kind: .request(Auth_Rpc_V1_Request(
-            callID: 1,
-            method: "/auth.health.v1.Health/Check",
-            timeoutUS: 1_000_000
-        ))))
-        let expected: [UInt8] = [0x00, 0x00, 0x00, 0x26, 0x1A, 0x24, 0x08, 0x01, 0x12, 0x1C]
+        try buffer.writeFrame(
+            Auth_Rpc_V1_Frame(
+                kind: .request(
+                    Auth_Rpc_V1_Request(
+                        callID: 1,
+                        method: "/auth.health.v1.Health/Check",
+                        timeoutUS: 1_000_000
+                    )
+                )
+            )
+        )
+        let expected: [UInt8] =
+            [0x00, 0x00, 0x00, 0x26, 0x1A, 0x24, 0x08, 0x01, 0x12, 0x1C]
             + Array("/auth.health.v1.Health/Check".utf8) + [0x18, 0xC0, 0x84, 0x3D]
         #expect(Array(buffer.readableBytesView) == expected)
         buffer.moveReaderIndex(forwardBy: 4)

@@ -29,15 +29,27 @@ final class ErrorGoAwayServerHandler: ChannelInboundHandler {
             switch frame.kind {
             case .hello(let hello):
                 let mac = (try? verifier.verify(hello, challenge: challenge, peer: .none).get())?.ackMAC ?? []
-                _ = try? out.writeFrame(.init(kind: .helloAck(Auth_Rpc_V1_HelloAck(protocolVersion: rpcProtocolVersion, service: "scripted", mac: mac))))
+                _ = try? out.writeFrame(
+                    .init(
+                        kind: .helloAck(
+                            Auth_Rpc_V1_HelloAck(protocolVersion: rpcProtocolVersion, service: "scripted", mac: mac)
+                        )
+                    )
+                )
                 context.writeAndFlush(wrapOutboundOut(out), promise: nil)
             case .request(let request):
-                _ = try? out.writeFrame(.init(kind: .goAway(Auth_Rpc_V1_GoAway(
-                    lastCallID: request.callID,
-                    code: .invalidArgument,
-                    message: "scripted protocol error",
-                    reason: "protocol_violation"
-                ))))
+                _ = try? out.writeFrame(
+                    .init(
+                        kind: .goAway(
+                            Auth_Rpc_V1_GoAway(
+                                lastCallID: request.callID,
+                                code: .invalidArgument,
+                                message: "scripted protocol error",
+                                reason: "protocol_violation"
+                            )
+                        )
+                    )
+                )
                 let channel = context.channel
                 context.writeAndFlush(wrapOutboundOut(out)).whenComplete { _ in channel.close(promise: nil) }
             default:

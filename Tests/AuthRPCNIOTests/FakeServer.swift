@@ -25,10 +25,21 @@ final class FakeServerHandler: ChannelInboundHandler {
         decoder.append(unwrapInboundIn(data))
         while let body = try? decoder.nextFrame(), let frame = try? Auth_Rpc_V1_Frame(frameBody: body) {
             if case .hello = frame.kind {
-                write(.init(kind: .helloAck(Auth_Rpc_V1_HelloAck(
-                    protocolVersion: rpcProtocolVersion, service: "test-server", maxFrameSize: 1 << 20,
-                    maxConcurrentCalls: 10, idleTimeoutMS: 60_000, mac: ackMAC
-                ))), context: context)
+                write(
+                    .init(
+                        kind: .helloAck(
+                            Auth_Rpc_V1_HelloAck(
+                                protocolVersion: rpcProtocolVersion,
+                                service: "test-server",
+                                maxFrameSize: 1 << 20,
+                                maxConcurrentCalls: 10,
+                                idleTimeoutMS: 60_000,
+                                mac: ackMAC
+                            )
+                        )
+                    ),
+                    context: context
+                )
             }
         }
     }

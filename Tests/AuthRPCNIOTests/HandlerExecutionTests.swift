@@ -19,8 +19,12 @@ let inlineThreadProbeMethod = MethodDescriptor(service: "auth.test.v1.Test", met
             HealthResponse(status: MultiThreadedEventLoopGroup.currentEventLoop == nil ? .serving : .notServing)
         }
         var router = RPCRouter()
-        router.register(threadProbeMethod, allowedCallers: .anyAuthenticated) { (request: HealthRequest, context: ServerContext) in probe(request, context) }
-        router.register(inlineThreadProbeMethod, allowedCallers: .anyAuthenticated) { (request: HealthRequest, context: ServerContext) in probe(request, context) }
+        router.register(threadProbeMethod, allowedCallers: .anyAuthenticated) {
+            (request: HealthRequest, context: ServerContext) in probe(request, context)
+        }
+        router.register(inlineThreadProbeMethod, allowedCallers: .anyAuthenticated) {
+            (request: HealthRequest, context: ServerContext) in probe(request, context)
+        }
         router.setExecution(.onEventLoopUntilFirstSuspension, for: inlineThreadProbeMethod)
         #expect(router.route(forPath: threadProbeMethod.path)?.execution == .offEventLoop)
 

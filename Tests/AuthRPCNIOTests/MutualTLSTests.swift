@@ -28,7 +28,11 @@ struct TLSFixture {
         )
     }
 
-    func tls(_ name: String, from certificates: TestCertificates? = nil, trusting roots: TestCertificates? = nil) throws -> RPCTLSConfiguration {
+    func tls(
+        _ name: String,
+        from certificates: TestCertificates? = nil,
+        trusting roots: TestCertificates? = nil
+    ) throws -> RPCTLSConfiguration {
         let issuer = certificates ?? ca
         return try RPCTLSConfiguration(
             certificatePEM: issuer.certificatePEM(name),
@@ -50,7 +54,8 @@ func withTLSServer(
 ) async throws {
     let callers = CallerLog()
     var router = RPCRouter()
-    router.register(Auth_Health_V1_Health.Method.check, allowedCallers: .anyAuthenticated) { (_: HealthRequest, context: ServerContext) in
+    router.register(Auth_Health_V1_Health.Method.check, allowedCallers: .anyAuthenticated) {
+        (_: HealthRequest, context: ServerContext) in
         callers.record(context.authenticatedCaller)
         return HealthResponse(status: .serving)
     }
@@ -60,7 +65,11 @@ func withTLSServer(
     }
     let server = try RPCServer(
         configuration: RPCServerConfiguration(
-            serviceName: "session", secret: [], tls: try tls ?? fixture.tls("session"), limits: limits),
+            serviceName: "session",
+            secret: [],
+            tls: try tls ?? fixture.tls("session"),
+            limits: limits
+        ),
         router: router,
         logger: logs.logger(level: .info)
     )
@@ -77,7 +86,12 @@ func withTLSServer(
     try await run.value
 }
 
-func tlsClient(port: Int, caller: String, tls: RPCTLSConfiguration, serverName: String? = "session") -> (RPCClient, TCPClientTransport) {
+func tlsClient(
+    port: Int,
+    caller: String,
+    tls: RPCTLSConfiguration,
+    serverName: String? = "session"
+) -> (RPCClient, TCPClientTransport) {
     let transport = TCPClientTransport(
         configuration: RPCClientConfiguration(
             addresses: [RPCAddress(host: "127.0.0.1", port: port)],
@@ -114,7 +128,11 @@ final class CallerLog: Sendable {
 
 /// What a TLS client sees first: the server's first frame, or nil when the connection failed or
 /// closed before one arrived. Without `certificate`, the client presents none.
-func firstFrame(port: Int, trusting roots: [UInt8], certificate: RPCTLSConfiguration? = nil) async throws -> Auth_Rpc_V1_Frame? {
+func firstFrame(
+    port: Int,
+    trusting roots: [UInt8],
+    certificate: RPCTLSConfiguration? = nil
+) async throws -> Auth_Rpc_V1_Frame? {
     var configuration = TLSConfiguration.makeClientConfiguration()
     configuration.minimumTLSVersion = .tlsv13
     if let certificate {
@@ -127,7 +145,9 @@ func firstFrame(port: Int, trusting roots: [UInt8], certificate: RPCTLSConfigura
     let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
         .channelInitializer { channel in
             channel.eventLoop.makeCompletedFuture {
-                try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: "session"))
+                try channel.pipeline.syncOperations.addHandler(
+                    NIOSSLClientHandler(context: context, serverHostname: "session")
+                )
                 try channel.pipeline.syncOperations.addHandler(FirstFrameHandler(promise: received))
             }
         }
@@ -186,7 +206,11 @@ final class FirstFrameHandler: ChannelInboundHandler {
             let frame = try await firstFrame(port: port, trusting: fixture.ca.caPEM)
             #expect(frame == nil)
             // The same probe with a certificate gets the server's Challenge.
-            let control = try await firstFrame(port: port, trusting: fixture.ca.caPEM, certificate: try fixture.tls("gateway"))
+            let control = try await firstFrame(
+                port: port,
+                trusting: fixture.ca.caPEM,
+                certificate: try fixture.tls("gateway")
+            )
             guard case .challenge(let challenge) = control?.kind else {
                 Issue.record("expected a Challenge, got \(String(describing: control))")
                 return
@@ -216,7 +240,9 @@ final class FirstFrameHandler: ChannelInboundHandler {
     @Test func theClientRefusesAServerCertificateFromAnotherCAOrForAnotherService() async throws {
         let fixture = try await TLSFixture.make()
         // A server whose certificate comes from another CA.
-        try await withTLSServer(fixture, tls: try fixture.tls("session", from: fixture.otherCA, trusting: fixture.ca)) { port, callers in
+        try await withTLSServer(fixture, tls: try fixture.tls("session", from: fixture.otherCA, trusting: fixture.ca)) {
+            port,
+            callers in
             let (client, transport) = tlsClient(port: port, caller: "gateway", tls: try fixture.tls("gateway"))
             let error = await rpcError { _ = try await client.health() }
             #expect(error?.reason == "tls_handshake_failed")
@@ -313,7 +339,9 @@ final class FirstFrameHandler: ChannelInboundHandler {
             #expect(served)
             #expect(callers.all == ["gateway"])
         }
-        let timeouts = logs.records.withLock { $0.filter { $0.message == "Closing connection: no Hello in time" }.count }
+        let timeouts = logs.records.withLock {
+            $0.filter { $0.message == "Closing connection: no Hello in time" }.count
+        }
         #expect(timeouts == 4)
     }
 }

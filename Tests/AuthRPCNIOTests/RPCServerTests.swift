@@ -24,13 +24,15 @@ final class TestHandlers: Sendable {
 
     func router() -> RPCRouter {
         var router = RPCRouter()
-        router.register(Auth_Health_V1_Health.Method.check, allowedCallers: .anyAuthenticated) { (_: HealthRequest, _: ServerContext) in
+        router.register(Auth_Health_V1_Health.Method.check, allowedCallers: .anyAuthenticated) {
+            (_: HealthRequest, _: ServerContext) in
             HealthResponse(status: .serving)
         }
         router.register(echoMethod, allowedCallers: .anyAuthenticated) { (request: HealthRequest, _: ServerContext) in
             HealthResponse(status: .init(rawValue: Int32(request.service) ?? -1))
         }
-        router.register(slowMethod, allowedCallers: .anyAuthenticated) { (request: HealthRequest, _: ServerContext) -> HealthResponse in
+        router.register(slowMethod, allowedCallers: .anyAuthenticated) {
+            (request: HealthRequest, _: ServerContext) -> HealthResponse in
             do {
                 try await Task.sleep(for: .milliseconds(Int(request.service) ?? 0))
             } catch {
@@ -50,7 +52,13 @@ func quietLogger() -> Logger {
     return logger
 }
 
-func makeServer(handlers: TestHandlers, port: Int = 0, limits: ConnectionLimits = ConnectionLimits(), grace: Duration = .seconds(5), logger: Logger = quietLogger()) throws -> RPCServer {
+func makeServer(
+    handlers: TestHandlers,
+    port: Int = 0,
+    limits: ConnectionLimits = ConnectionLimits(),
+    grace: Duration = .seconds(5),
+    logger: Logger = quietLogger()
+) throws -> RPCServer {
     try RPCServer(
         configuration: RPCServerConfiguration(
             port: port,
@@ -104,12 +112,20 @@ func withServer(
 
 extension RPCClient {
     func echo(_ value: Int32, timeout: Duration? = nil) async throws -> Int32 {
-        let response: HealthResponse = try await unary(echoMethod, request: HealthRequest(service: String(value)), options: CallOptions(timeout: timeout))
+        let response: HealthResponse = try await unary(
+            echoMethod,
+            request: HealthRequest(service: String(value)),
+            options: CallOptions(timeout: timeout)
+        )
         return response.status.rawValue
     }
 
     func slow(milliseconds: Int, timeout: Duration? = nil) async throws -> HealthResponse {
-        try await unary(slowMethod, request: HealthRequest(service: String(milliseconds)), options: CallOptions(timeout: timeout))
+        try await unary(
+            slowMethod,
+            request: HealthRequest(service: String(milliseconds)),
+            options: CallOptions(timeout: timeout)
+        )
     }
 }
 
@@ -152,9 +168,12 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
         try await withServer(handlers: handlers) { _, port async throws in
             let (client, transport) = makeClient(port: port)
             #expect(try await client.echo(1) == 1)  // connected, so the slow call is surely sent
-            let error = await rpcError { _ = try await client.slow(milliseconds: 3_600_000, timeout: .milliseconds(100)) }
+            let error = await rpcError {
+                _ = try await client.slow(milliseconds: 3_600_000, timeout: .milliseconds(100))
+            }
             #expect(error?.code == .deadlineExceeded)
-            let cancelled = await eventually { () async -> Bool in handlers.cancelledCalls.load(ordering: .relaxed) > 0 }
+            let cancelled = await eventually { () async -> Bool in handlers.cancelledCalls.load(ordering: .relaxed) > 0
+            }
             #expect(cancelled)
             #expect(handlers.cancelledCalls.load(ordering: .relaxed) == 1)
             // The connection still serves.
@@ -173,12 +192,18 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
                 Issue.record("expected HelloAck")
                 return
             }
-            try await raw.send(Auth_Rpc_V1_Frame(kind: .request(Auth_Rpc_V1_Request(
-                callID: 1,
-                method: slowMethod.path,
-                timeoutUS: 150_000,
-                payload: try HealthRequest(service: "3600000").serializedBytes()
-            ))))
+            try await raw.send(
+                Auth_Rpc_V1_Frame(
+                    kind: .request(
+                        Auth_Rpc_V1_Request(
+                            callID: 1,
+                            method: slowMethod.path,
+                            timeoutUS: 150_000,
+                            payload: try HealthRequest(service: "3600000").serializedBytes()
+                        )
+                    )
+                )
+            )
             // The handler sleeps for an hour: a response at all is the deadline's.
             guard case .response(let response) = try await raw.receiveFrame()?.kind else {
                 Issue.record("expected a response")
@@ -187,7 +212,8 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
             #expect(response.callID == 1)
             #expect(response.status?.code == .deadlineExceeded)
             #expect(response.status?.reason == "deadline_exceeded")
-            let cancelled = await eventually { () async -> Bool in handlers.cancelledCalls.load(ordering: .relaxed) > 0 }
+            let cancelled = await eventually { () async -> Bool in handlers.cancelledCalls.load(ordering: .relaxed) > 0
+            }
             #expect(cancelled)
             #expect(handlers.cancelledCalls.load(ordering: .relaxed) == 1)
         }
@@ -216,7 +242,9 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
     @Test func requestBeforeHelloIsRefused() async throws {
         try await withServer { _, port in
             let raw = try await RawFrameConnection(port: port)
-            try await raw.send(Auth_Rpc_V1_Frame(kind: .request(Auth_Rpc_V1_Request(callID: 1, method: echoMethod.path))))
+            try await raw.send(
+                Auth_Rpc_V1_Frame(kind: .request(Auth_Rpc_V1_Request(callID: 1, method: echoMethod.path)))
+            )
             let frames = try await raw.receiveUntilClosed()
             #expect(frames.count == 1)
             guard case .goAway(let goAway) = frames.first?.kind else {
@@ -284,7 +312,11 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
         try await withServer(limits: limits) { _, port in
             let (client, transport) = makeClient(port: port)
             // Hello within the read timeout: Challenge, Hello and answer in one step.
-            let (raw, answer) = try await RawFrameConnection.authenticated(port: port, service: "raw", secret: testSecret)
+            let (raw, answer) = try await RawFrameConnection.authenticated(
+                port: port,
+                service: "raw",
+                secret: testSecret
+            )
             guard case .helloAck = answer?.kind else {
                 Issue.record("expected HelloAck, got \(String(describing: answer))")
                 return
@@ -312,11 +344,17 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
             }
             #expect(ack.maxConcurrentCalls == 2)
             for id in UInt64(1)...3 {
-                try await raw.send(Auth_Rpc_V1_Frame(kind: .request(Auth_Rpc_V1_Request(
-                    callID: id,
-                    method: slowMethod.path,
-                    payload: try HealthRequest(service: "300").serializedBytes()
-                ))))
+                try await raw.send(
+                    Auth_Rpc_V1_Frame(
+                        kind: .request(
+                            Auth_Rpc_V1_Request(
+                                callID: id,
+                                method: slowMethod.path,
+                                payload: try HealthRequest(service: "300").serializedBytes()
+                            )
+                        )
+                    )
+                )
             }
             var statusByCall: [UInt64: Int32] = [:]
             for _ in 0..<3 {
@@ -331,7 +369,10 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
         try await withServer { _, port in
             let (client, transport) = makeClient(port: port)
             let error = await rpcError {
-                let _: HealthResponse = try await client.unary(MethodDescriptor(service: "auth.nope.v1.Nope", method: "X"), request: HealthRequest())
+                let _: HealthResponse = try await client.unary(
+                    MethodDescriptor(service: "auth.nope.v1.Nope", method: "X"),
+                    request: HealthRequest()
+                )
             }
             #expect(error?.code == .unimplemented)
             await transport.shutdown()
@@ -413,7 +454,11 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
             return
         }
 
-        func expectRefused(_ port: Int, _ reason: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        func expectRefused(
+            _ port: Int,
+            _ reason: String,
+            sourceLocation: SourceLocation = #_sourceLocation
+        ) async throws {
             let replay = try await RawFrameConnection(port: port)
             try await replay.send(Auth_Rpc_V1_Frame(kind: .hello(captured)))
             guard case .goAway(let goAway) = try await replay.receiveFrame()?.kind else {
@@ -459,7 +504,10 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
     @Test func theClientRefusesAServerThatDoesNotHoldTheSecret() async throws {
         // A server with another secret (or none of ours) cannot make the HelloAck's proof.
         let impostor = try RPCServer(
-            configuration: RPCServerConfiguration(serviceName: "test-server", secret: Array(repeating: 0x11, count: 32)),
+            configuration: RPCServerConfiguration(
+                serviceName: "test-server",
+                secret: Array(repeating: 0x11, count: 32)
+            ),
             router: TestHandlers().router(),
             logger: quietLogger()
         )

@@ -27,7 +27,8 @@ final class StubbornHandler: Sendable {
 
     func router() -> RPCRouter {
         var router = TestHandlers().router()
-        router.register(stubbornMethod, allowedCallers: .anyAuthenticated) { (_: HealthRequest, _: ServerContext) -> HealthResponse in
+        router.register(stubbornMethod, allowedCallers: .anyAuthenticated) {
+            (_: HealthRequest, _: ServerContext) -> HealthResponse in
             self.started.add(1, ordering: .relaxed)
             await withCheckedContinuation { continuation in
                 let resumeNow = self.gate.withLock { gate in
@@ -70,7 +71,12 @@ func withStubbornServer(
 ) async throws {
     let handler = StubbornHandler()
     let server = try RPCServer(
-        configuration: RPCServerConfiguration(serviceName: "test-server", secret: testSecret, limits: limits, shutdownGracePeriod: grace),
+        configuration: RPCServerConfiguration(
+            serviceName: "test-server",
+            secret: testSecret,
+            limits: limits,
+            shutdownGracePeriod: grace
+        ),
         router: handler.router(),
         logger: logger
     )
@@ -91,13 +97,27 @@ func withStubbornServer(
 }
 
 func authenticatedRawConnection(port: Int) async throws -> RawFrameConnection {
-    let (connection, answer) = try await RawFrameConnection.authenticated(port: port, service: "raw", secret: testSecret)
-    guard case .helloAck = answer?.kind else { throw RPCError(code: .internal, message: "no HelloAck: \(String(describing: answer))", reason: "test") }
+    let (connection, answer) = try await RawFrameConnection.authenticated(
+        port: port,
+        service: "raw",
+        secret: testSecret
+    )
+    guard case .helloAck = answer?.kind else {
+        throw RPCError(code: .internal, message: "no HelloAck: \(String(describing: answer))", reason: "test")
+    }
     return connection
 }
 
 func requestFrame(_ callID: UInt64, _ method: MethodDescriptor, _ value: String = "") throws -> Auth_Rpc_V1_Frame {
-    Auth_Rpc_V1_Frame(kind: .request(Auth_Rpc_V1_Request(callID: callID, method: method.path, payload: try HealthRequest(service: value).serializedBytes())))
+    Auth_Rpc_V1_Frame(
+        kind: .request(
+            Auth_Rpc_V1_Request(
+                callID: callID,
+                method: method.path,
+                payload: try HealthRequest(service: value).serializedBytes()
+            )
+        )
+    )
 }
 
 @Suite struct ServerCallLifecycleTests {
@@ -164,13 +184,18 @@ func requestFrame(_ callID: UInt64, _ method: MethodDescriptor, _ value: String 
             let (client, transport) = makeClient(port: port)
             #expect(try await client.echo(1) == 1)
             let call = Task { () async throws -> HealthResponse in
-                try await client.unary(stubbornMethod, request: HealthRequest(), options: CallOptions(timeout: .seconds(30)))
+                try await client.unary(
+                    stubbornMethod,
+                    request: HealthRequest(),
+                    options: CallOptions(timeout: .seconds(30))
+                )
             }
             try await handler.waitUntilStarted(1)
             let shutdown = Task { await transport.shutdown() }
             // Only once the server has the client's GoAway: a client that closes at once has
             // closed its side by then, and the call could not be answered.
-            for _ in 0..<500 where !log.records.withLock({ $0.contains { $0.message == "The client is closing the connection" } }) {
+            for _ in 0..<500
+            where !log.records.withLock({ $0.contains { $0.message == "The client is closing the connection" } }) {
                 try await Task.sleep(for: .milliseconds(10))
             }
             handler.open()

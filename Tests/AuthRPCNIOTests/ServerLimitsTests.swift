@@ -12,7 +12,10 @@ import Testing
 /// A Frame carrying `hello`, padded with an unknown field (field 100, bytes) so that its body
 /// is exactly `bodySize` bytes: still a valid Hello to any protobuf decoder.
 func paddedHelloFrame(
-    answering challenge: Auth_Rpc_V1_Challenge, service: String = "raw", secret: [UInt8] = testSecret, bodySize: Int
+    answering challenge: Auth_Rpc_V1_Challenge,
+    service: String = "raw",
+    secret: [UInt8] = testSecret,
+    bodySize: Int
 ) throws -> [UInt8] {
     let hello = try ServiceCredentialSigner(service: service, secret: secret)
         .hello(answering: challenge, expectedServer: nil).get()
@@ -42,7 +45,9 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
         try await withServer { _, port in
             // A valid Hello of exactly the cap is served.
             let fits = try await RawFrameConnection(port: port)
-            await fits.send(try paddedHelloFrame(answering: fits.challenge, bodySize: ConnectionLimits().maxHelloFrameSize))
+            await fits.send(
+                try paddedHelloFrame(answering: fits.challenge, bodySize: ConnectionLimits().maxHelloFrameSize)
+            )
             guard case .helloAck = try await fits.receiveFrame()?.kind else {
                 Issue.record("a Hello of \(ConnectionLimits().maxHelloFrameSize) bytes was not accepted")
                 return
@@ -50,7 +55,11 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
             // After Hello, frames up to max_frame_size are read again.
             var request = Auth_Rpc_V1_Request(callID: 1, method: echoMethod.path)
             request.payload = try HealthRequest(service: "7").serializedBytes()
-            request.metadata = RPCMetadata(requestID: String(repeating: "r", count: 1000), traceparent: String(repeating: "t", count: 1000)).proto
+            request.metadata =
+                RPCMetadata(
+                    requestID: String(repeating: "r", count: 1000),
+                    traceparent: String(repeating: "t", count: 1000)
+                ).proto
             try await fits.send(Auth_Rpc_V1_Frame(kind: .request(request)))
             guard case .response(let response) = try await fits.receiveFrame()?.kind else {
                 Issue.record("a 2 KB request after Hello was not answered")
@@ -60,7 +69,9 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
 
             // One byte more, still a valid Hello: refused from its length alone.
             let tooLarge = try await RawFrameConnection(port: port)
-            await tooLarge.send(try paddedHelloFrame(answering: tooLarge.challenge, bodySize: ConnectionLimits().maxHelloFrameSize + 1))
+            await tooLarge.send(
+                try paddedHelloFrame(answering: tooLarge.challenge, bodySize: ConnectionLimits().maxHelloFrameSize + 1)
+            )
             let frames = try await tooLarge.receiveUntilClosed()
             #expect(goAwayReason(frames) == "frame_too_large")
             // A length prefix alone is enough to be refused (no body sent).
@@ -118,7 +129,10 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
             for _ in 0..<3 {
                 // Hello within the read timeout: Challenge, Hello and answer in one step.
                 let (connection, answer) = try await RawFrameConnection.authenticated(
-                    port: port, service: "raw", secret: testSecret)
+                    port: port,
+                    service: "raw",
+                    secret: testSecret
+                )
                 guard case .helloAck = answer?.kind else {
                     Issue.record("expected HelloAck, got \(String(describing: answer))")
                     return
@@ -158,7 +172,11 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
     /// Limits set in code are not range-checked like the environment's: the largest durations
     /// must still not trap when they become timer intervals (NIO's clamping conversion).
     @Test func hugeTimeoutsDoNotTrap() async throws {
-        let limits = ConnectionLimits(idleTimeout: .seconds(Int64.max), readTimeout: .seconds(Int64.max), maxCallTimeout: .seconds(Int64.max))
+        let limits = ConnectionLimits(
+            idleTimeout: .seconds(Int64.max),
+            readTimeout: .seconds(Int64.max),
+            maxCallTimeout: .seconds(Int64.max)
+        )
         try await withServer(limits: limits) { _, port in
             let (client, transport) = makeClient(port: port)
             let answer = try await client.echo(5, timeout: .seconds(Int64.max / 2))
@@ -172,8 +190,14 @@ func goAwayReason(_ frames: [Auth_Rpc_V1_Frame]) -> String? {
     @Test func repeatedMetadataKeysCountAgainstTheLimit() async throws {
         try await withServer { _, port in
             let raw = try await authenticatedRawConnection(port: port)
-            var request = Auth_Rpc_V1_Request(callID: 1, method: echoMethod.path, payload: try HealthRequest(service: "1").serializedBytes())
-            request.metadata = Auth_Rpc_V1_Metadata(extra: (0..<1000).map { _ in Auth_Rpc_V1_MetadataEntry(key: "same", value: "v") })
+            var request = Auth_Rpc_V1_Request(
+                callID: 1,
+                method: echoMethod.path,
+                payload: try HealthRequest(service: "1").serializedBytes()
+            )
+            request.metadata = Auth_Rpc_V1_Metadata(
+                extra: (0..<1000).map { _ in Auth_Rpc_V1_MetadataEntry(key: "same", value: "v") }
+            )
             try await raw.send(Auth_Rpc_V1_Frame(kind: .request(request)))
             guard case .response(let response) = try await raw.receiveFrame()?.kind else {
                 Issue.record("expected a Response")

@@ -21,7 +21,9 @@ import Testing
     /// §3: call id 0 is a protocol violation, also as the first request.
     @Test func callIDZeroClosesTheConnection() {
         var machine = ServerConnectionStateMachine(maxConcurrentCalls: 2)
-        _ = machine.frameReceived(Auth_Rpc_V1_Frame(kind: .hello(Auth_Rpc_V1_Hello(protocolVersion: 1, service: "gateway"))))
+        _ = machine.frameReceived(
+            Auth_Rpc_V1_Frame(kind: .hello(Auth_Rpc_V1_Hello(protocolVersion: 1, service: "gateway")))
+        )
         _ = machine.helloVerified(.success("gateway"))
         let zero = Auth_Rpc_V1_Frame(kind: .request(Auth_Rpc_V1_Request(callID: 0, method: "/a.b.v1.S/M")))
         guard case .closeWithError(let error) = machine.frameReceived(zero) else {
@@ -38,7 +40,8 @@ import Testing
     @Test func anUndecodablePayloadIsMalformedRequest() async throws {
         let method = MethodDescriptor(service: "auth.health.v1.Health", method: "Check")
         var router = RPCRouter()
-        router.register(method, allowedCallers: .anyAuthenticated) { (_: Auth_Health_V1_HealthCheckRequest, _) -> Auth_Health_V1_HealthCheckResponse in
+        router.register(method, allowedCallers: .anyAuthenticated) {
+            (_: Auth_Health_V1_HealthCheckRequest, _) -> Auth_Health_V1_HealthCheckResponse in
             Issue.record("the handler must not run")
             return Auth_Health_V1_HealthCheckResponse()
         }

@@ -14,12 +14,16 @@ typealias HealthResponse = Auth_Health_V1_HealthCheckResponse
     func client(_ register: (inout RPCRouter) -> Void) -> RPCClient {
         var router = RPCRouter()
         register(&router)
-        return RPCClient(transport: InProcessTransport(router: router, authenticatedCaller: "tester"), callerService: "tester")
+        return RPCClient(
+            transport: InProcessTransport(router: router, authenticatedCaller: "tester"),
+            callerService: "tester"
+        )
     }
 
     @Test func typedCallRoundTrip() async throws {
         let client = client { router in
-            router.register(method, allowedCallers: .anyAuthenticated) { (request: HealthRequest, context: ServerContext) in
+            router.register(method, allowedCallers: .anyAuthenticated) {
+                (request: HealthRequest, context: ServerContext) in
                 #expect(context.authenticatedCaller == "tester")
                 #expect(context.metadata.callerService == "tester")
                 return HealthResponse(status: request.service == "x" ? .serving : .notServing)
@@ -49,7 +53,8 @@ typealias HealthResponse = Auth_Health_V1_HealthCheckResponse
     @Test(.timeLimit(.minutes(1))) func deadlineAbandonsWorkAndAnswersAtOnce() async throws {
         let sawCancellation = Mutex(false)
         let client = client { router in
-            router.register(method, allowedCallers: .anyAuthenticated) { (_: HealthRequest, _: ServerContext) -> HealthResponse in
+            router.register(method, allowedCallers: .anyAuthenticated) {
+                (_: HealthRequest, _: ServerContext) -> HealthResponse in
                 do {
                     try await Task.sleep(for: .seconds(3_600))
                 } catch {
@@ -60,7 +65,11 @@ typealias HealthResponse = Auth_Health_V1_HealthCheckResponse
             }
         }
         do {
-            let _: HealthResponse = try await client.unary(method, request: HealthRequest(), options: CallOptions(timeout: .milliseconds(50)))
+            let _: HealthResponse = try await client.unary(
+                method,
+                request: HealthRequest(),
+                options: CallOptions(timeout: .milliseconds(50))
+            )
             Issue.record("the call must not succeed")
         } catch let error as RPCError {
             #expect(error.code == .deadlineExceeded)
@@ -74,10 +83,14 @@ typealias HealthResponse = Auth_Health_V1_HealthCheckResponse
 
     @Test func domainErrorsConvertInOnePlace() async {
         struct CodeExpired: RPCErrorConvertible {
-            var rpcError: RPCError { RPCError(code: .failedPrecondition, message: "expired", reason: "code_expired", retryAfterSeconds: 60) }
+            var rpcError: RPCError {
+                RPCError(code: .failedPrecondition, message: "expired", reason: "code_expired", retryAfterSeconds: 60)
+            }
         }
         let client = client { router in
-            router.register(method, allowedCallers: .anyAuthenticated) { (_: HealthRequest, _: ServerContext) -> HealthResponse in throw CodeExpired() }
+            router.register(method, allowedCallers: .anyAuthenticated) {
+                (_: HealthRequest, _: ServerContext) -> HealthResponse in throw CodeExpired()
+            }
         }
         do {
             let _: HealthResponse = try await client.unary(method, request: HealthRequest())
@@ -93,21 +106,35 @@ typealias HealthResponse = Auth_Health_V1_HealthCheckResponse
         let downstream = MethodDescriptor(service: "auth.test.v1.Test", method: "Down")
         let seen = Mutex<ServerContext?>(nil)
         var innerRouter = RPCRouter()
-        innerRouter.register(downstream, allowedCallers: .anyAuthenticated) { (_: HealthRequest, context: ServerContext) -> HealthResponse in
+        innerRouter.register(downstream, allowedCallers: .anyAuthenticated) {
+            (_: HealthRequest, context: ServerContext) -> HealthResponse in
             seen.withLock { $0 = context }
             return HealthResponse(status: .serving)
         }
         // Budgets far beyond any scheduling delay: the whole suite shares two cooperative
         // threads with CPU-heavy tests, and this test was seen to wait 9 s for its turn; what it
         // checks is that the inner call gets the outer deadline (≤ 100 s), not its own default.
-        let inner = RPCClient(transport: InProcessTransport(router: innerRouter, authenticatedCaller: "middle"), callerService: "middle", defaultTimeout: .seconds(3600))
+        let inner = RPCClient(
+            transport: InProcessTransport(router: innerRouter, authenticatedCaller: "middle"),
+            callerService: "middle",
+            defaultTimeout: .seconds(3600)
+        )
         let outer = client { router in
-            router.register(method, allowedCallers: .anyAuthenticated) { (_: HealthRequest, _: ServerContext) -> HealthResponse in
+            router.register(method, allowedCallers: .anyAuthenticated) {
+                (_: HealthRequest, _: ServerContext) -> HealthResponse in
                 try await inner.unary(downstream, request: HealthRequest())
             }
         }
-        let metadata = RPCMetadata(requestID: "req-1", traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", endUserIP: "203.0.113.9")
-        let _: HealthResponse = try await outer.unary(method, request: HealthRequest(), options: CallOptions(timeout: .seconds(100), metadata: metadata))
+        let metadata = RPCMetadata(
+            requestID: "req-1",
+            traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            endUserIP: "203.0.113.9"
+        )
+        let _: HealthResponse = try await outer.unary(
+            method,
+            request: HealthRequest(),
+            options: CallOptions(timeout: .seconds(100), metadata: metadata)
+        )
         let context = try #require(seen.withLock { $0 })
         #expect(context.metadata.requestID == "req-1")
         #expect(context.metadata.traceparent == metadata.traceparent)
@@ -119,7 +146,10 @@ typealias HealthResponse = Auth_Health_V1_HealthCheckResponse
     }
 
     @Test func callsAfterTheServedDeadlineFailWithoutSending() throws {
-        let client = RPCClient(transport: InProcessTransport(router: RPCRouter(), authenticatedCaller: "x"), callerService: "x")
+        let client = RPCClient(
+            transport: InProcessTransport(router: RPCRouter(), authenticatedCaller: "x"),
+            callerService: "x"
+        )
         let expired = ServerContext(method: method, deadline: .now - .seconds(1))
         ServerContext.$current.withValue(expired) {
             #expect(throws: RPCError.self) {
@@ -130,9 +160,14 @@ typealias HealthResponse = Auth_Health_V1_HealthCheckResponse
 
     @Test func malformedRequestBytesAreInvalidArgument() async throws {
         var router = RPCRouter()
-        router.register(method, allowedCallers: .anyAuthenticated) { (_: HealthRequest, _: ServerContext) in HealthResponse() }
+        router.register(method, allowedCallers: .anyAuthenticated) { (_: HealthRequest, _: ServerContext) in
+            HealthResponse()
+        }
         let route = try #require(router.route(forPath: method.path))
-        let result = await route.run(payload: [0xFF, 0xFF, 0xFF], context: ServerContext(method: method, authenticatedCaller: "tester"))
+        let result = await route.run(
+            payload: [0xFF, 0xFF, 0xFF],
+            context: ServerContext(method: method, authenticatedCaller: "tester")
+        )
         guard case .failure(let error) = result else {
             Issue.record("garbage must not decode")
             return
@@ -187,11 +222,15 @@ typealias HealthResponse = Auth_Health_V1_HealthCheckResponse
         router.register(service)
         let route = try #require(router.route(forPath: Service.method.path))
         let allowed = await route.run(
-            payload: [], context: ServerContext(method: Service.method, authenticatedCaller: "gateway"))
+            payload: [],
+            context: ServerContext(method: Service.method, authenticatedCaller: "gateway")
+        )
         #expect((try? allowed.get()) != nil)
         #expect(service.calls.all == ["outer in", "inner in", "handler", "inner out", "outer out"])
         let refused = await route.run(
-            payload: [], context: ServerContext(method: Service.method, authenticatedCaller: "session"))
+            payload: [],
+            context: ServerContext(method: Service.method, authenticatedCaller: "session")
+        )
         guard case .failure(let error) = refused else {
             Issue.record("a caller the method does not allow was served")
             return

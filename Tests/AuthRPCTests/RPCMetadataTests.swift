@@ -22,7 +22,10 @@ import Testing
         ]
         #expect(RPCMetadata(proto: metadata).violation() == nil)
         #expect(RPCMetadata.violation(in: metadata) == "metadata value too long")
-        metadata.extra = [Auth_Rpc_V1_MetadataEntry(key: "Bad Key", value: "x"), Auth_Rpc_V1_MetadataEntry(key: "Bad Key", value: "y")]
+        metadata.extra = [
+            Auth_Rpc_V1_MetadataEntry(key: "Bad Key", value: "x"),
+            Auth_Rpc_V1_MetadataEntry(key: "Bad Key", value: "y"),
+        ]
         #expect(RPCMetadata.violation(in: metadata) == "metadata key must be lowercase ASCII")
     }
 }

@@ -16,7 +16,9 @@ import Testing
 
     func active(maxConcurrentCalls: Int) -> ServerConnectionStateMachine {
         var machine = ServerConnectionStateMachine(maxConcurrentCalls: maxConcurrentCalls)
-        _ = machine.frameReceived(Auth_Rpc_V1_Frame(kind: .hello(Auth_Rpc_V1_Hello(protocolVersion: 1, service: "gateway"))))
+        _ = machine.frameReceived(
+            Auth_Rpc_V1_Frame(kind: .hello(Auth_Rpc_V1_Hello(protocolVersion: 1, service: "gateway")))
+        )
         _ = machine.helloVerified(.success("gateway"))
         return machine
     }
@@ -115,7 +117,11 @@ import Testing
         var machine = active(maxConcurrentCalls: 4)
         _ = machine.frameReceived(request(1))
         _ = machine.frameReceived(cancel(1))
-        guard case .closeWhenIdle(closeNow: true) = machine.frameReceived(Auth_Rpc_V1_Frame(kind: .goAway(Auth_Rpc_V1_GoAway(lastCallID: 1, code: .ok, reason: "client_closing")))) else {
+        guard
+            case .closeWhenIdle(closeNow: true) = machine.frameReceived(
+                Auth_Rpc_V1_Frame(kind: .goAway(Auth_Rpc_V1_GoAway(lastCallID: 1, code: .ok, reason: "client_closing")))
+            )
+        else {
             Issue.record("nothing runs: the connection closes now")
             return
         }

@@ -90,7 +90,11 @@ import Testing
     @Test func cancelledCallSendsNothing() {
         var machine = active()
         _ = machine.frameReceived(request(1))
-        guard case .cancelCall(let id) = machine.frameReceived(Auth_Rpc_V1_Frame(kind: .cancel(Auth_Rpc_V1_Cancel(callID: 1)))) else {
+        guard
+            case .cancelCall(let id) = machine.frameReceived(
+                Auth_Rpc_V1_Frame(kind: .cancel(Auth_Rpc_V1_Cancel(callID: 1)))
+            )
+        else {
             Issue.record("expected cancelCall")
             return
         }
@@ -124,7 +128,11 @@ import Testing
 
     @Test func pingIsAnswered() {
         var machine = active()
-        guard case .sendPong(let payload) = machine.frameReceived(Auth_Rpc_V1_Frame(kind: .ping(Auth_Rpc_V1_Ping(payload: 42)))) else {
+        guard
+            case .sendPong(let payload) = machine.frameReceived(
+                Auth_Rpc_V1_Frame(kind: .ping(Auth_Rpc_V1_Ping(payload: 42)))
+            )
+        else {
             Issue.record("expected sendPong")
             return
         }
@@ -133,7 +141,11 @@ import Testing
 
     @Test func serverOnlyFramesFromClientClose() {
         var machine = active()
-        guard case .closeWithError = machine.frameReceived(Auth_Rpc_V1_Frame(kind: .response(Auth_Rpc_V1_Response(callID: 1)))) else {
+        guard
+            case .closeWithError = machine.frameReceived(
+                Auth_Rpc_V1_Frame(kind: .response(Auth_Rpc_V1_Response(callID: 1)))
+            )
+        else {
             Issue.record("a Response from a client must close the connection")
             return
         }

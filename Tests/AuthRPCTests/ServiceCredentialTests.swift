@@ -12,7 +12,10 @@ import Testing
         serverSecret: [UInt8]? = nil,
         expectedServer: String? = "session",
         serverName: String = "session"
-    ) throws -> (hello: Auth_Rpc_V1_Hello, challenge: Auth_Rpc_V1_Challenge, result: Result<ServiceCredentialVerifier.Accepted, RPCError>) {
+    ) throws -> (
+        hello: Auth_Rpc_V1_Hello, challenge: Auth_Rpc_V1_Challenge,
+        result: Result<ServiceCredentialVerifier.Accepted, RPCError>
+    ) {
         let verifier = ServiceCredentialVerifier(serverName: serverName, secret: serverSecret ?? secret)
         let challenge = verifier.challenge()
         let hello = try ServiceCredentialSigner(service: "gateway", secret: clientSecret ?? secret)
@@ -26,7 +29,13 @@ import Testing
         #expect(accepted.caller == "gateway")
         #expect(hello.nonce.count == 32 && challenge.nonce.count == 32)
         let ack = Auth_Rpc_V1_HelloAck(protocolVersion: rpcProtocolVersion, service: "session", mac: accepted.ackMAC)
-        #expect(ServiceCredentialSigner(service: "gateway", secret: secret).verifyAck(ack, hello: hello, challenge: challenge) == nil)
+        #expect(
+            ServiceCredentialSigner(service: "gateway", secret: secret).verifyAck(
+                ack,
+                hello: hello,
+                challenge: challenge
+            ) == nil
+        )
     }
 
     @Test func refusesAWrongSecret() throws {
@@ -51,12 +60,17 @@ import Testing
         #expect(identity.verify(hello, challenge: challenge, peer: .none).failureReason == "wrong_server")
         var renamed = hello
         renamed.serverService = "identity"
-        #expect(identity.verify(renamed, challenge: challenge, peer: .none).failureReason == "invalid_service_credential")
+        #expect(
+            identity.verify(renamed, challenge: challenge, peer: .none).failureReason == "invalid_service_credential"
+        )
     }
 
     @Test func theClientRefusesAChallengeFromAnotherService() {
         let challenge = ServiceCredentialVerifier(serverName: "identity", secret: secret).challenge()
-        let result = ServiceCredentialSigner(service: "gateway", secret: secret).hello(answering: challenge, expectedServer: "session")
+        let result = ServiceCredentialSigner(service: "gateway", secret: secret).hello(
+            answering: challenge,
+            expectedServer: "session"
+        )
         #expect(result.failureReason == "wrong_server")
     }
 
@@ -76,13 +90,20 @@ import Testing
     @Test func refusesTamperedFieldsAndOtherVersions() throws {
         let verifier = ServiceCredentialVerifier(serverName: "session", secret: secret)
         let challenge = verifier.challenge()
-        let hello = try ServiceCredentialSigner(service: "gateway", secret: secret).hello(answering: challenge, expectedServer: "session").get()
+        let hello = try ServiceCredentialSigner(service: "gateway", secret: secret).hello(
+            answering: challenge,
+            expectedServer: "session"
+        ).get()
         var renamed = hello
         renamed.service = "authctl"
-        #expect(verifier.verify(renamed, challenge: challenge, peer: .none).failureReason == "invalid_service_credential")
+        #expect(
+            verifier.verify(renamed, challenge: challenge, peer: .none).failureReason == "invalid_service_credential"
+        )
         var shortNonce = hello
         shortNonce.nonce = Array(hello.nonce.prefix(16))
-        #expect(verifier.verify(shortNonce, challenge: challenge, peer: .none).failureReason == "invalid_service_credential")
+        #expect(
+            verifier.verify(shortNonce, challenge: challenge, peer: .none).failureReason == "invalid_service_credential"
+        )
         var v1 = hello
         v1.protocolVersion = 1
         #expect(verifier.verify(v1, challenge: challenge, peer: .none).failureReason == "unsupported_protocol_version")
@@ -91,19 +112,35 @@ import Testing
     @Test func withTLSTheCallerMustBeNamedByItsCertificate() throws {
         let verifier = ServiceCredentialVerifier(serverName: "session", secret: nil)
         let challenge = verifier.challenge()
-        let hello = try ServiceCredentialSigner(service: "gateway", secret: nil).hello(answering: challenge, expectedServer: "session").get()
+        let hello = try ServiceCredentialSigner(service: "gateway", secret: nil).hello(
+            answering: challenge,
+            expectedServer: "session"
+        ).get()
         #expect(hello.mac.isEmpty)
         let accepted = try verifier.verify(hello, challenge: challenge, peer: .certificate(dnsNames: ["gateway"])).get()
         #expect(accepted.caller == "gateway" && accepted.ackMAC.isEmpty)
-        #expect(verifier.verify(hello, challenge: challenge, peer: .certificate(dnsNames: ["authctl"])).failureReason == "invalid_service_credential")
+        #expect(
+            verifier.verify(hello, challenge: challenge, peer: .certificate(dnsNames: ["authctl"])).failureReason
+                == "invalid_service_credential"
+        )
         // Without a certificate, a TLS-mode server has nothing to check a MAC against.
         #expect(verifier.verify(hello, challenge: challenge, peer: .none).failureReason == "invalid_service_credential")
     }
 
     @Test func signedBytesAreAsDocumented() {
-        let bytes = ServiceCredential.helloSignedBytes(client: "gateway", server: "session", challengeNonce: [1, 2], clientNonce: [3])
+        let bytes = ServiceCredential.helloSignedBytes(
+            client: "gateway",
+            server: "session",
+            challengeNonce: [1, 2],
+            clientNonce: [3]
+        )
         #expect(bytes == Array("auth-rpc-hello-v2\0gateway\0session\0".utf8) + [1, 2, 3])
-        let ack = ServiceCredential.helloAckSignedBytes(server: "session", client: "gateway", challengeNonce: [1, 2], clientNonce: [3])
+        let ack = ServiceCredential.helloAckSignedBytes(
+            server: "session",
+            client: "gateway",
+            challengeNonce: [1, 2],
+            clientNonce: [3]
+        )
         #expect(ack == Array("auth-rpc-hello-ack-v2\0session\0gateway\0".utf8) + [1, 2, 3])
     }
 }

@@ -38,7 +38,9 @@ import Testing
         router.register(Throwing(error: error, logger: log.logger()))
         let route = router.route(forPath: Throwing.method.path)
         let result = await route?.run(
-            payload: [], context: ServerContext(method: Throwing.method, authenticatedCaller: "gateway"))
+            payload: [],
+            context: ServerContext(method: Throwing.method, authenticatedCaller: "gateway")
+        )
         guard case .failure(let status)? = result else { return nil }
         return status
     }

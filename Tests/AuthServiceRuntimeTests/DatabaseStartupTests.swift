@@ -30,7 +30,9 @@ import Testing
 
     @Test func givesUpAfterTheLimitWithBackoffBetweenAttempts() async throws {
         let pool = PostgresPool(
-            configuration: PostgresConfiguration(connectionString: "host=127.0.0.1 port=\(try closedPort()) dbname=auth"),
+            configuration: PostgresConfiguration(
+                connectionString: "host=127.0.0.1 port=\(try closedPort()) dbname=auth"
+            ),
             logger: logger
         )
         let clock = TestSleepClock(advancesOnSleep: true)
@@ -49,7 +51,9 @@ import Testing
 
     @Test func aZeroLimitMeansOneAttempt() async throws {
         let pool = PostgresPool(
-            configuration: PostgresConfiguration(connectionString: "host=127.0.0.1 port=\(try closedPort()) dbname=auth"),
+            configuration: PostgresConfiguration(
+                connectionString: "host=127.0.0.1 port=\(try closedPort()) dbname=auth"
+            ),
             logger: logger
         )
         let clock = TestSleepClock(advancesOnSleep: true)

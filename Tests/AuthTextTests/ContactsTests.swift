@@ -56,11 +56,13 @@ import Testing
     }
 
     @Test func emailsHaveAtMost254Bytes() {
-        let domain = "@" + String(repeating: "d", count: 60) + "." + String(repeating: "e", count: 60) + "."
+        let domain =
+            "@" + String(repeating: "d", count: 60) + "." + String(repeating: "e", count: 60) + "."
             + String(repeating: "f", count: 60) + ".com"  // 1 + 60 + 1 + 60 + 1 + 60 + 4 = 187 bytes
         let local = String(repeating: "a", count: 64)
         #expect(EmailAddress(local + String(domain.dropLast(4)) + ".co") != nil)  // 250
-        let at254 = local + "@" + String(repeating: "d", count: 60) + "." + String(repeating: "e", count: 60) + "."
+        let at254 =
+            local + "@" + String(repeating: "d", count: 60) + "." + String(repeating: "e", count: 60) + "."
             + String(repeating: "f", count: 60) + "." + "ghijkl"
         #expect(at254.utf8.count == 254)
         #expect(EmailAddress(at254) != nil)
@@ -86,7 +88,8 @@ import Testing
             #expect(LanguageTag.isValid(valid), "\(valid)")
         }
         for invalid in [
-            "", "en_IN", "en--IN", "-", "en-", "-en", "abcdefghi", "en IN", "ένα", String(repeating: "a-", count: 17) + "ab",
+            "", "en_IN", "en--IN", "-", "en-", "-en", "abcdefghi", "en IN", "ένα",
+            String(repeating: "a-", count: 17) + "ab",
         ] {
             #expect(!LanguageTag.isValid(invalid), "\(invalid)")
         }

@@ -1,5 +1,5 @@
-import AuthText
 import AuthProtobuf
+import AuthText
 import BenchmarkHarness
 import Foundation
 import Synchronization
@@ -18,7 +18,9 @@ import Testing
             let options = try LoadOptions.parse(["--concurrency", bad])
             #expect(throws: (any Error).self, "\(bad)") { try options.levels(default: [1]) }
         }
-        #expect(throws: (any Error).self) { try LoadOptions.parse(["--concurrency", "2000"]).levels(default: [], limit: 1024) }
+        #expect(throws: (any Error).self) {
+            try LoadOptions.parse(["--concurrency", "2000"]).levels(default: [], limit: 1024)
+        }
     }
 
     @Test func secondsAndWarmupValidated() {
@@ -166,7 +168,8 @@ import Testing
 
     @Test func fillsPlaceholdersInNestedAndRepeatedStrings() throws {
         let template = try RequestTemplate(
-            json: #"{"user_id": "user-{{seq}}", "amr": ["pwd", "{{uuid}}"], "device": {"name": "{{email}}", "platform": "{{phone}}"}}"#,
+            json:
+                #"{"user_id": "user-{{seq}}", "amr": ["pwd", "{{uuid}}"], "device": {"name": "{{email}}", "platform": "{{phone}}"}}"#,
             type: type
         )
         let first = try decode(template.render(sequence: 41))
@@ -175,7 +178,8 @@ import Testing
         #expect(second.fields["user_id"] == .string("user-42"))
         guard case .list(let amr) = first.fields["amr"], case .string(let uuid) = amr.last,
             case .message(let device) = first.fields["device"], case .string(let email) = device.fields["name"],
-            case .string(let phone) = device.fields["platform"], case .message(let otherDevice) = second.fields["device"]
+            case .string(let phone) = device.fields["platform"],
+            case .message(let otherDevice) = second.fields["device"]
         else {
             Issue.record("unexpected shape: \(first)")
             return
@@ -191,14 +195,28 @@ import Testing
         let tokens = ProtobufSchema.shared.message("auth.session.v1.TokenPair")!
         let response = DynamicMessage(
             schema: ProtobufSchema.shared.message("auth.session.v1.IssueResponse")!,
-            fields: ["tokens": .message(DynamicMessage(schema: tokens, fields: ["refresh_token": .string("r-1"), "access_token_expires_in": .uint(900)]))]
+            fields: [
+                "tokens": .message(
+                    DynamicMessage(
+                        schema: tokens,
+                        fields: ["refresh_token": .string("r-1"), "access_token_expires_in": .uint(900)]
+                    )
+                )
+            ]
         )
         let template = try RequestTemplate(
-            json: #"{"refresh_token": "{{setup.tokens.refresh_token}}", "client_ip": "{{setup.tokens.access_token_expires_in}}"}"#,
+            json:
+                #"{"refresh_token": "{{setup.tokens.refresh_token}}", "client_ip": "{{setup.tokens.access_token_expires_in}}"}"#,
             type: "auth.session.v1.RefreshRequest"
         )
-        #expect(template.setupPaths == ["tokens.refresh_token", "tokens.access_token_expires_in"] || template.setupPaths == ["tokens.access_token_expires_in", "tokens.refresh_token"])
-        let rendered = try DynamicMessage(serializedBytes: template.render(sequence: 0, setup: response), type: "auth.session.v1.RefreshRequest")
+        #expect(
+            template.setupPaths == ["tokens.refresh_token", "tokens.access_token_expires_in"]
+                || template.setupPaths == ["tokens.access_token_expires_in", "tokens.refresh_token"]
+        )
+        let rendered = try DynamicMessage(
+            serializedBytes: template.render(sequence: 0, setup: response),
+            type: "auth.session.v1.RefreshRequest"
+        )
         #expect(rendered.fields["refresh_token"] == .string("r-1"))
         #expect(rendered.fields["client_ip"] == .string("900"))
         #expect(throws: RequestTemplate.TemplateError.self) {
@@ -215,7 +233,9 @@ import Testing
         #expect(template.inputPaths == ["tokens.refresh_token"])
         let input = try JSONValue.parse(Array(#"{"tokens": {"refresh_token": "r-7", "n": [3, 2.50, true]}}"#.utf8))
         let rendered = try DynamicMessage(
-            serializedBytes: template.render(sequence: 0, input: input), type: "auth.session.v1.RefreshRequest")
+            serializedBytes: template.render(sequence: 0, input: input),
+            type: "auth.session.v1.RefreshRequest"
+        )
         #expect(rendered.fields["refresh_token"] == .string("r-7"))
         guard case .string(let ip) = rendered.fields["client_ip"] else {
             Issue.record("no client_ip in \(rendered)")
@@ -231,8 +251,12 @@ import Testing
     }
 
     @Test func refusesUnknownOrUnclosedPlaceholders() {
-        #expect(throws: RequestTemplate.TemplateError.self) { try RequestTemplate(json: #"{"user_id": "{{nope}}"}"#, type: type) }
-        #expect(throws: RequestTemplate.TemplateError.self) { try RequestTemplate(json: #"{"user_id": "{{seq"}"#, type: type) }
+        #expect(throws: RequestTemplate.TemplateError.self) {
+            try RequestTemplate(json: #"{"user_id": "{{nope}}"}"#, type: type)
+        }
+        #expect(throws: RequestTemplate.TemplateError.self) {
+            try RequestTemplate(json: #"{"user_id": "{{seq"}"#, type: type)
+        }
         #expect(throws: ProtobufCError.self) { try RequestTemplate(json: #"{"user": "{{seq}}"}"#, type: type) }
     }
 }

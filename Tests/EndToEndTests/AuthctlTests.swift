@@ -46,7 +46,11 @@ import Testing
         #expect(status == 0, "\(output)")
         #expect(output.contains("auth.session.v1.Session\n"))
         #expect(output.contains("  Issue(auth.session.v1.IssueRequest) returns (auth.session.v1.IssueResponse)\n"))
-        #expect(output.contains("auth.health.v1.Health\n  Check(auth.health.v1.HealthCheckRequest) returns (auth.health.v1.HealthCheckResponse)"))
+        #expect(
+            output.contains(
+                "auth.health.v1.Health\n  Check(auth.health.v1.HealthCheckRequest) returns (auth.health.v1.HealthCheckResponse)"
+            )
+        )
         let listed = output.split(separator: "\n").filter { !$0.hasPrefix(" ") }
         #expect(Set(listed) == ["auth.health.v1.Health", "auth.session.v1.Session"], "\(output)")
     }
@@ -59,9 +63,16 @@ import Testing
         let enumeration = try await authctl(["describe", "auth.rpc.v1.StatusCode"])
         #expect(enumeration.output.contains("  UNAUTHENTICATED = 16;"))
         let method = try await authctl(["describe", "auth.session.v1.Session/Refresh"])
-        #expect(method.output.contains("rpc /auth.session.v1.Session/Refresh(auth.session.v1.RefreshRequest) returns (auth.session.v1.RefreshResponse);"))
+        #expect(
+            method.output.contains(
+                "rpc /auth.session.v1.Session/Refresh(auth.session.v1.RefreshRequest) returns (auth.session.v1.RefreshResponse);"
+            )
+        )
         let unknown = try await authctl(["describe", "auth.nope.v1.Nope"])
-        #expect(unknown.status == 2 && unknown.output.contains("no message, enum, service or method called 'auth.nope.v1.Nope'"))
+        #expect(
+            unknown.status == 2
+                && unknown.output.contains("no message, enum, service or method called 'auth.nope.v1.Nope'")
+        )
     }
 
     @Test func callsAnyMethodWithJSON() async throws {
@@ -78,19 +89,24 @@ import Testing
         #expect(issue.status == 0, "\(issue.output)")
         let issued = try object(issue.output)
         #expect((issued["status"] as? [String: Any])?["code"] as? String == "OK")
-        let tokens = try #require((issued["response"] as? [String: Any])?["tokens"] as? [String: Any], "\(issue.output)")
+        let tokens = try #require(
+            (issued["response"] as? [String: Any])?["tokens"] as? [String: Any],
+            "\(issue.output)"
+        )
         let refreshToken = try #require(tokens["refresh_token"] as? String)
         #expect(!refreshToken.isEmpty && (tokens["access_token"] as? String)?.isEmpty == false)
 
         // The refresh token it printed works in the next call.
         let refresh = try await authctl([
-            "call", address, "/auth.session.v1.Session/Refresh", #"{"refresh_token": "\#(refreshToken)"}"#, "--caller", "gateway",
+            "call", address, "/auth.session.v1.Session/Refresh", #"{"refresh_token": "\#(refreshToken)"}"#, "--caller",
+            "gateway",
         ])
         #expect(refresh.status == 0, "\(refresh.output)")
 
         // An error status is printed as JSON with its code and reason; exit status 1.
         let bogus = try await authctl([
-            "call", address, "auth.session.v1.Session.Refresh", #"{"refresh_token": "not-a-token"}"#, "--caller", "gateway",
+            "call", address, "auth.session.v1.Session.Refresh", #"{"refresh_token": "not-a-token"}"#, "--caller",
+            "gateway",
         ])
         #expect(bogus.status == 1, "\(bogus.output)")
         let status = try #require(try object(bogus.output)["status"] as? [String: Any])
@@ -113,7 +129,10 @@ import Testing
         // Refused before connecting: no server needed.
         let result = try await authctl(["call", "127.0.0.1:9", "auth.session.v1.Session/Issue", json])
         #expect(result.status == 2)
-        #expect(result.output.contains("authctl: invalid JSON for auth.session.v1.IssueRequest: \(message)"), "\(result.output)")
+        #expect(
+            result.output.contains("authctl: invalid JSON for auth.session.v1.IssueRequest: \(message)"),
+            "\(result.output)"
+        )
     }
 
     @Test func refusesAnUnknownMethod() async throws {
@@ -202,9 +221,13 @@ import Testing
     }
 
     @Test func refusesATemplateItCannotRender() async throws {
-        let unknown = try await calls.authctl(["bench", "127.0.0.1:9", "auth.health.v1.Health/Check", #"{"service": "{{nope}}"}"#])
+        let unknown = try await calls.authctl([
+            "bench", "127.0.0.1:9", "auth.health.v1.Health/Check", #"{"service": "{{nope}}"}"#,
+        ])
         #expect(unknown.status == 2 && unknown.output.contains("unknown placeholder {{nope}}"), "\(unknown.output)")
-        let noSetup = try await calls.authctl(["bench", "127.0.0.1:9", "auth.health.v1.Health/Check", #"{"service": "{{setup.x}}"}"#])
+        let noSetup = try await calls.authctl([
+            "bench", "127.0.0.1:9", "auth.health.v1.Health/Check", #"{"service": "{{setup.x}}"}"#,
+        ])
         #expect(noSetup.status == 2 && noSetup.output.contains("no --setup-method"), "\(noSetup.output)")
     }
 }
@@ -259,7 +282,10 @@ import Testing
         // `otp unlock` (issue 19, item 6): a destination that is not locked is cleared all the
         // same; a malformed one is refused naming the field.
         let unlocked = try await calls.authctl(["otp", "unlock", "--target", address, "authctl-\(suffix)@example.com"])
-        #expect(unlocked.status == 0 && unlocked.output.hasPrefix("cleared: the destination was not locked"), "\(unlocked.output)")
+        #expect(
+            unlocked.status == 0 && unlocked.output.hasPrefix("cleared: the destination was not locked"),
+            "\(unlocked.output)"
+        )
         let malformed = try await calls.authctl(["otp", "unlock", "--target", address, "not a destination"])
         #expect(malformed.status == 2 && malformed.output.contains("destination"), "\(malformed.output)")
         #expect(await otp.terminate() == 0)

@@ -18,7 +18,11 @@ extension GatewayEndToEndTests {
             let secret = "Not-The-Password-93"
             let email = GatewayFixture.newEmail("decision")
             let failed = try await fixture.send(
-                .POST, "/v1/login", json: ["email": email, "password": secret], base: base)
+                .POST,
+                "/v1/login",
+                json: ["email": email, "password": secret],
+                base: base
+            )
             expectError(failed, 401, "invalid_credentials")
             let phone = GatewayFixture.newPhone()
             let signedIn = try await fixture.signInWithCode(phone: phone, base: base)
@@ -37,23 +41,72 @@ extension GatewayEndToEndTests {
             let log = gateway.log
             // The failed sign-in: its reason, the masked email, the method; never the password.
             let failure = Self.lines(
-                log, "Authentication decision", "request_id=\(failedID)", "auth.event=sign_in", "auth.outcome=failure",
-                "auth.reason=invalid_credentials", "auth.contact=\(maskedEmail)", "auth.method=password", "traceparent=00-")
+                log,
+                "Authentication decision",
+                "request_id=\(failedID)",
+                "auth.event=sign_in",
+                "auth.outcome=failure",
+                "auth.reason=invalid_credentials",
+                "auth.contact=\(maskedEmail)",
+                "auth.method=password",
+                "traceparent=00-"
+            )
             #expect(failure.count == 1, "\(log)")
             #expect(!log.contains(secret))
             #expect(!log.contains(email))
             // The code sent and the code sign-in, with the masked phone and the user.
             let user = try #require(signedIn.user["id"] as? String)
-            #expect(Self.lines(log, "auth.event=code_sent", "auth.outcome=success", "auth.contact=\(maskedPhone)", "auth.method=otp_sms").count == 1, "\(log)")
-            #expect(Self.lines(
-                log, "request_id=\(signedInID)", "auth.event=sign_in", "auth.outcome=success", "auth.contact=\(maskedPhone)",
-                "auth.user_id=\(user)").count == 1, "\(log)")
+            #expect(
+                Self.lines(
+                    log,
+                    "auth.event=code_sent",
+                    "auth.outcome=success",
+                    "auth.contact=\(maskedPhone)",
+                    "auth.method=otp_sms"
+                ).count == 1,
+                "\(log)"
+            )
+            #expect(
+                Self.lines(
+                    log,
+                    "request_id=\(signedInID)",
+                    "auth.event=sign_in",
+                    "auth.outcome=success",
+                    "auth.contact=\(maskedPhone)",
+                    "auth.user_id=\(user)"
+                ).count == 1,
+                "\(log)"
+            )
             #expect(!log.contains(phone))
             // The refused token.
-            #expect(Self.lines(log, "request_id=\(refusedID)", "auth.event=token_refused", "auth.reason=invalid_token").count == 1, "\(log)")
+            #expect(
+                Self.lines(log, "request_id=\(refusedID)", "auth.event=token_refused", "auth.reason=invalid_token")
+                    .count == 1,
+                "\(log)"
+            )
             // The access log: one line per request with the route template and status.
-            #expect(Self.lines(log, "Request", "http.method=POST", "http.route=/v1/login", "http.status=401", "request_id=\(failedID)").count == 1, "\(log)")
-            #expect(Self.lines(log, "Request", "http.method=GET", "http.route=/v1/me", "http.status=401", "request_id=\(refusedID)").count == 1, "\(log)")
+            #expect(
+                Self.lines(
+                    log,
+                    "Request",
+                    "http.method=POST",
+                    "http.route=/v1/login",
+                    "http.status=401",
+                    "request_id=\(failedID)"
+                ).count == 1,
+                "\(log)"
+            )
+            #expect(
+                Self.lines(
+                    log,
+                    "Request",
+                    "http.method=GET",
+                    "http.route=/v1/me",
+                    "http.status=401",
+                    "request_id=\(refusedID)"
+                ).count == 1,
+                "\(log)"
+            )
         }
 
         @Test func theAccessLogCanBeTurnedOff() async throws {

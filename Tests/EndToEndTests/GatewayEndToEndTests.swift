@@ -24,7 +24,10 @@ func fixture() throws -> GatewayFixture {
 
 /// The reply is the error answer `status` `reason`, with every member the conventions require.
 func expectError(
-    _ reply: Reply, _ status: Int, _ reason: String, message: String? = nil,
+    _ reply: Reply,
+    _ status: Int,
+    _ reason: String,
+    message: String? = nil,
     sourceLocation: SourceLocation = #_sourceLocation
 ) {
     #expect(reply.status == status, "\(reply)", sourceLocation: sourceLocation)
@@ -49,8 +52,12 @@ func expectSessionBody(_ reply: Reply, isNewUser: Bool, sourceLocation: SourceLo
     #expect(reply["is_new_user"] as? Bool == isNewUser, "\(reply)", sourceLocation: sourceLocation)
     let keys = Set(reply.user.keys)
     #expect(
-        keys == ["id", "phone", "email", "name", "photo_url", "onboarding_completed", "email_verified", "phone_verified", "created_at"],
-        sourceLocation: sourceLocation)
+        keys == [
+            "id", "phone", "email", "name", "photo_url", "onboarding_completed", "email_verified", "phone_verified",
+            "created_at",
+        ],
+        sourceLocation: sourceLocation
+    )
     #expect(UUID(uuidString: reply.user["id"] as? String ?? "") != nil, sourceLocation: sourceLocation)
     #expect((reply.user["created_at"] as? String ?? "").hasSuffix("Z"), sourceLocation: sourceLocation)
 }
@@ -81,7 +88,11 @@ extension GatewayEndToEndTests {
             #expect(sent.status == 200, "\(sent)")
             #expect(sent.string("channel") == "sms")
             let destination = sent.string("destination") ?? ""
-            #expect(destination.hasPrefix("+1") && destination.hasSuffix(String(phone.suffix(4))) && destination.contains("*"), "\(destination)")
+            #expect(
+                destination.hasPrefix("+1") && destination.hasSuffix(String(phone.suffix(4)))
+                    && destination.contains("*"),
+                "\(destination)"
+            )
             #expect(!destination.contains(String(phone.dropFirst(2).prefix(6))))
             #expect(sent.int("expires_in") == 600)
             #expect(sent.int("attempts_remaining") == 5)
@@ -89,7 +100,9 @@ extension GatewayEndToEndTests {
             let code = try await fixture.code(to: phone, index: 1)
             #expect(fixture.messages(to: phone)[1]["purpose"] == "login")
             let verified = try await fixture.post(
-                "/v1/otp/verify", ["verification_id": sent.string("verification_id") ?? "", "code": code])
+                "/v1/otp/verify",
+                ["verification_id": sent.string("verification_id") ?? "", "code": code]
+            )
             expectSessionBody(verified, isNewUser: false)
             #expect(verified.userID == created.userID)
             #expect(verified.user["phone"] as? String == phone)
@@ -118,13 +131,19 @@ extension GatewayEndToEndTests {
             let code = try await fixture.code(to: phone)
             #expect(fixture.messages(to: phone).first?["purpose"] == "signup")
             let verified = try await fixture.post(
-                "/v1/otp/verify", ["verification_id": sent.string("verification_id") ?? "", "code": code])
+                "/v1/otp/verify",
+                ["verification_id": sent.string("verification_id") ?? "", "code": code]
+            )
             expectSessionBody(verified, isNewUser: true)
             #expect(verified.user["onboarding_completed"] as? Bool == false)
             #expect(verified.user["name"] is NSNull)
 
             let patched = try await fixture.send(
-                .PATCH, "/v1/me", json: ["onboarding_completed": true, "display_name": "Asha K"], token: verified.accessToken)
+                .PATCH,
+                "/v1/me",
+                json: ["onboarding_completed": true, "display_name": "Asha K"],
+                token: verified.accessToken
+            )
             #expect(patched.status == 200, "\(patched)")
             #expect(patched["onboarding_completed"] as? Bool == true)
             #expect(patched["name"] as? String == "Asha K")
@@ -136,9 +155,18 @@ extension GatewayEndToEndTests {
 
             // A photo, then null clears it.
             let photo = try await fixture.send(
-                .PATCH, "/v1/me", json: ["photo_url": "https://cdn.example.com/a.png"], token: verified.accessToken)
+                .PATCH,
+                "/v1/me",
+                json: ["photo_url": "https://cdn.example.com/a.png"],
+                token: verified.accessToken
+            )
             #expect(photo["photo_url"] as? String == "https://cdn.example.com/a.png")
-            let cleared = try await fixture.send(.PATCH, "/v1/me", json: ["photo_url": NSNull()], token: verified.accessToken)
+            let cleared = try await fixture.send(
+                .PATCH,
+                "/v1/me",
+                json: ["photo_url": NSNull()],
+                token: verified.accessToken
+            )
             #expect(cleared.status == 200, "\(cleared)")
             #expect(cleared["photo_url"] is NSNull)
             #expect(cleared["name"] as? String == "Asha K")
@@ -153,7 +181,9 @@ extension GatewayEndToEndTests {
             #expect(sent.string("destination") == "o***@example.com")
             let code = try await fixture.code(to: email)
             let verified = try await fixture.post(
-                "/v1/otp/verify", ["verification_id": sent.string("verification_id") ?? "", "code": code])
+                "/v1/otp/verify",
+                ["verification_id": sent.string("verification_id") ?? "", "code": code]
+            )
             expectSessionBody(verified, isNewUser: true)
             #expect(verified.user["email"] as? String == email)
             #expect(verified.user["email_verified"] as? Bool == true)
@@ -162,7 +192,9 @@ extension GatewayEndToEndTests {
             #expect((session["session"] as? [String: Any])?["amr"] as? [String] == ["otp_email"])
             // A code works once.
             let again = try await fixture.post(
-                "/v1/otp/verify", ["verification_id": sent.string("verification_id") ?? "", "code": code])
+                "/v1/otp/verify",
+                ["verification_id": sent.string("verification_id") ?? "", "code": code]
+            )
             expectError(again, 404, "verification_not_found")
         }
 
@@ -205,7 +237,10 @@ extension GatewayEndToEndTests {
             let email = GatewayFixture.newEmail("victim")
             let attacker = try await fixture.signUp(email: email, name: "Not The Owner")
             #expect(attacker.user["email_verified"] as? Bool == false)
-            let attackerRefreshed = try await fixture.post("/v1/token/refresh", ["refresh_token": attacker.refreshToken])
+            let attackerRefreshed = try await fixture.post(
+                "/v1/token/refresh",
+                ["refresh_token": attacker.refreshToken]
+            )
             #expect(attackerRefreshed.status == 200, "\(attackerRefreshed)")
 
             // The owner: a login code to the email (the sign-up's own code went there first).
@@ -214,7 +249,9 @@ extension GatewayEndToEndTests {
             let code = try await fixture.code(to: email, index: 1)
             #expect(fixture.messages(to: email)[1]["purpose"] == "login")
             let owner = try await fixture.post(
-                "/v1/otp/verify", ["verification_id": sent.string("verification_id") ?? "", "code": code])
+                "/v1/otp/verify",
+                ["verification_id": sent.string("verification_id") ?? "", "code": code]
+            )
             expectSessionBody(owner, isNewUser: false)
             #expect(owner.userID == attacker.userID)
             #expect(owner.user["email_verified"] as? Bool == true)
@@ -263,7 +300,9 @@ extension GatewayEndToEndTests {
                 let again = try await fixture.post("/v1/otp/resend", ["verification_id": id])
                 #expect(again.status == 200, "\(again)")
                 #expect(again.string("verification_id") == id)
-                resent.append(again.json.filter { !["verification_id", "destination"].contains($0.key) }.mapValues { "\($0)" })
+                resent.append(
+                    again.json.filter { !["verification_id", "destination"].contains($0.key) }.mapValues { "\($0)" }
+                )
             }
             #expect(resent[0] == resent[1], "\(resent)")
             // (The known email got a new code, message 2.)
@@ -272,7 +311,11 @@ extension GatewayEndToEndTests {
             for id in [unknown.string("verification_id") ?? "", known.string("verification_id") ?? ""] {
                 let wrong = try await fixture.post(
                     "/v1/password/reset/confirm",
-                    ["verification_id": id, "code": code == "000000" ? "000001" : "000000", "password": "Another-Pass-77"])
+                    [
+                        "verification_id": id, "code": code == "000000" ? "000001" : "000000",
+                        "password": "Another-Pass-77",
+                    ]
+                )
                 expectError(wrong, 401, "invalid_code")
                 #expect(wrong.int("attempts_remaining") == 4, "\(wrong)")
             }
@@ -282,19 +325,26 @@ extension GatewayEndToEndTests {
             #expect(fixture.messages(to: unknownEmail).isEmpty)
             let notLive = try await fixture.post(
                 "/v1/password/reset/confirm",
-                ["verification_id": unknown.string("verification_id") ?? "", "code": code, "password": "Another-Pass-77"])
+                [
+                    "verification_id": unknown.string("verification_id") ?? "", "code": code,
+                    "password": "Another-Pass-77",
+                ]
+            )
             expectError(notLive, 401, "invalid_code")
 
             // Sent to the sign-in route, the reset code is no live verification there, and is
             // not used up by it: it still works below.
             let wrongRoute = try await fixture.post(
-                "/v1/otp/verify", ["verification_id": known.string("verification_id") ?? "", "code": code])
+                "/v1/otp/verify",
+                ["verification_id": known.string("verification_id") ?? "", "code": code]
+            )
             expectError(wrongRoute, 404, "verification_not_found")
 
             // A weak password is refused before the code is checked: the code still works after.
             let weak = try await fixture.post(
                 "/v1/password/reset/confirm",
-                ["verification_id": known.string("verification_id") ?? "", "code": code, "password": "short"])
+                ["verification_id": known.string("verification_id") ?? "", "code": code, "password": "short"]
+            )
             expectError(weak, 422, "validation_failed")
             #expect((weak["fields"] as? [String: String])?["password"] != nil, "\(weak)")
             #expect((weak["fields"] as? [String: String])?.count == 1, "\(weak)")
@@ -302,7 +352,8 @@ extension GatewayEndToEndTests {
             let newPassword = "Brand-New-Pass-93"
             let confirmed = try await fixture.post(
                 "/v1/password/reset/confirm",
-                ["verification_id": known.string("verification_id") ?? "", "code": code, "password": newPassword])
+                ["verification_id": known.string("verification_id") ?? "", "code": code, "password": newPassword]
+            )
             expectSessionBody(confirmed, isNewUser: false)
             #expect(confirmed.userID == created.userID)
             #expect(confirmed.user["email_verified"] as? Bool == true)
@@ -329,9 +380,14 @@ extension GatewayEndToEndTests {
             let email = GatewayFixture.newEmail("apple")
             let rawNonce = "raw-" + Base64URL.encode(SecureRandom.bytes(count: 16))
             let token = try fixture.apple.idToken(
-                subject: subject, nonce: AppleStandIn.hashedNonce(rawNonce), email: email)
+                subject: subject,
+                nonce: AppleStandIn.hashedNonce(rawNonce),
+                email: email
+            )
             let first = try await fixture.post(
-                "/v1/idtoken", ["provider": "apple", "id_token": token, "nonce": rawNonce, "display_name": "Apple User"])
+                "/v1/idtoken",
+                ["provider": "apple", "id_token": token, "nonce": rawNonce, "display_name": "Apple User"]
+            )
             expectSessionBody(first, isNewUser: true)
             #expect(first.user["email"] as? String == email)
             #expect(first.user["name"] as? String == "Apple User")
@@ -340,7 +396,10 @@ extension GatewayEndToEndTests {
 
             let secondNonce = "raw-" + Base64URL.encode(SecureRandom.bytes(count: 16))
             let secondToken = try fixture.apple.idToken(subject: subject, nonce: AppleStandIn.hashedNonce(secondNonce))
-            let second = try await fixture.post("/v1/idtoken", ["provider": "apple", "id_token": secondToken, "nonce": secondNonce])
+            let second = try await fixture.post(
+                "/v1/idtoken",
+                ["provider": "apple", "id_token": secondToken, "nonce": secondNonce]
+            )
             expectSessionBody(second, isNewUser: false)
             #expect(second.userID == first.userID)
 
@@ -348,8 +407,16 @@ extension GatewayEndToEndTests {
             let thirdNonce = "raw-" + Base64URL.encode(SecureRandom.bytes(count: 16))
             let hashed = AppleStandIn.hashedNonce(thirdNonce)
             let thirdToken = try fixture.apple.idToken(subject: subject, nonce: hashed)
-            let wrongNonce = try await fixture.post("/v1/idtoken", ["provider": "apple", "id_token": thirdToken, "nonce": hashed])
-            expectError(wrongNonce, 401, "invalid_id_token", message: "Authentication verification failed. Please try again.")
+            let wrongNonce = try await fixture.post(
+                "/v1/idtoken",
+                ["provider": "apple", "id_token": thirdToken, "nonce": hashed]
+            )
+            expectError(
+                wrongNonce,
+                401,
+                "invalid_id_token",
+                message: "Authentication verification failed. Please try again."
+            )
         }
 
         @Test func refresh() async throws {
@@ -437,10 +504,16 @@ extension GatewayEndToEndTests {
             let items = listed["sessions"] as? [[String: Any]] ?? []
             #expect(Set(items.compactMap { $0["id"] as? String }) == [aID, bID])
             for item in items {
-                #expect(Set(item.keys) == ["id", "amr", "device", "ip", "created_at", "last_refreshed_at", "expires_at", "current"])
+                #expect(
+                    Set(item.keys) == [
+                        "id", "amr", "device", "ip", "created_at", "last_refreshed_at", "expires_at", "current",
+                    ]
+                )
                 #expect(item["current"] as? Bool == (item["id"] as? String == aID))
                 #expect(item["amr"] as? [String] == ["otp_sms"])
-                #expect(Set((item["device"] as? [String: Any])?.keys ?? [:].keys) == ["platform", "name", "user_agent"])
+                #expect(
+                    Set((item["device"] as? [String: Any])?.keys ?? [:].keys) == ["platform", "name", "user_agent"]
+                )
             }
 
             // Another user's session, a malformed id and an unknown id: 404.
@@ -495,10 +568,12 @@ extension GatewayEndToEndTests {
             let signedIn = try await fixture.signInWithCode(phone: phone)
             let user = signedIn.userID
             let before = try await fixture.database.query(
-                "SELECT count(*)::int8 FROM otp.verifications WHERE destination = \(phone)" as PostgresStatement)
+                "SELECT count(*)::int8 FROM otp.verifications WHERE destination = \(phone)" as PostgresStatement
+            )
             #expect(try before[0].decode(Int64.self, at: 0) == 1)
             let sessionBefore = try await fixture.database.query(
-                "SELECT client_ip FROM session.sessions WHERE user_id = \(user)" as PostgresStatement)
+                "SELECT client_ip FROM session.sessions WHERE user_id = \(user)" as PostgresStatement
+            )
             #expect(try sessionBefore[0].decode(String.self, at: 0) == "127.0.0.1")
             let deleted = try await fixture.send(.DELETE, "/v1/me", token: signedIn.accessToken)
             #expect(deleted.status == 204, "\(deleted)")
@@ -506,14 +581,16 @@ extension GatewayEndToEndTests {
                 """
                 SELECT (SELECT count(*) FROM otp.verifications WHERE destination = \(phone))::int8,
                     (SELECT count(*) FROM otp.limit_events WHERE key = \(phone))::int8
-                """ as PostgresStatement)
+                """ as PostgresStatement
+            )
             #expect(try otpRows[0].decode(Int64.self, at: 0) == 0)
             #expect(try otpRows[0].decode(Int64.self, at: 1) == 0)
             let sessions = try await fixture.database.query(
                 """
                 SELECT count(*)::int8, count(*) FILTER (WHERE client_ip <> '' OR last_client_ip <> '' OR device_user_agent <> '')::int8
                 FROM session.sessions WHERE user_id = \(user)
-                """ as PostgresStatement)
+                """ as PostgresStatement
+            )
             #expect(try sessions[0].decode(Int64.self, at: 0) == 1)
             #expect(try sessions[0].decode(Int64.self, at: 1) == 0)
         }
@@ -524,14 +601,23 @@ extension GatewayEndToEndTests {
             let created = try await fixture.signUp(email: email)
             let other = try await fixture.logIn(email: email)
             let wrong = try await fixture.post(
-                "/v1/me/password", ["current_password": "Wrong-Pass-11", "new_password": "Fresh-Pass-22"], token: created.accessToken)
+                "/v1/me/password",
+                ["current_password": "Wrong-Pass-11", "new_password": "Fresh-Pass-22"],
+                token: created.accessToken
+            )
             expectError(wrong, 401, "invalid_credentials")
             let weak = try await fixture.post(
-                "/v1/me/password", ["current_password": GatewayFixture.password, "new_password": "weak"], token: created.accessToken)
+                "/v1/me/password",
+                ["current_password": GatewayFixture.password, "new_password": "weak"],
+                token: created.accessToken
+            )
             expectError(weak, 422, "validation_failed")
             #expect((weak["fields"] as? [String: String])?.keys.sorted() == ["new_password"], "\(weak)")
             let changed = try await fixture.post(
-                "/v1/me/password", ["current_password": GatewayFixture.password, "new_password": "Fresh-Pass-22"], token: created.accessToken)
+                "/v1/me/password",
+                ["current_password": GatewayFixture.password, "new_password": "Fresh-Pass-22"],
+                token: created.accessToken
+            )
             #expect(changed.status == 204, "\(changed)")
             let mine = try await fixture.get("/v1/session", token: created.accessToken)
             #expect(mine.status == 200)
@@ -559,7 +645,9 @@ extension GatewayEndToEndTests {
             #expect(document.header("Content-Type")?.hasPrefix("application/json") == true)
             #expect(document.string("openapi") == "3.1.0")
             let paths = document["paths"] as? [String: Any] ?? [:]
-            #expect(paths["/v1/otp/send"] != nil && paths["/api/auth/login"] != nil && paths["/v1/sessions/{id}"] != nil)
+            #expect(
+                paths["/v1/otp/send"] != nil && paths["/api/auth/login"] != nil && paths["/v1/sessions/{id}"] != nil
+            )
 
             let live = try await fixture.get("/health/live")
             #expect(live.status == 200)
@@ -573,7 +661,9 @@ extension GatewayEndToEndTests {
             let fixture = try fixture()
             let created = try await fixture.signUp(email: GatewayFixture.newEmail("rid"))
             let signUpID = try #require(created.header("X-Request-Id"))
-            let identityLine = try await fixture.identity.waitForLog(#"([^\n]*request_id=\#(signUpID)[^\n]*User created[^\n]*)"#)
+            let identityLine = try await fixture.identity.waitForLog(
+                #"([^\n]*request_id=\#(signUpID)[^\n]*User created[^\n]*)"#
+            )
             #expect(identityLine.contains("identity.method=password"))
 
             let logout = try await fixture.send(.POST, "/v1/logout", token: created.accessToken)

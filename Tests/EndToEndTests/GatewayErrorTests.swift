@@ -25,7 +25,7 @@ extension GatewayEndToEndTests {
                 ["purpose": "login"],
                 ["phone": phone, "email": GatewayFixture.newEmail()],
                 ["phone": phone, "purpose": "register"],
-                ["phone": 14155550100],
+                ["phone": 14_155_550_100],
                 ["phone": phone, "purpose": 1],
                 ["phone": phone, "channel": "sms"],
                 ["phone": phone, "locale": "en IN!"],
@@ -53,12 +53,19 @@ extension GatewayEndToEndTests {
             }
             // U+0000 in a string cannot travel in the RPC (protobuf-c strings): 400, never a 500.
             let nul = try await fixture.send(
-                .POST, "/v1/otp/send", raw: "{\"email\": \"a\\u0000b@example.com\"}", contentType: "application/json")
+                .POST,
+                "/v1/otp/send",
+                raw: "{\"email\": \"a\\u0000b@example.com\"}",
+                contentType: "application/json"
+            )
             expectError(nul, 400, "invalid_request")
             // Valid JSON in every spelling still passes: escapes, whitespace, unicode.
             let spelled = try await fixture.send(
-                .POST, "/v1/otp/send", raw: " {\r\n\t\"email\" : \"\(email)\" ,\"locale\":\"\\u0065n\"} ",
-                contentType: "application/json")
+                .POST,
+                "/v1/otp/send",
+                raw: " {\r\n\t\"email\" : \"\(email)\" ,\"locale\":\"\\u0065n\"} ",
+                contentType: "application/json"
+            )
             #expect(spelled.status == 200, "\(spelled)")
             // None of these sent anything.
             let count = try await fixture.outboxCount(to: phone)
@@ -160,7 +167,10 @@ extension GatewayEndToEndTests {
             }
             let wrongType = try await fixture.post("/v1/otp/verify", ["verification_id": id, "code": 123456])
             expectError(wrongType, 400, "invalid_request")
-            let wrong = try await fixture.post("/v1/otp/verify", ["verification_id": id, "code": code == "000000" ? "111111" : "000000"])
+            let wrong = try await fixture.post(
+                "/v1/otp/verify",
+                ["verification_id": id, "code": code == "000000" ? "111111" : "000000"]
+            )
             expectError(wrong, 401, "invalid_code")
             #expect(wrong.int("attempts_remaining") == 4, "\(wrong)")
             let right = try await fixture.post("/v1/otp/verify", ["verification_id": id, "code": code])
@@ -171,7 +181,12 @@ extension GatewayEndToEndTests {
             let fixture = try fixture()
             for id in [UUID().uuidString.lowercased(), "not-a-verification", "12345"] {
                 let reply = try await fixture.post("/v1/otp/verify", ["verification_id": id, "code": "123456"])
-                expectError(reply, 404, "verification_not_found", message: "This code is no longer valid. Please request a new one.")
+                expectError(
+                    reply,
+                    404,
+                    "verification_not_found",
+                    message: "This code is no longer valid. Please request a new one."
+                )
             }
             // otp-dispatch's shortest code lifetime is 60 s and it has no clock a process test can
             // move: the test moves the verification's expiry into the past in its database instead.
@@ -188,14 +203,22 @@ extension GatewayEndToEndTests {
             let reset = try await fixture.post("/v1/password/reset", ["email": email])
             let resetCode = try await fixture.code(to: email, index: 1)
             let elsewhere = try await fixture.post(
-                "/v1/otp/verify", ["verification_id": reset.string("verification_id") ?? "", "code": resetCode])
+                "/v1/otp/verify",
+                ["verification_id": reset.string("verification_id") ?? "", "code": resetCode]
+            )
             expectError(elsewhere, 404, "verification_not_found")
             // otp-dispatch's Check takes no purpose: the gateway learns it only from a right code,
             // which Check has consumed by then.
             let burned = try await fixture.post(
                 "/v1/password/reset/confirm",
-                ["verification_id": reset.string("verification_id") ?? "", "code": resetCode, "password": "Valid-Pass-123"])
-            print("gateway e2e: a reset code first sent to /v1/otp/verify, then to its own route: \(burned.status) \(burned.error ?? "")")
+                [
+                    "verification_id": reset.string("verification_id") ?? "", "code": resetCode,
+                    "password": "Valid-Pass-123",
+                ]
+            )
+            print(
+                "gateway e2e: a reset code first sent to /v1/otp/verify, then to its own route: \(burned.status) \(burned.error ?? "")"
+            )
         }
 
         /// Issue 20: the gateway, identity and otp-dispatch apply one rule to phone numbers and
@@ -212,7 +235,9 @@ extension GatewayEndToEndTests {
                 let reply = try await fixture.post("/v1/otp/send", ["email": email, "purpose": "auto"])
                 expectError(reply, 400, "invalid_email")
                 let signUp = try await fixture.post(
-                    "/v1/signup", ["display_name": "Good Name", "email": email, "password": GatewayFixture.password])
+                    "/v1/signup",
+                    ["display_name": "Good Name", "email": email, "password": GatewayFixture.password]
+                )
                 expectError(signUp, 422, "validation_failed")
                 #expect((signUp["fields"] as? [String: String]) == ["email": "Please enter a valid email address."])
             }
@@ -231,22 +256,34 @@ extension GatewayEndToEndTests {
             #expect(fields.keys.sorted() == ["display_name", "email", "password"], "\(all)")
             #expect(fields.values.allSatisfy { !$0.isEmpty })
             let common = try await fixture.post(
-                "/v1/signup", ["display_name": "Good Name", "email": GatewayFixture.newEmail(), "password": "Password1"])
+                "/v1/signup",
+                ["display_name": "Good Name", "email": GatewayFixture.newEmail(), "password": "Password1"]
+            )
             expectError(common, 422, "validation_failed")
             #expect((common["fields"] as? [String: String])?.keys.sorted() == ["password"], "\(common)")
             // Issue 20: the email alone broken answered 400 `invalid_email`, unlike the contract
             // and the same email with another broken field.
             let onlyEmail = try await fixture.post(
-                "/v1/signup", ["display_name": "Good Name", "email": "nope", "password": GatewayFixture.password])
+                "/v1/signup",
+                ["display_name": "Good Name", "email": "nope", "password": GatewayFixture.password]
+            )
             expectError(onlyEmail, 422, "validation_failed")
-            #expect((onlyEmail["fields"] as? [String: String]) == ["email": "Please enter a valid email address."], "\(onlyEmail)")
-            let missing = try await fixture.post("/v1/signup", ["email": GatewayFixture.newEmail(), "password": GatewayFixture.password])
+            #expect(
+                (onlyEmail["fields"] as? [String: String]) == ["email": "Please enter a valid email address."],
+                "\(onlyEmail)"
+            )
+            let missing = try await fixture.post(
+                "/v1/signup",
+                ["email": GatewayFixture.newEmail(), "password": GatewayFixture.password]
+            )
             expectError(missing, 400, "invalid_request")
 
             let email = GatewayFixture.newEmail("taken")
             _ = try await fixture.signUp(email: email)
             let taken = try await fixture.post(
-                "/v1/signup", ["display_name": "Someone Else", "email": email.uppercased(), "password": GatewayFixture.password])
+                "/v1/signup",
+                ["display_name": "Someone Else", "email": email.uppercased(), "password": GatewayFixture.password]
+            )
             expectError(taken, 409, "email_taken", message: "This email is already registered. Try logging in instead.")
         }
 
@@ -260,7 +297,7 @@ extension GatewayEndToEndTests {
             expectError(notAnEmail, 401, "invalid_credentials")
             let empty = try await fixture.logIn(email: email, password: "")
             expectError(empty, 401, "invalid_credentials")
-            let wrongType = try await fixture.post("/api/auth/login", ["email": email, "password": 12345678])
+            let wrongType = try await fixture.post("/api/auth/login", ["email": email, "password": 12_345_678])
             expectError(wrongType, 400, "invalid_request")
             // (An empty password is refused before the service counts it as a failure.)
             for index in 1...10 {
@@ -277,27 +314,60 @@ extension GatewayEndToEndTests {
         @Test func idTokenErrors() async throws {
             let fixture = try fixture()
             let nonce = "raw-nonce-" + Base64URL.encode(SecureRandom.bytes(count: 8))
-            let garbage = try await fixture.post("/v1/idtoken", ["provider": "apple", "id_token": "garbage", "nonce": nonce])
-            expectError(garbage, 401, "invalid_id_token", message: "Authentication verification failed. Please try again.")
+            let garbage = try await fixture.post(
+                "/v1/idtoken",
+                ["provider": "apple", "id_token": "garbage", "nonce": nonce]
+            )
+            expectError(
+                garbage,
+                401,
+                "invalid_id_token",
+                message: "Authentication verification failed. Please try again."
+            )
             let otherKey = try AppleStandIn()
             let forged = try otherKey.idToken(subject: "forged", nonce: AppleStandIn.hashedNonce(nonce))
-            let forgedReply = try await fixture.post("/v1/idtoken", ["provider": "apple", "id_token": forged, "nonce": nonce])
+            let forgedReply = try await fixture.post(
+                "/v1/idtoken",
+                ["provider": "apple", "id_token": forged, "nonce": nonce]
+            )
             expectError(forgedReply, 401, "invalid_id_token")
             let otherAudience = try fixture.apple.idToken(
-                subject: "aud", nonce: AppleStandIn.hashedNonce(nonce), audience: "com.someone.else")
-            let audienceReply = try await fixture.post("/v1/idtoken", ["provider": "apple", "id_token": otherAudience, "nonce": nonce])
+                subject: "aud",
+                nonce: AppleStandIn.hashedNonce(nonce),
+                audience: "com.someone.else"
+            )
+            let audienceReply = try await fixture.post(
+                "/v1/idtoken",
+                ["provider": "apple", "id_token": otherAudience, "nonce": nonce]
+            )
             expectError(audienceReply, 401, "invalid_id_token")
             // The same token twice: replayed.
             let token = try fixture.apple.idToken(subject: "replay-" + nonce, nonce: AppleStandIn.hashedNonce(nonce))
             let first = try await fixture.post("/v1/idtoken", ["provider": "apple", "id_token": token, "nonce": nonce])
             #expect(first.status == 200, "\(first)")
-            let replay = try await fixture.post("/v1/idtoken", ["provider": "apple", "id_token": token, "nonce": nonce])
+            let replay = try await fixture.post(
+                "/v1/idtoken",
+                ["provider": "apple", "id_token": token, "nonce": nonce]
+            )
             expectError(replay, 401, "invalid_id_token")
 
-            let google = try await fixture.post("/v1/idtoken", ["provider": "google", "id_token": "x.y.z", "nonce": nonce])
-            expectError(google, 400, "provider_not_enabled", message: "Google Sign-In is not configured. Please use email/password.")
+            let google = try await fixture.post(
+                "/v1/idtoken",
+                ["provider": "google", "id_token": "x.y.z", "nonce": nonce]
+            )
+            expectError(
+                google,
+                400,
+                "provider_not_enabled",
+                message: "Google Sign-In is not configured. Please use email/password."
+            )
             let facebook = try await fixture.post("/v1/idtoken", ["provider": "facebook", "id_token": "x.y.z"])
-            expectError(facebook, 400, "provider_not_enabled", message: "Facebook Sign-In is not configured. Please use email/password.")
+            expectError(
+                facebook,
+                400,
+                "provider_not_enabled",
+                message: "Facebook Sign-In is not configured. Please use email/password."
+            )
             for body: [String: Any] in [
                 ["provider": "github", "id_token": "x.y.z", "nonce": nonce],
                 ["provider": "apple", "id_token": token],
@@ -314,7 +384,12 @@ extension GatewayEndToEndTests {
             let fixture = try fixture()
             for token in ["garbage", "", String(repeating: "A", count: 43)] {
                 let reply = try await fixture.post("/v1/token/refresh", ["refresh_token": token])
-                expectError(reply, 401, "invalid_refresh_token", message: "Your session is no longer valid. Please sign in again.")
+                expectError(
+                    reply,
+                    401,
+                    "invalid_refresh_token",
+                    message: "Your session is no longer valid. Please sign in again."
+                )
             }
             let missing = try await fixture.post("/v1/token/refresh", [:])
             expectError(missing, 400, "invalid_request")
@@ -331,9 +406,12 @@ extension GatewayEndToEndTests {
             let token = signedIn.accessToken
             // A payload changed after signing (say a later `exp`): the signature no longer holds.
             let parts = token.split(separator: ".").map(String.init)
-            var payload = try JSONSerialization.jsonObject(with: Data(Base64URL.decode(parts[1]) ?? [])) as? [String: Any] ?? [:]
+            var payload =
+                try JSONSerialization.jsonObject(with: Data(Base64URL.decode(parts[1]) ?? [])) as? [String: Any] ?? [:]
             payload["exp"] = (payload["exp"] as? Int ?? 0) + 86_400
-            let tampered = parts[0] + "." + Base64URL.encode(Array(try JSONSerialization.data(withJSONObject: payload))) + "." + parts[2]
+            let tampered =
+                parts[0] + "." + Base64URL.encode(Array(try JSONSerialization.data(withJSONObject: payload))) + "."
+                + parts[2]
             let authorizations: [String?] = [
                 nil, "", "Bearer", "Bearer ", "Basic dXNlcjpwYXNz", "Token \(token)", "Bearer garbage",
                 "Bearer a.b.c", "Bearer \(tampered)", "Bearer \(token)x",
@@ -344,7 +422,12 @@ extension GatewayEndToEndTests {
                     expectError(reply, 401, "invalid_token", message: "Your session has expired. Please sign in again.")
                 }
             }
-            let patch = try await fixture.send(.PATCH, "/v1/me", json: ["display_name": "Nope Nope"], authorization: "Bearer garbage")
+            let patch = try await fixture.send(
+                .PATCH,
+                "/v1/me",
+                json: ["display_name": "Nope Nope"],
+                authorization: "Bearer garbage"
+            )
             expectError(patch, 401, "invalid_token")
             let delete = try await fixture.send(.DELETE, "/v1/me")
             expectError(delete, 401, "invalid_token")
@@ -381,11 +464,20 @@ extension GatewayEndToEndTests {
             let name = try await fixture.send(.PATCH, "/v1/me", json: ["display_name": "x"], token: token)
             expectError(name, 422, "validation_failed")
             #expect((name["fields"] as? [String: String])?.keys.sorted() == ["display_name"], "\(name)")
-            let photo = try await fixture.send(.PATCH, "/v1/me", json: ["photo_url": "http://insecure.example.com/a.png"], token: token)
+            let photo = try await fixture.send(
+                .PATCH,
+                "/v1/me",
+                json: ["photo_url": "http://insecure.example.com/a.png"],
+                token: token
+            )
             expectError(photo, 422, "validation_failed")
             #expect((photo["fields"] as? [String: String])?.keys.sorted() == ["photo_url"], "\(photo)")
             let both = try await fixture.send(
-                .PATCH, "/v1/me", json: ["display_name": "!!", "photo_url": "ftp://x"], token: token)
+                .PATCH,
+                "/v1/me",
+                json: ["display_name": "!!", "photo_url": "ftp://x"],
+                token: token
+            )
             expectError(both, 422, "validation_failed")
             #expect((both["fields"] as? [String: String])?.keys.sorted() == ["display_name", "photo_url"], "\(both)")
             for body: [String: Any] in [["onboarding_completed": "yes"], ["display_name": 5], ["email": "a@b.co"]] {
@@ -409,22 +501,40 @@ extension GatewayEndToEndTests {
             expectError(tooLarge, 413, "payload_too_large")
             let signedIn = try await fixture.signInWithCode(phone: GatewayFixture.newPhone())
             let bigPatch = try await fixture.send(
-                .PATCH, "/v1/me", raw: "{\"display_name\": \"" + String(repeating: "a", count: 20_000) + "\"}",
-                contentType: "application/json", token: signedIn.accessToken)
+                .PATCH,
+                "/v1/me",
+                raw: "{\"display_name\": \"" + String(repeating: "a", count: 20_000) + "\"}",
+                contentType: "application/json",
+                token: signedIn.accessToken
+            )
             expectError(bigPatch, 413, "payload_too_large")
 
-            let plain = try await fixture.send(.POST, "/v1/otp/send", raw: "{\"phone\": \"\(phone)\"}", contentType: "text/plain")
+            let plain = try await fixture.send(
+                .POST,
+                "/v1/otp/send",
+                raw: "{\"phone\": \"\(phone)\"}",
+                contentType: "text/plain"
+            )
             expectError(plain, 415, "unsupported_media_type")
             let none = try await fixture.send(.POST, "/v1/login", raw: "{\"email\": \"a@b.co\", \"password\": \"x\"}")
             expectError(none, 415, "unsupported_media_type")
-            let form = try await fixture.send(.POST, "/v1/login", raw: "email=a%40b.co&password=x", contentType: "application/x-www-form-urlencoded")
+            let form = try await fixture.send(
+                .POST,
+                "/v1/login",
+                raw: "email=a%40b.co&password=x",
+                contentType: "application/x-www-form-urlencoded"
+            )
             expectError(form, 415, "unsupported_media_type")
             let count = try await fixture.outboxCount(to: phone)
             #expect(count == 0)
 
             for contentType in ["application/json; charset=utf-8", "Application/JSON;charset=UTF-8"] {
                 let accepted = try await fixture.send(
-                    .POST, "/v1/otp/send", raw: "{\"phone\": \"\(phone)\"}", contentType: contentType)
+                    .POST,
+                    "/v1/otp/send",
+                    raw: "{\"phone\": \"\(phone)\"}",
+                    contentType: contentType
+                )
                 #expect(accepted.status == 200, "\(contentType): \(accepted)")
             }
         }
@@ -433,15 +543,22 @@ extension GatewayEndToEndTests {
             let fixture = try fixture()
             let invalid = try await fixture.post("/v1/password/reset", ["email": "not-an-email"])
             expectError(invalid, 400, "invalid_email")
-            let extra = try await fixture.post("/v1/password/reset", ["email": GatewayFixture.newEmail(), "phone": "+14155550100"])
+            let extra = try await fixture.post(
+                "/v1/password/reset",
+                ["email": GatewayFixture.newEmail(), "phone": "+14155550100"]
+            )
             expectError(extra, 400, "invalid_request")
             for id in [UUID().uuidString.lowercased(), "nope"] {
                 let reply = try await fixture.post(
-                    "/v1/password/reset/confirm", ["verification_id": id, "code": "123456", "password": "Valid-Pass-123"])
+                    "/v1/password/reset/confirm",
+                    ["verification_id": id, "code": "123456", "password": "Valid-Pass-123"]
+                )
                 expectError(reply, 404, "verification_not_found")
             }
             let weak = try await fixture.post(
-                "/v1/password/reset/confirm", ["verification_id": UUID().uuidString, "code": "123456", "password": "password"])
+                "/v1/password/reset/confirm",
+                ["verification_id": UUID().uuidString, "code": "123456", "password": "password"]
+            )
             expectError(weak, 422, "validation_failed")
             #expect((weak["fields"] as? [String: String])?.keys.sorted() == ["password"], "\(weak)")
 
@@ -453,7 +570,11 @@ extension GatewayEndToEndTests {
             let wrong = code == "000000" ? "111111" : "000000"
             let reply = try await fixture.post(
                 "/v1/password/reset/confirm",
-                ["verification_id": started.string("verification_id") ?? "", "code": wrong, "password": "Valid-Pass-123"])
+                [
+                    "verification_id": started.string("verification_id") ?? "", "code": wrong,
+                    "password": "Valid-Pass-123",
+                ]
+            )
             expectError(reply, 401, "invalid_code")
             #expect(reply.int("attempts_remaining") == 4, "\(reply)")
             // A sign-in code is not a reset code.
@@ -462,7 +583,11 @@ extension GatewayEndToEndTests {
             let phoneCode = try await fixture.code(to: phone)
             let crossed = try await fixture.post(
                 "/v1/password/reset/confirm",
-                ["verification_id": sent.string("verification_id") ?? "", "code": phoneCode, "password": "Valid-Pass-123"])
+                [
+                    "verification_id": sent.string("verification_id") ?? "", "code": phoneCode,
+                    "password": "Valid-Pass-123",
+                ]
+            )
             expectError(crossed, 404, "verification_not_found")
         }
     }
@@ -480,8 +605,12 @@ extension GatewayEndToEndTests {
             ])
             func logIn(from client: String) async throws -> GatewayFixture.Reply {
                 try await fixture.send(
-                    .POST, "/v1/login", json: ["email": GatewayFixture.newEmail("v6"), "password": "x"],
-                    headers: [("X-Forwarded-For", client)], base: base)
+                    .POST,
+                    "/v1/login",
+                    json: ["email": GatewayFixture.newEmail("v6"), "password": "x"],
+                    headers: [("X-Forwarded-For", client)],
+                    base: base
+                )
             }
             for client in ["2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2:aaaa:bbbb:cccc:dddd"] {
                 expectError(try await logIn(from: client), 401, "invalid_credentials")
@@ -501,17 +630,29 @@ extension GatewayEndToEndTests {
             ])
             // The account-check budget: two `login` checks, then 429 ...
             for _ in 0..<2 {
-                let reply = try await fixture.post("/v1/otp/send", ["phone": GatewayFixture.newPhone(), "purpose": "login"], base: base)
+                let reply = try await fixture.post(
+                    "/v1/otp/send",
+                    ["phone": GatewayFixture.newPhone(), "purpose": "login"],
+                    base: base
+                )
                 expectError(reply, 404, "account_not_found")
             }
-            let checked = try await fixture.post("/v1/otp/send", ["phone": GatewayFixture.newPhone(), "purpose": "login"], base: base)
+            let checked = try await fixture.post(
+                "/v1/otp/send",
+                ["phone": GatewayFixture.newPhone(), "purpose": "login"],
+                base: base
+            )
             expectError(checked, 429, "rate_limited")
             #expect((checked.int("retry_after") ?? 0) > 60, "\(checked)")
             // ... while `auto`, which tells nothing, is not counted in it ...
             let auto = try await fixture.post("/v1/otp/send", ["phone": GatewayFixture.newPhone()], base: base)
             #expect(auto.status == 200, "\(auto)")
             // ... and `signup` is (issue 19, item 7: its 409 `account_exists` told for free).
-            let signup = try await fixture.post("/v1/otp/send", ["phone": GatewayFixture.newPhone(), "purpose": "signup"], base: base)
+            let signup = try await fixture.post(
+                "/v1/otp/send",
+                ["phone": GatewayFixture.newPhone(), "purpose": "signup"],
+                base: base
+            )
             expectError(signup, 429, "rate_limited")
             #expect((signup.int("retry_after") ?? 0) > 60, "\(signup)")
             // That was the route's 5th request; the 6th is refused by the route's own budget.
@@ -521,23 +662,37 @@ extension GatewayEndToEndTests {
             // POST /v1/signup spends the same budget (its 409 `email_taken` tells too).
             let signedUp = try await fixture.post(
                 "/v1/signup",
-                ["display_name": "Asha", "email": GatewayFixture.newEmail("rl"), "password": "Valid-Pass-123"], base: base)
+                ["display_name": "Asha", "email": GatewayFixture.newEmail("rl"), "password": "Valid-Pass-123"],
+                base: base
+            )
             expectError(signedUp, 429, "rate_limited")
             #expect((signedUp.int("retry_after") ?? 0) > 60, "\(signedUp)")
 
             // Per route: /v1/login has its own budget of 5.
             for _ in 0..<5 {
                 let reply = try await fixture.send(
-                    .POST, "/v1/login", json: ["email": GatewayFixture.newEmail("rl"), "password": "x"], base: base)
+                    .POST,
+                    "/v1/login",
+                    json: ["email": GatewayFixture.newEmail("rl"), "password": "x"],
+                    base: base
+                )
                 expectError(reply, 401, "invalid_credentials")
             }
             let refused = try await fixture.send(
-                .POST, "/v1/login", json: ["email": GatewayFixture.newEmail("rl"), "password": "x"], base: base)
+                .POST,
+                "/v1/login",
+                json: ["email": GatewayFixture.newEmail("rl"), "password": "x"],
+                base: base
+            )
             expectError(refused, 429, "rate_limited")
             // /api/auth/login is the same operation: it spends the same budget (issue 19; it was
             // a budget of its own, twice the guesses per minute).
             let other = try await fixture.send(
-                .POST, "/api/auth/login", json: ["email": GatewayFixture.newEmail("rl"), "password": "x"], base: base)
+                .POST,
+                "/api/auth/login",
+                json: ["email": GatewayFixture.newEmail("rl"), "password": "x"],
+                base: base
+            )
             expectError(other, 429, "rate_limited")
             // Authenticated routes are not limited by it.
             let signedIn = try await fixture.signInWithCode(phone: GatewayFixture.newPhone())
@@ -558,24 +713,44 @@ extension GatewayEndToEndTests {
         @Test func aResetWhoseSessionsCannotBeEndedChangesNothing() async throws {
             let fixture = try fixture()
             let (session, sessionPort) = try await fixture.startSession()
-            let (_, base) = try await fixture.startGateway(sessionPort: sessionPort, ["AUTH_GATEWAY_RPC_TIMEOUT_MS": "300"])
+            let (_, base) = try await fixture.startGateway(
+                sessionPort: sessionPort,
+                ["AUTH_GATEWAY_RPC_TIMEOUT_MS": "300"]
+            )
             let email = GatewayFixture.newEmail("revoke-first")
             let signedUp = try await fixture.post(
-                "/v1/signup", ["display_name": "Asha", "email": email, "password": GatewayFixture.password], base: base)
+                "/v1/signup",
+                ["display_name": "Asha", "email": email, "password": GatewayFixture.password],
+                base: base
+            )
             #expect(signedUp.status == 201, "\(signedUp)")
             let started = try await fixture.post("/v1/password/reset", ["email": email], base: base)
             let code = try await fixture.code(to: email, index: 1)
             session.send(SIGSTOP)
             let confirm = try await fixture.post(
                 "/v1/password/reset/confirm",
-                ["verification_id": started.string("verification_id") ?? "", "code": code, "password": "Brand-New-Pass-55"],
-                base: base)
+                [
+                    "verification_id": started.string("verification_id") ?? "", "code": code,
+                    "password": "Brand-New-Pass-55",
+                ],
+                base: base
+            )
             session.send(SIGCONT)
             expectError(confirm, 503, "unavailable")
             // The password did not change: the old one signs in, the new one does not.
-            let old = try await fixture.send(.POST, "/v1/login", json: ["email": email, "password": GatewayFixture.password], base: base)
+            let old = try await fixture.send(
+                .POST,
+                "/v1/login",
+                json: ["email": email, "password": GatewayFixture.password],
+                base: base
+            )
             #expect(old.status == 200, "\(old)")
-            let new = try await fixture.send(.POST, "/v1/login", json: ["email": email, "password": "Brand-New-Pass-55"], base: base)
+            let new = try await fixture.send(
+                .POST,
+                "/v1/login",
+                json: ["email": email, "password": "Brand-New-Pass-55"],
+                base: base
+            )
             expectError(new, 401, "invalid_credentials")
         }
 
@@ -583,8 +758,14 @@ extension GatewayEndToEndTests {
         @Test func unavailableServiceAnswers503AndSIGTERMFinishesInFlightRequests() async throws {
             let fixture = try fixture()
             let (session, sessionPort) = try await fixture.startSession()
-            let (_, fastBase) = try await fixture.startGateway(sessionPort: sessionPort, ["AUTH_GATEWAY_RPC_TIMEOUT_MS": "300"])
-            let (slow, slowBase) = try await fixture.startGateway(sessionPort: sessionPort, ["AUTH_GATEWAY_RPC_TIMEOUT_MS": "60000"])
+            let (_, fastBase) = try await fixture.startGateway(
+                sessionPort: sessionPort,
+                ["AUTH_GATEWAY_RPC_TIMEOUT_MS": "300"]
+            )
+            let (slow, slowBase) = try await fixture.startGateway(
+                sessionPort: sessionPort,
+                ["AUTH_GATEWAY_RPC_TIMEOUT_MS": "60000"]
+            )
             let signedIn = try await fixture.signInWithCode(phone: GatewayFixture.newPhone(), base: fastBase)
             let token = signedIn.accessToken
             // Both gateways have the keys (the JWK Set is fetched once, then cached).
@@ -615,7 +796,11 @@ extension GatewayEndToEndTests {
             session.send(SIGSTOP)
             let hung = try await fixture.get("/v1/session", token: token, base: fastBase)
             expectError(hung, 503, "unavailable", message: "The service is temporarily unavailable. Please try again.")
-            let refreshHung = try await fixture.post("/v1/token/refresh", ["refresh_token": signedIn.refreshToken], base: fastBase)
+            let refreshHung = try await fixture.post(
+                "/v1/token/refresh",
+                ["refresh_token": signedIn.refreshToken],
+                base: fastBase
+            )
             expectError(refreshHung, 503, "unavailable")
             session.send(SIGCONT)
 

@@ -46,9 +46,17 @@ final class GatewayFixture: Sendable {
     private let extras = Mutex<[ServiceProcess]>([])
 
     private init(
-        rpcSecret: String, otpSecret: String, databaseURL: String, webhook: HTTPReceiver, apple: AppleStandIn,
-        session: (ServiceProcess, Int), identity: (ServiceProcess, Int), otp: (ServiceProcess, Int), gateway: (ServiceProcess, Int),
-        http: HTTPClient, database: PostgresPool
+        rpcSecret: String,
+        otpSecret: String,
+        databaseURL: String,
+        webhook: HTTPReceiver,
+        apple: AppleStandIn,
+        session: (ServiceProcess, Int),
+        identity: (ServiceProcess, Int),
+        otp: (ServiceProcess, Int),
+        gateway: (ServiceProcess, Int),
+        http: HTTPClient,
+        database: PostgresPool
     ) {
         self.rpcSecret = rpcSecret
         self.otpSecret = otpSecret
@@ -82,47 +90,74 @@ final class GatewayFixture: Sendable {
                         "AUTH_LOG_LEVEL": "info",
                     ]
                     func start(_ name: String, _ variables: [String: String]) async throws -> (ServiceProcess, Int) {
-                        let process = try ServiceProcess(executable: name, environment: common.merging(variables) { $1 })
+                        let process = try ServiceProcess(
+                            executable: name,
+                            environment: common.merging(variables) { $1 }
+                        )
                         return (process, try await process.listeningPort())
                     }
-                    async let session = start("session", sessionVariables(masterKey: "ZTJlLXRlc3QtbWFzdGVyLWtleS0zMi1ieXRlcy0hISE="))
-                    async let identity = start("identity", [
-                        "AUTH_IDENTITY_PORT": "0",
-                        // Cheap hashes: the tests sign in with passwords dozens of times.
-                        "AUTH_IDENTITY_SCRYPT_LOG_N": "10",
-                        "AUTH_OIDC_APPLE_CLIENT_IDS": appleClientID,
-                        "AUTH_OIDC_APPLE_ISSUER": appleIssuer,
-                        "AUTH_OIDC_APPLE_JWKS_URL": "http://127.0.0.1:\(jwksServer.port)/auth/keys",
-                    ])
-                    async let otp = start("otp-dispatch", [
-                        "AUTH_OTP_PORT": "0",
-                        "AUTH_OTP_SECRET": otpSecret,
-                        "AUTH_OTP_SMS_PROVIDER": "webhook",
-                        "AUTH_OTP_EMAIL_PROVIDER": "webhook",
-                        "AUTH_OTP_WEBHOOK_URL": "http://127.0.0.1:\(webhook.port)/otp",
-                        "AUTH_OTP_WEBHOOK_SECRET": "e2e-webhook",
-                        // Every test comes from 127.0.0.1.
-                        "AUTH_OTP_STARTS_PER_IP_PER_HOUR": "1000000",
-                        // The first resend at once (the resend flow), later ones 120 s apart
-                        // (resend_too_soon).
-                        "AUTH_OTP_RESEND_AFTER_SECONDS": "0",
-                        "AUTH_OTP_SWEEP_INTERVAL_MS": "500",
-                    ])
+                    async let session = start(
+                        "session",
+                        sessionVariables(masterKey: "ZTJlLXRlc3QtbWFzdGVyLWtleS0zMi1ieXRlcy0hISE=")
+                    )
+                    async let identity = start(
+                        "identity",
+                        [
+                            "AUTH_IDENTITY_PORT": "0",
+                            // Cheap hashes: the tests sign in with passwords dozens of times.
+                            "AUTH_IDENTITY_SCRYPT_LOG_N": "10",
+                            "AUTH_OIDC_APPLE_CLIENT_IDS": appleClientID,
+                            "AUTH_OIDC_APPLE_ISSUER": appleIssuer,
+                            "AUTH_OIDC_APPLE_JWKS_URL": "http://127.0.0.1:\(jwksServer.port)/auth/keys",
+                        ]
+                    )
+                    async let otp = start(
+                        "otp-dispatch",
+                        [
+                            "AUTH_OTP_PORT": "0",
+                            "AUTH_OTP_SECRET": otpSecret,
+                            "AUTH_OTP_SMS_PROVIDER": "webhook",
+                            "AUTH_OTP_EMAIL_PROVIDER": "webhook",
+                            "AUTH_OTP_WEBHOOK_URL": "http://127.0.0.1:\(webhook.port)/otp",
+                            "AUTH_OTP_WEBHOOK_SECRET": "e2e-webhook",
+                            // Every test comes from 127.0.0.1.
+                            "AUTH_OTP_STARTS_PER_IP_PER_HOUR": "1000000",
+                            // The first resend at once (the resend flow), later ones 120 s apart
+                            // (resend_too_soon).
+                            "AUTH_OTP_RESEND_AFTER_SECONDS": "0",
+                            "AUTH_OTP_SWEEP_INTERVAL_MS": "500",
+                        ]
+                    )
                     let started = try await (session: session, identity: identity, otp: otp)
                     let gatewayProcess = try ServiceProcess(
                         executable: "gateway",
-                        environment: common.merging(gatewayVariables(
-                            session: started.session.1, identity: started.identity.1, otp: started.otp.1,
-                            extra: [
-                                "AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE": "1000000",
-                                "AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR": "1000000",
-                            ])) { $1 })
+                        environment: common.merging(
+                            gatewayVariables(
+                                session: started.session.1,
+                                identity: started.identity.1,
+                                otp: started.otp.1,
+                                extra: [
+                                    "AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE": "1000000",
+                                    "AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR": "1000000",
+                                ]
+                            )
+                        ) { $1 }
+                    )
                     let gatewayPort = try await Self.gatewayPort(gatewayProcess)
                     let http = HTTPClient(eventLoopGroupProvider: .singleton)
                     let fixture = GatewayFixture(
-                        rpcSecret: rpcSecret, otpSecret: otpSecret, databaseURL: databaseURL, webhook: webhook, apple: apple,
-                        session: started.session, identity: started.identity, otp: started.otp,
-                        gateway: (gatewayProcess, gatewayPort), http: http, database: admin)
+                        rpcSecret: rpcSecret,
+                        otpSecret: otpSecret,
+                        databaseURL: databaseURL,
+                        webhook: webhook,
+                        apple: apple,
+                        session: started.session,
+                        identity: started.identity,
+                        otp: started.otp,
+                        gateway: (gatewayProcess, gatewayPort),
+                        http: http,
+                        database: admin
+                    )
                     do {
                         try await body(fixture)
                     } catch {
@@ -175,8 +210,14 @@ final class GatewayFixture: Sendable {
     /// (its own rate limits, RPC timeout); stopped with the fixture unless the test stops it.
     func startGateway(sessionPort: Int? = nil, _ variables: [String: String]) async throws -> (ServiceProcess, String) {
         var environment = ["AUTH_RPC_SECRET": rpcSecret, "AUTH_LOG_LEVEL": "info"]
-        environment.merge(Self.gatewayVariables(
-            session: sessionPort ?? self.sessionPort, identity: identityPort, otp: otpPort, extra: variables)) { $1 }
+        environment.merge(
+            Self.gatewayVariables(
+                session: sessionPort ?? self.sessionPort,
+                identity: identityPort,
+                otp: otpPort,
+                extra: variables
+            )
+        ) { $1 }
         let process = try ServiceProcess(executable: "gateway", environment: environment)
         extras.withLock { $0.append(process) }
         let port = try await Self.gatewayPort(process)
@@ -200,13 +241,21 @@ final class GatewayFixture: Sendable {
         var logger = Logger(label: "gateway-e2e")
         logger.logLevel = .critical
         let admin = PostgresPool(
-            configuration: PostgresConfiguration(connectionString: url, maxConnections: 1, applicationName: "gateway-e2e-admin"),
+            configuration: PostgresConfiguration(
+                connectionString: url,
+                maxConnections: 1,
+                applicationName: "gateway-e2e-admin"
+            ),
             logger: logger
         )
         try await admin.query("CREATE DATABASE \(identifier: name)")
         let fresh = url.replacingOccurrences(of: "dbname=auth", with: "dbname=\(name)")
         let pool = PostgresPool(
-            configuration: PostgresConfiguration(connectionString: fresh, maxConnections: 2, applicationName: "gateway-e2e"),
+            configuration: PostgresConfiguration(
+                connectionString: fresh,
+                maxConnections: 2,
+                applicationName: "gateway-e2e"
+            ),
             logger: logger
         )
         do {
@@ -358,13 +407,21 @@ final class GatewayFixture: Sendable {
     }
 
     /// Creates an account with a password: the sign-up body (201).
-    func signUp(email: String, password: String = GatewayFixture.password, name: String = "E2E User") async throws -> Reply {
+    func signUp(
+        email: String,
+        password: String = GatewayFixture.password,
+        name: String = "E2E User"
+    ) async throws -> Reply {
         let reply = try await post("/v1/signup", ["display_name": name, "email": email, "password": password])
         guard reply.status == 201 else { throw ServiceProcessError(message: "signup: \(reply)") }
         return reply
     }
 
-    func logIn(email: String, password: String = GatewayFixture.password, path: String = "/v1/login") async throws -> Reply {
+    func logIn(
+        email: String,
+        password: String = GatewayFixture.password,
+        path: String = "/v1/login"
+    ) async throws -> Reply {
         try await post(path, ["email": email, "password": password])
     }
 
@@ -380,7 +437,8 @@ final class GatewayFixture: Sendable {
     /// waiting the minimum code lifetime (60 s) out.
     func expireVerification(_ id: String) async throws {
         guard let uuid = UUID(uuidString: id) else { throw ServiceProcessError(message: "bad id \(id)") }
-        let statement: PostgresStatement = "UPDATE otp.verifications SET expires_at = now() - interval '1 minute' WHERE id = \(uuid)"
+        let statement: PostgresStatement =
+            "UPDATE otp.verifications SET expires_at = now() - interval '1 minute' WHERE id = \(uuid)"
         _ = try await database.query(statement)
     }
 }
@@ -407,7 +465,12 @@ final class AppleStandIn: Sendable {
     }
 
     /// An ID token for `subject` carrying `nonce` (already hashed), valid for 10 minutes.
-    func idToken(subject: String, nonce: String, email: String? = nil, audience: String = GatewayFixture.appleClientID) throws -> String {
+    func idToken(
+        subject: String,
+        nonce: String,
+        email: String? = nil,
+        audience: String = GatewayFixture.appleClientID
+    ) throws -> String {
         let now = Int(Date().timeIntervalSince1970)
         var claims: [String: Any] = [
             "iss": GatewayFixture.appleIssuer, "aud": audience, "sub": subject,
@@ -476,8 +539,9 @@ func acceptsConnections(port: Int) -> Bool {
     address.sin_port = in_port_t(UInt16(port).bigEndian)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     let result = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
     }
     return result == 0
 }
-

@@ -63,8 +63,14 @@ extension GatewayEndToEndTests {
             let keptAlive = try await RawFrameConnection(port: port, readChallenge: false)
             #expect(await keptAlive.send(Array("GET /health/live HTTP/1.1\r\nHost: gateway\r\n\r\n".utf8)))
             let stalledBody = try await RawFrameConnection(port: port, readChallenge: false)
-            #expect(await stalledBody.send(Array(
-                "POST /v1/login HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"em".utf8)))
+            #expect(
+                await stalledBody.send(
+                    Array(
+                        "POST /v1/login HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"em"
+                            .utf8
+                    )
+                )
+            )
             // The answer to the first, then nothing: closed (the read ends at the server's close).
             #expect(await keptAlive.isClosedByPeer())
             #expect(await stalledBody.isClosedByPeer())

@@ -1,5 +1,5 @@
-import AuthConfiguration
 import AuthAPI
+import AuthConfiguration
 import AuthCrypto
 import AuthRPC
 import AuthRPCNIO
@@ -46,8 +46,11 @@ import Testing
         if status == nil { await identity.terminate() }
         #expect(status == 2)
         #expect(
-            identity.log.contains("identity: configuration error: AUTH_DATABASE_URL: is required (a libpq connection string)"),
-            "\(identity.log)")
+            identity.log.contains(
+                "identity: configuration error: AUTH_DATABASE_URL: is required (a libpq connection string)"
+            ),
+            "\(identity.log)"
+        )
     }
 
     @Test func signUpAndSignInThroughTheExecutable() async throws {

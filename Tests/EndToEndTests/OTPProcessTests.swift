@@ -36,7 +36,10 @@ import Testing
     @Test func aMissingOrShortSecretStopsTheStartAtOnce() async throws {
         for (value, expected) in [
             (nil, "otp-dispatch: configuration error: AUTH_OTP_SECRET: is required"),
-            ("c2hvcnQ=", "otp-dispatch: configuration error: AUTH_OTP_SECRET: must be standard base64 (with = padding) of at least 32 bytes"),
+            (
+                "c2hvcnQ=",
+                "otp-dispatch: configuration error: AUTH_OTP_SECRET: must be standard base64 (with = padding) of at least 32 bytes"
+            ),
         ] as [(String?, String)] {
             var environment = [
                 "AUTH_RPC_SECRET": Data(rpcSecret).base64EncodedString(),
@@ -56,15 +59,20 @@ import Testing
     /// Issue 19, item 3: production started with the `log` provider, the default, and wrote
     /// every code to the log.
     @Test func productionRefusesToStartWithTheLogProvider() async throws {
-        let otp = try ServiceProcess(executable: "otp-dispatch", environment: [
-            "AUTH_ENVIRONMENT": "production",
-            "AUTH_OTP_SECRET": otpSecret,
-            "AUTH_DATABASE_URL": "host=127.0.0.1 port=1 dbname=auth connect_timeout=2",
-        ])
+        let otp = try ServiceProcess(
+            executable: "otp-dispatch",
+            environment: [
+                "AUTH_ENVIRONMENT": "production",
+                "AUTH_OTP_SECRET": otpSecret,
+                "AUTH_DATABASE_URL": "host=127.0.0.1 port=1 dbname=auth connect_timeout=2",
+            ]
+        )
         let status = await otp.waitForExit(timeout: .seconds(20))
         if status == nil { await otp.terminate() }
         #expect(status == 2)
-        #expect(otp.log.contains("otp-dispatch: configuration error: AUTH_OTP_SMS_PROVIDER: must not be log in production"))
+        #expect(
+            otp.log.contains("otp-dispatch: configuration error: AUTH_OTP_SMS_PROVIDER: must not be log in production")
+        )
     }
 
     /// 1,000 codes enqueued through the RPC; the process is killed with SIGKILL while the
@@ -110,7 +118,9 @@ import Testing
                         group.addTask {
                             var count = 0
                             for index in stride(from: lane, to: 1_000, by: 16) {
-                                _ = try await otp.start(.init(destination: "crash\(index)@example.com", purpose: .login))
+                                _ = try await otp.start(
+                                    .init(destination: "crash\(index)@example.com", purpose: .login)
+                                )
                                 count += 1
                             }
                             return count
@@ -142,7 +152,11 @@ import Testing
                 let metricsPort = try await second.waitForLog(#"admin\.port=(\d+)"#)
                 let metrics = try await httpGet("http://127.0.0.1:\(metricsPort)/metrics")
                 #expect(metrics.status == 200)
-                #expect(metrics.body.contains(#"otp_codes_sent_total{channel="email",provider="webhook",calling_code="none"}"#))
+                #expect(
+                    metrics.body.contains(
+                        #"otp_codes_sent_total{channel="email",provider="webhook",calling_code="none"}"#
+                    )
+                )
                 #expect(await second.terminate() == 0)
                 let (distinct, duplicates, extra) = counts.summary
                 print(

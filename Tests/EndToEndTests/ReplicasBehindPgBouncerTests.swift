@@ -28,7 +28,11 @@ import Testing
         var extra: [String] = []
     }
 
-    func startReplicas(_ executable: String, portVariable: String, environment: [String: String]) throws -> [ServiceProcess] {
+    func startReplicas(
+        _ executable: String,
+        portVariable: String,
+        environment: [String: String]
+    ) throws -> [ServiceProcess] {
         try (0..<2).map { _ in
             try ServiceProcess(executable: executable, environment: environment.merging([portVariable: "0"]) { $1 })
         }
@@ -37,7 +41,9 @@ import Testing
     func bench(_ address: String, _ stream: Stream, _ options: [String]) throws -> ServiceProcess {
         try ServiceProcess(
             executable: "authctl",
-            arguments: ["bench", address, stream.method, stream.template, "--caller", "gateway", "--json", "--progress"]
+            arguments: [
+                "bench", address, stream.method, stream.template, "--caller", "gateway", "--json", "--progress",
+            ]
                 + options + stream.extra,
             environment: ["AUTH_RPC_SECRET": rpcSecret]
         )
@@ -95,7 +101,8 @@ import Testing
         let replicas: [String: [ServiceProcess]] = [
             "identity": try startReplicas("identity", portVariable: "AUTH_IDENTITY_PORT", environment: common),
             "otp-dispatch": try startReplicas(
-                "otp-dispatch", portVariable: "AUTH_OTP_PORT",
+                "otp-dispatch",
+                portVariable: "AUTH_OTP_PORT",
                 environment: common.merging([
                     "AUTH_OTP_SECRET": otpSecret,
                     "AUTH_OTP_EMAIL_PROVIDER": "log",
@@ -104,17 +111,26 @@ import Testing
                     "AUTH_OTP_HTTP_TIMEOUT_MS": "1000",
                     "AUTH_OTP_CLAIM_LEASE_SECONDS": "2",
                     "AUTH_OTP_SWEEP_INTERVAL_MS": "200",
-                ]) { $1 }),
+                ]) { $1 }
+            ),
             "session": try startReplicas(
-                "session", portVariable: "AUTH_SESSION_PORT",
-                environment: common.merging(["AUTH_MASTER_KEY": masterKey]) { $1 }),
+                "session",
+                portVariable: "AUTH_SESSION_PORT",
+                environment: common.merging(["AUTH_MASTER_KEY": masterKey]) { $1 }
+            ),
         ]
         var addresses: [String: String] = [:]
         for (service, processes) in replicas {
             var list: [String] = []
             // Six processes start at once on a shared machine: a bound that tells stuck from slow.
             for process in processes {
-                list.append("127.0.0.1:" + (try await process.waitForLog(#"port=(\d+)[^\n]*RPC server listening"#, timeout: .seconds(120))))
+                list.append(
+                    "127.0.0.1:"
+                        + (try await process.waitForLog(
+                            #"port=(\d+)[^\n]*RPC server listening"#,
+                            timeout: .seconds(120)
+                        ))
+                )
             }
             addresses[service] = list.joined(separator: ",")
         }
@@ -128,22 +144,32 @@ import Testing
 
         let streams = [
             Stream(
-                service: "otp-dispatch", method: "auth.otp.v1.OTP/Start",
+                service: "otp-dispatch",
+                method: "auth.otp.v1.OTP/Start",
                 template: #"{"destination": "{{email}}", "purpose": "PURPOSE_LOGIN", "client_ip": "203.0.113.8"}"#,
-                extra: ["--record", started]),
+                extra: ["--record", started]
+            ),
             Stream(
-                service: "identity", method: "auth.identity.v1.Identity/FindOrCreateByContact",
+                service: "identity",
+                method: "auth.identity.v1.Identity/FindOrCreateByContact",
                 template: #"{"email": "{{email}}", "client_ip": "203.0.113.7"}"#,
-                extra: ["--record", users]),
+                extra: ["--record", users]
+            ),
             Stream(
-                service: "session", method: "auth.session.v1.Session/Issue",
+                service: "session",
+                method: "auth.session.v1.Session/Issue",
                 template: #"{"user_id": "{{uuid}}", "amr": ["otp_email"], "client_ip": "203.0.113.9"}"#,
-                extra: ["--record", issued]),
+                extra: ["--record", issued]
+            ),
         ]
         let load = try streams.map {
             // Open loop at a modest rate: the suite runs other tests beside this one on the same
             // cores, and their time bounds must not suffer from it.
-            try bench(addresses[$0.service]!, $0, ["--duration", "15", "--warmup", "0", "--concurrency", "8", "--rate", "60"])
+            try bench(
+                addresses[$0.service]!,
+                $0,
+                ["--duration", "15", "--warmup", "0", "--concurrency", "8", "--rate", "60"]
+            )
         }
         // Kill once every stream has answered calls for 5 seconds (a progress line a second), so
         // the kill lands in the middle of the load.
@@ -174,7 +200,8 @@ import Testing
             print(
                 "replicas e2e: \(stream.method): \(statuses); OK calls/s before the kill "
                     + "\(before.isEmpty ? 0 : before.reduce(0, +) / before.count), after recovery "
-                    + "\(after.isEmpty ? 0 : after.reduce(0, +) / after.count); per second \(perSecond.map { $0.0 })")
+                    + "\(after.isEmpty ? 0 : after.reduce(0, +) / after.count); per second \(perSecond.map { $0.0 })"
+            )
         }
 
         // Nothing acknowledged is lost: every session whose Issue answered OK refreshes, through
@@ -184,8 +211,10 @@ import Testing
         let refresh = try bench(
             addresses["session"]!,
             Stream(
-                service: "session", method: "auth.session.v1.Session/Refresh",
-                template: #"{"refresh_token": "{{input.tokens.refresh_token}}", "client_ip": "203.0.113.9"}"#),
+                service: "session",
+                method: "auth.session.v1.Session/Refresh",
+                template: #"{"refresh_token": "{{input.tokens.refresh_token}}", "client_ip": "203.0.113.9"}"#
+            ),
             ["--inputs", issued, "--total", "\(sessions)", "--warmup", "0", "--concurrency", "8", "--rate", "200"]
         )
         let refreshed = try await report(of: refresh)
@@ -214,7 +243,8 @@ import Testing
         defer { Task { await pool.close() } }
         let foundUsers = try await pool.query(
             "SELECT count(*) FROM identity.users WHERE id = ANY(string_to_array($1, ',')::uuid[])",
-            [.text(userIDs.joined(separator: ","))])[0][0].int
+            [.text(userIDs.joined(separator: ","))]
+        )[0][0].int
         #expect(foundUsers == userIDs.count)
         // Delivery is asynchronous (the outbox): wait for it, bounded to tell stuck from slow.
         let deadline = ContinuousClock.now + .seconds(60)
@@ -225,7 +255,8 @@ import Testing
                 SELECT count(DISTINCT verification_id) FROM otp.messages
                 WHERE state IN ('sent', 'delivered') AND verification_id = ANY(string_to_array($1, ',')::uuid[])
                 """,
-                [.text(verificationIDs.joined(separator: ","))])[0][0].int
+                [.text(verificationIDs.joined(separator: ","))]
+            )[0][0].int
             if sent == verificationIDs.count { break }
             try await Task.sleep(for: .milliseconds(200))
         }

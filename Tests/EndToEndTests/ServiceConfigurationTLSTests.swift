@@ -16,7 +16,11 @@ import Testing
         try ServiceConfiguration(service: service, environment: base.merging(extra) { $1 })
     }
 
-    func refusal(_ extra: [String: String], service: AuthServiceName = .session, without: [String] = []) -> ConfigurationError? {
+    func refusal(
+        _ extra: [String: String],
+        service: AuthServiceName = .session,
+        without: [String] = []
+    ) -> ConfigurationError? {
         var environment = base.merging(extra) { $1 }
         for name in without { environment[name] = nil }
         do {
@@ -31,7 +35,10 @@ import Testing
     }
 
     @Test func filesOrInlinePEMTurnOnMutualTLS() async throws {
-        let certificates = try await TestCertificates.shared("ca", names: ["session", "identity", "gateway", "authctl"])
+        let certificates = try await TestCertificates.shared(
+            "ca",
+            names: ["session", "identity", "gateway", "authctl"]
+        )
         let fromFiles = try configuration(certificates.environment(for: "session"))
         #expect(fromFiles.rpcTLS?.dnsNames == ["session"])
         #expect(fromFiles.rpcSecret.isEmpty)
@@ -46,16 +53,29 @@ import Testing
     }
 
     @Test func eachProblemNamesItsVariable() async throws {
-        let certificates = try await TestCertificates.shared("ca", names: ["session", "identity", "gateway", "authctl"])
+        let certificates = try await TestCertificates.shared(
+            "ca",
+            names: ["session", "identity", "gateway", "authctl"]
+        )
         let good = certificates.environment(for: "session")
         // One of three set: the missing ones are named.
         #expect(refusal(["AUTH_RPC_TLS_CERT": good["AUTH_RPC_TLS_CERT"]!])?.variable == "AUTH_RPC_TLS_KEY")
         #expect(refusal(good, without: ["AUTH_RPC_TLS_CA"])?.variable == "AUTH_RPC_TLS_CA")
         // Not a file, not PEM.
-        #expect(refusal(good.merging(["AUTH_RPC_TLS_KEY": "/nonexistent/key.pem"]) { $1 })?.variable == "AUTH_RPC_TLS_KEY")
-        #expect(refusal(good.merging(["AUTH_RPC_TLS_CA": "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n"]) { $1 })?.variable == "AUTH_RPC_TLS_CA")
+        #expect(
+            refusal(good.merging(["AUTH_RPC_TLS_KEY": "/nonexistent/key.pem"]) { $1 })?.variable == "AUTH_RPC_TLS_KEY"
+        )
+        #expect(
+            refusal(
+                good.merging(["AUTH_RPC_TLS_CA": "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n"]
+                ) { $1 }
+            )?.variable == "AUTH_RPC_TLS_CA"
+        )
         // A key that does not belong to the certificate.
-        #expect(refusal(good.merging(["AUTH_RPC_TLS_KEY": certificates.keyPath("gateway")]) { $1 })?.variable == "AUTH_RPC_TLS_KEY")
+        #expect(
+            refusal(good.merging(["AUTH_RPC_TLS_KEY": certificates.keyPath("gateway")]) { $1 })?.variable
+                == "AUTH_RPC_TLS_KEY"
+        )
         // A certificate that names another service.
         let other = refusal(certificates.environment(for: "gateway"))
         #expect(other?.variable == "AUTH_RPC_TLS_CERT")
@@ -66,7 +86,9 @@ import Testing
     /// where a caller is whatever a holder of the one shared secret claims.
     @Test func productionRefusesPlaintextEvenBehindAMesh() throws {
         #expect(refusal(["AUTH_ENVIRONMENT": "production"])?.variable == "AUTH_RPC_TLS_CERT")
-        #expect(refusal(["AUTH_ENVIRONMENT": "production", "AUTH_RPC_MESH_MTLS": "true"])?.variable == "AUTH_RPC_MESH_MTLS")
+        #expect(
+            refusal(["AUTH_ENVIRONMENT": "production", "AUTH_RPC_MESH_MTLS": "true"])?.variable == "AUTH_RPC_MESH_MTLS"
+        )
         #expect(refusal(["AUTH_RPC_MESH_MTLS": "true"])?.variable == "AUTH_RPC_MESH_MTLS")
         // Development: plaintext needs the secret.
         #expect(refusal([:], without: ["AUTH_RPC_SECRET"])?.variable == "AUTH_RPC_SECRET")

@@ -69,7 +69,10 @@ import FoundationNetworking
             ),
             logger: logger
         )
-        return (Auth_Health_V1_Health.Client(wrapping: RPCClient(transport: transport, callerService: "e2e-test")), transport)
+        return (
+            Auth_Health_V1_Health.Client(wrapping: RPCClient(transport: transport, callerService: "e2e-test")),
+            transport
+        )
     }
 
     @Test func servicesCallEachOtherOverMutualTLS() async throws {
@@ -77,7 +80,12 @@ import FoundationNetworking
         let tls = try await TestCertificates.shared("ca", names: names)
         let otherCA = try await TestCertificates.shared("other-ca", names: names)
         let (session, sessionPort) = try await startService("session", portVariable: "AUTH_SESSION_PORT", tls: tls)
-        let (identity, identityPort) = try await startService("identity", portVariable: "AUTH_IDENTITY_PORT", unprivileged: true, tls: tls)
+        let (identity, identityPort) = try await startService(
+            "identity",
+            portVariable: "AUTH_IDENTITY_PORT",
+            unprivileged: true,
+            tls: tls
+        )
         defer {
             _ = session
             _ = identity
@@ -100,7 +108,8 @@ import FoundationNetworking
             executable: "authctl",
             arguments: [
                 "health", "--target", "127.0.0.1:\(sessionPort)", "--timeout", "3",
-                "--tls-cert", otherCA.certificatePath("authctl"), "--tls-key", otherCA.keyPath("authctl"), "--tls-ca", tls.caPath,
+                "--tls-cert", otherCA.certificatePath("authctl"), "--tls-key", otherCA.keyPath("authctl"), "--tls-ca",
+                tls.caPath,
             ],
             environment: [:]
         )
@@ -119,13 +128,16 @@ import FoundationNetworking
             executable: "authctl",
             arguments: [
                 "keys", "rotate", "--target", "127.0.0.1:\(sessionPort)",
-                "--tls-cert", tls.certificatePath("gateway"), "--tls-key", tls.keyPath("gateway"), "--tls-ca", tls.caPath,
+                "--tls-cert", tls.certificatePath("gateway"), "--tls-key", tls.keyPath("gateway"), "--tls-ca",
+                tls.caPath,
             ],
             environment: [:]
         )
         #expect(await asGateway.exitStatus() == 2)
         _ = try await asGateway.waitForLog("PERMISSION_DENIED[^\n]*caller_not_allowed")
-        _ = try await session.waitForLog("caller=gateway[^\n]*RotateSigningKey[^\n]*|Refused a caller[^\n]*caller=gateway")
+        _ = try await session.waitForLog(
+            "caller=gateway[^\n]*RotateSigningKey[^\n]*|Refused a caller[^\n]*caller=gateway"
+        )
         let rotate = try ServiceProcess(
             executable: "authctl",
             arguments: ["keys", "rotate", "--target", "127.0.0.1:\(sessionPort)"],
@@ -154,7 +166,12 @@ import FoundationNetworking
 
         // Restart session: gateway's client reconnects by itself.
         #expect(await session.terminate() == 0)
-        let (restarted, _) = try await startService("session", portVariable: "AUTH_SESSION_PORT", port: sessionPort, tls: tls)
+        let (restarted, _) = try await startService(
+            "session",
+            portVariable: "AUTH_SESSION_PORT",
+            port: sessionPort,
+            tls: tls
+        )
         var sessionBack = false
         for _ in 0..<100 {
             let again = try await httpGet("http://127.0.0.1:\(gatewayPort)/health/ready")
@@ -171,23 +188,32 @@ import FoundationNetworking
     }
 
     @Test func productionRefusesPlaintextRPC() async throws {
-        let refused = try ServiceProcess(executable: "identity", environment: try await environment([
-            "AUTH_IDENTITY_PORT": "0", "AUTH_ENVIRONMENT": "production",
-        ]))
+        let refused = try ServiceProcess(
+            executable: "identity",
+            environment: try await environment([
+                "AUTH_IDENTITY_PORT": "0", "AUTH_ENVIRONMENT": "production",
+            ])
+        )
         #expect(await refused.exitStatus() == 2)
         _ = try await refused.waitForLog("AUTH_RPC_TLS_CERT: is required in production")
 
         // Issue 19, item 10: behind a mesh too (this started, plaintext, before).
-        let meshed = try ServiceProcess(executable: "identity", environment: try await environment([
-            "AUTH_IDENTITY_PORT": "0", "AUTH_ENVIRONMENT": "production", "AUTH_RPC_MESH_MTLS": "true",
-        ]))
+        let meshed = try ServiceProcess(
+            executable: "identity",
+            environment: try await environment([
+                "AUTH_IDENTITY_PORT": "0", "AUTH_ENVIRONMENT": "production", "AUTH_RPC_MESH_MTLS": "true",
+            ])
+        )
         #expect(await meshed.exitStatus() == 2)
         _ = try await meshed.waitForLog("AUTH_RPC_MESH_MTLS: is no longer accepted")
 
-        let badCertificate = try ServiceProcess(executable: "identity", environment: try await environment([
-            "AUTH_IDENTITY_PORT": "0", "AUTH_RPC_TLS_CERT": "/nonexistent/identity.pem",
-            "AUTH_RPC_TLS_KEY": "/nonexistent/identity.key", "AUTH_RPC_TLS_CA": "/nonexistent/ca.pem",
-        ]))
+        let badCertificate = try ServiceProcess(
+            executable: "identity",
+            environment: try await environment([
+                "AUTH_IDENTITY_PORT": "0", "AUTH_RPC_TLS_CERT": "/nonexistent/identity.pem",
+                "AUTH_RPC_TLS_KEY": "/nonexistent/identity.key", "AUTH_RPC_TLS_CA": "/nonexistent/ca.pem",
+            ])
+        )
         #expect(await badCertificate.exitStatus() == 2)
         _ = try await badCertificate.waitForLog("AUTH_RPC_TLS_CERT: is neither PEM text nor a readable file")
     }
@@ -212,11 +238,17 @@ import FoundationNetworking
             Issue.record("expected HelloAck")
             return
         }
-        try await raw.send(Auth_Rpc_V1_Frame(kind: .request(Auth_Rpc_V1_Request(
-            callID: 1,
-            method: Auth_Health_V1_Health.Method.check.path,
-            timeoutUS: 1
-        ))))
+        try await raw.send(
+            Auth_Rpc_V1_Frame(
+                kind: .request(
+                    Auth_Rpc_V1_Request(
+                        callID: 1,
+                        method: Auth_Health_V1_Health.Method.check.path,
+                        timeoutUS: 1
+                    )
+                )
+            )
+        )
         guard case .response(let late) = try await raw.receiveFrame()?.kind else {
             Issue.record("expected a response")
             return
@@ -254,7 +286,9 @@ import FoundationNetworking
         (session, _) = try await startService("session", portVariable: "AUTH_SESSION_PORT", port: port)
         var served = false
         for _ in 0..<100 {
-            if (try? await health.check(Auth_Health_V1_HealthCheckRequest(), options: CallOptions(timeout: .seconds(1))).status) == .serving {
+            if (try? await health.check(Auth_Health_V1_HealthCheckRequest(), options: CallOptions(timeout: .seconds(1)))
+                .status) == .serving
+            {
                 served = true
                 break
             }

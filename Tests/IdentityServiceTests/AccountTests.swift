@@ -1,10 +1,10 @@
 import AuthAPI
-import AuthProtobuf
 import AuthCrypto
+import AuthProtobuf
 import AuthRPC
+import AuthTestSupport
 import Foundation
 import Testing
-import AuthTestSupport
 
 @testable import IdentityService
 
@@ -12,7 +12,9 @@ import AuthTestSupport
 @Suite struct AccountTests {
     @Test func findOrCreateByPhoneMarksItVerifiedAndIsIdempotent() async throws {
         try await withIdentityService { fixture in
-            let first = try await fixture.client.findOrCreateByContact(.init(phone: "+919876543210", clientIP: "203.0.113.9"))
+            let first = try await fixture.client.findOrCreateByContact(
+                .init(phone: "+919876543210", clientIP: "203.0.113.9")
+            )
             #expect(first.created)
             #expect(first.user?.phone == "+919876543210")
             #expect(first.user?.phoneVerified == true)
@@ -38,7 +40,8 @@ import AuthTestSupport
             let user = try await fixture.signUp()
             #expect(!user.emailVerified)
             let found = try await fixture.client.findOrCreateByContact(
-                .init(email: "ASHA@example.com", signupVerification: true))
+                .init(email: "ASHA@example.com", signupVerification: true)
+            )
             #expect(!found.created)
             #expect(!found.passwordCleared)
             #expect(found.user?.id == user.id)
@@ -57,7 +60,8 @@ import AuthTestSupport
         try await withIdentityService { fixture in
             let user = try await fixture.signUp()
             let found = try await fixture.client.findOrCreateByContact(
-                .init(email: "asha@example.com", clientIP: "198.51.100.4"))
+                .init(email: "asha@example.com", clientIP: "198.51.100.4")
+            )
             #expect(!found.created)
             #expect(found.passwordCleared)
             #expect(found.user?.id == user.id)
@@ -65,7 +69,8 @@ import AuthTestSupport
             #expect(found.user?.hasPassword == false)
             await expectRPCError(.unauthenticated, "invalid_credentials") { try await fixture.signIn() }
             let kinds = try await fixture.query(
-                "SELECT kind FROM @audit_events WHERE user_id = $1 ORDER BY id", [.uuid(try #require(UUID(uuidString: user.id)))]
+                "SELECT kind FROM @audit_events WHERE user_id = $1 ORDER BY id",
+                [.uuid(try #require(UUID(uuidString: user.id)))]
             ).map { try $0[0].string }
             #expect(kinds.suffix(3) == ["password_cleared", "sign_in", "sign_in_failed"], "\(kinds)")
 
@@ -79,7 +84,9 @@ import AuthTestSupport
     @Test func aCodeForAVerifiedEmailLeavesItsPassword() async throws {
         try await withIdentityService { fixture in
             let user = try await fixture.signUp()
-            _ = try await fixture.client.findOrCreateByContact(.init(email: "asha@example.com", signupVerification: true))
+            _ = try await fixture.client.findOrCreateByContact(
+                .init(email: "asha@example.com", signupVerification: true)
+            )
             let found = try await fixture.client.findOrCreateByContact(.init(email: "asha@example.com"))
             #expect(!found.passwordCleared)
             #expect(found.user?.hasPassword == true)
@@ -105,12 +112,18 @@ import AuthTestSupport
         try await withIdentityService { fixture in
             let user = try await fixture.signUp()
             let updated = try await fixture.client.updateProfile(
-                .init(userID: user.id, photoURL: .init(value: "https://cdn.example.com/a.jpg"), onboardingCompleted: .init(value: true))
+                .init(
+                    userID: user.id,
+                    photoURL: .init(value: "https://cdn.example.com/a.jpg"),
+                    onboardingCompleted: .init(value: true)
+                )
             )
             #expect(updated.user?.displayName == "Asha K")
             #expect(updated.user?.photoURL == "https://cdn.example.com/a.jpg")
             #expect(updated.user?.onboardingCompleted == true)
-            let renamed = try await fixture.client.updateProfile(.init(userID: user.id, displayName: .init(value: "Asha R.")))
+            let renamed = try await fixture.client.updateProfile(
+                .init(userID: user.id, displayName: .init(value: "Asha R."))
+            )
             #expect(renamed.user?.displayName == "Asha R.")
             #expect(renamed.user?.photoURL == "https://cdn.example.com/a.jpg")
             let error = await expectRPCError(.invalidArgument, "invalid_argument") {
@@ -120,7 +133,9 @@ import AuthTestSupport
             }
             #expect(error?.fieldViolations.map(\.field) == ["display_name", "photo_url"])
             await expectRPCError(.notFound, "user_not_found") {
-                try await fixture.client.updateProfile(.init(userID: UUID().uuidString, displayName: .init(value: "Someone")))
+                try await fixture.client.updateProfile(
+                    .init(userID: UUID().uuidString, displayName: .init(value: "Someone"))
+                )
             }
         }
     }
@@ -141,7 +156,9 @@ import AuthTestSupport
             #expect(try await fixture.query("SELECT count(*) FROM @password_failures")[0][0].int == 0)
             #expect(try await fixture.query("SELECT count(*) FROM @provider_identities")[0][0].int == 0)
 
-            await expectRPCError(.notFound, "user_not_found") { try await fixture.client.getUser(.init(userID: user.id)) }
+            await expectRPCError(.notFound, "user_not_found") {
+                try await fixture.client.getUser(.init(userID: user.id))
+            }
             await expectRPCError(.notFound, "user_not_found") {
                 try await fixture.operatorClient.getUserByEmail(.init(email: "asha@example.com"))
             }
@@ -179,8 +196,12 @@ import AuthTestSupport
             }
             let events = try await fixture.operatorClient.listAuditEvents(.init(userID: user.id)).events
             #expect(events.map(\.kind) == ["sign_in_failed", "sign_in", "sign_up"])
-            #expect(events.allSatisfy { $0.method == "password" && $0.clientIP == "203.0.113.7" && $0.caller == "gateway" })
-            let dump = try await fixture.query("SELECT row_to_json(a)::text FROM @audit_events a").map { try $0[0].string }
+            #expect(
+                events.allSatisfy { $0.method == "password" && $0.clientIP == "203.0.113.7" && $0.caller == "gateway" }
+            )
+            let dump = try await fixture.query("SELECT row_to_json(a)::text FROM @audit_events a").map {
+                try $0[0].string
+            }
             #expect(!dump.joined().contains(goodPassword))
             #expect(!dump.joined().contains("Wrong-Password-1"))
             #expect(!dump.joined().contains("asha@example.com"))

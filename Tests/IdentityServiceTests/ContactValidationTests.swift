@@ -1,9 +1,9 @@
 import AuthAPI
 import AuthProtobuf
 import AuthRPC
+import AuthTestSupport
 import Foundation
 import Testing
-import AuthTestSupport
 
 @testable import IdentityService
 

@@ -2,6 +2,7 @@ import AuthPostgres
 import AuthTestSupport
 import Foundation
 import Testing
+
 @testable import IdentityService
 
 @Suite struct EmbeddedResourcesTests {
@@ -13,8 +14,12 @@ import Testing
 
     @Test func theEmbeddedBlocklistIsTheFileInTheSourceTree() throws {
         let file = try String(
-            contentsOf: SourceTreeResources.url(target: "IdentityService", path: "PasswordBlocklist/common-passwords.txt"),
-            encoding: .utf8)
+            contentsOf: SourceTreeResources.url(
+                target: "IdentityService",
+                path: "PasswordBlocklist/common-passwords.txt"
+            ),
+            encoding: .utf8
+        )
         let words = file.split(separator: "\n").map(String.init).filter { !$0.isEmpty }
         let bundled = try PasswordBlocklist.bundled()
         #expect(bundled.count == Set(words.map { $0.lowercased() }).count)

@@ -1,6 +1,6 @@
 import AuthAPI
-import AuthProtobuf
 import AuthCrypto
+import AuthProtobuf
 import AuthRPC
 import AuthTestSupport
 import Foundation
@@ -21,7 +21,10 @@ struct OpenSSLRSAKey: Sendable {
         let key = directory.appendingPathComponent("key.pem").path
         _ = try await run(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", key])
         let modulusLine = String(decoding: try await run(["rsa", "-in", key, "-noout", "-modulus"]), as: UTF8.self)
-        let hexModulus = modulusLine.trimmingCharacters(in: .whitespacesAndNewlines).replacingOccurrences(of: "Modulus=", with: "")
+        let hexModulus = modulusLine.trimmingCharacters(in: .whitespacesAndNewlines).replacingOccurrences(
+            of: "Modulus=",
+            with: ""
+        )
         var modulus: [UInt8] = []
         var index = hexModulus.startIndex
         while index < hexModulus.endIndex {
@@ -29,7 +32,14 @@ struct OpenSSLRSAKey: Sendable {
             modulus.append(UInt8(hexModulus[index..<next], radix: 16)!)
             index = next
         }
-        let jwk = JWK(kty: "RSA", n: Base64URL.encode(modulus), e: Base64URL.encode([1, 0, 1]), kid: kid, alg: "RS256", use: "sig")
+        let jwk = JWK(
+            kty: "RSA",
+            n: Base64URL.encode(modulus),
+            e: Base64URL.encode([1, 0, 1]),
+            kid: kid,
+            alg: "RS256",
+            use: "sig"
+        )
         return OpenSSLRSAKey(directory: directory, jwk: jwk)
     }
 
@@ -71,12 +81,18 @@ struct OpenSSLRSAKey: Sendable {
             let response = try await fixture.signIn(.apple, token: token, rawNonce: raw)
             #expect(response.created)
             // An RS256 header naming the EC key, and a tampered payload, are refused.
-            let onECKey = try await rsa.sign(provider.claims(subject: "x", nonce: appleNonce(raw), now: clock.now()), kid: provider.kid)
+            let onECKey = try await rsa.sign(
+                provider.claims(subject: "x", nonce: appleNonce(raw), now: clock.now()),
+                kid: provider.kid
+            )
             await expectRPCError(.unauthenticated, "invalid_id_token") {
                 try await fixture.signIn(.apple, token: onECKey, rawNonce: raw)
             }
-            var parts = try await rsa.sign(provider.claims(subject: "y", nonce: appleNonce(raw), now: clock.now()), kid: "rsa-1")
-                .split(separator: ".").map(String.init)
+            var parts = try await rsa.sign(
+                provider.claims(subject: "y", nonce: appleNonce(raw), now: clock.now()),
+                kid: "rsa-1"
+            )
+            .split(separator: ".").map(String.init)
             parts[1] = Base64URL.encode(Array(#"{"sub":"someone-else"}"#.utf8))
             await expectRPCError(.unauthenticated, "invalid_id_token") {
                 try await fixture.signIn(.apple, token: parts.joined(separator: "."), rawNonce: raw)
@@ -88,10 +104,21 @@ struct OpenSSLRSAKey: Sendable {
         let provider = try TestProvider()
         let clock = ManualClock()
         try await withProviderService(provider, clock: clock) { fixture in
-            var claims = provider.claims(subject: "g-name", nonce: "n", email: "Priya@Example.com", emailVerified: true, now: clock.now())
+            var claims = provider.claims(
+                subject: "g-name",
+                nonce: "n",
+                email: "Priya@Example.com",
+                emailVerified: true,
+                now: clock.now()
+            )
             claims["name"] = "Priya S"
             claims["picture"] = "https://lh3.example.com/photo.jpg"
-            let response = try await fixture.signIn(.google, token: try provider.token(claims), rawNonce: "n", displayName: "Ignored Name")
+            let response = try await fixture.signIn(
+                .google,
+                token: try provider.token(claims),
+                rawNonce: "n",
+                displayName: "Ignored Name"
+            )
             #expect(response.user?.displayName == "Priya S")
             #expect(response.user?.photoURL == "https://lh3.example.com/photo.jpg")
             #expect(response.user?.email == "priya@example.com")

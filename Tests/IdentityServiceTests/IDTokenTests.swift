@@ -1,11 +1,11 @@
 import AuthAPI
-import AuthProtobuf
 import AuthCrypto
+import AuthProtobuf
 import AuthRPC
+import AuthTestSupport
 import Foundation
 import Synchronization
 import Testing
-import AuthTestSupport
 
 @testable import IdentityService
 
@@ -18,7 +18,12 @@ import AuthTestSupport
         try await withProviderService(provider, clock: clock) { fixture in
             let raw = "raw-nonce-1"
             let token = try provider.token(
-                provider.claims(nonce: appleNonce(raw), email: "Asha@privaterelay.appleid.com", emailVerified: "true", now: clock.now())
+                provider.claims(
+                    nonce: appleNonce(raw),
+                    email: "Asha@privaterelay.appleid.com",
+                    emailVerified: "true",
+                    now: clock.now()
+                )
             )
             let first = try await fixture.signIn(.apple, token: token, rawNonce: raw, displayName: "Asha K")
             #expect(first.created)
@@ -90,7 +95,10 @@ import AuthTestSupport
                 { $0["aud"] = ["com.evil.app", "another"] },
                 // Several audiences, ours among them: `azp` must be ours (issue 19).
                 { $0["aud"] = ["com.laten.app", "com.evil.app"] },
-                { $0["aud"] = ["com.laten.app", "com.evil.app"]; $0["azp"] = "com.evil.app" },
+                {
+                    $0["aud"] = ["com.laten.app", "com.evil.app"]
+                    $0["azp"] = "com.evil.app"
+                },
                 { $0["iss"] = "https://evil.test" },
                 { $0["exp"] = nil },
                 { $0["iat"] = nil },
@@ -127,7 +135,11 @@ import AuthTestSupport
             let hsInput = Array("\(hsHeader).\(parts[1])".utf8)
             let mac = HMACSHA256.authenticationCode(for: hsInput, key: provider.key.publicKey.x963Representation)
             await expectRPCError(.unauthenticated, "invalid_id_token") {
-                try await fixture.signIn(.apple, token: "\(hsHeader).\(parts[1]).\(Base64URL.encode(mac))", rawNonce: raw)
+                try await fixture.signIn(
+                    .apple,
+                    token: "\(hsHeader).\(parts[1]).\(Base64URL.encode(mac))",
+                    rawNonce: raw
+                )
             }
             // Garbage.
             await expectRPCError(.unauthenticated, "invalid_id_token") {
@@ -182,7 +194,8 @@ import AuthTestSupport
                 let tokens = try (0..<2).map { i in
                     try provider.token(provider.claims(subject: subject, nonce: "n\(i)", now: clock.now()))
                 }
-                let results = try await withThrowingTaskGroup(of: Auth_Identity_V1_SignInWithIDTokenResponse.self) { group in
+                let results = try await withThrowingTaskGroup(of: Auth_Identity_V1_SignInWithIDTokenResponse.self) {
+                    group in
                     for (i, token) in tokens.enumerated() {
                         group.addTask { try await fixture.signIn(.google, token: token, rawNonce: "n\(i)") }
                     }
@@ -209,7 +222,13 @@ import AuthTestSupport
             let first = try await fixture.signIn(
                 .google,
                 token: try provider.token(
-                    provider.claims(subject: "g-a", nonce: "n", email: "asha@example.com", emailVerified: true, now: clock.now())
+                    provider.claims(
+                        subject: "g-a",
+                        nonce: "n",
+                        email: "asha@example.com",
+                        emailVerified: true,
+                        now: clock.now()
+                    )
                 ),
                 rawNonce: "n"
             )
@@ -223,7 +242,13 @@ import AuthTestSupport
             let linked = try await fixture.signIn(
                 .apple,
                 token: try provider.token(
-                    provider.claims(subject: "a-a", nonce: appleNonce("n"), email: "asha@example.com", emailVerified: "true", now: clock.now())
+                    provider.claims(
+                        subject: "a-a",
+                        nonce: appleNonce("n"),
+                        email: "asha@example.com",
+                        emailVerified: "true",
+                        now: clock.now()
+                    )
                 ),
                 rawNonce: "n"
             )
@@ -259,19 +284,31 @@ import AuthTestSupport
             let newKey = try ES256PrivateKey()
             provider.publish([provider.key.publicKey.jwk(kid: provider.kid), newKey.publicKey.jwk(kid: "rotated")])
             clock.advance(seconds: 61)
-            let rotated = try provider.token(provider.claims(subject: "b", nonce: "n", now: clock.now()), key: newKey, kid: "rotated")
+            let rotated = try provider.token(
+                provider.claims(subject: "b", nonce: "n", now: clock.now()),
+                key: newKey,
+                kid: "rotated"
+            )
             _ = try await fixture.signIn(.google, token: rotated, rawNonce: "n")
             #expect(provider.fetchCount == 2)
             // Unknown kids within the minute: refused without fetching again.
             for i in 0..<5 {
-                let bogus = try provider.token(provider.claims(subject: "c\(i)", nonce: "n", now: clock.now()), key: newKey, kid: "bogus-\(i)")
+                let bogus = try provider.token(
+                    provider.claims(subject: "c\(i)", nonce: "n", now: clock.now()),
+                    key: newKey,
+                    kid: "bogus-\(i)"
+                )
                 await expectRPCError(.unauthenticated, "invalid_id_token") {
                     try await fixture.signIn(.google, token: bogus, rawNonce: "n")
                 }
             }
             #expect(provider.fetchCount == 2)
             clock.advance(seconds: 60)
-            let bogus = try provider.token(provider.claims(subject: "d", nonce: "n", now: clock.now()), key: newKey, kid: "bogus-x")
+            let bogus = try provider.token(
+                provider.claims(subject: "d", nonce: "n", now: clock.now()),
+                key: newKey,
+                kid: "bogus-x"
+            )
             await expectRPCError(.unauthenticated, "invalid_id_token") {
                 try await fixture.signIn(.google, token: bogus, rawNonce: "n")
             }
@@ -281,14 +318,17 @@ import AuthTestSupport
 
     @Test func anUnreachableJWKSIsProviderUnavailable() async throws {
         let clock = ManualClock()
-        try await withIdentityService(clock: clock, configure: { configuration in
-            configuration.providers[.google] = OIDCProviderConfiguration(
-                provider: .google,
-                clientIDs: ["c"],
-                // Port 1 on loopback: nothing listens there.
-                jwksURL: URL(string: "http://127.0.0.1:1/jwks")
-            )
-        }) { fixture in
+        try await withIdentityService(
+            clock: clock,
+            configure: { configuration in
+                configuration.providers[.google] = OIDCProviderConfiguration(
+                    provider: .google,
+                    clientIDs: ["c"],
+                    // Port 1 on loopback: nothing listens there.
+                    jwksURL: URL(string: "http://127.0.0.1:1/jwks")
+                )
+            }
+        ) { fixture in
             let provider = try TestProvider(issuer: "https://accounts.google.com", clientID: "c")
             let token = try provider.token(provider.claims(nonce: "n", now: clock.now()))
             await expectRPCError(.unavailable, "provider_unavailable") {
@@ -302,10 +342,17 @@ import AuthTestSupport
     @Test func anUnreachableJWKSIsFetchedAgainAtMostOncePer10Seconds() async throws {
         let clock = ManualClock()
         let fetcher = FailingJWKSFetcher()
-        try await withIdentityService(clock: clock, fetcher: fetcher, configure: { configuration in
-            configuration.providers[.google] = OIDCProviderConfiguration(
-                provider: .google, clientIDs: ["c"], jwksURL: URL(string: "https://keys.invalid/jwks"))
-        }) { fixture in
+        try await withIdentityService(
+            clock: clock,
+            fetcher: fetcher,
+            configure: { configuration in
+                configuration.providers[.google] = OIDCProviderConfiguration(
+                    provider: .google,
+                    clientIDs: ["c"],
+                    jwksURL: URL(string: "https://keys.invalid/jwks")
+                )
+            }
+        ) { fixture in
             let provider = try TestProvider(issuer: "https://accounts.google.com", clientID: "c")
             for _ in 0..<5 {
                 let token = try provider.token(provider.claims(nonce: "n", now: clock.now()))
@@ -356,7 +403,15 @@ final class FailingJWKSFetcher: JWKSFetching {
         try await withProviderService(provider, clock: clock) { fixture in
             let first = try await fixture.signIn(
                 .google,
-                token: try provider.token(provider.claims(subject: "g-del", nonce: "n", email: "del@example.com", emailVerified: true, now: clock.now())),
+                token: try provider.token(
+                    provider.claims(
+                        subject: "g-del",
+                        nonce: "n",
+                        email: "del@example.com",
+                        emailVerified: true,
+                        now: clock.now()
+                    )
+                ),
                 rawNonce: "n"
             )
             let id = try #require(first.user?.id)

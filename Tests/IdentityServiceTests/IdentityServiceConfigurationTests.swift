@@ -37,10 +37,18 @@ import Testing
             (["AUTH_IDENTITY_PASSWORD_POLICY": "strict"], "AUTH_IDENTITY_PASSWORD_POLICY: must be composition or nist"),
             (["AUTH_IDENTITY_SCRYPT_LOG_N": "21"], "AUTH_IDENTITY_SCRYPT_LOG_N: must be a whole number in 10...20"),
             (["AUTH_IDENTITY_SCRYPT_LOG_N": "20", "AUTH_IDENTITY_SCRYPT_R": "16"], "AUTH_IDENTITY_SCRYPT_LOG_N: with"),
-            (["AUTH_IDENTITY_SIGNIN_WINDOW_SECONDS": "10"], "AUTH_IDENTITY_SIGNIN_WINDOW_SECONDS: must be a whole number of seconds in 60...86400"),
-            (["AUTH_OIDC_APPLE_CLIENT_IDS": "a", "AUTH_OIDC_APPLE_JWKS_URL": "http://example.com/keys"],
-                "AUTH_OIDC_APPLE_JWKS_URL: must be an https:// URL (http:// only to a loopback address)"),
-            (["AUTH_OIDC_FACEBOOK_ISSUER": "https://www.facebook.com"], "AUTH_OIDC_FACEBOOK_ISSUER: is set but AUTH_OIDC_FACEBOOK_CLIENT_IDS is not"),
+            (
+                ["AUTH_IDENTITY_SIGNIN_WINDOW_SECONDS": "10"],
+                "AUTH_IDENTITY_SIGNIN_WINDOW_SECONDS: must be a whole number of seconds in 60...86400"
+            ),
+            (
+                ["AUTH_OIDC_APPLE_CLIENT_IDS": "a", "AUTH_OIDC_APPLE_JWKS_URL": "http://example.com/keys"],
+                "AUTH_OIDC_APPLE_JWKS_URL: must be an https:// URL (http:// only to a loopback address)"
+            ),
+            (
+                ["AUTH_OIDC_FACEBOOK_ISSUER": "https://www.facebook.com"],
+                "AUTH_OIDC_FACEBOOK_ISSUER: is set but AUTH_OIDC_FACEBOOK_CLIENT_IDS is not"
+            ),
             (["AUTH_OIDC_GOOGLE_CLIENT_IDS": "a b"], "AUTH_OIDC_GOOGLE_CLIENT_IDS: must be a comma-separated list"),
         ]
         for (environment, expected) in cases {
@@ -54,7 +62,10 @@ import Testing
     }
 
     @Test func jwksURLsMustBeHTTPSExceptLoopback() {
-        for good in ["https://appleid.apple.com/auth/keys", "http://127.0.0.1:9/jwks", "http://localhost/jwks", "http://[::1]:80/k"] {
+        for good in [
+            "https://appleid.apple.com/auth/keys", "http://127.0.0.1:9/jwks", "http://localhost/jwks",
+            "http://[::1]:80/k",
+        ] {
             #expect(OIDCProviderConfiguration.isAcceptableJWKSURL(URL(string: good)!), "\(good)")
         }
         for bad in ["http://10.0.0.1/jwks", "ftp://x/y", "http://127.0.0.1.evil.com/jwks", "http://example.com/jwks"] {

@@ -1,11 +1,11 @@
 import AuthAPI
-import AuthProtobuf
 import AuthCrypto
+import AuthProtobuf
 import AuthRPC
+import AuthTestSupport
 import AuthTime
 import Foundation
 import Testing
-import AuthTestSupport
 
 @testable import IdentityService
 
@@ -17,7 +17,9 @@ import AuthTestSupport
         #expect(!(try await hashing.verify("Wrong-1a", against: hash)))
         #expect(!(try await hashing.verify(goodPassword, against: nil)))
         #expect(!(try await hashing.verify(goodPassword, against: "not a hash")))
-        #expect(hashing.needsRehash("$scrypt$ln=9,r=8,p=1$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaGhhc2g"))
+        #expect(
+            hashing.needsRehash("$scrypt$ln=9,r=8,p=1$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaGhhc2g")
+        )
         #expect(!hashing.needsRehash(hash))
         await hashing.shutdown()
     }
@@ -79,8 +81,12 @@ import AuthTestSupport
             let paired = median(zip(unknown, wrong).map { $0 - $1 })
             print(
                 String(
-                    format: "timing: median unknown email %.2f ms, wrong password %.2f ms, paired difference %.2f ms, one bare hash %.2f ms",
-                    median(unknown) * 1000, median(wrong) * 1000, paired * 1000, oneHash * 1000
+                    format:
+                        "timing: median unknown email %.2f ms, wrong password %.2f ms, paired difference %.2f ms, one bare hash %.2f ms",
+                    median(unknown) * 1000,
+                    median(wrong) * 1000,
+                    paired * 1000,
+                    oneHash * 1000
                 )
             )
             // Without the dummy hash an unknown email would answer one hash sooner in every pair.

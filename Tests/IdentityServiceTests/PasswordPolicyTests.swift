@@ -1,9 +1,9 @@
 import AuthAPI
 import AuthProtobuf
 import AuthRPC
+import AuthTestSupport
 import Foundation
 import Testing
-import AuthTestSupport
 
 @testable import IdentityService
 
@@ -59,7 +59,9 @@ import AuthTestSupport
         // U+FB01 (ﬁ ligature) becomes "fi"; full-width digits become ASCII.
         #expect(PasswordPolicy.normalized("Con\u{FB01}rm１２３") == "Confirm123")
         // Decomposed and precomposed é are one password.
-        #expect(PasswordPolicy.normalized("Caf\u{0065}\u{0301}-Latte9") == PasswordPolicy.normalized("Caf\u{00E9}-Latte9"))
+        #expect(
+            PasswordPolicy.normalized("Caf\u{0065}\u{0301}-Latte9") == PasswordPolicy.normalized("Caf\u{00E9}-Latte9")
+        )
         // A normalised form over 128 characters is refused too (U+FDFA expands to 18 characters).
         #expect(PasswordPolicy.normalized("Aa1" + String(repeating: "\u{FDFA}", count: 8)) == nil)
     }
@@ -77,7 +79,9 @@ import AuthTestSupport
             #expect(!"\(error.map { "\($0)" } ?? "")".contains("short\""))
 
             let common = await expectRPCError(.invalidArgument, "invalid_argument") {
-                try await fixture.client.signUp(.init(displayName: "Asha", email: "a@example.com", password: "Password1"))
+                try await fixture.client.signUp(
+                    .init(displayName: "Asha", email: "a@example.com", password: "Password1")
+                )
             }
             #expect(common?.fieldViolations.map(\.reason) == ["too_common"])
             let rows = try await fixture.query("SELECT count(*) FROM @users")
@@ -103,7 +107,10 @@ import AuthTestSupport
     /// Issue 19, item 9: production defaulted to the composition rules with 8 characters.
     @Test func productionDefaultsToNISTAndKeepsCompositionWhenAskedFor() throws {
         #expect(try IdentityServiceConfiguration(environment: [:]).passwordPolicyMode == .composition)
-        #expect(try IdentityServiceConfiguration(environment: ["AUTH_ENVIRONMENT": "production"]).passwordPolicyMode == .nist)
+        #expect(
+            try IdentityServiceConfiguration(environment: ["AUTH_ENVIRONMENT": "production"]).passwordPolicyMode
+                == .nist
+        )
         let seedApps = try IdentityServiceConfiguration(environment: [
             "AUTH_ENVIRONMENT": "production", "AUTH_IDENTITY_PASSWORD_POLICY": "composition",
         ])

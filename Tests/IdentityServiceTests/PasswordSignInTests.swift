@@ -1,10 +1,10 @@
 import AuthAPI
-import AuthProtobuf
 import AuthCrypto
+import AuthProtobuf
 import AuthRPC
+import AuthTestSupport
 import Foundation
 import Testing
-import AuthTestSupport
 
 @testable import IdentityService
 
@@ -110,7 +110,10 @@ import AuthTestSupport
             // and clears the count.
             clock.advance(seconds: 600)
             _ = try await fixture.signIn()
-            let rows = try await fixture.query("SELECT count(*) FROM @password_failures WHERE email_hash = $1", [.bytea(SHA256.hash("asha@example.com"))])
+            let rows = try await fixture.query(
+                "SELECT count(*) FROM @password_failures WHERE email_hash = $1",
+                [.bytea(SHA256.hash("asha@example.com"))]
+            )
             #expect(try rows[0][0].int == 0)
         }
     }
@@ -121,19 +124,26 @@ import AuthTestSupport
     /// password reset or an operator's unlock.
     @Test func consecutiveFailuresLockThePasswordUntilAResetOrAnUnlock() async throws {
         let clock = ManualClock()
-        try await withIdentityService(clock: clock, configure: {
-            $0.maxSignInFailures = 3
-            $0.maxConsecutiveFailures = 5
-        }) { fixture in
+        try await withIdentityService(
+            clock: clock,
+            configure: {
+                $0.maxSignInFailures = 3
+                $0.maxConsecutiveFailures = 5
+            }
+        ) { fixture in
             _ = try await fixture.signUp()
             // Three failures fill the window; after it, two more make five in a row.
             for _ in 0..<3 {
-                await expectRPCError(.unauthenticated, "invalid_credentials") { try await fixture.signIn(password: "Wrong-Password-1") }
+                await expectRPCError(.unauthenticated, "invalid_credentials") {
+                    try await fixture.signIn(password: "Wrong-Password-1")
+                }
             }
             await expectRPCError(.resourceExhausted, "too_many_attempts") { try await fixture.signIn() }
             clock.advance(seconds: 901)
             for _ in 0..<2 {
-                await expectRPCError(.unauthenticated, "invalid_credentials") { try await fixture.signIn(password: "Wrong-Password-1") }
+                await expectRPCError(.unauthenticated, "invalid_credentials") {
+                    try await fixture.signIn(password: "Wrong-Password-1")
+                }
             }
             // Locked, even with the right password, and still a week later.
             await expectRPCError(.permissionDenied, "factor_locked") { try await fixture.signIn() }
@@ -146,7 +156,9 @@ import AuthTestSupport
             // A success resets the count: four failures, a success, four more are not five in a row.
             for round in 0..<2 {
                 for _ in 0..<4 {
-                    await expectRPCError(.unauthenticated, "invalid_credentials") { try await fixture.signIn(password: "Wrong-Password-1") }
+                    await expectRPCError(.unauthenticated, "invalid_credentials") {
+                        try await fixture.signIn(password: "Wrong-Password-1")
+                    }
                     clock.advance(seconds: 901)
                 }
                 if round == 0 { _ = try await fixture.signIn(password: "Fresh-Start-77") }
@@ -156,16 +168,22 @@ import AuthTestSupport
             // An unknown email locks the same way (the lock tells nothing about accounts), and
             // an operator's unlock lifts it; only authctl may.
             for _ in 0..<5 {
-                await expectRPCError(.unauthenticated, "invalid_credentials") { try await fixture.signIn(email: "ghost@example.com") }
+                await expectRPCError(.unauthenticated, "invalid_credentials") {
+                    try await fixture.signIn(email: "ghost@example.com")
+                }
                 clock.advance(seconds: 901)
             }
-            await expectRPCError(.permissionDenied, "factor_locked") { try await fixture.signIn(email: "ghost@example.com") }
+            await expectRPCError(.permissionDenied, "factor_locked") {
+                try await fixture.signIn(email: "ghost@example.com")
+            }
             await expectRPCError(.permissionDenied, "caller_not_allowed") {
                 _ = try await fixture.client.unlockPassword(.init(email: "ghost@example.com"))
             }
             let unlocked = try await fixture.operatorClient.unlockPassword(.init(email: "Ghost@Example.com"))
             #expect(unlocked.wasLocked)
-            await expectRPCError(.unauthenticated, "invalid_credentials") { try await fixture.signIn(email: "ghost@example.com") }
+            await expectRPCError(.unauthenticated, "invalid_credentials") {
+                try await fixture.signIn(email: "ghost@example.com")
+            }
             let again = try await fixture.operatorClient.unlockPassword(.init(email: "ghost@example.com"))
             #expect(!again.wasLocked)
         }
@@ -187,8 +205,12 @@ import AuthTestSupport
                             // what this test is about.
                             _ = try await fixture.client.signInWithPassword(
                                 Auth_Identity_V1_SignInWithPasswordRequest(
-                                    email: "asha@example.com", password: "Wrong-Password-1", clientIP: "203.0.113.7"),
-                                options: CallOptions(timeout: .seconds(600)))
+                                    email: "asha@example.com",
+                                    password: "Wrong-Password-1",
+                                    clientIP: "203.0.113.7"
+                                ),
+                                options: CallOptions(timeout: .seconds(600))
+                            )
                             return "success"
                         } catch let error as RPCError {
                             return error.reason
@@ -204,7 +226,9 @@ import AuthTestSupport
             let counts = Dictionary(reasons.map { ($0, 1) }, uniquingKeysWith: +)
             #expect(counts == ["invalid_credentials": 10, "too_many_attempts": 40], "\(counts)")
             let failures = try await fixture.query(
-                "SELECT count(*) FROM @password_failures WHERE email_hash = $1", [.bytea(SHA256.hash("asha@example.com"))])
+                "SELECT count(*) FROM @password_failures WHERE email_hash = $1",
+                [.bytea(SHA256.hash("asha@example.com"))]
+            )
             #expect(try failures[0][0].int == 10)
             let audited = try await fixture.query("SELECT count(*) FROM @audit_events WHERE kind = 'sign_in_failed'")
             #expect(try audited[0][0].int == 10)
@@ -289,7 +313,9 @@ import AuthTestSupport
             )
             _ = try await fixture.signIn(password: "Another-One-88")
             await expectRPCError(.notFound, "user_not_found") {
-                try await fixture.client.resetPassword(.init(email: "nobody@example.com", newPassword: "Fresh-Start-77"))
+                try await fixture.client.resetPassword(
+                    .init(email: "nobody@example.com", newPassword: "Fresh-Start-77")
+                )
             }
         }
     }
@@ -323,7 +349,9 @@ import AuthTestSupport
                 #expect(signUp?.fieldViolations == error?.fieldViolations)
             }
             // Nothing is stored or audited; only the gateway may ask.
-            let rows = try await fixture.query("SELECT (SELECT count(*) FROM @users) + (SELECT count(*) FROM @audit_events)")
+            let rows = try await fixture.query(
+                "SELECT (SELECT count(*) FROM @users) + (SELECT count(*) FROM @audit_events)"
+            )
             #expect(try rows[0][0].int == 0)
             await expectRPCError(.permissionDenied, "caller_not_allowed") {
                 try await fixture.operatorClient.validatePassword(.init(password: goodPassword))

@@ -49,7 +49,10 @@ struct IdentityFixture: Sendable {
         )
     }
 
-    func signIn(email: String = "asha@example.com", password: String = goodPassword) async throws
+    func signIn(
+        email: String = "asha@example.com",
+        password: String = goodPassword
+    ) async throws
         -> Auth_Identity_V1_User
     {
         try #require(
@@ -256,16 +259,19 @@ func withProviderService<R: Sendable>(
     _ body: (IdentityFixture) async throws -> R
 ) async throws -> R {
     try await withJWKSServer(provider) { url in
-        try await withIdentityService(clock: clock, configure: { configuration in
-            for name in enabled {
-                configuration.providers[name] = OIDCProviderConfiguration(
-                    provider: name,
-                    clientIDs: [provider.clientID, "other.client"],
-                    issuers: [provider.issuer],
-                    jwksURL: url
-                )
+        try await withIdentityService(
+            clock: clock,
+            configure: { configuration in
+                for name in enabled {
+                    configuration.providers[name] = OIDCProviderConfiguration(
+                        provider: name,
+                        clientIDs: [provider.clientID, "other.client"],
+                        issuers: [provider.issuer],
+                        jwksURL: url
+                    )
+                }
             }
-        }) { fixture in
+        ) { fixture in
             try await body(fixture)
         }
     }

@@ -1,9 +1,9 @@
 import AuthAPI
 import AuthProtobuf
 import AuthRPC
+import AuthTestSupport
 import Foundation
 import Testing
-import AuthTestSupport
 
 @testable import OTPService
 
@@ -18,7 +18,9 @@ import AuthTestSupport
             #expect(checked.channel == .sms)
             #expect(checked.purpose == .signup)
             // A code never works twice.
-            await expectRPCError(.notFound, "verification_not_found") { try await otp.check(started.verificationID, code) }
+            await expectRPCError(.notFound, "verification_not_found") {
+                try await otp.check(started.verificationID, code)
+            }
         }
     }
 
@@ -31,13 +33,19 @@ import AuthTestSupport
             for presented in [code, "000000"] {
                 await expectRPCError(.notFound, "verification_not_found") {
                     try await otp.client.check(
-                        .init(verificationID: started.verificationID, code: presented, acceptedPurposes: [.login, .signup, .verify]))
+                        .init(
+                            verificationID: started.verificationID,
+                            code: presented,
+                            acceptedPurposes: [.login, .signup, .verify]
+                        )
+                    )
                 }
             }
             let wrong = try await otp.query("SELECT count(*) FROM @limit_events WHERE kind = 'wrong_code'")
             #expect(try wrong[0][0].int == 0)
             let checked = try await otp.client.check(
-                .init(verificationID: started.verificationID, code: code, acceptedPurposes: [.passwordReset]))
+                .init(verificationID: started.verificationID, code: code, acceptedPurposes: [.passwordReset])
+            )
             #expect(checked.purpose == .passwordReset)
         }
     }
@@ -47,7 +55,12 @@ import AuthTestSupport
             let started = try await otp.start("asha@example.com")
             let refused = await #expect(throws: RPCError.self) {
                 try await otp.client.check(
-                    .init(verificationID: started.verificationID, code: "123456", acceptedPurposes: [.login, .unspecified]))
+                    .init(
+                        verificationID: started.verificationID,
+                        code: "123456",
+                        acceptedPurposes: [.login, .unspecified]
+                    )
+                )
             }
             #expect(refused?.code == .invalidArgument)
             #expect(refused?.fieldViolations.map(\.field) == ["accepted_purposes[1]"])
@@ -65,7 +78,10 @@ import AuthTestSupport
             #expect(stored != CodeMAC(secret: otp.configuration.secret).mac(verificationID: UUID(), code: code))
             #expect(stored != CodeMAC(secret: Array(repeating: 1, count: 32)).mac(verificationID: id, code: code))
             // No column of the verification holds the code in clear.
-            let text = try await otp.query("SELECT row_to_json(v)::text FROM @verifications v WHERE id = $1", [.uuid(id)])
+            let text = try await otp.query(
+                "SELECT row_to_json(v)::text FROM @verifications v WHERE id = $1",
+                [.uuid(id)]
+            )
             #expect(!(try text[0][0].string).contains(code))
         }
     }
@@ -94,7 +110,9 @@ import AuthTestSupport
             #expect(startRefused?.retryAfterSeconds == 600)
             // After the lock the killed verification is gone; a new start works with a fresh count.
             otp.clock.advance(seconds: 600)
-            await expectRPCError(.notFound, "verification_not_found") { try await otp.check(started.verificationID, right) }
+            await expectRPCError(.notFound, "verification_not_found") {
+                try await otp.check(started.verificationID, right)
+            }
             let again = try await otp.start("+919999900001")
             #expect(again.attemptsRemaining == 5)
         }
@@ -105,14 +123,18 @@ import AuthTestSupport
             let first = try await otp.start("asha@example.com")
             let wrong = try await otp.wrongCode(for: first.verificationID)
             for _ in 0..<3 {
-                await expectRPCError(.unauthenticated, "invalid_code") { try await otp.check(first.verificationID, wrong) }
+                await expectRPCError(.unauthenticated, "invalid_code") {
+                    try await otp.check(first.verificationID, wrong)
+                }
             }
             // A new flow does not reset the count.
             otp.clock.advance(seconds: 61)
             let second = try await otp.start("ASHA@example.com")
             #expect(second.attemptsRemaining == 2)
             let wrong2 = try await otp.wrongCode(for: second.verificationID)
-            let error = await expectRPCError(.unauthenticated, "invalid_code") { try await otp.check(second.verificationID, wrong2) }
+            let error = await expectRPCError(.unauthenticated, "invalid_code") {
+                try await otp.check(second.verificationID, wrong2)
+            }
             #expect(error?.attemptsRemaining == 1)
             // The window slides: 15 minutes after the first three wrong codes they no longer count
             // (the fourth, 61 s later, still does).
@@ -128,7 +150,9 @@ import AuthTestSupport
             #expect(started.expiresIn == 600)
             let code = try await otp.queuedCode(started.verificationID)
             otp.clock.advance(seconds: 600)
-            await expectRPCError(.failedPrecondition, "code_expired") { try await otp.check(started.verificationID, code) }
+            await expectRPCError(.failedPrecondition, "code_expired") {
+                try await otp.check(started.verificationID, code)
+            }
         }
     }
 
@@ -222,17 +246,23 @@ func outcome<T: Sendable>(_ body: @Sendable () async throws -> T) async -> Resul
             let first = try await otp.start(phone)
             let wrong = try await otp.wrongCode(for: first.verificationID)
             for _ in 0..<3 {
-                await expectRPCError(.unauthenticated, "invalid_code") { try await otp.check(first.verificationID, wrong) }
+                await expectRPCError(.unauthenticated, "invalid_code") {
+                    try await otp.check(first.verificationID, wrong)
+                }
             }
             otp.clock.advance(seconds: 901)
             let second = try await otp.start(phone)
             let wrongAgain = try await otp.wrongCode(for: second.verificationID)
             for _ in 0..<2 {
-                await expectRPCError(.unauthenticated, "invalid_code") { try await otp.check(second.verificationID, wrongAgain) }
+                await expectRPCError(.unauthenticated, "invalid_code") {
+                    try await otp.check(second.verificationID, wrongAgain)
+                }
             }
             // Locked: the right code, a resend and a new start are all refused, a week later too.
             let right = try await otp.queuedCode(second.verificationID)
-            await expectRPCError(.permissionDenied, "factor_locked") { try await otp.check(second.verificationID, right) }
+            await expectRPCError(.permissionDenied, "factor_locked") {
+                try await otp.check(second.verificationID, right)
+            }
             otp.clock.advance(seconds: 7 * 86_400)
             await expectRPCError(.permissionDenied, "factor_locked") { try await otp.resend(second.verificationID) }
             await expectRPCError(.permissionDenied, "factor_locked") { try await otp.start(phone) }
@@ -264,7 +294,9 @@ func outcome<T: Sendable>(_ body: @Sendable () async throws -> T) async -> Resul
                 let started = try await otp.start(phone)
                 let wrong = try await otp.wrongCode(for: started.verificationID)
                 for _ in 0..<2 {
-                    await expectRPCError(.unauthenticated, "invalid_code") { try await otp.check(started.verificationID, wrong) }
+                    await expectRPCError(.unauthenticated, "invalid_code") {
+                        try await otp.check(started.verificationID, wrong)
+                    }
                 }
                 _ = try await otp.check(started.verificationID, try await otp.queuedCode(started.verificationID))
                 otp.clock.advance(seconds: 901)

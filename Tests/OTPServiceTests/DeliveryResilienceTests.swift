@@ -48,14 +48,21 @@ import Testing
         configure: (inout OTPServiceConfiguration) -> Void = { _ in },
         _ body: (OTPFixture) async throws -> Void
     ) async throws {
-        try await withOTPService(clock: ManualClock(realTime: true), maxConnections: 12, configure: {
-            Self.configureWebhook(&$0, port: port)
-            $0.sweepInterval = .seconds(3_600)
-            configure(&$0)
-        }) { otp in
+        try await withOTPService(
+            clock: ManualClock(realTime: true),
+            maxConnections: 12,
+            configure: {
+                Self.configureWebhook(&$0, port: port)
+                $0.sweepInterval = .seconds(3_600)
+                configure(&$0)
+            }
+        ) { otp in
             let factory = ProviderFactory(configuration: otp.configuration, logger: testLogger)
             let dispatcher = otp.service.makeDispatcher(
-                providers: factory.providerSet(), closing: factory, takesStartHandoffs: takesStartHandoffs)
+                providers: factory.providerSet(),
+                closing: factory,
+                takesStartHandoffs: takesStartHandoffs
+            )
             try await withRunningDispatcher(dispatcher) { try await body(otp) }
         }
     }
@@ -94,7 +101,10 @@ import Testing
                         for caller in 0..<16 {
                             group.addTask {
                                 for index in 0..<5 {
-                                    _ = try await otp.start("burst\(burst)-\(caller)-\(index)@example.com", clientIP: "")
+                                    _ = try await otp.start(
+                                        "burst\(burst)-\(caller)-\(index)@example.com",
+                                        clientIP: ""
+                                    )
                                 }
                             }
                         }
@@ -118,7 +128,9 @@ import Testing
     @Test func aNotifiedMessageIsSentWhenItsWakeUpClaimedAnotherOne() async throws {
         try await HTTPReceiver.with(respond: { _, _ in (200, "{}") }) { receiver in
             try await Self.withWebhookDispatcher(
-                port: receiver.port, takesStartHandoffs: false, configure: { $0.dispatchWorkers = 1 }
+                port: receiver.port,
+                takesStartHandoffs: false,
+                configure: { $0.dispatchWorkers = 1 }
             ) { otp in
                 _ = try await otp.start("first@example.com", clientIP: "")
                 #expect(try await waitForAllMessages(otp, state: "sent", count: 1, timeout: .seconds(30)))
@@ -126,7 +138,8 @@ import Testing
                     """
                     UPDATE @messages SET state = 'queued', next_attempt_at = next_attempt_at - interval '1 hour',
                         code = '123456', claimed_until = NULL, claimed_by = NULL
-                    """)
+                    """
+                )
                 _ = try await otp.start("second@example.com", clientIP: "")
                 #expect(try await waitForAllMessages(otp, state: "sent", count: 2, timeout: .seconds(30)))
                 let destinations = receiver.requests.compactMap { request -> String? in
@@ -145,20 +158,26 @@ import Testing
         // no other socket takes it until the receiver comes up on it.
         let reserved = try ReservedPort()
         let port = reserved.port
-        try await Self.withWebhookDispatcher(port: port, configure: {
-            $0.retryBackoffLimit = .seconds(2)
-            $0.sweepInterval = .seconds(1)
-        }) { otp in
+        try await Self.withWebhookDispatcher(
+            port: port,
+            configure: {
+                $0.retryBackoffLimit = .seconds(2)
+                $0.sweepInterval = .seconds(1)
+            }
+        ) { otp in
             for index in 0..<20 { _ = try await otp.start("down\(index)@example.com", clientIP: "") }
             try await Task.sleep(for: .seconds(30))
             let failures = try await otp.query("SELECT count(*) FROM @messages WHERE state = 'sent'")
             #expect(try failures[0][0].int == 0)
             let accepted = Accepted()
             reserved.release()
-            try await HTTPReceiver.with(port: port, respond: { request, _ in
-                accepted.add(request)
-                return (200, "{}")
-            }) { _ in
+            try await HTTPReceiver.with(
+                port: port,
+                respond: { request, _ in
+                    accepted.add(request)
+                    return (200, "{}")
+                }
+            ) { _ in
                 let all = try await waitForAllMessages(otp, state: "sent", count: 20)
                 #expect(all)
             }
@@ -179,7 +198,10 @@ import Testing
         }) { receiver in
             try await PostgresTestCluster.withCluster { cluster in
                 var poolConfiguration = PostgresConfiguration(
-                    connectionString: cluster.connectionString, maxConnections: 6, applicationName: "otp-restart-test")
+                    connectionString: cluster.connectionString,
+                    maxConnections: 6,
+                    applicationName: "otp-restart-test"
+                )
                 poolConfiguration.reconnectBackoff = .milliseconds(50)
                 poolConfiguration.reconnectBackoffLimit = .milliseconds(500)
                 let pool = PostgresPool(configuration: poolConfiguration, logger: testLogger)
@@ -187,12 +209,19 @@ import Testing
                 Self.configureWebhook(&configuration, port: receiver.port)
                 configuration.sweepInterval = .seconds(3_600)
                 let service = try await OTPService.start(
-                    database: pool, configuration: configuration, clock: ManualClock(realTime: true), logger: testLogger)
+                    database: pool,
+                    configuration: configuration,
+                    clock: ManualClock(realTime: true),
+                    logger: testLogger
+                )
                 let client = makeClient(service)
                 let factory = ProviderFactory(configuration: configuration, logger: testLogger)
                 // The NOTIFY path (a Start of another replica): no hand-over in this process.
                 let dispatcher = service.makeDispatcher(
-                    providers: factory.providerSet(), closing: factory, takesStartHandoffs: false)
+                    providers: factory.providerSet(),
+                    closing: factory,
+                    takesStartHandoffs: false
+                )
                 try await withRunningDispatcher(dispatcher) {
                     for index in 0..<5 {
                         _ = try await client.start(.init(destination: "before\(index)@example.com", purpose: .login))
@@ -209,7 +238,9 @@ import Testing
                     let deadline = ContinuousClock.now + .seconds(30)
                     while started < 5, ContinuousClock.now < deadline {
                         do {
-                            _ = try await client.start(.init(destination: "after\(started)@example.com", purpose: .login))
+                            _ = try await client.start(
+                                .init(destination: "after\(started)@example.com", purpose: .login)
+                            )
                             started += 1
                         } catch {
                             try await Task.sleep(for: .milliseconds(100))
@@ -264,7 +295,9 @@ final class ReservedPort: Sendable {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = 0
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard bound == 0 else {
             close(fd)

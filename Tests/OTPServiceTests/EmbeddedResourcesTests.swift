@@ -1,6 +1,7 @@
 import AuthPostgres
 import AuthTestSupport
 import Testing
+
 @testable import OTPService
 
 @Suite struct EmbeddedResourcesTests {

@@ -12,13 +12,20 @@ import Testing
     let email = Destination(parsing: "asha@example.com")!
 
     func figures(
-        wrongCodes: Int = 0, lockedUntil: Date? = nil, consecutive: Int = 0, destinationLimitStart: Date? = nil,
-        ipLimitStart: Date? = nil, pumping: (started: Int, verified: Int, oldestMinute: Date?) = (0, 0, nil)
+        wrongCodes: Int = 0,
+        lockedUntil: Date? = nil,
+        consecutive: Int = 0,
+        destinationLimitStart: Date? = nil,
+        ipLimitStart: Date? = nil,
+        pumping: (started: Int, verified: Int, oldestMinute: Date?) = (0, 0, nil)
     ) -> OTPStore.StartFigures {
         OTPStore.StartFigures(
             wrongCodes: wrongCodes,
             locks: OTPStore.DestinationLocks(lockedUntil: lockedUntil, consecutiveFailures: consecutive),
-            destinationLimitStart: destinationLimitStart, ipLimitStart: ipLimitStart, pumping: pumping)
+            destinationLimitStart: destinationLimitStart,
+            ipLimitStart: ipLimitStart,
+            pumping: pumping
+        )
     }
 
     func refusal(_ decision: StartDecision) -> (reason: String, retryAfter: UInt32?)? {
@@ -27,21 +34,45 @@ import Testing
     }
 
     @Test func aStartWithinEveryLimitKeepsTheWindowsWrongCodes() {
-        guard case .start(let remaining) = StartDecision(figures(wrongCodes: 2), destination: sms, now: now, configuration: configuration)
-        else { Issue.record("refused"); return }
+        guard
+            case .start(let remaining) = StartDecision(
+                figures(wrongCodes: 2),
+                destination: sms,
+                now: now,
+                configuration: configuration
+            )
+        else {
+            Issue.record("refused")
+            return
+        }
         #expect(remaining == 3)
-        guard case .start(let none) = StartDecision(figures(wrongCodes: 9), destination: sms, now: now, configuration: configuration)
-        else { Issue.record("refused"); return }
+        guard
+            case .start(let none) = StartDecision(
+                figures(wrongCodes: 9),
+                destination: sms,
+                now: now,
+                configuration: configuration
+            )
+        else {
+            Issue.record("refused")
+            return
+        }
         #expect(none == 0)
     }
 
     /// The limits answer in their documented order, each with the seconds until it frees.
     @Test func limitsAnswerInOrder() {
         let everything = figures(
-            lockedUntil: now.addingTimeInterval(300), consecutive: 100,
-            destinationLimitStart: now.addingTimeInterval(-3_000), ipLimitStart: now.addingTimeInterval(-3_500),
-            pumping: (1_000, 0, now.addingTimeInterval(-60)))
-        #expect(refusal(StartDecision(everything, destination: sms, now: now, configuration: configuration))?.reason == "factor_locked")
+            lockedUntil: now.addingTimeInterval(300),
+            consecutive: 100,
+            destinationLimitStart: now.addingTimeInterval(-3_000),
+            ipLimitStart: now.addingTimeInterval(-3_500),
+            pumping: (1_000, 0, now.addingTimeInterval(-60))
+        )
+        #expect(
+            refusal(StartDecision(everything, destination: sms, now: now, configuration: configuration))?.reason
+                == "factor_locked"
+        )
         var next = everything
         next.locks.consecutiveFailures = 0
         let locked = refusal(StartDecision(next, destination: sms, now: now, configuration: configuration))
@@ -65,7 +96,14 @@ import Testing
 
     @Test func thePumpingGuardNeedsEnoughCodesAndTooFewUsed() {
         func decide(_ started: Int, _ verified: Int) -> String? {
-            refusal(StartDecision(figures(pumping: (started, verified, now)), destination: sms, now: now, configuration: configuration))?.reason
+            refusal(
+                StartDecision(
+                    figures(pumping: (started, verified, now)),
+                    destination: sms,
+                    now: now,
+                    configuration: configuration
+                )
+            )?.reason
         }
         #expect(decide(100, 0) == nil)  // not more than the minimum sent
         #expect(decide(101, 0) == "country_throttled")
@@ -77,29 +115,59 @@ import Testing
         var configuration = self.configuration
         #expect(StartDecision.smsRefusal(callingCode: "91", configuration: configuration) == nil)
         configuration.smsDeniedCallingCodes = ["234"]
-        #expect(StartDecision.smsRefusal(callingCode: "234", configuration: configuration)?.code.reason == "destination_not_allowed")
+        #expect(
+            StartDecision.smsRefusal(callingCode: "234", configuration: configuration)?.code.reason
+                == "destination_not_allowed"
+        )
         #expect(StartDecision.smsRefusal(callingCode: "91", configuration: configuration) == nil)
         configuration.smsAllowedCallingCodes = ["91"]
-        #expect(StartDecision.smsRefusal(callingCode: "1", configuration: configuration)?.code.reason == "destination_not_allowed")
+        #expect(
+            StartDecision.smsRefusal(callingCode: "1", configuration: configuration)?.code.reason
+                == "destination_not_allowed"
+        )
         #expect(StartDecision.smsRefusal(callingCode: "91", configuration: configuration) == nil)
     }
 
     @Test func aTestDestinationPassesEveryLimitButItsLock() {
         let open = StartDecision(
-            testDestinationLocks: .init(lockedUntil: nil, consecutiveFailures: 0), now: now, configuration: configuration)
-        guard case .start(let remaining) = open else { Issue.record("refused"); return }
+            testDestinationLocks: .init(lockedUntil: nil, consecutiveFailures: 0),
+            now: now,
+            configuration: configuration
+        )
+        guard case .start(let remaining) = open else {
+            Issue.record("refused")
+            return
+        }
         #expect(remaining == configuration.maxWrongCodes)
         let locked = StartDecision(
-            testDestinationLocks: .init(lockedUntil: now.addingTimeInterval(60), consecutiveFailures: 0), now: now,
-            configuration: configuration)
+            testDestinationLocks: .init(lockedUntil: now.addingTimeInterval(60), consecutiveFailures: 0),
+            now: now,
+            configuration: configuration
+        )
         #expect(refusal(locked)?.reason == "too_many_attempts")
     }
 
-    func row(createdAt: Date, lastSentAt: Date, resends: Int, status: String = "pending", expiresAt: Date? = nil) -> VerificationRow {
+    func row(
+        createdAt: Date,
+        lastSentAt: Date,
+        resends: Int,
+        status: String = "pending",
+        expiresAt: Date? = nil
+    ) -> VerificationRow {
         VerificationRow(
-            id: UUID(), destination: sms, purpose: .login, locale: "en", codeMAC: [], createdAt: createdAt,
-            expiresAt: expiresAt ?? now.addingTimeInterval(600), lastSentAt: lastSentAt, resends: resends, status: status,
-            testDestination: false, decoy: false)
+            id: UUID(),
+            destination: sms,
+            purpose: .login,
+            locale: "en",
+            codeMAC: [],
+            createdAt: createdAt,
+            expiresAt: expiresAt ?? now.addingTimeInterval(600),
+            lastSentAt: lastSentAt,
+            resends: resends,
+            status: status,
+            testDestination: false,
+            decoy: false
+        )
     }
 
     @Test func resendsAreSpacedThenBudgeted() throws {
@@ -114,7 +182,8 @@ import Testing
         let two = [now.addingTimeInterval(-800), now.addingTimeInterval(-400)]
         #expect(try ResendDecision.budget(resends: two, now: now, configuration: configuration).get() == 0)
         let three = two + [now.addingTimeInterval(-10)]
-        guard case .failure(let refused) = ResendDecision.budget(resends: three, now: now, configuration: configuration) else {
+        guard case .failure(let refused) = ResendDecision.budget(resends: three, now: now, configuration: configuration)
+        else {
             Issue.record("a fourth resend in the window was allowed")
             return
         }
@@ -125,10 +194,16 @@ import Testing
     @Test func checksRefuseWhatIsNotPendingOrExpiredAndLockOnTheLastWrongCode() {
         let pending = row(createdAt: now, lastSentAt: now, resends: 0)
         #expect(CheckDecision.refusal(pending, now: now) == nil)
-        #expect(CheckDecision.refusal(row(createdAt: now, lastSentAt: now, resends: 0, status: "verified"), now: now)?.code.reason
-            == "verification_not_found")
-        #expect(CheckDecision.refusal(row(createdAt: now, lastSentAt: now, resends: 0, expiresAt: now), now: now)?.code.reason
-            == "code_expired")
+        #expect(
+            CheckDecision.refusal(row(createdAt: now, lastSentAt: now, resends: 0, status: "verified"), now: now)?.code
+                .reason
+                == "verification_not_found"
+        )
+        #expect(
+            CheckDecision.refusal(row(createdAt: now, lastSentAt: now, resends: 0, expiresAt: now), now: now)?.code
+                .reason
+                == "code_expired"
+        )
         let fourth = CheckDecision.afterWrongCode(wrongInWindow: 4, now: now, configuration: configuration)
         #expect(fourth.remaining == 1 && fourth.lockedUntil == nil)
         let fifth = CheckDecision.afterWrongCode(wrongInWindow: 5, now: now, configuration: configuration)

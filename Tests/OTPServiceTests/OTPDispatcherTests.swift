@@ -32,9 +32,12 @@ import Testing
             #expect(status.maskedDestination == "+91******0010")
             // A delivery report from the provider.
             let report = try await otp.operatorClient.reportDelivery(
-                .init(providerMessageID: try rows[0][2].string, delivered: true, error: ""))
+                .init(providerMessageID: try rows[0][2].string, delivered: true, error: "")
+            )
             #expect(report.found)
-            let delivered = try await otp.operatorClient.getDeliveryStatus(.init(verificationID: started.verificationID))
+            let delivered = try await otp.operatorClient.getDeliveryStatus(
+                .init(verificationID: started.verificationID)
+            )
             #expect(delivered.state == .delivered)
             // The code still works: sending does not consume it.
             _ = try await otp.check(started.verificationID, code)
@@ -47,7 +50,8 @@ import Testing
             $0.retryBackoff = .seconds(2)
             $0.retryBackoffLimit = .seconds(60)
         }) { otp in
-            let provider = ScriptedProvider(name: "webhook") { _ in ProviderError(retryable: true, "webhook: HTTP 503") }
+            let provider = ScriptedProvider(name: "webhook") { _ in ProviderError(retryable: true, "webhook: HTTP 503")
+            }
             let dispatcher = otp.service.makeDispatcher(providers: ProviderSet(sms: [provider], email: [provider]))
             let started = try await otp.start("asha@example.com")
             #expect(try await dispatcher.deliverDue() == 1)
@@ -80,7 +84,8 @@ import Testing
             let primary = ScriptedProvider(name: "twilio") { _ in ProviderError(retryable: false, "twilio: HTTP 400") }
             let secondary = ScriptedProvider(name: "webhook")
             let dispatcher = otp.service.makeDispatcher(
-                providers: ProviderSet(sms: [primary, secondary], email: [secondary]))
+                providers: ProviderSet(sms: [primary, secondary], email: [secondary])
+            )
             let started = try await otp.start("+447700900111")
             let code = try await otp.queuedCode(started.verificationID)
             // A refusal (not retryable) fails over at once; the secondary is due immediately.
@@ -102,7 +107,11 @@ import Testing
             // A worker claims the message and dies before sending it.
             let now = otp.clock.now()
             let claimed = try await otp.service.store.claim(
-                now: now, leaseUntil: now.addingTimeInterval(30), worker: "dead#0", limit: 10)
+                now: now,
+                leaseUntil: now.addingTimeInterval(30),
+                worker: "dead#0",
+                limit: 10
+            )
             #expect(claimed.count == 1)
             #expect(try await dispatcher.deliverDue() == 0)
             otp.clock.advance(seconds: 29)
@@ -167,7 +176,9 @@ import Testing
                 #expect((json["id"] as? String).flatMap(UUID.init(uuidString:)) != nil)
                 #expect(json["created_at"] as? String == "2026-06-01T00:00:00Z")
                 #expect(json["expires_at"] as? String == "2026-06-01T00:10:00Z")
-                let status = try await otp.operatorClient.getDeliveryStatus(.init(verificationID: started.verificationID))
+                let status = try await otp.operatorClient.getDeliveryStatus(
+                    .init(verificationID: started.verificationID)
+                )
                 #expect(status.state == .sent)
                 #expect(status.provider == "webhook")
             }
@@ -176,15 +187,32 @@ import Testing
 
     @Test func smsTextCarriesTheAutofillLineWhenADomainIsSet() {
         let sms = MessageTemplates.render(
-            channel: .sms, code: "532917", locale: "en-IN", appName: "UrbanNest", smsDomain: "urbannest.com",
-            codeLifetimeMinutes: 10)
+            channel: .sms,
+            code: "532917",
+            locale: "en-IN",
+            appName: "UrbanNest",
+            smsDomain: "urbannest.com",
+            codeLifetimeMinutes: 10
+        )
         #expect(sms.body == "532917 is your UrbanNest verification code\n\n@urbannest.com #532917")
         #expect(sms.subject == nil)
         let plain = MessageTemplates.render(
-            channel: .sms, code: "532917", locale: "xx", appName: "UrbanNest", smsDomain: nil, codeLifetimeMinutes: 10)
+            channel: .sms,
+            code: "532917",
+            locale: "xx",
+            appName: "UrbanNest",
+            smsDomain: nil,
+            codeLifetimeMinutes: 10
+        )
         #expect(plain.body == "532917 is your UrbanNest verification code")
         let email = MessageTemplates.render(
-            channel: .email, code: "000123", locale: "", appName: "Laten", smsDomain: "x.com", codeLifetimeMinutes: 10)
+            channel: .email,
+            code: "000123",
+            locale: "",
+            appName: "Laten",
+            smsDomain: "x.com",
+            codeLifetimeMinutes: 10
+        )
         #expect(email.subject == "Your Laten verification code")
         #expect(email.body.hasPrefix("Your Laten verification code is 000123."))
         #expect(email.body.contains("10 minutes"))

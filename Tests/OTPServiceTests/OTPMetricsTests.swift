@@ -16,7 +16,12 @@ import Testing
             configuration.schema = schema
             let clock = ManualClock()
             let service = try await OTPService.start(
-                database: pool, configuration: configuration, clock: clock, metrics: metrics, logger: testLogger)
+                database: pool,
+                configuration: configuration,
+                clock: clock,
+                metrics: metrics,
+                logger: testLogger
+            )
             let client = makeClient(service)
             let provider = ScriptedProvider(name: "webhook")
             let dispatcher = service.makeDispatcher(providers: ProviderSet(sms: [provider], email: [provider]))
@@ -25,7 +30,9 @@ import Testing
             #expect(try await dispatcher.deliverDue() == 2)
             let rows = try await pool.query("SELECT code FROM \"\(schema)\".messages LIMIT 0")
             _ = rows
-            let code = try #require(provider.sent.first { $0.verificationID.uuidString.lowercased() == first.verificationID }?.code)
+            let code = try #require(
+                provider.sent.first { $0.verificationID.uuidString.lowercased() == first.verificationID }?.code
+            )
             _ = try await client.check(.init(verificationID: first.verificationID, code: code))
         }
         var buffer: [UInt8] = []

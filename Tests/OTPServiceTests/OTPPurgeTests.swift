@@ -28,7 +28,8 @@ import Testing
             #expect(purged.verifications == 1)
             #expect(purged.events == 0)
             let left = try await otp.query(
-                "SELECT v.destination, m.state FROM @verifications v JOIN @messages m ON m.verification_id = v.id ORDER BY 1")
+                "SELECT v.destination, m.state FROM @verifications v JOIN @messages m ON m.verification_id = v.id ORDER BY 1"
+            )
             #expect(left.count == 2)
             #expect(try left[0][0].string == "+919999900077")
             #expect(try left[1][0].string == "stuck@example.com")

@@ -40,7 +40,10 @@ import Testing
     @Test func theSecretIsRequiredAndStrict() {
         #expect(problem([:])?.hasPrefix("AUTH_OTP_SECRET: is required") == true)
         let short = Data(repeating: 1, count: 31).base64EncodedString()
-        #expect(problem(["AUTH_OTP_SECRET": short]) == "AUTH_OTP_SECRET: must be standard base64 (with = padding) of at least 32 bytes")
+        #expect(
+            problem(["AUTH_OTP_SECRET": short])
+                == "AUTH_OTP_SECRET: must be standard base64 (with = padding) of at least 32 bytes"
+        )
         // Unpadded, URL-safe alphabet: refused.
         let unpadded = String(Data(repeating: 0xFB, count: 32).base64EncodedString().dropLast())
         #expect(problem(["AUTH_OTP_SECRET": unpadded]) != nil)
@@ -50,27 +53,55 @@ import Testing
     @Test func numbersAreCheckedAgainstTheirRanges() {
         #expect(
             problem(["AUTH_OTP_SECRET": secret, "AUTH_OTP_CODE_TTL_SECONDS": "59"])
-                == "AUTH_OTP_CODE_TTL_SECONDS: must be a whole number of seconds in 60...86400")
+                == "AUTH_OTP_CODE_TTL_SECONDS: must be a whole number of seconds in 60...86400"
+        )
         #expect(
             problem(["AUTH_OTP_SECRET": secret, "AUTH_OTP_PUMPING_MIN_VERIFIED_PERCENT": "101"])
-                == "AUTH_OTP_PUMPING_MIN_VERIFIED_PERCENT: must be a whole number in 0...100")
-        #expect(problem(["AUTH_OTP_SECRET": secret, "AUTH_OTP_METRICS_PORT": "70000"])?.hasPrefix("AUTH_OTP_METRICS_PORT") == true)
+                == "AUTH_OTP_PUMPING_MIN_VERIFIED_PERCENT: must be a whole number in 0...100"
+        )
+        #expect(
+            problem(["AUTH_OTP_SECRET": secret, "AUTH_OTP_METRICS_PORT": "70000"])?.hasPrefix("AUTH_OTP_METRICS_PORT")
+                == true
+        )
         #expect(
             problem(["AUTH_OTP_SECRET": secret, "AUTH_OTP_SMS_DENIED_CALLING_CODES": "+7, 0"])?
-                .hasPrefix("AUTH_OTP_SMS_DENIED_CALLING_CODES") == true)
+                .hasPrefix("AUTH_OTP_SMS_DENIED_CALLING_CODES") == true
+        )
         #expect(
-            problem(["AUTH_OTP_SECRET": secret, "AUTH_OTP_CLAIM_LEASE_SECONDS": "5", "AUTH_OTP_HTTP_TIMEOUT_MS": "5000"])?
-                .hasPrefix("AUTH_OTP_CLAIM_LEASE_SECONDS") == true)
+            problem([
+                "AUTH_OTP_SECRET": secret, "AUTH_OTP_CLAIM_LEASE_SECONDS": "5", "AUTH_OTP_HTTP_TIMEOUT_MS": "5000",
+            ])?
+            .hasPrefix("AUTH_OTP_CLAIM_LEASE_SECONDS") == true
+        )
     }
 
     @Test func providersNeedTheirSettings() throws {
-        #expect(problem(["AUTH_OTP_SECRET": secret, "AUTH_OTP_SMS_PROVIDER": "carrier-pigeon"]) == "AUTH_OTP_SMS_PROVIDER: must be one of log, webhook, twilio")
-        #expect(problem(["AUTH_OTP_SECRET": secret, "AUTH_OTP_EMAIL_PROVIDER": "webhook"])?.hasPrefix("AUTH_OTP_WEBHOOK_URL") == true)
         #expect(
-            problem(["AUTH_OTP_SECRET": secret, "AUTH_OTP_EMAIL_PROVIDER": "webhook", "AUTH_OTP_WEBHOOK_URL": "http://hook.example/otp"])?
-                .hasPrefix("AUTH_OTP_WEBHOOK_SECRET") == true)
-        #expect(problem(["AUTH_OTP_SECRET": secret, "AUTH_OTP_EMAIL_PROVIDER": "twilio"])?.hasPrefix("AUTH_OTP_EMAIL_PROVIDER") == true)
-        #expect(problem(["AUTH_OTP_SECRET": secret, "AUTH_OTP_SMS_PROVIDER": "twilio"])?.hasPrefix("AUTH_OTP_TWILIO_ACCOUNT_SID") == true)
+            problem(["AUTH_OTP_SECRET": secret, "AUTH_OTP_SMS_PROVIDER": "carrier-pigeon"])
+                == "AUTH_OTP_SMS_PROVIDER: must be one of log, webhook, twilio"
+        )
+        #expect(
+            problem(["AUTH_OTP_SECRET": secret, "AUTH_OTP_EMAIL_PROVIDER": "webhook"])?.hasPrefix(
+                "AUTH_OTP_WEBHOOK_URL"
+            ) == true
+        )
+        #expect(
+            problem([
+                "AUTH_OTP_SECRET": secret, "AUTH_OTP_EMAIL_PROVIDER": "webhook",
+                "AUTH_OTP_WEBHOOK_URL": "http://hook.example/otp",
+            ])?
+            .hasPrefix("AUTH_OTP_WEBHOOK_SECRET") == true
+        )
+        #expect(
+            problem(["AUTH_OTP_SECRET": secret, "AUTH_OTP_EMAIL_PROVIDER": "twilio"])?.hasPrefix(
+                "AUTH_OTP_EMAIL_PROVIDER"
+            ) == true
+        )
+        #expect(
+            problem(["AUTH_OTP_SECRET": secret, "AUTH_OTP_SMS_PROVIDER": "twilio"])?.hasPrefix(
+                "AUTH_OTP_TWILIO_ACCOUNT_SID"
+            ) == true
+        )
         let configuration = try OTPServiceConfiguration(environment: [
             "AUTH_OTP_SECRET": secret, "AUTH_OTP_SMS_PROVIDER": "webhook", "AUTH_OTP_SMS_FALLBACK_PROVIDER": "log",
             "AUTH_OTP_WEBHOOK_URL": "https://sms.example/otp", "AUTH_OTP_WEBHOOK_SECRET": " any string ",

@@ -10,8 +10,18 @@ import Testing
 @Suite struct OutboxHandoffTests {
     private func message(_ index: Int) -> ClaimedMessage {
         ClaimedMessage(
-            id: UUID(), verificationID: UUID(), channel: .email, destination: "m\(index)@example.com", callingCode: "",
-            code: "123456", purpose: "login", locale: "en", createdAt: Date(), providerIndex: 0, attempts: 1)
+            id: UUID(),
+            verificationID: UUID(),
+            channel: .email,
+            destination: "m\(index)@example.com",
+            callingCode: "",
+            code: "123456",
+            purpose: "login",
+            locale: "en",
+            createdAt: Date(),
+            providerIndex: 0,
+            attempts: 1
+        )
     }
 
     @Test func placesAreBoundedAndOnlyWhileADispatcherTakesThem() async throws {
@@ -54,7 +64,9 @@ import Testing
             try await withRunningDispatcher(dispatcher) {
                 // run() opens the hand-over as it begins; a Start before that takes the NOTIFY path.
                 let deadline = ContinuousClock.now + .seconds(10)
-                while !otp.service.handoff.isOpen, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+                while !otp.service.handoff.isOpen, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
                 for index in 0..<20 { _ = try await otp.start("handed\(index)@example.com", clientIP: "") }
                 let all = try await waitForAllMessages(otp, state: "sent", count: 20)
                 #expect(all)
@@ -77,8 +89,13 @@ import Testing
             let dead = otp.service.makeDispatcher(providers: ProviderSet(sms: [], email: []), workerName: "dead")
             #expect(
                 otp.service.handoff.open(
-                    owner: dead, worker: dead.handoffWorker, lease: otp.configuration.claimLease, capacity: 4,
-                    wake: WakeSignal()))
+                    owner: dead,
+                    worker: dead.handoffWorker,
+                    lease: otp.configuration.claimLease,
+                    capacity: 4,
+                    wake: WakeSignal()
+                )
+            )
             let started = try await otp.start("+919999900077")
             let row = try await otp.query("SELECT state, claimed_by, code FROM @messages")
             #expect(try row[0][0].string == "sending")
@@ -86,7 +103,10 @@ import Testing
             let code = try row[0][2].string
             // The process is gone: nobody takes the hand-over.
             let provider = ScriptedProvider(name: "log")
-            let other = otp.service.makeDispatcher(providers: ProviderSet(sms: [provider], email: [provider]), workerName: "other")
+            let other = otp.service.makeDispatcher(
+                providers: ProviderSet(sms: [provider], email: [provider]),
+                workerName: "other"
+            )
             #expect(try await other.deliverDue() == 0)  // leased
             otp.clock.advance(seconds: otp.configuration.claimLease.timeInterval + 1)
             #expect(try await other.deliverDue() == 1)

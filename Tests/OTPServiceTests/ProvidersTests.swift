@@ -14,7 +14,9 @@ import Testing
     static func form(_ text: String) -> [String: String] {
         var fields: [String: String] = [:]
         for pair in text.split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "" }
+            let parts = pair.split(separator: "=", maxSplits: 1).map {
+                String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? ""
+            }
             if parts.count == 2 { fields[parts[0]] = parts[1] }
         }
         return fields
@@ -54,27 +56,34 @@ import Testing
                 #expect(request.headers["content-type"] == "application/x-www-form-urlencoded")
                 #expect(
                     request.headers["authorization"]
-                        == "Basic " + Base64.encode(Array("AC00000000000000000000000000000001:token".utf8)))
+                        == "Basic " + Base64.encode(Array("AC00000000000000000000000000000001:token".utf8))
+                )
                 let fields = Self.form(request.bodyText)
                 #expect(fields["To"] == "+919999912345")
                 #expect(fields["From"] == "+15005550006")
                 #expect(fields["Body"] == "\(code) is your UrbanNest verification code\n\n@urbannest.com #\(code)")
-                let status = try await otp.operatorClient.getDeliveryStatus(.init(verificationID: started.verificationID))
+                let status = try await otp.operatorClient.getDeliveryStatus(
+                    .init(verificationID: started.verificationID)
+                )
                 #expect(status.state == .sent)
                 #expect(status.provider == "twilio")
                 #expect(status.attempts == 3)
                 // Twilio's status callback, relayed by the gateway.
                 let report = try await otp.operatorClient.reportDelivery(
-                    .init(providerMessageID: "SM0123456789abcdef", delivered: true, error: ""))
+                    .init(providerMessageID: "SM0123456789abcdef", delivered: true, error: "")
+                )
                 #expect(report.found)
-                let delivered = try await otp.operatorClient.getDeliveryStatus(.init(verificationID: started.verificationID))
+                let delivered = try await otp.operatorClient.getDeliveryStatus(
+                    .init(verificationID: started.verificationID)
+                )
                 #expect(delivered.state == .delivered)
             }
         }
     }
 
     @Test func aTwilioRefusalIsNotRetried() async throws {
-        try await HTTPReceiver.with(respond: { _, _ in (400, #"{"code":21211,"message":"Invalid 'To' Phone Number"}"#) }) {
+        try await HTTPReceiver.with(respond: { _, _ in (400, #"{"code":21211,"message":"Invalid 'To' Phone Number"}"#) }
+        ) {
             twilio in
             try await withOTPService(configure: {
                 $0.smsProvider = .twilio
@@ -90,7 +99,9 @@ import Testing
                 await factory.shutdown()
                 #expect(twilio.requests.count == 1)
                 #expect(Self.form(try #require(twilio.requests.first).bodyText)["MessagingServiceSid"] != nil)
-                let status = try await otp.operatorClient.getDeliveryStatus(.init(verificationID: started.verificationID))
+                let status = try await otp.operatorClient.getDeliveryStatus(
+                    .init(verificationID: started.verificationID)
+                )
                 #expect(status.state == .failed)
                 #expect(status.lastError == "twilio: HTTP 400")
             }
@@ -108,8 +119,17 @@ import Testing
             configuration.httpTimeout = .milliseconds(200)
             let factory = ProviderFactory(configuration: configuration, logger: testLogger)
             let message = OutgoingMessage(
-                id: UUID(), verificationID: UUID(), channel: .email, to: "a@example.com", code: "123456",
-                purpose: "login", locale: "en", createdAt: Date(), expiresAt: Date() + 600, text: RenderedMessage(subject: "s", body: "b"))
+                id: UUID(),
+                verificationID: UUID(),
+                channel: .email,
+                to: "a@example.com",
+                code: "123456",
+                purpose: "login",
+                locale: "en",
+                createdAt: Date(),
+                expiresAt: Date() + 600,
+                text: RenderedMessage(subject: "s", body: "b")
+            )
             do {
                 _ = try await factory.provider(.webhook).send(message)
                 Issue.record("the send should have timed out")
@@ -126,6 +146,9 @@ import Testing
         let form = TwilioProvider.formEncode([
             ("To", "+919876543210"), ("Body", "153982 is your Café code\n@auth.example #153982 ~a_b.c-d"),
         ])
-        #expect(form == "To=%2B919876543210&Body=153982%20is%20your%20Caf%C3%A9%20code%0A%40auth.example%20%23153982%20~a_b.c-d")
+        #expect(
+            form
+                == "To=%2B919876543210&Body=153982%20is%20your%20Caf%C3%A9%20code%0A%40auth.example%20%23153982%20~a_b.c-d"
+        )
     }
 }

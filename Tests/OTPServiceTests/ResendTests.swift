@@ -1,9 +1,9 @@
 import AuthAPI
 import AuthProtobuf
 import AuthRPC
+import AuthTestSupport
 import Foundation
 import Testing
-import AuthTestSupport
 
 @testable import OTPService
 
@@ -11,7 +11,9 @@ import AuthTestSupport
     @Test func resendSpacingAndTheLimitPerDestination() async throws {
         try await withOTPService { otp in
             let started = try await otp.start("+919999900003")
-            let tooSoon = await expectRPCError(.resourceExhausted, "resend_too_soon") { try await otp.resend(started.verificationID) }
+            let tooSoon = await expectRPCError(.resourceExhausted, "resend_too_soon") {
+                try await otp.resend(started.verificationID)
+            }
             #expect(tooSoon?.retryAfterSeconds == 60)
             otp.clock.advance(seconds: 59)
             let stillTooSoon = await expectRPCError(.resourceExhausted, "resend_too_soon") {
@@ -35,7 +37,9 @@ import AuthTestSupport
             #expect(third.resendsRemaining == 0)
             otp.clock.advance(seconds: 120)
             // 3 resends per destination in 15 minutes: the first one (at 60 s) leaves the window at 960 s; now is 420 s.
-            let limited = await expectRPCError(.resourceExhausted, "rate_limited") { try await otp.resend(started.verificationID) }
+            let limited = await expectRPCError(.resourceExhausted, "rate_limited") {
+                try await otp.resend(started.verificationID)
+            }
             #expect(limited?.retryAfterSeconds == 540)
             otp.clock.advance(seconds: 540)
             _ = try await otp.resend(started.verificationID)
@@ -54,7 +58,9 @@ import AuthTestSupport
             #expect(try states.map { try $0[0].string } == ["superseded", "queued"])
             #expect(try states[0][1].bool)
             if old != new {
-                let error = await expectRPCError(.unauthenticated, "invalid_code") { try await otp.check(started.verificationID, old) }
+                let error = await expectRPCError(.unauthenticated, "invalid_code") {
+                    try await otp.check(started.verificationID, old)
+                }
                 #expect(error?.attemptsRemaining == 4)
             }
             _ = try await otp.check(started.verificationID, new)

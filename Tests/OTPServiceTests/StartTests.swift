@@ -1,9 +1,9 @@
 import AuthAPI
 import AuthProtobuf
 import AuthRPC
+import AuthTestSupport
 import Foundation
 import Testing
-import AuthTestSupport
 
 @testable import OTPService
 
@@ -21,7 +21,9 @@ import AuthTestSupport
             #expect(email.channel == .email)
             #expect(email.maskedDestination == "a***@example.com")
             // One message each, in the outbox, written with the verification.
-            let rows = try await otp.query("SELECT channel, destination, state, locale FROM @messages ORDER BY channel DESC")
+            let rows = try await otp.query(
+                "SELECT channel, destination, state, locale FROM @messages ORDER BY channel DESC"
+            )
             #expect(rows.count == 2)
             #expect(try rows[0][1].string == "+919999999999")
             #expect(try rows[0][3].string == "hi-IN")
@@ -40,11 +42,20 @@ import AuthTestSupport
         try await withOTPService { otp in
             let error = await expectRPCError(.invalidArgument, "invalid_argument") {
                 try await otp.client.start(
-                    Auth_Otp_V1_StartRequest(destination: "0999", purpose: .unspecified, locale: "en_US!", clientIP: "1.2.3")
+                    Auth_Otp_V1_StartRequest(
+                        destination: "0999",
+                        purpose: .unspecified,
+                        locale: "en_US!",
+                        clientIP: "1.2.3"
+                    )
                 )
             }
-            #expect(Set(error?.fieldViolations.map(\.field) ?? []) == ["destination", "purpose", "locale", "client_ip"])
-            for bad in ["+0123456789", "+12", "asha@", "@example.com", "a b@example.com", "asha@example", "+91999999999x"] {
+            #expect(
+                Set(error?.fieldViolations.map(\.field) ?? []) == ["destination", "purpose", "locale", "client_ip"]
+            )
+            for bad in [
+                "+0123456789", "+12", "asha@", "@example.com", "a b@example.com", "asha@example", "+91999999999x",
+            ] {
                 await expectRPCError(.invalidArgument, "invalid_argument") { try await otp.start(bad) }
             }
         }
@@ -56,7 +67,9 @@ import AuthTestSupport
                 _ = try await otp.start("+15550100001")
                 otp.clock.advance(seconds: 60)
             }
-            let refused = await expectRPCError(.resourceExhausted, "rate_limited") { try await otp.start("+15550100001") }
+            let refused = await expectRPCError(.resourceExhausted, "rate_limited") {
+                try await otp.start("+15550100001")
+            }
             // The first start leaves the hour 3600 s after it: 600 s have passed since then.
             #expect(refused?.retryAfterSeconds == 3_000)
             // Other destinations are not affected.
@@ -89,7 +102,9 @@ import AuthTestSupport
             // The next /64 is another client; the verification keeps the full address.
             let other = try await otp.start("v6-4@example.com", clientIP: "2001:db8:1:3::1")
             let rows = try await otp.query(
-                "SELECT client_ip FROM @verifications WHERE id = $1", [.uuid(UUID(uuidString: other.verificationID)!)])
+                "SELECT client_ip FROM @verifications WHERE id = $1",
+                [.uuid(UUID(uuidString: other.verificationID)!)]
+            )
             #expect(try rows[0][0].string == "2001:db8:1:3::1")
         }
     }
@@ -111,14 +126,17 @@ import AuthTestSupport
             }
             #expect(sameAddress.started == 7)
             #expect(sameAddress.refused == ["rate_limited": 17])
-            let events = try await otp.query("SELECT count(*) FROM @limit_events WHERE kind = 'start_ip' AND key = '203.0.113.200'")
+            let events = try await otp.query(
+                "SELECT count(*) FROM @limit_events WHERE kind = 'start_ip' AND key = '203.0.113.200'"
+            )
             #expect(try events[0][0].int == 7)
         }
     }
 
     /// Runs `count` starts at once; how many started, and the reasons of the refusals.
     private static func startConcurrently(
-        _ count: Int, _ start: @escaping @Sendable (Int) async throws -> Auth_Otp_V1_StartResponse
+        _ count: Int,
+        _ start: @escaping @Sendable (Int) async throws -> Auth_Otp_V1_StartResponse
     ) async throws -> (started: Int, refused: [String: Int]) {
         try await withThrowingTaskGroup(of: String?.self) { group in
             for index in 0..<count {
@@ -174,13 +192,21 @@ import AuthTestSupport
             let email = try await otp.start("pumped@example.com")
             // 3 of 11 verified (27 %): the ratio recovers.
             for verification in started.prefix(3) {
-                _ = try await otp.check(verification.verificationID, try await otp.queuedCode(verification.verificationID))
+                _ = try await otp.check(
+                    verification.verificationID,
+                    try await otp.queuedCode(verification.verificationID)
+                )
             }
             // A right email code is not an SMS: it counts for nothing.
             _ = try await otp.check(email.verificationID, try await otp.queuedCode(email.verificationID))
             let counted = try await otp.query(
-                "SELECT calling_code, sum(started)::int, sum(verified)::int FROM @pumping_counts GROUP BY 1 ORDER BY 1")
-            #expect(try counted.map { try [$0[0].string, String($0[1].int), String($0[2].int)] } == [["234", "11", "3"], ["91", "1", "0"]])
+                "SELECT calling_code, sum(started)::int, sum(verified)::int FROM @pumping_counts GROUP BY 1 ORDER BY 1"
+            )
+            #expect(
+                try counted.map { try [$0[0].string, String($0[1].int), String($0[2].int)] } == [
+                    ["234", "11", "3"], ["91", "1", "0"],
+                ]
+            )
             _ = try await otp.start("+2348000000099")
         }
     }

@@ -1,10 +1,10 @@
-import AuthConfiguration
 import AuthAPI
+import AuthConfiguration
 import AuthProtobuf
 import AuthRPC
+import AuthTestSupport
 import Foundation
 import Testing
-import AuthTestSupport
 
 @testable import OTPService
 
@@ -89,10 +89,18 @@ import AuthTestSupport
         #expect(refusal(["AUTH_OTP_TWILIO_BASE_URL": "http://api.twilio.test"]) == "AUTH_OTP_TWILIO_BASE_URL")
         // Test destinations only when explicitly allowed.
         #expect(refusal(["AUTH_OTP_TEST_DESTINATIONS": "+15550109999=123456"]) == "AUTH_OTP_TEST_DESTINATIONS")
-        #expect(refusal(["AUTH_OTP_TEST_DESTINATIONS": "+15550109999=123456", "AUTH_OTP_ALLOW_TEST_DESTINATIONS": "true"]) == nil)
+        #expect(
+            refusal(["AUTH_OTP_TEST_DESTINATIONS": "+15550109999=123456", "AUTH_OTP_ALLOW_TEST_DESTINATIONS": "true"])
+                == nil
+        )
         // Development keeps its conveniences.
-        #expect(refusal(["AUTH_ENVIRONMENT": "development", "AUTH_OTP_SMS_PROVIDER": nil, "AUTH_OTP_WEBHOOK_URL": "http://127.0.0.1:9/otp",
-                         "AUTH_OTP_WEBHOOK_SECRET": "short", "AUTH_OTP_TEST_DESTINATIONS": "+15550109999=123456"]) == nil)
+        #expect(
+            refusal([
+                "AUTH_ENVIRONMENT": "development", "AUTH_OTP_SMS_PROVIDER": nil,
+                "AUTH_OTP_WEBHOOK_URL": "http://127.0.0.1:9/otp",
+                "AUTH_OTP_WEBHOOK_SECRET": "short", "AUTH_OTP_TEST_DESTINATIONS": "+15550109999=123456",
+            ]) == nil
+        )
     }
 
     @Test func theListIsOffByDefaultAndParsedStrictly() throws {
@@ -103,7 +111,9 @@ import AuthTestSupport
         ])
         #expect(parsed.testDestinations == ["+15550109999": "123456", "review@example.com": "654321"])
         #expect(throws: ConfigurationError.self) {
-            try OTPServiceConfiguration(environment: ["AUTH_OTP_SECRET": secret, "AUTH_OTP_TEST_DESTINATIONS": "+15550109999=12"])
+            try OTPServiceConfiguration(environment: [
+                "AUTH_OTP_SECRET": secret, "AUTH_OTP_TEST_DESTINATIONS": "+15550109999=12",
+            ])
         }
     }
 }
@@ -114,8 +124,14 @@ import AuthTestSupport
     @Test func aDecoyIsCountedLikeAnyStartAndNeverSent() async throws {
         try await withOTPService(configure: { $0.startsPerDestinationPerHour = 2 }) { otp in
             func decoy() async throws -> Auth_Otp_V1_StartResponse {
-                try await otp.client.start(Auth_Otp_V1_StartRequest(
-                    destination: "nobody@example.com", purpose: .passwordReset, clientIP: "203.0.113.7", decoy: true))
+                try await otp.client.start(
+                    Auth_Otp_V1_StartRequest(
+                        destination: "nobody@example.com",
+                        purpose: .passwordReset,
+                        clientIP: "203.0.113.7",
+                        decoy: true
+                    )
+                )
             }
             let started = try await decoy()
             #expect(started.attemptsRemaining == 5)

@@ -50,7 +50,10 @@ struct OTPFixture: Sendable {
 
     /// `timeout` nil: the client's default (10 s).
     func check(_ id: String, _ code: String, timeout: Duration? = nil) async throws -> Auth_Otp_V1_CheckResponse {
-        try await client.check(Auth_Otp_V1_CheckRequest(verificationID: id, code: code), options: CallOptions(timeout: timeout))
+        try await client.check(
+            Auth_Otp_V1_CheckRequest(verificationID: id, code: code),
+            options: CallOptions(timeout: timeout)
+        )
     }
 
     func resend(_ id: String) async throws -> Auth_Otp_V1_ResendResponse {
@@ -149,10 +152,18 @@ func withRunningDispatcher<R>(_ dispatcher: OTPDispatcher, _ body: () async thro
 }
 
 /// Waits (polling the table, bounded) until every message of the fixture's outbox is in `state`.
-func waitForAllMessages(_ otp: OTPFixture, state: String, count: Int, timeout: Duration = .seconds(60)) async throws -> Bool {
+func waitForAllMessages(
+    _ otp: OTPFixture,
+    state: String,
+    count: Int,
+    timeout: Duration = .seconds(60)
+) async throws -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
-        let rows = try await otp.query("SELECT count(*) FILTER (WHERE state = $1), count(*) FROM @messages", [.text(state)])
+        let rows = try await otp.query(
+            "SELECT count(*) FILTER (WHERE state = $1), count(*) FROM @messages",
+            [.text(state)]
+        )
         if try rows[0][0].int == count && rows[0][1].int == count { return true }
         try await Task.sleep(for: .milliseconds(50))
     }

@@ -2,10 +2,10 @@ import AuthAPI
 import AuthAccessToken
 import AuthCrypto
 import AuthRPC
+import AuthTestSupport
 import AuthTime
 import Foundation
 import Testing
-import AuthTestSupport
 
 @testable import SessionService
 
@@ -112,11 +112,16 @@ import AuthTestSupport
 
             // Past its absolute expiry, or revoked: not live.
             fixture.clock.advance(seconds: fixture.configuration.sessionLifetime.timeInterval)
-            #expect(try await fixture.client.checkSession(.init(sessionID: pair.sessionID, userID: "user-7")).live == false)
+            #expect(
+                try await fixture.client.checkSession(.init(sessionID: pair.sessionID, userID: "user-7")).live == false
+            )
             let second = try await fixture.issue(userID: "user-7")
             #expect(try await fixture.client.checkSession(.init(sessionID: second.sessionID, userID: "user-7")).live)
             _ = try await fixture.client.revoke(.init(sessionID: second.sessionID, reason: "logout"))
-            #expect(try await fixture.client.checkSession(.init(sessionID: second.sessionID, userID: "user-7")).live == false)
+            #expect(
+                try await fixture.client.checkSession(.init(sessionID: second.sessionID, userID: "user-7")).live
+                    == false
+            )
 
             // Malformed: refused, naming the fields.
             let refused = await #expect(throws: RPCError.self) {
@@ -317,7 +322,9 @@ import AuthTestSupport
                 issuer: fixture.configuration.issuer,
                 audience: "someone-else"
             )
-            #expect(throws: AccessTokenError.self) { try wrongAudience.verify(pair.accessToken, now: fixture.clock.now()) }
+            #expect(throws: AccessTokenError.self) {
+                try wrongAudience.verify(pair.accessToken, now: fixture.clock.now())
+            }
         }
     }
 

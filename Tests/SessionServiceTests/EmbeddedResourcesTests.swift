@@ -1,6 +1,7 @@
 import AuthPostgres
 import AuthTestSupport
 import Testing
+
 @testable import SessionService
 
 @Suite struct EmbeddedResourcesTests {

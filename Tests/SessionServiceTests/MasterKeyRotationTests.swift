@@ -1,9 +1,9 @@
-import AuthConfiguration
 import AuthAPI
+import AuthConfiguration
 import AuthRPC
+import AuthTestSupport
 import Foundation
 import Testing
-import AuthTestSupport
 
 @testable import SessionService
 
@@ -22,7 +22,12 @@ import AuthTestSupport
             var newOnly = fixture.configuration
             newOnly.masterKey = new
             await #expect(throws: ConfigurationError.self) {
-                try await SessionService.start(database: fixture.pool, configuration: newOnly, clock: fixture.clock, logger: testLogger)
+                try await SessionService.start(
+                    database: fixture.pool,
+                    configuration: newOnly,
+                    clock: fixture.clock,
+                    logger: testLogger
+                )
             }
 
             // …one with the new key and the old one as previous can.
@@ -37,7 +42,9 @@ import AuthTestSupport
             let bridgingClient = makeClient(bridging, caller: "gateway")
             _ = try await bridgingClient.validate(.init(accessToken: before.accessToken))
             // A grace-window retry of a refresh the old replica answered opens its sealed pair.
-            let retried = try #require(try await bridgingClient.refresh(.init(refreshToken: before.refreshToken)).tokens)
+            let retried = try #require(
+                try await bridgingClient.refresh(.init(refreshToken: before.refreshToken)).tokens
+            )
             #expect(retried.refreshToken == refreshed.refreshToken)
             // It signs; the old replica verifies what it signed and vice versa.
             let fromBridging = try #require(try await bridgingClient.issue(.init(userID: "ravi", amr: ["pwd"])).tokens)
@@ -112,7 +119,12 @@ import AuthTestSupport
             neither.masterKey = .random()
             neither.previousMasterKey = .random()
             await #expect(throws: ConfigurationError.self) {
-                try await SessionService.start(database: fixture.pool, configuration: neither, clock: fixture.clock, logger: testLogger)
+                try await SessionService.start(
+                    database: fixture.pool,
+                    configuration: neither,
+                    clock: fixture.clock,
+                    logger: testLogger
+                )
             }
         }
     }

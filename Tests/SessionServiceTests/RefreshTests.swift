@@ -3,9 +3,9 @@ import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
 import AuthRPC
+import AuthTestSupport
 import Foundation
 import Testing
-import AuthTestSupport
 
 @testable import SessionService
 
@@ -142,13 +142,17 @@ import AuthTestSupport
             #expect(retried.refreshTokenExpiresIn == 7 * 86_400 - 9)
             // Served by another replica (a restart in between): the same pair as well.
             let (_, replica) = try await fixture.replica()
-            let replicaAnswer = try await replica.refresh(Auth_Session_V1_RefreshRequest(refreshToken: issued.refreshToken))
+            let replicaAnswer = try await replica.refresh(
+                Auth_Session_V1_RefreshRequest(refreshToken: issued.refreshToken)
+            )
             let fromReplica = try #require(replicaAnswer.tokens)
             #expect(fromReplica.refreshToken == lost.refreshToken)
             #expect(replicaAnswer.userID == "user-1")  // the successor's user, as for a rotation
             // Not a branch: one successor stored, and it rotates normally.
             #expect(try await fixture.query("SELECT count(*) FROM @refresh_tokens")[0][0].int == 2)
-            let rotated = try await fixture.client.refresh(Auth_Session_V1_RefreshRequest(refreshToken: retried.refreshToken))
+            let rotated = try await fixture.client.refresh(
+                Auth_Session_V1_RefreshRequest(refreshToken: retried.refreshToken)
+            )
             #expect(rotated.tokens?.sessionID == issued.sessionID)
             // The user comes with the pair: a caller need not verify the new token to learn it.
             #expect(rotated.userID == "user-1")

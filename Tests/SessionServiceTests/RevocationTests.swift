@@ -1,9 +1,9 @@
 import AuthAPI
 import AuthRPC
+import AuthTestSupport
 import AuthTime
 import Foundation
 import Testing
-import AuthTestSupport
 
 @testable import SessionService
 

@@ -1,8 +1,8 @@
 import AuthAPI
 import AuthRPC
+import AuthTestSupport
 import Foundation
 import Testing
-import AuthTestSupport
 
 @testable import SessionService
 
@@ -45,7 +45,12 @@ import AuthTestSupport
             }
             #expect(
                 try await events(fixture) == [
-                    Row(kind: "refresh_of_revoked_session", userID: "asha", sessionID: pair.sessionID, clientIP: "198.51.100.9")
+                    Row(
+                        kind: "refresh_of_revoked_session",
+                        userID: "asha",
+                        sessionID: pair.sessionID,
+                        clientIP: "198.51.100.9"
+                    )
                 ]
             )
             let details = try await details(fixture, kind: "refresh_of_revoked_session")
@@ -65,7 +70,12 @@ import AuthTestSupport
             }
             #expect(
                 try await events(fixture) == [
-                    Row(kind: "refresh_of_expired_session", userID: "ravi", sessionID: pair.sessionID, clientIP: "2001:db8::1")
+                    Row(
+                        kind: "refresh_of_expired_session",
+                        userID: "ravi",
+                        sessionID: pair.sessionID,
+                        clientIP: "2001:db8::1"
+                    )
                 ]
             )
             #expect(try await details(fixture, kind: "refresh_of_expired_session")["token_generation"] as? Int == 1)
@@ -75,7 +85,11 @@ import AuthTestSupport
     @Test func keyRotationIsRecorded() async throws {
         try await withSessionService { fixture in
             let rotation = try await fixture.operatorClient.rotateSigningKey(.init())
-            #expect(try await events(fixture) == [Row(kind: "signing_key_rotated", userID: nil, sessionID: nil, clientIP: "")])
+            #expect(
+                try await events(fixture) == [
+                    Row(kind: "signing_key_rotated", userID: nil, sessionID: nil, clientIP: "")
+                ]
+            )
             let details = try await details(fixture, kind: "signing_key_rotated")
             #expect(details["caller"] as? String == "authctl")
             #expect(details["new_kid"] as? String == rotation.newKeyID)

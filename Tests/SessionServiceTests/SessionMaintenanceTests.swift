@@ -69,7 +69,11 @@ import Testing
 
                 sleepClock.advance(by: .seconds(1))
                 #expect(await sweeps.wait(for: 1) == [1])
-                #expect(try await fixture.query("SELECT id::text FROM @sessions").map { try $0[0].string } == [live.sessionID])
+                #expect(
+                    try await fixture.query("SELECT id::text FROM @sessions").map { try $0[0].string } == [
+                        live.sessionID
+                    ]
+                )
 
                 // The next interval: `live` is revoked and past its retention by then.
                 await sleepClock.waitForSleeps(2)

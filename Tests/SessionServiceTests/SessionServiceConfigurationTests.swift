@@ -40,7 +40,9 @@ import Testing
     }
 
     @Test func defaultsAndOverrides() throws {
-        let defaults = try SessionServiceConfiguration(environment: ["AUTH_MASTER_KEY": key, "AUTH_ENVIRONMENT": "production"])
+        let defaults = try SessionServiceConfiguration(environment: [
+            "AUTH_MASTER_KEY": key, "AUTH_ENVIRONMENT": "production",
+        ])
         #expect(defaults.accessTokenLifetime == .seconds(900))
         #expect(defaults.refreshTokenLifetime == .seconds(7 * 86_400))
         #expect(defaults.sessionLifetime == .seconds(30 * 86_400))

@@ -1,5 +1,5 @@
-import AuthConfiguration
 import AuthAPI
+import AuthConfiguration
 import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
@@ -41,7 +41,8 @@ import Testing
 
     /// A key created at an instant that `timestamptz` would round up still signs at that instant.
     @Test func aKeySignsAtTheInstantItWasCreated() async throws {
-        try await withSessionService(clock: ManualClock(Date(timeIntervalSince1970: 1_780_272_000.999_999_7))) { fixture in
+        try await withSessionService(clock: ManualClock(Date(timeIntervalSince1970: 1_780_272_000.999_999_7))) {
+            fixture in
             let pair = try await fixture.issue()
             _ = try await fixture.validate(pair.accessToken)
             let rotation = try await fixture.operatorClient.rotateSigningKey(.init())

@@ -1,4 +1,5 @@
 import AuthText
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -76,7 +77,8 @@ extension DynamicMessage {
         self.init(schema: schema, fields: fields)
     }
 
-    private static func value(_ json: JSONValue, field: ProtobufFieldSchema, root: String, path: String) throws -> Value {
+    private static func value(_ json: JSONValue, field: ProtobufFieldSchema, root: String, path: String) throws -> Value
+    {
         func wrongType(_ expected: String) -> ProtobufCError {
             jsonError(root, path, "expected \(expected) (\(field.kind.protoName) field), got \(json.kindName)")
         }
@@ -181,7 +183,12 @@ private struct JSONWriter {
         output += "}"
     }
 
-    private func write(_ value: DynamicMessage.Value, field: ProtobufFieldSchema, into output: inout String, indent: Int) {
+    private func write(
+        _ value: DynamicMessage.Value,
+        field: ProtobufFieldSchema,
+        into output: inout String,
+        indent: Int
+    ) {
         switch value {
         case .list(let elements):
             guard !elements.isEmpty else {
@@ -212,7 +219,9 @@ private struct JSONWriter {
         case .string(let text): writeString(text, into: &output)
         case .bytes(let data): writeString(Data(data).base64EncodedString(), into: &output)
         case .enumeration(let number):
-            if case .enumeration(let name) = field.kind, let valueName = ProtobufSchema.shared.enums[name]?.name(of: number) {
+            if case .enumeration(let name) = field.kind,
+                let valueName = ProtobufSchema.shared.enums[name]?.name(of: number)
+            {
                 writeString(valueName, into: &output)
             } else {
                 output += String(number)

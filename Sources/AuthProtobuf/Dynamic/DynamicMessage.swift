@@ -73,7 +73,11 @@ public struct DynamicMessage: Sendable, Hashable {
 
     // MARK: Reading a protobuf-c struct
 
-    private static func read(_ base: UnsafeRawPointer, schema: ProtobufMessageSchema, registry: ProtobufSchema) throws -> Self {
+    private static func read(
+        _ base: UnsafeRawPointer,
+        schema: ProtobufMessageSchema,
+        registry: ProtobufSchema
+    ) throws -> Self {
         var fields: [String: Value] = [:]
         for field in schema.fields {
             if field.isRepeated {
@@ -86,7 +90,14 @@ public struct DynamicMessage: Sendable, Hashable {
                 var values: [Value] = []
                 values.reserveCapacity(count)
                 for index in 0..<count {
-                    guard let value = try readElement(array + index * stride, field: field, schema: schema, registry: registry) else {
+                    guard
+                        let value = try readElement(
+                            array + index * stride,
+                            field: field,
+                            schema: schema,
+                            registry: registry
+                        )
+                    else {
                         continue
                     }
                     values.append(value)
@@ -167,14 +178,28 @@ public struct DynamicMessage: Sendable, Hashable {
                 let stride = elementStride(field.kind)
                 let array = allocations.allocate(byteCount: stride * values.count)
                 for (index, element) in values.enumerated() {
-                    try write(element, to: array + index * stride, field: field, message: message, registry: registry, allocations: &allocations)
+                    try write(
+                        element,
+                        to: array + index * stride,
+                        field: field,
+                        message: message,
+                        registry: registry,
+                        allocations: &allocations
+                    )
                 }
                 raw.storeBytes(of: values.count, toByteOffset: field.quantifierOffset, as: Int.self)
                 raw.storeBytes(of: array, toByteOffset: field.offset, as: UnsafeMutableRawPointer?.self)
                 continue
             }
             if case .list = value { throw fail() }
-            try write(value, to: raw + field.offset, field: field, message: message, registry: registry, allocations: &allocations)
+            try write(
+                value,
+                to: raw + field.offset,
+                field: field,
+                message: message,
+                registry: registry,
+                allocations: &allocations
+            )
             if field.isOneofMember {
                 raw.storeBytes(of: field.number, toByteOffset: field.quantifierOffset, as: UInt32.self)
             } else if field.label == PROTOBUF_C_LABEL_OPTIONAL, hasFlagField(field.kind) {
@@ -197,8 +222,12 @@ public struct DynamicMessage: Sendable, Hashable {
         }
         func signed<T: FixedWidthInteger>(_: T.Type) throws -> T {
             switch value {
-            case .int(let number): guard let fitted = T(exactly: number) else { throw fail() }; return fitted
-            case .uint(let number): guard let fitted = T(exactly: number) else { throw fail() }; return fitted
+            case .int(let number):
+                guard let fitted = T(exactly: number) else { throw fail() }
+                return fitted
+            case .uint(let number):
+                guard let fitted = T(exactly: number) else { throw fail() }
+                return fitted
             default: throw fail()
             }
         }
@@ -237,8 +266,13 @@ public struct DynamicMessage: Sendable, Hashable {
         case .bytes:
             guard case .bytes(let data) = value else { throw fail() }
             let copy = allocations.allocate(byteCount: max(data.count, 1))
-            data.withUnsafeBytes { copy.copyMemory(from: $0.baseAddress ?? UnsafeRawPointer(copy), byteCount: data.count) }
-            pointer.storeBytes(of: ProtobufCBinaryData(len: data.count, data: copy.assumingMemoryBound(to: UInt8.self)), as: ProtobufCBinaryData.self)
+            data.withUnsafeBytes {
+                copy.copyMemory(from: $0.baseAddress ?? UnsafeRawPointer(copy), byteCount: data.count)
+            }
+            pointer.storeBytes(
+                of: ProtobufCBinaryData(len: data.count, data: copy.assumingMemoryBound(to: UInt8.self)),
+                as: ProtobufCBinaryData.self
+            )
         case .message(let name):
             guard case .message(let nested) = value, nested.schema.fullName == name else { throw fail() }
             let built = try build(nested, registry: registry, allocations: &allocations)

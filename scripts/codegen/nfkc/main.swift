@@ -24,10 +24,10 @@ import Foundation
 
 // MARK: - CoreFoundation internals (exported from libFoundation.so)
 
-let kNonBase: UInt32 = 8                 // kCFUniCharNonBaseCharacterSet
-let kCanonicalDecomposable: UInt32 = 9   // kCFUniCharCanonicalDecomposableCharacterSet
-let kCompatDecomposable: UInt32 = 100    // kCFUniCharCompatibilityDecomposableCharacterSet
-let kCombiningProperty: UInt32 = 0       // kCFUniCharCombiningProperty
+let kNonBase: UInt32 = 8  // kCFUniCharNonBaseCharacterSet
+let kCanonicalDecomposable: UInt32 = 9  // kCFUniCharCanonicalDecomposableCharacterSet
+let kCompatDecomposable: UInt32 = 100  // kCFUniCharCompatibilityDecomposableCharacterSet
+let kCombiningProperty: UInt32 = 0  // kCFUniCharCombiningProperty
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write("generator: \(message)\n".data(using: .utf8)!)
@@ -40,15 +40,25 @@ func symbol<T>(_ name: String, _: T.Type) -> T {
     return unsafeBitCast(p, to: T.self)
 }
 let cfIsMemberOf = symbol("CFUniCharIsMemberOf", (@convention(c) (UInt32, UInt32) -> Bool).self)
-let cfBitmapForPlane = symbol("CFUniCharGetBitmapPtrForPlane",
-                              (@convention(c) (UInt32, UInt32) -> UnsafePointer<UInt8>?).self)
-let cfPropertyForPlane = symbol("CFUniCharGetUnicodePropertyDataForPlane",
-                                (@convention(c) (UInt32, UInt32) -> UnsafeRawPointer?).self)
-let cfDecomposeCharacter = symbol("CFUniCharDecomposeCharacter",
-                                  (@convention(c) (UInt32, UnsafeMutablePointer<UInt32>, Int) -> Int).self)
-let cfPrecompose = symbol("CFUniCharPrecompose",
-                          (@convention(c) (UnsafePointer<UInt16>, Int, UnsafeMutablePointer<Int>?,
-                                           UnsafeMutablePointer<UInt16>, Int, UnsafeMutablePointer<Int>?) -> Bool).self)
+let cfBitmapForPlane = symbol(
+    "CFUniCharGetBitmapPtrForPlane",
+    (@convention(c) (UInt32, UInt32) -> UnsafePointer<UInt8>?).self
+)
+let cfPropertyForPlane = symbol(
+    "CFUniCharGetUnicodePropertyDataForPlane",
+    (@convention(c) (UInt32, UInt32) -> UnsafeRawPointer?).self
+)
+let cfDecomposeCharacter = symbol(
+    "CFUniCharDecomposeCharacter",
+    (@convention(c) (UInt32, UnsafeMutablePointer<UInt32>, Int) -> Int).self
+)
+let cfPrecompose = symbol(
+    "CFUniCharPrecompose",
+    (@convention(c) (
+        UnsafePointer<UInt16>, Int, UnsafeMutablePointer<Int>?,
+        UnsafeMutablePointer<UInt16>, Int, UnsafeMutablePointer<Int>?
+    ) -> Bool).self
+)
 
 /// CFUniCharIsMemberOfBitmap on the plane bitmap, as CFStringNormalize does.
 func inBitmap(_ set: UInt32, _ c: UInt32) -> Bool {
@@ -86,7 +96,8 @@ let precomposeOutput = UnsafeMutablePointer<UInt16>.allocate(capacity: 8)
 func precompose(_ base: UInt32, _ combining: UInt32) -> UInt32? {
     let source = utf16([base, combining])
     for (i, u) in source.enumerated() { precomposeSource[i] = u }
-    var consumed = 0, filled = 0
+    var consumed = 0
+    var filled = 0
     let ok = cfPrecompose(precomposeSource, source.count, &consumed, precomposeOutput, 8, &filled)
     guard ok, consumed == source.count else { fail("CFUniCharPrecompose failed") }
     let output = Array(UnsafeBufferPointer(start: precomposeOutput, count: filled))
@@ -106,15 +117,23 @@ func hex(_ v: UInt32) -> String {
 func ranges(_ values: [(UInt32, String)]) -> [String] {
     // values sorted by scalar; merges consecutive scalars with the same payload
     var lines: [String] = []
-    var start: UInt32 = 0, end: UInt32 = 0, payload = ""
+    var start: UInt32 = 0
+    var end: UInt32 = 0
+    var payload = ""
     var open = false
     func flush() {
         if open { lines.append(([hex(start), hex(end)] + (payload.isEmpty ? [] : [payload])).joined(separator: " ")) }
     }
     for (v, p) in values {
-        if open && v == end + 1 && p == payload { end = v; continue }
+        if open && v == end + 1 && p == payload {
+            end = v
+            continue
+        }
         flush()
-        start = v; end = v; payload = p; open = true
+        start = v
+        end = v
+        payload = p
+        open = true
     }
     flush()
     return lines
@@ -131,7 +150,7 @@ func generate() -> (text: String, summary: String) {
     var decompositionElements = Set<UInt32>()
 
     for v in UInt32(0)...0x10FFFF {
-        guard let scalar = Unicode.Scalar(v) else { continue } // skips surrogates
+        guard let scalar = Unicode.Scalar(v) else { continue }  // skips surrogates
         let s = String(Character(scalar))
         let nfkd = s.decomposedStringWithCompatibilityMapping
         let nfd = s.decomposedStringWithCanonicalMapping
@@ -174,7 +193,8 @@ func generate() -> (text: String, summary: String) {
     for v in UInt32(0)...0x10FFFF where cfIsMemberOf(v, kCompatDecomposable) && combiningClass(v) != 0 {
         fail("compatibility-decomposable \(hex(v)) has a non-zero combining class")
     }
-    for v in decomposable where decompose(v, max: 64).dropFirst().contains(where: { cfIsMemberOf($0, kCompatDecomposable) }) {
+    for v in decomposable
+    where decompose(v, max: 64).dropFirst().contains(where: { cfIsMemberOf($0, kCompatDecomposable) }) {
         fail("canonical decomposition of \(hex(v)) has a compatibility-decomposable non-initial character")
     }
 
@@ -194,8 +214,10 @@ func generate() -> (text: String, summary: String) {
     // truncated to 16 bits) for combining characters whose composites are all
     // in the BMP table. Record which combining characters behave like that.
     var sixteenBitBase: [(UInt32, String)] = []
-    let byCombining = Dictionary(grouping: composition.map { $0.split(separator: " ").map { UInt32($0, radix: 16)! } },
-                                 by: { $0[1] })
+    let byCombining = Dictionary(
+        grouping: composition.map { $0.split(separator: " ").map { UInt32($0, radix: 16)! } },
+        by: { $0[1] }
+    )
     for (c, pairs) in byCombining.sorted(by: { $0.key < $1.key }) {
         let truncated = pairs.allSatisfy { p in
             p[0] <= 0xFFFF && [0x10000, 0x20000, 0xE0000].allSatisfy { precompose(p[0] + $0, c) == p[2] }
@@ -213,37 +235,46 @@ func generate() -> (text: String, summary: String) {
         "\(doc)\nlet \(name) = #\"\"\"\n\(lines.joined(separator: "\n"))\n\"\"\"#\n"
     }
     var out = """
-    // GENERATED FILE - DO NOT EDIT.
-    // Generated by scripts/codegen/nfkc/main.swift: scripts/codegen/nfkc/generate.sh (CI runs it with --check).
-    // Source: Foundation (swift-corelibs-foundation / CoreFoundation) of the
-    // generating toolchain, so that UnicodeNFKC.normalize reproduces exactly its
-    // String.precomposedStringWithCompatibilityMapping (CFStringNormalize, form KC).
-    // Numbers are hexadecimal, except buffer sizes and combining classes (decimal).
-    // Entries: \(compatCount) compatibility decompositions, \(canonical.count) canonical decompositions,
-    // \(combining.count) scalars with a non-zero combining class, \(nonBase.count) non-base scalars,
-    // \(composition.count) precomposition pairs (\(sixteenBitBase.count) combining characters with 16-bit base lookup).
+        // GENERATED FILE - DO NOT EDIT.
+        // Generated by scripts/codegen/nfkc/main.swift: scripts/codegen/nfkc/generate.sh (CI runs it with --check).
+        // Source: Foundation (swift-corelibs-foundation / CoreFoundation) of the
+        // generating toolchain, so that UnicodeNFKC.normalize reproduces exactly its
+        // String.precomposedStringWithCompatibilityMapping (CFStringNormalize, form KC).
+        // Numbers are hexadecimal, except buffer sizes and combining classes (decimal).
+        // Entries: \(compatCount) compatibility decompositions, \(canonical.count) canonical decompositions,
+        // \(combining.count) scalars with a non-zero combining class, \(nonBase.count) non-base scalars,
+        // \(composition.count) precomposition pairs (\(sixteenBitBase.count) combining characters with 16-bit base lookup).
 
-    """
+        """
     let tables: [(name: String, documentation: String, lines: [String])] = [
-        ("compatibilityDecompositionData",
-         "/// Every scalar whose full compatibility decomposition (Foundation NFKD of the\n/// single scalar) differs from its full canonical decomposition (NFD), mapped to\n/// that NFKD. Format: `SCALAR NFKD...`.",
-         compat),
-        ("canonicalDecompositionData",
-         "/// CF's canonical-decomposable scalars except Hangul syllables (algorithmic):\n/// `SCALAR MINBUFFER DECOMPOSITION...` where MINBUFFER (decimal) is the smallest\n/// buffer for which CFUniCharDecomposeCharacter succeeds (0 = never).",
-         canonical),
-        ("combiningClassData",
-         "/// CF's canonical combining classes: `FIRST LAST CLASS` (CLASS decimal), all others 0.",
-         combiningLines),
+        (
+            "compatibilityDecompositionData",
+            "/// Every scalar whose full compatibility decomposition (Foundation NFKD of the\n/// single scalar) differs from its full canonical decomposition (NFD), mapped to\n/// that NFKD. Format: `SCALAR NFKD...`.",
+            compat
+        ),
+        (
+            "canonicalDecompositionData",
+            "/// CF's canonical-decomposable scalars except Hangul syllables (algorithmic):\n/// `SCALAR MINBUFFER DECOMPOSITION...` where MINBUFFER (decimal) is the smallest\n/// buffer for which CFUniCharDecomposeCharacter succeeds (0 = never).",
+            canonical
+        ),
+        (
+            "combiningClassData",
+            "/// CF's canonical combining classes: `FIRST LAST CLASS` (CLASS decimal), all others 0.",
+            combiningLines
+        ),
         ("nonBaseData", "/// CF's non-base character set: `FIRST LAST`.", nonBaseLines),
         ("compositionData", "/// CF's canonical precomposition pairs: `BASE COMBINING COMPOSITE`.", composition),
-        ("sixteenBitBaseCombiningData",
-         "/// Combining characters (`FIRST LAST`) for which CF matches the base of a\n/// precomposition on its low 16 bits only (CFUniCharPrecomposeCharacter passes\n/// it as a UTF16Char), e.g. U+11F00 + U+0300 composes like U+1F00 + U+0300.",
-         ranges(sixteenBitBase)),
+        (
+            "sixteenBitBaseCombiningData",
+            "/// Combining characters (`FIRST LAST`) for which CF matches the base of a\n/// precomposition on its low 16 bits only (CFUniCharPrecomposeCharacter passes\n/// it as a UTF16Char), e.g. U+11F00 + U+0300 composes like U+1F00 + U+0300.",
+            ranges(sixteenBitBase)
+        ),
     ]
     for table in tables {
         out += "\n" + literal(table.name, table.documentation, table.lines)
     }
-    let summary = "\(compatCount) compatibility decompositions, \(canonical.count) canonical decompositions, "
+    let summary =
+        "\(compatCount) compatibility decompositions, \(canonical.count) canonical decompositions, "
         + "\(combining.count) combining-class scalars (\(combiningLines.count) ranges), "
         + "\(nonBase.count) non-base scalars (\(nonBaseLines.count) ranges), \(composition.count) compositions, \(sixteenBitBase.count) combining characters with 16-bit base lookup"
     return (out, summary)
@@ -251,14 +282,19 @@ func generate() -> (text: String, summary: String) {
 
 var args = Array(CommandLine.arguments.dropFirst())
 var check = false
-if args.first == "--check" { check = true; args.removeFirst() }
+if args.first == "--check" {
+    check = true
+    args.removeFirst()
+}
 guard args.count == 1 else { fail("usage: generator [--check] OUTPUT.swift") }
 let path = args[0]
 let (text, summary) = generate()
 if check {
     let existing = try? String(contentsOfFile: path, encoding: .utf8)
     if existing != text {
-        FileHandle.standardError.write("\(path) is out of date; regenerate with scripts/codegen/nfkc/generate.sh\n".data(using: .utf8)!)
+        FileHandle.standardError.write(
+            "\(path) is out of date; regenerate with scripts/codegen/nfkc/generate.sh\n".data(using: .utf8)!
+        )
         exit(1)
     }
     print("\(path) is up to date (\(summary))")

@@ -31,7 +31,8 @@ struct RawDeserializer: MessageDeserializer {
 struct EchoService: RegistrableRPCService {
     func registerMethods<Transport: ServerTransport>(with router: inout RPCRouter<Transport>) {
         router.registerHandler(forMethod: echoMethod, deserializer: RawDeserializer(), serializer: RawSerializer()) {
-            request, _ in
+            request,
+            _ in
             var payload: [UInt8] = []
             for try await message in request.messages { payload = message }
             return StreamingServerResponse(single: ServerResponse(message: payload))
@@ -118,7 +119,10 @@ struct Drive: AsyncParsableCommand {
     }
 
     /// `concurrency` tasks, each one call at a time, until `duration` has passed.
-    func loops(duration: Duration, call: @escaping @Sendable () async throws -> Void) async throws -> (Int, Histogram<UInt64>) {
+    func loops(
+        duration: Duration,
+        call: @escaping @Sendable () async throws -> Void
+    ) async throws -> (Int, Histogram<UInt64>) {
         let clock = ContinuousClock()
         let end = clock.now + duration
         return try await withThrowingTaskGroup(of: (Int, Histogram<UInt64>).self) { group in
@@ -130,7 +134,10 @@ struct Drive: AsyncParsableCommand {
                         let callStarted = clock.now
                         try await call()
                         let took = clock.now - callStarted
-                        _ = histogram.record(UInt64(took.components.seconds) * 1_000_000_000 + UInt64(took.components.attoseconds / 1_000_000_000))
+                        _ = histogram.record(
+                            UInt64(took.components.seconds) * 1_000_000_000
+                                + UInt64(took.components.attoseconds / 1_000_000_000)
+                        )
                         calls += 1
                     } while clock.now < end
                     return (calls, histogram)
