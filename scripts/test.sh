@@ -51,6 +51,8 @@ scripts/codegen/nfkc/generate.sh --check
 
 echo "== test code the compiler is known to miscompile (docs/testing.md)"
 scripts/check-test-patterns.sh
+echo "== Swift sources formatted as .swift-format says (swift format; scripts/format.sh)"
+scripts/format.sh --check
 
 mkdir -p .data
 pg_dir="$root/.data/pg-test"
