@@ -102,7 +102,8 @@ let package = Package(
             name: "AuthUnicode",
             swiftSettings: strictSwift
         ),
-        // SingleFlight: the one "one operation in flight, callers share its result". No dependencies.
+        // SingleFlight (one operation in flight, callers share its result) and WakeSignal (wake one
+        // or every waiter, none lost). No dependencies.
         .target(
             name: "AuthConcurrency",
             swiftSettings: strictSwift
@@ -139,6 +140,7 @@ let package = Package(
         .target(
             name: "AuthRPCNIO",
             dependencies: [
+                "AuthConcurrency",
                 "AuthText",
                 "AuthBackoff",
                 "AuthRPC",
@@ -264,6 +266,7 @@ let package = Package(
         .target(
             name: "OTPService",
             dependencies: [
+                "AuthConcurrency",
                 "AuthServiceCore",
                 "AuthConfiguration",
                 "AuthText",
@@ -597,6 +600,7 @@ let package = Package(
         .testTarget(
             name: "OTPServiceTests",
             dependencies: [
+                "AuthConcurrency",
                 "AuthTime", "OTPService", "AuthTestSupport", "AuthAPI", "AuthRPC", "AuthCrypto", "AuthPostgres",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

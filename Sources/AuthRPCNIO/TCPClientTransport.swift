@@ -1,4 +1,5 @@
 import AuthBackoff
+import AuthConcurrency
 import AuthRPC
 import AuthText
 import Logging
@@ -102,6 +103,9 @@ public final class TCPClientTransport: ClientTransport, Sendable {
     public let configuration: RPCClientConfiguration
     private let subchannels: [Subchannel]
     private let nextIndex = Atomic<Int>(0)
+    /// Woken whenever a subchannel's connection attempt ends: calls waiting for a connection
+    /// look again.
+    private let changed = WakeSignal()
 
     public init(
         configuration: RPCClientConfiguration,
@@ -129,7 +133,8 @@ public final class TCPClientTransport: ClientTransport, Sendable {
                         sslContext: sslContext,
                         group: eventLoopGroup,
                         logger: logger,
-                        wallClock: wallClock
+                        wallClock: wallClock,
+                        changed: changed
                     )
                 )
             }
@@ -155,6 +160,7 @@ public final class TCPClientTransport: ClientTransport, Sendable {
                     reason: RPCError.Reason.deadlineExceeded
                 )
             }
+            let seen = changed.generation
             switch pick() {
             case .ready(let connection):
                 do {
@@ -170,7 +176,8 @@ public final class TCPClientTransport: ClientTransport, Sendable {
                     }
                 }
             case .connecting:
-                try? await Task.sleep(for: .milliseconds(5))
+                // Until a connection attempt ends (ready or failed), or the deadline.
+                await connectionChanged(past: seen, deadline: deadline)
             case .allFailing(let lastError):
                 // A server that refused our credential (or that we refused) says why; say it to the caller too.
                 if let refusal = lastError as? RPCError,
@@ -185,6 +192,21 @@ public final class TCPClientTransport: ClientTransport, Sendable {
                     reason: RPCError.Reason.noConnection
                 )
             }
+        }
+    }
+
+    /// Returns when a subchannel's connection attempt ended after `seen`, at `deadline`, or
+    /// when the caller is cancelled.
+    private func connectionChanged(past seen: UInt64, deadline: ContinuousClock.Instant?) async {
+        guard let deadline else {
+            await changed.wait(past: seen)
+            return
+        }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.changed.wait(past: seen) }
+            group.addTask { try? await Task.sleep(until: deadline) }
+            await group.next()
+            group.cancelAll()
         }
     }
 
@@ -272,6 +294,8 @@ final class Subchannel: Sendable {
     private let logger: Logger
     private let wallClock: @Sendable () -> Int64
     private let guarded = Mutex(Guarded())
+    /// Woken when a connection attempt ends or the subchannel shuts down.
+    private let changed: WakeSignal
 
     init(
         address: RPCAddress,
@@ -280,8 +304,10 @@ final class Subchannel: Sendable {
         sslContext: Result<NIOSSLContext, any Error>?,
         group: any EventLoopGroup,
         logger: Logger,
-        wallClock: @escaping @Sendable () -> Int64
+        wallClock: @escaping @Sendable () -> Int64,
+        changed: WakeSignal
     ) {
+        self.changed = changed
         self.address = address
         self.configuration = configuration
         self.signer = signer
@@ -371,6 +397,7 @@ final class Subchannel: Sendable {
         }
         connected.whenComplete { [weak self] result in
             guard let self else { return }
+            defer { self.changed.wake() }
             switch result {
             case .success(let connection):
                 let keep = self.guarded.withLock { guarded -> Bool in
@@ -431,6 +458,7 @@ final class Subchannel: Sendable {
             if case .ready(let connection) = guarded.state { return connection }
             return nil
         }
+        changed.wake()
         if let connection {
             connection.channel.eventLoop.execute { connection.handler.value.close() }
             try? await connection.channel.closeFuture.get()

@@ -1,4 +1,5 @@
 import AuthBackoff
+import AuthConcurrency
 import AuthPostgres
 import AuthTime
 import Logging
@@ -375,89 +376,6 @@ public final class OTPDispatcher: Service, Sendable {
         Task {
             try? await Task.sleep(for: delay)
             wake.wake()
-        }
-    }
-}
-
-/// Wakes waiting workers: ``wait(past:)`` returns ``Reason/all`` once ``wake()`` was called
-/// after the generation the caller saw, so a wake between a worker's claim and its wait is not
-/// lost. ``wakeOne()`` resumes a single waiter with ``Reason/one``; when none waits it is kept
-/// (up to `maximumPendingWakes`: one per message notified while every worker was busy) for the
-/// next ``wait(past:)``, which then returns at once, so it is not lost either.
-final class WakeSignal: Sendable {
-    enum Reason: Sendable {
-        /// ``wake()``: claim until nothing is due, hand-overs first.
-        case all
-        /// ``wakeOne()``: take one hand-over, or else claim until a claim comes back empty.
-        case one
-    }
-
-    private struct State {
-        var generation: UInt64 = 0
-        var nextID: UInt64 = 0
-        var waiters: [UInt64: CheckedContinuation<Reason, Never>] = [:]
-        var pendingWakes = 0
-    }
-
-    private let state = Mutex(State())
-    private let maximumPendingWakes: Int
-
-    init(maximumPendingWakes: Int = 1 << 20) {
-        self.maximumPendingWakes = max(1, maximumPendingWakes)
-    }
-
-    var generation: UInt64 { state.withLock { $0.generation } }
-
-    /// How many callers wait right now (tests).
-    var waiting: Int { state.withLock { $0.waiters.count } }
-
-    /// Resumes the longest-waiting waiter, or keeps the wake for the next ``wait(past:)``.
-    func wakeOne() {
-        let waiter = state.withLock { state -> CheckedContinuation<Reason, Never>? in
-            guard let id = state.waiters.keys.min() else {
-                state.pendingWakes = min(state.pendingWakes + 1, maximumPendingWakes)
-                return nil
-            }
-            return state.waiters.removeValue(forKey: id)
-        }
-        waiter?.resume(returning: .one)
-    }
-
-    /// Resumes every waiter and moves the generation on.
-    func wake() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Reason, Never>] in
-            state.generation &+= 1
-            let all = Array(state.waiters.values)
-            state.waiters.removeAll()
-            return all
-        }
-        for waiter in waiters { waiter.resume(returning: .all) }
-    }
-
-    /// Returns when the generation moved past `seen` or the task is cancelled (``Reason/all``),
-    /// or for one ``wakeOne()`` (``Reason/one``).
-    @discardableResult
-    func wait(past seen: UInt64) async -> Reason {
-        let id = state.withLock { state -> UInt64 in
-            state.nextID &+= 1
-            return state.nextID
-        }
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Reason, Never>) in
-                let resumeNow = state.withLock { state -> Reason? in
-                    if state.generation != seen || Task.isCancelled { return .all }
-                    if state.pendingWakes > 0 {
-                        state.pendingWakes -= 1
-                        return .one
-                    }
-                    state.waiters[id] = continuation
-                    return nil
-                }
-                if let resumeNow { continuation.resume(returning: resumeNow) }
-            }
-        } onCancel: {
-            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
-            waiter?.resume(returning: .all)
         }
     }
 }

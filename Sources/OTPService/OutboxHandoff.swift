@@ -1,3 +1,4 @@
+import AuthConcurrency
 import Synchronization
 
 #if canImport(FoundationEssentials)

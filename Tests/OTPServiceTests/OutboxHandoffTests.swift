@@ -1,4 +1,5 @@
 import AuthAPI
+import AuthConcurrency
 import AuthTestSupport
 import Foundation
 import Testing

@@ -1,6 +1,5 @@
+import AuthConcurrency
 import Testing
-
-@testable import OTPService
 
 /// The dispatcher's wake-ups: one worker per outbox notification, all of them for a sweep, and
 /// no wake lost between a worker's empty claim and its wait.
