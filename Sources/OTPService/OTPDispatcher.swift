@@ -33,6 +33,8 @@ public final class OTPDispatcher: Service, Sendable {
     let configuration: OTPServiceConfiguration
     let providers: ProviderSet
     let clock: any WallClock
+    /// What the sweep, the retries and the LISTEN's backoff sleep on (tests move it by hand).
+    let sleepClock: any Clock<Duration>
     let metrics: OTPMetrics
     let workerName: String
     let logger: Logger
@@ -58,10 +60,12 @@ public final class OTPDispatcher: Service, Sendable {
         configuration: OTPServiceConfiguration,
         providers: ProviderSet,
         clock: any WallClock,
+        sleepClock: any Clock<Duration> = ContinuousClock(),
         metrics: OTPMetrics,
         workerName: String,
         logger: Logger
     ) {
+        self.sleepClock = sleepClock
         self.factory = factory
         self.handoff = handoff
         self.store = store
@@ -157,7 +161,7 @@ public final class OTPDispatcher: Service, Sendable {
             } catch {
                 failures += 1
                 logger.warning("Could not LISTEN for the outbox; trying again", metadata: ["error": "\(error)"])
-                try? await Task.sleep(for: retry.delay(afterFailures: failures))
+                try? await sleepClock.sleep(for: retry.delay(afterFailures: failures))
             }
         }
     }
@@ -165,7 +169,7 @@ public final class OTPDispatcher: Service, Sendable {
     private func sweep() async {
         while !Task.isCancelled {
             do {
-                try await Task.sleep(for: configuration.sweepInterval)
+                try await sleepClock.sleep(for: configuration.sweepInterval)
             } catch {
                 return
             }
@@ -212,7 +216,7 @@ public final class OTPDispatcher: Service, Sendable {
                     "Could not claim outbox messages; trying again",
                     metadata: ["error": "\(error)", "otp.worker": "\(worker)"]
                 )
-                try? await Task.sleep(
+                try? await sleepClock.sleep(
                     for: ExponentialBackoff(initial: .milliseconds(100), limit: .seconds(5), jitter: 0.5...1.5).delay(
                         afterFailures: failures
                     )
@@ -373,8 +377,9 @@ public final class OTPDispatcher: Service, Sendable {
 
     private func scheduleWake(after delay: Duration) {
         let wake = self.wake
+        let sleepClock = self.sleepClock
         Task {
-            try? await Task.sleep(for: delay)
+            try? await sleepClock.sleep(for: delay)
             wake.wake()
         }
     }

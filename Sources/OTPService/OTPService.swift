@@ -83,7 +83,8 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         providers: ProviderSet,
         closing factory: ProviderFactory? = nil,
         workerName: String = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)",
-        takesStartHandoffs: Bool = true
+        takesStartHandoffs: Bool = true,
+        sleepClock: any Clock<Duration> = ContinuousClock()
     ) -> OTPDispatcher {
         OTPDispatcher(
             factory: factory,
@@ -92,6 +93,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             configuration: configuration,
             providers: providers,
             clock: clock,
+            sleepClock: sleepClock,
             metrics: metrics,
             workerName: workerName,
             logger: logger

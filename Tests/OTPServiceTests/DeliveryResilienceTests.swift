@@ -151,6 +151,45 @@ import Testing
         }
     }
 
+    /// The sweep sends what no notification announced: a message put back in the queue without
+    /// one is left until the sweep interval passes on the dispatcher's (hand-moved) sleep clock,
+    /// then sent.
+    @Test func theSweepSendsWhatNoNotificationAnnounced() async throws {
+        let sleeps = TestSleepClock()
+        try await HTTPReceiver.with(respond: { _, _ in (200, "{}") }) { receiver in
+            try await withOTPService(
+                clock: ManualClock(realTime: true),
+                configure: {
+                    Self.configureWebhook(&$0, port: receiver.port)
+                    $0.dispatchWorkers = 1
+                    $0.sweepInterval = .seconds(3_600)
+                }
+            ) { otp in
+                let factory = ProviderFactory(configuration: otp.configuration, logger: testLogger)
+                let dispatcher = otp.service.makeDispatcher(
+                    providers: factory.providerSet(),
+                    closing: factory,
+                    takesStartHandoffs: false,
+                    sleepClock: sleeps
+                )
+                try await withRunningDispatcher(dispatcher) {
+                    _ = try await otp.start("swept@example.com", clientIP: "")
+                    #expect(try await waitForAllMessages(otp, state: "sent", count: 1, timeout: .seconds(30)))
+                    _ = try await otp.query(
+                        "UPDATE @messages SET state = 'queued', code = '123456', claimed_until = NULL, claimed_by = NULL"
+                    )
+                    // The sweep is asleep for its hour: the first sleep of the run.
+                    await sleeps.waitForSleeps(1)
+                    #expect(receiver.requests.count == 1)
+                    sleeps.advance(by: .seconds(3_600))
+                    #expect(try await waitForAllMessages(otp, state: "sent", count: 1, timeout: .seconds(30)))
+                    let arrived = await receiver.wait(timeout: .seconds(30)) { $0.count == 2 }
+                    #expect(arrived)
+                }
+            }
+        }
+    }
+
     /// The receiver is not listening at all (connection refused) for 30 s, then comes up on
     /// the same port: every message queued meanwhile arrives.
     @Test func aReceiverDownForThirtySecondsStillGetsEveryMessage() async throws {
