@@ -32,28 +32,15 @@ extension AuthCtl {
             var destination: String
 
             func run() async throws {
-                let (client, transport) = try target.makeClient(defaultServer: "otp-dispatch")
-                let result: Result<Auth_Otp_V1_UnlockDestinationResponse, any Error>
-                do {
-                    result = .success(
-                        try await Auth_Otp_V1_OTP.Client(wrapping: client)
-                            .unlockDestination(Auth_Otp_V1_UnlockDestinationRequest(destination: destination))
-                    )
-                } catch {
-                    result = .failure(error)
+                let response = try await target.call(defaultServer: "otp-dispatch") { client in
+                    try await Auth_Otp_V1_OTP.Client(wrapping: client)
+                        .unlockDestination(Auth_Otp_V1_UnlockDestinationRequest(destination: destination))
                 }
-                await transport.shutdown()
-                switch result {
-                case .success(let response):
-                    print(
-                        response.wasLocked
-                            ? "unlocked: the destination was locked (factor_locked)"
-                            : "cleared: the destination was not locked"
-                    )
-                case .failure(let error):
-                    StandardStreams.writeError("authctl: \(error)\n")
-                    throw ExitCode(2)
-                }
+                print(
+                    response.wasLocked
+                        ? "unlocked: the destination was locked (factor_locked)"
+                        : "cleared: the destination was not locked"
+                )
             }
         }
 
@@ -70,42 +57,29 @@ extension AuthCtl {
             var verificationID: String
 
             func run() async throws {
-                let (client, transport) = try target.makeClient(defaultServer: "otp-dispatch")
-                let result: Result<Auth_Otp_V1_GetDeliveryStatusResponse, any Error>
-                do {
-                    result = .success(
-                        try await Auth_Otp_V1_OTP.Client(wrapping: client)
-                            .getDeliveryStatus(Auth_Otp_V1_GetDeliveryStatusRequest(verificationID: verificationID))
-                    )
-                } catch {
-                    result = .failure(error)
+                let response = try await target.call(defaultServer: "otp-dispatch") { client in
+                    try await Auth_Otp_V1_OTP.Client(wrapping: client)
+                        .getDeliveryStatus(Auth_Otp_V1_GetDeliveryStatusRequest(verificationID: verificationID))
                 }
-                await transport.shutdown()
-                switch result {
-                case .success(let response):
-                    let state: String =
-                        switch response.state {
-                        case .queued: "queued"
-                        case .sent: "sent"
-                        case .delivered: "delivered"
-                        case .failed: "failed"
-                        case .notSentTestDestination: "not sent (test destination)"
-                        default: "unknown"
-                        }
-                    let channel = response.channel == .sms ? "sms" : "email"
-                    var line = "\(state): \(channel) to \(response.maskedDestination)"
-                    if !response.provider.isEmpty { line += " via \(response.provider)" }
-                    line += ", \(response.attempts) attempt(s), \(response.messages) message(s)"
-                    if response.updatedAt > 0 {
-                        line +=
-                            ", updated \(Date(timeIntervalSince1970: TimeInterval(response.updatedAt)).ISO8601Format())"
+                let state: String =
+                    switch response.state {
+                    case .queued: "queued"
+                    case .sent: "sent"
+                    case .delivered: "delivered"
+                    case .failed: "failed"
+                    case .notSentTestDestination: "not sent (test destination)"
+                    default: "unknown"
                     }
-                    print(line)
-                    if !response.lastError.isEmpty { print("last error: \(response.lastError)") }
-                case .failure(let error):
-                    StandardStreams.writeError("authctl: \(error)\n")
-                    throw ExitCode(2)
+                let channel = response.channel == .sms ? "sms" : "email"
+                var line = "\(state): \(channel) to \(response.maskedDestination)"
+                if !response.provider.isEmpty { line += " via \(response.provider)" }
+                line += ", \(response.attempts) attempt(s), \(response.messages) message(s)"
+                if response.updatedAt > 0 {
+                    line +=
+                        ", updated \(Date(timeIntervalSince1970: TimeInterval(response.updatedAt)).ISO8601Format())"
                 }
+                print(line)
+                if !response.lastError.isEmpty { print("last error: \(response.lastError)") }
             }
         }
     }

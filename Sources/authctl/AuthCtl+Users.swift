@@ -26,28 +26,15 @@ extension AuthCtl {
             var email: String
 
             func run() async throws {
-                let (client, transport) = try target.makeClient(defaultServer: "identity")
-                let result: Result<Auth_Identity_V1_UnlockPasswordResponse, any Error>
-                do {
-                    result = .success(
-                        try await Auth_Identity_V1_Identity.Client(wrapping: client)
-                            .unlockPassword(Auth_Identity_V1_UnlockPasswordRequest(email: email))
-                    )
-                } catch {
-                    result = .failure(error)
+                let response = try await target.call(defaultServer: "identity") { client in
+                    try await Auth_Identity_V1_Identity.Client(wrapping: client)
+                        .unlockPassword(Auth_Identity_V1_UnlockPasswordRequest(email: email))
                 }
-                await transport.shutdown()
-                switch result {
-                case .success(let response):
-                    print(
-                        response.wasLocked
-                            ? "unlocked: the password was locked (factor_locked)"
-                            : "cleared: the password was not locked"
-                    )
-                case .failure(let error):
-                    StandardStreams.writeError("authctl: \(error)\n")
-                    throw ExitCode(2)
-                }
+                print(
+                    response.wasLocked
+                        ? "unlocked: the password was locked (factor_locked)"
+                        : "cleared: the password was not locked"
+                )
             }
         }
     }

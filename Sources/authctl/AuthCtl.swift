@@ -33,6 +33,29 @@ struct ServiceTargetOptions: ParsableArguments {
     func makeClient(defaultServer: String? = nil) throws -> (RPCClient, TCPClientTransport) {
         try connection.makeClient(target: target, defaultServer: defaultServer)
     }
+
+    /// One call to the target: `call`'s answer, the connection closed either way. A failed call
+    /// prints `authctl: <error>` and ends authctl with status 2 (docs/authctl.md).
+    func call<Response>(
+        defaultServer: String? = nil,
+        _ call: (RPCClient) async throws -> Response
+    ) async throws -> Response {
+        let (client, transport) = try makeClient(defaultServer: defaultServer)
+        let result: Result<Response, any Error>
+        do {
+            result = .success(try await call(client))
+        } catch {
+            result = .failure(error)
+        }
+        await transport.shutdown()
+        switch result {
+        case .success(let response):
+            return response
+        case .failure(let error):
+            StandardStreams.writeError("authctl: \(error)\n")
+            throw ExitCode(2)
+        }
+    }
 }
 
 /// How to connect to a service: TLS or the shared secret, names, timeout.
@@ -137,25 +160,12 @@ extension AuthCtl {
         var service = ""
 
         func run() async throws {
-            let (client, transport) = try target.makeClient()
-            let result: Result<Auth_Health_V1_HealthCheckResponse, any Error>
-            do {
-                result = .success(
-                    try await Auth_Health_V1_Health.Client(wrapping: client)
-                        .check(Auth_Health_V1_HealthCheckRequest(service: service))
-                )
-            } catch {
-                result = .failure(error)
+            let response = try await target.call { client in
+                try await Auth_Health_V1_Health.Client(wrapping: client)
+                    .check(Auth_Health_V1_HealthCheckRequest(service: service))
             }
-            await transport.shutdown()
-            switch result {
-            case .success(let response):
-                print(response.status == .serving ? "SERVING" : "\(response.status)")
-                if response.status != .serving { throw ExitCode(1) }
-            case .failure(let error):
-                StandardStreams.writeError("authctl: \(error)\n")
-                throw ExitCode(2)
-            }
+            print(response.status == .serving ? "SERVING" : "\(response.status)")
+            if response.status != .serving { throw ExitCode(1) }
         }
     }
 }
@@ -180,26 +190,13 @@ extension AuthCtl {
             @OptionGroup var target: ServiceTargetOptions
 
             func run() async throws {
-                let (client, transport) = try target.makeClient()
-                let result: Result<Auth_Session_V1_RewrapSigningKeysResponse, any Error>
-                do {
-                    result = .success(
-                        try await Auth_Session_V1_Session.Client(wrapping: client)
-                            .rewrapSigningKeys(Auth_Session_V1_RewrapSigningKeysRequest())
-                    )
-                } catch {
-                    result = .failure(error)
+                let response = try await target.call { client in
+                    try await Auth_Session_V1_Session.Client(wrapping: client)
+                        .rewrapSigningKeys(Auth_Session_V1_RewrapSigningKeysRequest())
                 }
-                await transport.shutdown()
-                switch result {
-                case .success(let response):
-                    print(
-                        "re-wrapped \(response.rewrapped) signing keys; \(response.alreadyCurrent) already under the current master key"
-                    )
-                case .failure(let error):
-                    StandardStreams.writeError("authctl: \(error)\n")
-                    throw ExitCode(2)
-                }
+                print(
+                    "re-wrapped \(response.rewrapped) signing keys; \(response.alreadyCurrent) already under the current master key"
+                )
             }
         }
 
@@ -213,27 +210,14 @@ extension AuthCtl {
             @OptionGroup var target: ServiceTargetOptions
 
             func run() async throws {
-                let (client, transport) = try target.makeClient(defaultServer: "session")
-                let result: Result<Auth_Session_V1_RotateSigningKeyResponse, any Error>
-                do {
-                    result = .success(
-                        try await Auth_Session_V1_Session.Client(wrapping: client)
-                            .rotateSigningKey(Auth_Session_V1_RotateSigningKeyRequest())
-                    )
-                } catch {
-                    result = .failure(error)
+                let response = try await target.call(defaultServer: "session") { client in
+                    try await Auth_Session_V1_Session.Client(wrapping: client)
+                        .rotateSigningKey(Auth_Session_V1_RotateSigningKeyRequest())
                 }
-                await transport.shutdown()
-                switch result {
-                case .success(let response):
-                    let signsFrom = Date(timeIntervalSince1970: TimeInterval(response.signsFrom))
-                    print("new key \(response.newKeyID): published now, signs from \(signsFrom.ISO8601Format())")
-                    for kid in response.retiringKeyIds {
-                        print("retiring key \(kid): stops signing then, leaves the JWKS once its tokens have expired")
-                    }
-                case .failure(let error):
-                    StandardStreams.writeError("authctl: \(error)\n")
-                    throw ExitCode(2)
+                let signsFrom = Date(timeIntervalSince1970: TimeInterval(response.signsFrom))
+                print("new key \(response.newKeyID): published now, signs from \(signsFrom.ISO8601Format())")
+                for kid in response.retiringKeyIds {
+                    print("retiring key \(kid): stops signing then, leaves the JWKS once its tokens have expired")
                 }
             }
         }
