@@ -17,20 +17,22 @@ public final class WakeSignal: Sendable {
     }
 
     private struct State {
-        var generation: UInt64 = 0
         var nextID: UInt64 = 0
         var waiters: [UInt64: CheckedContinuation<Reason, Never>] = [:]
         var pendingWakes = 0
     }
 
     private let state = Mutex(State())
+    /// Moved on by ``wake()`` under the lock, read without it: callers read it on every RPC
+    /// call (the client's wait for a connection), waiters compare it under the lock.
+    private let generationCounter = Atomic<UInt64>(0)
     private let maximumPendingWakes: Int
 
     public init(maximumPendingWakes: Int = 1 << 20) {
         self.maximumPendingWakes = max(1, maximumPendingWakes)
     }
 
-    public var generation: UInt64 { state.withLock { $0.generation } }
+    public var generation: UInt64 { generationCounter.load(ordering: .acquiring) }
 
     /// How many callers wait right now (tests).
     public var waiting: Int { state.withLock { $0.waiters.count } }
@@ -50,7 +52,7 @@ public final class WakeSignal: Sendable {
     /// Resumes every waiter and moves the generation on.
     public func wake() {
         let waiters = state.withLock { state -> [CheckedContinuation<Reason, Never>] in
-            state.generation &+= 1
+            generationCounter.wrappingAdd(1, ordering: .releasing)
             let all = Array(state.waiters.values)
             state.waiters.removeAll()
             return all
@@ -69,7 +71,7 @@ public final class WakeSignal: Sendable {
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Reason, Never>) in
                 let resumeNow = state.withLock { state -> Reason? in
-                    if state.generation != seen || Task.isCancelled { return .all }
+                    if generationCounter.load(ordering: .acquiring) != seen || Task.isCancelled { return .all }
                     if state.pendingWakes > 0 {
                         state.pendingWakes -= 1
                         return .one
