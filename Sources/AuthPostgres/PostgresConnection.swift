@@ -123,7 +123,8 @@ public final class PostgresConnection {
             }
             if !configuration.searchPath.isEmpty {
                 setup.append(
-                    "SET search_path TO " + configuration.searchPath.map(quoteIdentifier).joined(separator: ", ")
+                    "SET search_path TO "
+                        + configuration.searchPath.map(PostgresStatement.quotedIdentifier).joined(separator: ", ")
                 )
             }
         }

@@ -236,7 +236,7 @@ final class PostgresListener: @unchecked Sendable {
                 let connection = try self.connectIfNeeded()
                 if !self.listening.contains(channel) {
                     do {
-                        try connection.executeScript("LISTEN \(quoteIdentifier(channel))")
+                        try connection.executeScript("LISTEN \(PostgresStatement.quotedIdentifier(channel))")
                     } catch {
                         if connection.isBroken { self.connectionFailed() }
                         throw error
@@ -275,7 +275,7 @@ final class PostgresListener: @unchecked Sendable {
         guard let connection = self.connection, self.listening.contains(channel) else { return }
         self.listening.remove(channel)
         do {
-            try connection.executeScript("UNLISTEN \(quoteIdentifier(channel))")
+            try connection.executeScript("UNLISTEN \(PostgresStatement.quotedIdentifier(channel))")
             self.deliver(connection.takeNotifications())
         } catch {
             if connection.isBroken { self.connectionFailed() }
@@ -287,7 +287,7 @@ final class PostgresListener: @unchecked Sendable {
         let connection = try PostgresConnection.connect(configuration: self.configuration, logger: self.logger)
         for channel in self.subscribers.keys.sorted() {
             do {
-                try connection.executeScript("LISTEN \(quoteIdentifier(channel))")
+                try connection.executeScript("LISTEN \(PostgresStatement.quotedIdentifier(channel))")
             } catch {
                 connection.close()
                 throw error

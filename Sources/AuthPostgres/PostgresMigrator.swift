@@ -63,7 +63,7 @@ public struct PostgresMigrator: Sendable {
 
         // A session lock: behind a transaction pooler this runs over the direct connection.
         return try await self.pool.withSessionConnection { connection in
-            let quoted = quoteIdentifier(schema)
+            let quoted = PostgresStatement.quotedIdentifier(schema)
             let lockKey = PostgresValue.text("auth.schema_migrations." + schema)
             // The lock is a session lock on a pooled connection: it must not go back to the pool
             // still held. On any failure while it may be held (including a cancelled statement,

@@ -65,14 +65,9 @@ public struct PostgresStatement: Sendable, Hashable, ExpressibleByStringInterpol
         /// Inserts `name` as a double-quoted SQL identifier (a schema, table or column name),
         /// doubling any double quote inside it. Use only for names, never for values.
         public mutating func appendInterpolation(identifier name: String) {
-            self.sql += quoteIdentifier(name)
+            self.sql += PostgresStatement.quotedIdentifier(name)
         }
     }
-}
-
-/// `name` as a double-quoted SQL identifier.
-func quoteIdentifier(_ name: String) -> String {
-    PostgresStatement.quotedIdentifier(name)
 }
 
 extension PostgresStatement {

@@ -143,3 +143,12 @@ public struct IPAddressRange: Hashable, Sendable, CustomStringConvertible {
 extension Character {
     fileprivate var isASCIIDigit: Bool { isASCII && isNumber }
 }
+
+extension IPAddress {
+    /// Whether `text` is an IPv4 or IPv6 address (the one test of the services' `client_ip`
+    /// fields): at most 45 bytes, the longest text form, and no zone (`%eth0`, which names an
+    /// interface of the machine that saw it and means nothing to another).
+    public static func isAddress(_ text: some StringProtocol) -> Bool {
+        text.utf8.count <= 45 && !text.contains("%") && IPAddress(text) != nil
+    }
+}

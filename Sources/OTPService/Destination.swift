@@ -67,8 +67,8 @@ public struct Destination: Sendable, Hashable {
     /// the first letter and the domain (`a***@example.com`).
     public var masked: String {
         switch channel {
-        case .sms: PhoneNumber(stored: normalized).masked
-        case .email: EmailAddress(stored: normalized).masked
+        case .sms: ContactMask.phone(digits: String(normalized.dropFirst()), callingCode: callingCode)
+        case .email: ContactMask.email(normalized)
         }
     }
 }
