@@ -198,7 +198,7 @@ public final class PostgresConnection {
     ///
     /// - Throws: ``PostgresError``; a connection-level failure marks the connection broken.
     @discardableResult
-    public func execute(_ sql: String, _ parameters: [PostgresValue] = []) throws(PostgresError) -> PostgresRows {
+    public func execute(_ sql: String, _ parameters: [PostgresValue]) throws(PostgresError) -> PostgresRows {
         let handle = try self.usableHandle()
         if case .committed = self.transactionBody { throw Self.statementAfterCommit }
         let encoded = try EncodedParameters(parameters)
@@ -290,6 +290,12 @@ public final class PostgresConnection {
         }
     }
 
+    /// ``executeAndCommit(_:_:)`` for a statement built with string interpolation.
+    @discardableResult
+    public func executeAndCommit(_ statement: PostgresStatement) throws(PostgresError) -> PostgresRows {
+        try self.executeAndCommit(statement.sql, statement.parameters)
+    }
+
     /// Executes the transaction's last statement and its `COMMIT` in one round trip (with the
     /// `BEGIN` too when it is the first statement: the whole transaction in one). Only as the
     /// last statement of a ``transaction(isolation:_:)`` body: the transaction is over when this
@@ -300,7 +306,7 @@ public final class PostgresConnection {
     @discardableResult
     public func executeAndCommit(
         _ sql: String,
-        _ parameters: [PostgresValue] = []
+        _ parameters: [PostgresValue]
     ) throws(PostgresError) -> PostgresRows {
         let handle = try self.usableHandle()
         switch self.transactionBody {

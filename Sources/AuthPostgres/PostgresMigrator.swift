@@ -95,7 +95,9 @@ public struct PostgresMigrator: Sendable {
                 """
             )
             var recorded: [Int: (name: String, checksum: String)] = [:]
-            for row in try connection.execute("SELECT version, name, checksum FROM \(quoted).schema_migrations") {
+            for row in try connection.execute(
+                "SELECT version, name, checksum FROM \(PostgresSchema(schema)).schema_migrations"
+            ) {
                 recorded[try row[0].int] = (try row[1].string, try row[2].string)
             }
 

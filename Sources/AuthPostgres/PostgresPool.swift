@@ -170,7 +170,7 @@ public final class PostgresPool: Service, Sendable {
 
     /// Executes one statement on a pooled connection.
     @discardableResult
-    public func query(_ sql: String, _ parameters: [PostgresValue] = []) async throws -> PostgresRows {
+    public func query(_ sql: String, _ parameters: [PostgresValue]) async throws -> PostgresRows {
         try await self.withConnection { try $0.execute(sql, parameters) }
     }
 

@@ -13,9 +13,11 @@ import Foundation
 /// let rows = try connection.execute("SELECT id FROM users WHERE email = \(email) AND active = \(true)")
 /// ```
 ///
-/// The only text interpolation is ``StringInterpolation/appendInterpolation(identifier:)``, which
-/// double-quotes an identifier (for schema or table names chosen at run time). Do not mix
-/// interpolated values with hand-written `$n` placeholders in one statement.
+/// Three interpolations add SQL text instead: a ``PostgresSchema`` (the service's schema, quoted
+/// once), ``StringInterpolation/appendInterpolation(identifier:)`` (a name chosen at run time,
+/// double-quoted) and a parameter-free ``PostgresStatement`` fragment (a column list written
+/// once and used by several statements). Do not mix interpolated values with hand-written `$n`
+/// placeholders in one statement.
 public struct PostgresStatement: Sendable, Hashable, ExpressibleByStringInterpolation {
     /// The SQL text, with `$1`, `$2`, … for the parameters.
     public var sql: String
@@ -57,7 +59,7 @@ public struct PostgresStatement: Sendable, Hashable, ExpressibleByStringInterpol
         }
 
         /// Binds `value` as the next parameter, NULL when it is `nil`.
-        public mutating func appendInterpolation(_ value: (some PostgresEncodable)?) {
+        public mutating func appendInterpolation<Value: PostgresEncodable>(_ value: Value?) {
             self.parameters.append(value?.postgresValue ?? .null)
             self.sql += "$\(self.parameters.count)"
         }
@@ -67,10 +69,67 @@ public struct PostgresStatement: Sendable, Hashable, ExpressibleByStringInterpol
         public mutating func appendInterpolation(identifier name: String) {
             self.sql += PostgresStatement.quotedIdentifier(name)
         }
+
+        /// Inserts the schema's quoted name: `"\(schema).users"` names the table `users` in it.
+        public mutating func appendInterpolation(_ schema: PostgresSchema) {
+            self.sql += schema.quotedName
+        }
+
+        /// Inserts the SQL of `fragment` (itself built by interpolation) and binds its
+        /// parameters after this statement's own, its placeholders renumbered to match.
+        public mutating func appendInterpolation(_ fragment: PostgresStatement) {
+            guard !fragment.parameters.isEmpty else {
+                self.sql += fragment.sql
+                return
+            }
+            self.sql += PostgresStatement.renumberingPlaceholders(of: fragment.sql, by: self.parameters.count)
+            self.parameters += fragment.parameters
+        }
     }
 }
 
+/// The schema a service's tables live in, quoted once: interpolate it into a
+/// ``PostgresStatement`` to name a table (`"SELECT … FROM \(schema).users"`).
+public struct PostgresSchema: Sendable, Hashable, CustomStringConvertible {
+    /// The schema's name as configured (`identity`, `otp`, `session`, or a test's own).
+    public let name: String
+    /// `name` as a double-quoted identifier.
+    public let quotedName: String
+
+    public init(_ name: String) {
+        self.name = name
+        self.quotedName = PostgresStatement.quotedIdentifier(name)
+    }
+
+    public var description: String { self.name }
+}
+
 extension PostgresStatement {
+    /// `sql` with each placeholder `$n` made `$(n + offset)`. A fragment's text comes from
+    /// interpolation, so a `$` followed by a digit in it is a placeholder.
+    static func renumberingPlaceholders(of sql: String, by offset: Int) -> String {
+        var result = ""
+        result.reserveCapacity(sql.utf8.count + 8)
+        var digits = ""
+        var afterDollar = false
+        func flush() {
+            if !digits.isEmpty { result += String(Int(digits)! + offset) }
+            digits = ""
+            afterDollar = false
+        }
+        for character in sql {
+            if afterDollar, character.isASCII, character.isNumber {
+                digits.append(character)
+                continue
+            }
+            flush()
+            result.append(character)
+            afterDollar = character == "$"
+        }
+        flush()
+        return result
+    }
+
     /// `name` (a schema, table, column or channel) as a double-quoted SQL identifier, any
     /// double quote inside it doubled: the one place the services' SQL quotes a name. Never
     /// for values (they are parameters).

@@ -213,10 +213,6 @@ extension Date: PostgresEncodable {
     public var postgresValue: PostgresValue { .timestamptz(self) }
 }
 
-extension Optional: PostgresEncodable where Wrapped: PostgresEncodable {
-    public var postgresValue: PostgresValue { self?.postgresValue ?? .null }
-}
-
 // MARK: - Wire encoding
 
 /// Microseconds between the Unix epoch and PostgreSQL's epoch (2000-01-01 00:00:00 UTC).

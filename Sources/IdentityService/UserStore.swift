@@ -99,15 +99,15 @@ struct ProviderIdentity: Sendable {
 /// The identity service's SQL. Every statement names its tables with the configured schema.
 struct UserStore: Sendable {
     let pool: PostgresPool
-    let schema: String
+    let schema: PostgresSchema
 
     init(pool: PostgresPool, schema: String) {
         self.pool = pool
-        self.schema = PostgresStatement.quotedIdentifier(schema)
+        self.schema = PostgresSchema(schema)
     }
 
     /// The columns ``record(_:)`` reads, of a user row `u`.
-    private var userColumns: String {
+    private var userColumns: PostgresStatement {
         """
         u.id, u.phone, u.email, u.phone_verified, u.email_verified, u.display_name, u.photo_url,
             u.onboarding_completed, u.created_at, u.updated_at, u.password_hash,
@@ -116,7 +116,7 @@ struct UserStore: Sendable {
         """
     }
 
-    private var selectUser: String { "SELECT \(userColumns) FROM \(schema).users u" }
+    private var selectUser: PostgresStatement { "SELECT \(userColumns) FROM \(schema).users u" }
 
     static func record(_ row: PostgresRow) throws -> UserRecord {
         let providers = try row[11].string
@@ -139,30 +139,27 @@ struct UserStore: Sendable {
     // MARK: Lookups
 
     func user(id: UUID) async throws -> UserRecord? {
-        try await pool.query(selectUser + " WHERE u.id = $1 AND u.deleted_at IS NULL", [.uuid(id)]).first.map(
-            Self.record
-        )
+        try await pool.query("\(selectUser) WHERE u.id = \(id) AND u.deleted_at IS NULL").first.map(Self.record)
     }
 
     func user(phone: String) async throws -> UserRecord? {
-        try await pool.query(selectUser + " WHERE u.phone = $1::text AND u.deleted_at IS NULL", [.text(phone)]).first
+        try await pool.query("\(selectUser) WHERE u.phone = \(phone)::text AND u.deleted_at IS NULL").first
             .map(Self.record)
     }
 
     func user(email: String) async throws -> UserRecord? {
-        try await pool.query(selectUser + " WHERE u.email = $1::text AND u.deleted_at IS NULL", [.text(email)]).first
+        try await pool.query("\(selectUser) WHERE u.email = \(email)::text AND u.deleted_at IS NULL").first
             .map(Self.record)
     }
 
     private func user(id: UUID, on connection: PostgresConnection) throws -> UserRecord? {
-        try connection.execute(selectUser + " WHERE u.id = $1 AND u.deleted_at IS NULL", [.uuid(id)]).first
-            .map(Self.record)
+        try connection.execute("\(selectUser) WHERE u.id = \(id) AND u.deleted_at IS NULL").first.map(Self.record)
     }
 
     // MARK: Audit
 
     /// The audit table with the columns every audit row is written with.
-    private var auditTable: String {
+    private var auditTable: PostgresStatement {
         "\(schema).audit_events (user_id, kind, method, occurred_at, client_ip, request_id, caller)"
     }
 
@@ -170,12 +167,9 @@ struct UserStore: Sendable {
         try connection.execute(
             """
             INSERT INTO \(auditTable)
-            VALUES ($1, $2::text, $3::text, $4, $5::text, $6::text, $7::text)
-            """,
-            [
-                entry.userID.map(PostgresValue.uuid) ?? .null, .text(entry.kind.rawValue), .text(entry.method),
-                .timestamptz(entry.occurredAt), .text(entry.clientIP), .text(entry.requestID), .text(entry.caller),
-            ]
+            VALUES (\(entry.userID), \(entry.kind.rawValue)::text, \(entry.method)::text, \(entry.occurredAt),
+                \(entry.clientIP)::text, \(entry.requestID)::text, \(entry.caller)::text)
+            """
         )
     }
 
@@ -187,9 +181,8 @@ struct UserStore: Sendable {
         let rows = try await pool.query(
             """
             SELECT kind, method, occurred_at, client_ip, request_id, caller FROM \(schema).audit_events
-            WHERE user_id = $1 ORDER BY occurred_at DESC, id DESC LIMIT $2
-            """,
-            [.uuid(userID), .int64(Int64(limit))]
+            WHERE user_id = \(userID) ORDER BY occurred_at DESC, id DESC LIMIT \(limit)
+            """
         )
         return try rows.map { row in
             Auth_Identity_V1_AuditEvent(
@@ -241,26 +234,23 @@ struct UserStore: Sendable {
         let rows = try await pool.query(
             """
             WITH u AS (
-                INSERT INTO \(schema).users AS u (id, \(column), \(verified), created_at, updated_at)
-                VALUES ($1, $2::text, true, $3, $3)
-                ON CONFLICT (\(column)) WHERE \(column) IS NOT NULL DO UPDATE
-                    SET \(verified) = true,
-                        updated_at = CASE WHEN u.\(verified) THEN u.updated_at ELSE EXCLUDED.updated_at END
-                    WHERE u.\(verified) OR u.password_hash IS NULL OR $10
+                INSERT INTO \(schema).users AS u (id, \(identifier: column), \(identifier: verified), created_at, updated_at)
+                VALUES (\(newID), \(value)::text, true, \(audit.occurredAt), \(audit.occurredAt))
+                ON CONFLICT (\(identifier: column)) WHERE \(identifier: column) IS NOT NULL DO UPDATE
+                    SET \(identifier: verified) = true,
+                        updated_at = CASE WHEN u.\(identifier: verified) THEN u.updated_at ELSE EXCLUDED.updated_at END
+                    WHERE u.\(identifier: verified) OR u.password_hash IS NULL OR \(signupVerification)
                 RETURNING u.*, (xmax = 0) AS created
             ), audit AS (
                 INSERT INTO \(auditTable)
-                SELECT u.id, CASE WHEN u.created THEN $4::text ELSE $5::text END, $6::text, $3, $7::text, $8::text,
-                    $9::text
+                SELECT u.id, CASE WHEN u.created THEN \(AuditEntry.Kind.signUp.rawValue)::text
+                    ELSE \(audit.kind.rawValue)::text END,
+                    \(audit.method)::text, \(audit.occurredAt), \(audit.clientIP)::text, \(audit.requestID)::text,
+                    \(audit.caller)::text
                 FROM u
             )
             SELECT \(userColumns), u.created FROM u WHERE u.deleted_at IS NULL
-            """,
-            [
-                .uuid(newID), .text(value), .timestamptz(audit.occurredAt), .text(AuditEntry.Kind.signUp.rawValue),
-                .text(audit.kind.rawValue), .text(audit.method), .text(audit.clientIP), .text(audit.requestID),
-                .text(audit.caller), .bool(signupVerification),
-            ]
+            """
         )
         if let row = rows.first {
             return ContactSignIn(user: try Self.record(row), created: try row[12].bool, passwordCleared: false)
@@ -282,10 +272,9 @@ struct UserStore: Sendable {
             guard
                 let row = try connection.execute(
                     """
-                    SELECT id, \(verified), password_hash IS NOT NULL FROM \(schema).users
-                    WHERE \(column) = $1::text AND deleted_at IS NULL FOR UPDATE
-                    """,
-                    [.text(value)]
+                    SELECT id, \(identifier: verified), password_hash IS NOT NULL FROM \(schema).users
+                    WHERE \(identifier: column) = \(value)::text AND deleted_at IS NULL FOR UPDATE
+                    """
                 ).first
             else {
                 // Deletion clears the contact, so only a deletion between the two statements
@@ -296,11 +285,10 @@ struct UserStore: Sendable {
             let cleared = try !row[1].bool && row[2].bool
             try connection.execute(
                 """
-                UPDATE \(schema).users SET \(verified) = true,
-                    password_hash = CASE WHEN $2 THEN NULL ELSE password_hash END, updated_at = $3
-                WHERE id = $1
-                """,
-                [.uuid(id), .bool(cleared), .timestamptz(audit.occurredAt)]
+                UPDATE \(schema).users SET \(identifier: verified) = true,
+                    password_hash = CASE WHEN \(cleared) THEN NULL ELSE password_hash END, updated_at = \(audit.occurredAt)
+                WHERE id = \(id)
+                """
             )
             var entry = audit
             entry.userID = id
@@ -334,9 +322,9 @@ struct UserStore: Sendable {
                 try connection.execute(
                     """
                     INSERT INTO \(schema).users (id, email, display_name, password_hash, created_at, updated_at)
-                    VALUES ($1, $2::text, $3::text, $4::text, $5, $5)
-                    """,
-                    [.uuid(id), .text(email), .text(displayName), .text(passwordHash), .timestamptz(audit.occurredAt)]
+                    VALUES (\(id), \(email)::text, \(displayName)::text, \(passwordHash)::text, \(audit.occurredAt),
+                        \(audit.occurredAt))
+                    """
                 )
                 var entry = audit
                 entry.userID = id
@@ -381,16 +369,18 @@ struct UserStore: Sendable {
     ) async throws -> PasswordAttemptReservation {
         try await pool.transaction { connection in
             try connection.execute(
-                "SELECT pg_advisory_xact_lock($1::int4, hashtext(encode($2::bytea, 'hex')))",
-                [.int32(Self.passwordAttemptLockClass), .bytea(emailHash)]
+                """
+                SELECT pg_advisory_xact_lock(\(Self.passwordAttemptLockClass)::int4,
+                    hashtext(encode(\(emailHash)::bytea, 'hex')))
+                """
             )
             let rows = try connection.execute(
                 """
-                SELECT (SELECT failures FROM \(schema).password_consecutive_failures WHERE email_hash = $1),
-                    (SELECT failed_at FROM \(schema).password_failures WHERE email_hash = $1 AND failed_at > $2
-                        ORDER BY failed_at DESC OFFSET $3 LIMIT 1)
-                """,
-                [.bytea(emailHash), .timestamptz(windowStart), .int64(Int64(max(0, limit - 1)))]
+                SELECT (SELECT failures FROM \(schema).password_consecutive_failures WHERE email_hash = \(emailHash)),
+                    (SELECT failed_at FROM \(schema).password_failures
+                        WHERE email_hash = \(emailHash) AND failed_at > \(windowStart)
+                        ORDER BY failed_at DESC OFFSET \(max(0, limit - 1)) LIMIT 1)
+                """
             )
             if let consecutive = try rows[0][0].decode(Int?.self), consecutive >= maxConsecutive {
                 return .factorLocked
@@ -400,15 +390,14 @@ struct UserStore: Sendable {
             try connection.execute(
                 """
                 WITH old AS (
-                    DELETE FROM \(schema).password_failures WHERE email_hash = $1 AND failed_at <= $3
+                    DELETE FROM \(schema).password_failures WHERE email_hash = \(emailHash) AND failed_at <= \(windowStart)
                 ), consecutive AS (
                     INSERT INTO \(schema).password_consecutive_failures AS c (email_hash, failures, last_failed_at)
-                    VALUES ($1, 1, $2)
-                    ON CONFLICT (email_hash) DO UPDATE SET failures = c.failures + 1, last_failed_at = $2
+                    VALUES (\(emailHash), 1, \(now))
+                    ON CONFLICT (email_hash) DO UPDATE SET failures = c.failures + 1, last_failed_at = EXCLUDED.last_failed_at
                 )
-                INSERT INTO \(schema).password_failures (email_hash, failed_at) VALUES ($1, $2)
-                """,
-                [.bytea(emailHash), .timestamptz(now), .timestamptz(windowStart)]
+                INSERT INTO \(schema).password_failures (email_hash, failed_at) VALUES (\(emailHash), \(now))
+                """
             )
             return .reserved
         }
@@ -419,10 +408,9 @@ struct UserStore: Sendable {
     func clearPasswordFailures(emailHash: [UInt8], on connection: PostgresConnection) throws {
         try connection.execute(
             """
-            WITH windowed AS (DELETE FROM \(schema).password_failures WHERE email_hash = $1)
-            DELETE FROM \(schema).password_consecutive_failures WHERE email_hash = $1
-            """,
-            [.bytea(emailHash)]
+            WITH windowed AS (DELETE FROM \(schema).password_failures WHERE email_hash = \(emailHash))
+            DELETE FROM \(schema).password_consecutive_failures WHERE email_hash = \(emailHash)
+            """
         )
     }
 
@@ -431,8 +419,7 @@ struct UserStore: Sendable {
     func unlockPassword(emailHash: [UInt8], maxConsecutive: Int) async throws -> Bool {
         try await pool.transaction { connection in
             let rows = try connection.execute(
-                "SELECT failures FROM \(schema).password_consecutive_failures WHERE email_hash = $1",
-                [.bytea(emailHash)]
+                "SELECT failures FROM \(schema).password_consecutive_failures WHERE email_hash = \(emailHash)"
             )
             let wasLocked = try rows.first.map { try $0[0].int >= maxConsecutive } ?? false
             try self.clearPasswordFailures(emailHash: emailHash, on: connection)
@@ -456,10 +443,9 @@ struct UserStore: Sendable {
                 // Only if the hash is still the one verified (a concurrent change wins).
                 let updated = try connection.execute(
                     """
-                    UPDATE \(schema).users SET password_hash = $2::text
-                    WHERE id = $1 AND password_hash = $3::text AND deleted_at IS NULL
-                    """,
-                    [.uuid(userID), .text(rehashed), .text(oldHash)]
+                    UPDATE \(schema).users SET password_hash = \(rehashed)::text
+                    WHERE id = \(userID) AND password_hash = \(oldHash)::text AND deleted_at IS NULL
+                    """
                 )
                 if updated.affectedRows == 1 {
                     var entry = audit
@@ -484,10 +470,10 @@ struct UserStore: Sendable {
         try await pool.transaction { connection in
             let rows = try connection.execute(
                 """
-                UPDATE \(schema).users SET password_hash = $2::text, email_verified = true, updated_at = $3
-                WHERE email = $1::text AND deleted_at IS NULL RETURNING id
-                """,
-                [.text(email), .text(passwordHash), .timestamptz(audit.occurredAt)]
+                UPDATE \(schema).users SET password_hash = \(passwordHash)::text, email_verified = true,
+                    updated_at = \(audit.occurredAt)
+                WHERE email = \(email)::text AND deleted_at IS NULL RETURNING id
+                """
             )
             guard let row = rows.first else { return nil }
             let id = try row[0].uuid
@@ -513,13 +499,9 @@ struct UserStore: Sendable {
         try await pool.transaction { connection in
             let rows = try connection.execute(
                 """
-                UPDATE \(schema).users SET password_hash = $2::text, updated_at = $4
-                WHERE id = $1 AND deleted_at IS NULL AND password_hash IS NOT DISTINCT FROM $3::text
-                """,
-                [
-                    .uuid(userID), .text(newHash), oldHash.map(PostgresValue.text) ?? .null,
-                    .timestamptz(audit.occurredAt),
-                ]
+                UPDATE \(schema).users SET password_hash = \(newHash)::text, updated_at = \(audit.occurredAt)
+                WHERE id = \(userID) AND deleted_at IS NULL AND password_hash IS NOT DISTINCT FROM \(oldHash)::text
+                """
             )
             guard rows.affectedRows == 1 else { return false }
             if let emailHash {
@@ -537,17 +519,12 @@ struct UserStore: Sendable {
             let rows = try connection.execute(
                 """
                 UPDATE \(schema).users SET
-                    display_name = COALESCE($2::text, display_name),
-                    photo_url = COALESCE($3::text, photo_url),
-                    onboarding_completed = COALESCE($4::boolean, onboarding_completed),
-                    updated_at = $5
-                WHERE id = $1 AND deleted_at IS NULL RETURNING id
-                """,
-                [
-                    .uuid(userID), changes.displayName.map(PostgresValue.text) ?? .null,
-                    changes.photoURL.map(PostgresValue.text) ?? .null,
-                    changes.onboardingCompleted.map(PostgresValue.bool) ?? .null, .timestamptz(audit.occurredAt),
-                ]
+                    display_name = COALESCE(\(changes.displayName)::text, display_name),
+                    photo_url = COALESCE(\(changes.photoURL)::text, photo_url),
+                    onboarding_completed = COALESCE(\(changes.onboardingCompleted)::boolean, onboarding_completed),
+                    updated_at = \(audit.occurredAt)
+                WHERE id = \(userID) AND deleted_at IS NULL RETURNING id
+                """
             )
             guard !rows.isEmpty else { return nil }
             try self.insertAudit(audit, on: connection)
@@ -563,30 +540,24 @@ struct UserStore: Sendable {
     func delete(userID: UUID, audit: AuditEntry) async throws -> Bool? {
         try await pool.transaction { connection in
             let rows = try connection.execute(
-                "SELECT email, deleted_at IS NOT NULL FROM \(schema).users WHERE id = $1 FOR UPDATE",
-                [.uuid(userID)]
+                "SELECT email, deleted_at IS NOT NULL FROM \(schema).users WHERE id = \(userID) FOR UPDATE"
             )
             guard let row = rows.first else { return nil }
             if try row[1].bool { return false }
             if let email = try row[0].decode(String?.self) {
                 try self.clearPasswordFailures(emailHash: SHA256.hash(email), on: connection)
             }
-            try connection.execute(
-                "DELETE FROM \(schema).provider_identities WHERE user_id = $1",
-                [.uuid(userID)]
-            )
+            try connection.execute("DELETE FROM \(schema).provider_identities WHERE user_id = \(userID)")
             try connection.execute(
                 """
                 UPDATE \(schema).users SET phone = NULL, email = NULL, phone_verified = false, email_verified = false,
                     display_name = '', photo_url = '', onboarding_completed = false, password_hash = NULL,
-                    updated_at = $2, deleted_at = $2
-                WHERE id = $1
-                """,
-                [.uuid(userID), .timestamptz(audit.occurredAt)]
+                    updated_at = \(audit.occurredAt), deleted_at = \(audit.occurredAt)
+                WHERE id = \(userID)
+                """
             )
             try connection.execute(
-                "UPDATE \(schema).audit_events SET client_ip = '' WHERE user_id = $1 AND client_ip <> ''",
-                [.uuid(userID)]
+                "UPDATE \(schema).audit_events SET client_ip = '' WHERE user_id = \(userID) AND client_ip <> ''"
             )
             var entry = audit
             entry.clientIP = ""
@@ -602,12 +573,12 @@ struct UserStore: Sendable {
         let rows = try await pool.query(
             """
             WITH expired AS (
-                DELETE FROM \(schema).used_id_tokens WHERE expires_at < $4
+                DELETE FROM \(schema).used_id_tokens WHERE expires_at < \(now)
             )
-            INSERT INTO \(schema).used_id_tokens (provider, token_key, expires_at) VALUES ($1::text, $2::text, $3)
+            INSERT INTO \(schema).used_id_tokens (provider, token_key, expires_at)
+            VALUES (\(provider.rawValue)::text, \(key)::text, \(expiresAt))
             ON CONFLICT DO NOTHING RETURNING 1
-            """,
-            [.text(provider.rawValue), .text(key), .timestamptz(expiresAt), .timestamptz(now)]
+            """
         )
         return rows.count == 1
     }
@@ -638,8 +609,10 @@ struct UserStore: Sendable {
     {
         try await pool.transaction { connection in
             if let existing = try connection.execute(
-                "SELECT user_id FROM \(schema).provider_identities WHERE provider = $1::text AND subject = $2::text",
-                [.text(identity.provider.rawValue), .text(identity.subject)]
+                """
+                SELECT user_id FROM \(schema).provider_identities
+                WHERE provider = \(identity.provider.rawValue)::text AND subject = \(identity.subject)::text
+                """
             ).first {
                 let id = try existing[0].uuid
                 var entry = audit
@@ -654,8 +627,7 @@ struct UserStore: Sendable {
             var owner: (id: UUID, emailVerified: Bool)?
             if let email = identity.email {
                 owner = try connection.execute(
-                    "SELECT id, email_verified FROM \(schema).users WHERE email = $1::text AND deleted_at IS NULL",
-                    [.text(email)]
+                    "SELECT id, email_verified FROM \(schema).users WHERE email = \(email)::text AND deleted_at IS NULL"
                 ).first.map { (try $0[0].uuid, try $0[1].bool) }
             }
             let linkTo = (owner?.emailVerified == true && identity.emailVerified) ? owner?.id : nil
@@ -666,24 +638,19 @@ struct UserStore: Sendable {
                 try connection.execute(
                     """
                     INSERT INTO \(schema).users (id, email, email_verified, display_name, photo_url, created_at, updated_at)
-                    VALUES ($1, $2::text, $3, $4::text, $5::text, $6, $6)
-                    """,
-                    [
-                        .uuid(newID), email.map(PostgresValue.text) ?? .null,
-                        .bool(email != nil && identity.emailVerified), .text(identity.name ?? ""),
-                        .text(identity.pictureURL ?? ""), .timestamptz(audit.occurredAt),
-                    ]
+                    VALUES (\(newID), \(email)::text, \(email != nil && identity.emailVerified),
+                        \(identity.name ?? "")::text, \(identity.pictureURL ?? "")::text, \(audit.occurredAt),
+                        \(audit.occurredAt))
+                    """
                 )
             }
             let inserted = try connection.execute(
                 """
                 INSERT INTO \(schema).provider_identities (provider, subject, user_id, email, created_at)
-                VALUES ($1::text, $2::text, $3, $4::text, $5) ON CONFLICT DO NOTHING RETURNING 1
-                """,
-                [
-                    .text(identity.provider.rawValue), .text(identity.subject), .uuid(userID),
-                    identity.email.map(PostgresValue.text) ?? .null, .timestamptz(audit.occurredAt),
-                ]
+                VALUES (\(identity.provider.rawValue)::text, \(identity.subject)::text, \(userID),
+                    \(identity.email)::text, \(audit.occurredAt))
+                ON CONFLICT DO NOTHING RETURNING 1
+                """
             )
             // Another sign-in with this identity committed first: undo ours, read theirs.
             guard inserted.count == 1 else { throw RetrySignIn() }

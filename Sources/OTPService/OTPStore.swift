@@ -59,19 +59,20 @@ struct OTPStore: Sendable {
     /// The channel the outbox announces new messages on (one per schema).
     let notifyChannel: String
 
+    /// The service's tables, each named with the schema.
     struct Tables: Sendable {
-        let verifications: String
-        let limitEvents: String
-        let locks: String
-        let messages: String
-        let pumpingCounts: String
-        let consecutiveFailures: String
+        let verifications: PostgresStatement
+        let limitEvents: PostgresStatement
+        let locks: PostgresStatement
+        let messages: PostgresStatement
+        let pumpingCounts: PostgresStatement
+        let consecutiveFailures: PostgresStatement
     }
 
     init(pool: PostgresPool, schema: String) {
         self.pool = pool
         self.schema = schema
-        let q = PostgresStatement.quotedIdentifier(schema)
+        let q = PostgresSchema(schema)
         self.t = Tables(
             verifications: "\(q).verifications",
             limitEvents: "\(q).limit_events",
@@ -94,25 +95,23 @@ struct OTPStore: Sendable {
     /// Serializes the transactions that count or change what belongs to `key` (released at
     /// commit or rollback).
     func lock(_ connection: PostgresConnection, _ key: String) throws {
-        try connection.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-            [.text("auth.otp.\(schema).\(key)")]
-        )
+        try connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(\(lockName(key)), 0))")
     }
 
     /// The times of `kind` events for `key` after `since`, oldest first.
     func events(_ connection: PostgresConnection, _ kind: String, _ key: String, since: Date) throws -> [Date] {
         let rows = try connection.execute(
-            "SELECT occurred_at FROM \(t.limitEvents) WHERE kind = $1 AND key = $2 AND occurred_at > $3 ORDER BY occurred_at",
-            [.text(kind), .text(key), .timestamptz(since)]
+            """
+            SELECT occurred_at FROM \(t.limitEvents) WHERE kind = \(kind) AND key = \(key) AND occurred_at > \(since)
+            ORDER BY occurred_at
+            """
         )
         return try rows.map { try $0[0].date }
     }
 
     func record(_ connection: PostgresConnection, _ kind: String, _ key: String, at: Date) throws {
         try connection.execute(
-            "INSERT INTO \(t.limitEvents) (kind, key, occurred_at) VALUES ($1, $2, $3)",
-            [.text(kind), .text(key), .timestamptz(at)]
+            "INSERT INTO \(t.limitEvents) (kind, key, occurred_at) VALUES (\(kind), \(key), \(at))"
         )
     }
 
@@ -128,10 +127,9 @@ struct OTPStore: Sendable {
     func locks(_ connection: PostgresConnection, destination: String, now: Date) throws -> DestinationLocks {
         let rows = try connection.execute(
             """
-            SELECT (SELECT locked_until FROM \(t.locks) WHERE destination = $1 AND locked_until > $2),
-                coalesce((SELECT failures FROM \(t.consecutiveFailures) WHERE destination = $1), 0)
-            """,
-            [.text(destination), .timestamptz(now)]
+            SELECT (SELECT locked_until FROM \(t.locks) WHERE destination = \(destination) AND locked_until > \(now)),
+                coalesce((SELECT failures FROM \(t.consecutiveFailures) WHERE destination = \(destination)), 0)
+            """
         )
         return DestinationLocks(lockedUntil: try rows[0][0].decode(Date?.self), consecutiveFailures: try rows[0][1].int)
     }
@@ -140,10 +138,10 @@ struct OTPStore: Sendable {
     func countConsecutiveFailure(_ connection: PostgresConnection, destination: String, at now: Date) throws {
         try connection.execute(
             """
-            INSERT INTO \(t.consecutiveFailures) AS c (destination, failures, last_failed_at) VALUES ($1, 1, $2)
-            ON CONFLICT (destination) DO UPDATE SET failures = c.failures + 1, last_failed_at = $2
-            """,
-            [.text(destination), .timestamptz(now)]
+            INSERT INTO \(t.consecutiveFailures) AS c (destination, failures, last_failed_at)
+            VALUES (\(destination), 1, \(now))
+            ON CONFLICT (destination) DO UPDATE SET failures = c.failures + 1, last_failed_at = EXCLUDED.last_failed_at
+            """
         )
     }
 
@@ -153,12 +151,14 @@ struct OTPStore: Sendable {
     func forget(destination: String) async throws -> Int {
         let rows = try await pool.query(
             """
-            WITH events AS (DELETE FROM \(t.limitEvents) WHERE kind IN ('start_destination', 'resend', 'wrong_code') AND key = $1),
-                locked AS (DELETE FROM \(t.locks) WHERE destination = $1),
-                consecutive AS (DELETE FROM \(t.consecutiveFailures) WHERE destination = $1)
-            DELETE FROM \(t.verifications) WHERE destination = $1
-            """,
-            [.text(destination)]
+            WITH events AS (
+                    DELETE FROM \(t.limitEvents)
+                    WHERE kind IN ('start_destination', 'resend', 'wrong_code') AND key = \(destination)
+                ),
+                locked AS (DELETE FROM \(t.locks) WHERE destination = \(destination)),
+                consecutive AS (DELETE FROM \(t.consecutiveFailures) WHERE destination = \(destination))
+            DELETE FROM \(t.verifications) WHERE destination = \(destination)
+            """
         )
         return rows.affectedRows ?? 0
     }
@@ -168,17 +168,15 @@ struct OTPStore: Sendable {
     func unlock(destination: String, maxConsecutive: Int) async throws -> Bool {
         try await pool.transaction { connection in
             let rows = try connection.execute(
-                "SELECT failures FROM \(t.consecutiveFailures) WHERE destination = $1 FOR UPDATE",
-                [.text(destination)]
+                "SELECT failures FROM \(t.consecutiveFailures) WHERE destination = \(destination) FOR UPDATE"
             )
             let wasLocked = try rows.first.map { try $0[0].int >= maxConsecutive } ?? false
             try connection.execute(
                 """
-                WITH consecutive AS (DELETE FROM \(t.consecutiveFailures) WHERE destination = $1),
-                    wrong AS (DELETE FROM \(t.limitEvents) WHERE kind = 'wrong_code' AND key = $1)
-                DELETE FROM \(t.locks) WHERE destination = $1
-                """,
-                [.text(destination)]
+                WITH consecutive AS (DELETE FROM \(t.consecutiveFailures) WHERE destination = \(destination)),
+                    wrong AS (DELETE FROM \(t.limitEvents) WHERE kind = 'wrong_code' AND key = \(destination))
+                DELETE FROM \(t.locks) WHERE destination = \(destination)
+                """
             )
             return wasLocked
         }
@@ -187,10 +185,9 @@ struct OTPStore: Sendable {
     func lockDestination(_ connection: PostgresConnection, destination: String, until: Date) throws {
         try connection.execute(
             """
-            INSERT INTO \(t.locks) (destination, locked_until) VALUES ($1, $2)
-            ON CONFLICT (destination) DO UPDATE SET locked_until = GREATEST(\(t.locks).locked_until, EXCLUDED.locked_until)
-            """,
-            [.text(destination), .timestamptz(until)]
+            INSERT INTO \(t.locks) AS l (destination, locked_until) VALUES (\(destination), \(until))
+            ON CONFLICT (destination) DO UPDATE SET locked_until = GREATEST(l.locked_until, EXCLUDED.locked_until)
+            """
         )
     }
 
@@ -200,22 +197,22 @@ struct OTPStore: Sendable {
     }
 
     /// SQL that adds one to `column` (`started` or `verified`) of the pumping guard's count for
-    /// a calling code's minute, in one of 4 shards (so concurrent codes to one country rarely
-    /// wait for the same row), when `condition` holds: a statement, or a CTE of one. The
-    /// arguments are the SQL of each value (`$n`).
+    /// a calling code's minute (the one `startedAt` falls in), in one of 4 shards (so concurrent
+    /// codes to one country rarely wait for the same row), when `condition` holds: a statement,
+    /// or a CTE of one.
     func pumpingCountIncrement(
         _ column: PumpingColumn,
         callingCode: String,
-        minute: String,
-        shard: String,
-        when condition: String
-    ) -> String {
-        """
-        INSERT INTO \(t.pumpingCounts) AS p (calling_code, minute, shard, started, verified)
-        SELECT \(callingCode), \(minute), \(shard), \(column == .started ? 1 : 0), \(column == .verified ? 1 : 0)
-        WHERE \(condition)
-        ON CONFLICT (calling_code, minute, shard) DO UPDATE SET \(column.rawValue) = p.\(column.rawValue) + 1
-        """
+        startedAt: Date,
+        when condition: Bool
+    ) -> PostgresStatement {
+        let counts: PostgresStatement = column == .started ? "1, 0" : "0, 1"
+        return """
+            INSERT INTO \(t.pumpingCounts) AS p (calling_code, minute, shard, started, verified)
+            SELECT \(callingCode)::text, \(Self.minute(of: startedAt)), \(Self.pumpingShard()), \(counts)
+            WHERE \(condition)
+            ON CONFLICT (calling_code, minute, shard) DO UPDATE SET \(identifier: column.rawValue) = p.\(identifier: column.rawValue) + 1
+            """
     }
 
     enum PumpingColumn: String {
@@ -232,11 +229,20 @@ struct OTPStore: Sendable {
     /// Takes the transaction-scoped advisory locks of `keys`, in that order, in one statement.
     func lock(_ connection: PostgresConnection, keys: [String]) throws {
         precondition(!keys.isEmpty && keys.count <= 2)
-        let calls = (1...keys.count).map { "pg_advisory_xact_lock(hashtextextended($\($0), 0))" }.joined(
-            separator: ", "
-        )
-        try connection.execute("SELECT \(calls)", keys.map { .text("auth.otp.\(schema).\($0)") })
+        if keys.count == 1 {
+            try self.lock(connection, keys[0])
+        } else {
+            try connection.execute(
+                """
+                SELECT pg_advisory_xact_lock(hashtextextended(\(lockName(keys[0])), 0)),
+                    pg_advisory_xact_lock(hashtextextended(\(lockName(keys[1])), 0))
+                """
+            )
+        }
     }
+
+    /// The name hashed into the advisory lock of `key` (one set of locks per schema).
+    private func lockName(_ key: String) -> String { "auth.otp.\(schema).\(key)" }
 
     /// What a Start's limits look at, read in one statement under the destination's (and the
     /// client IP's) lock.
@@ -267,25 +273,24 @@ struct OTPStore: Sendable {
         let rows = try connection.execute(
             """
             SELECT
-                (SELECT count(*) FROM \(t.limitEvents) WHERE kind = 'wrong_code' AND key = $1 AND occurred_at > $2),
-                (SELECT locked_until FROM \(t.locks) WHERE destination = $1 AND locked_until > $3),
-                coalesce((SELECT failures FROM \(t.consecutiveFailures) WHERE destination = $1), 0),
-                (SELECT occurred_at FROM \(t.limitEvents) WHERE kind = 'start_destination' AND key = $1 AND occurred_at > $4
-                    ORDER BY occurred_at DESC OFFSET $5 LIMIT 1),
-                (SELECT occurred_at FROM \(t.limitEvents) WHERE kind = 'start_ip' AND key = $6 AND occurred_at > $4
-                    ORDER BY occurred_at DESC OFFSET $7 LIMIT 1),
+                (SELECT count(*) FROM \(t.limitEvents)
+                    WHERE kind = 'wrong_code' AND key = \(destination.normalized) AND occurred_at > \(attemptsSince)),
+                (SELECT locked_until FROM \(t.locks) WHERE destination = \(destination.normalized) AND locked_until > \(now)),
+                coalesce((SELECT failures FROM \(t.consecutiveFailures) WHERE destination = \(destination.normalized)), 0),
+                (SELECT occurred_at FROM \(t.limitEvents)
+                    WHERE kind = 'start_destination' AND key = \(destination.normalized) AND occurred_at > \(hourAgo)
+                    ORDER BY occurred_at DESC OFFSET \(max(0, destinationLimit - 1)) LIMIT 1),
+                (SELECT occurred_at FROM \(t.limitEvents)
+                    WHERE kind = 'start_ip' AND key = \(clientIPKey) AND occurred_at > \(hourAgo)
+                    ORDER BY occurred_at DESC OFFSET \(max(0, ipLimit - 1)) LIMIT 1),
                 p.started, p.verified, p.oldest
             FROM (
                 SELECT coalesce(sum(started), 0), coalesce(sum(verified), 0), min(minute) FILTER (WHERE started > 0)
-                FROM \(t.pumpingCounts) WHERE calling_code = $8 AND minute >= $9
+                FROM \(t.pumpingCounts)
+                WHERE calling_code = \(destination.channel == .sms ? destination.callingCode : "")
+                    AND minute >= \(Self.minute(of: hourAgo))
             ) p (started, verified, oldest)
-            """,
-            [
-                .text(destination.normalized), .timestamptz(attemptsSince), .timestamptz(now), .timestamptz(hourAgo),
-                .int64(Int64(max(0, destinationLimit - 1))), .text(clientIPKey), .int64(Int64(max(0, ipLimit - 1))),
-                .text(destination.channel == .sms ? destination.callingCode : ""),
-                .timestamptz(Self.minute(of: hourAgo)),
-            ]
+            """
         )
         let row = rows[0]
         return StartFigures(
@@ -320,41 +325,41 @@ struct OTPStore: Sendable {
     ) throws {
         // Two texts, each prepared once: claimed (`sending`, leased, counted as one attempt) and
         // announced (`queued`, NOTIFY).
-        let claimColumns = claim == nil ? "" : ", state, claimed_until, claimed_by, attempts, total_attempts"
-        let claimValues = claim == nil ? "" : ", 'sending', $15, $16, 1, 1"
-        let announce = claim == nil ? "SELECT pg_notify($15, '')" : "SELECT 1"
-        let last: [PostgresValue] =
-            claim.map { [.timestamptz($0.leaseUntil), .text($0.worker)] } ?? [.text(notifyChannel)]
-        // The per-IP budget's key (an IPv6 client's /64) and whether it is a decoy come after them.
-        let ipKeyParameter = "$\(15 + last.count)"
-        let decoyParameter = "$\(16 + last.count)"
+        let claimColumns: PostgresStatement =
+            claim == nil ? "" : ", state, claimed_until, claimed_by, attempts, total_attempts"
+        let claimValues: PostgresStatement = claim.map { ", 'sending', \($0.leaseUntil), \($0.worker), 1, 1" } ?? ""
+        let announce: PostgresStatement = claim == nil ? "SELECT pg_notify(\(notifyChannel), '')" : "SELECT 1"
+        let pumping = pumpingCountIncrement(
+            .started,
+            callingCode: destination.callingCode,
+            startedAt: now,
+            when: destination.channel == .sms && !decoy
+        )
         try connection.executeAndCommit(
             """
             WITH verification AS (
                 INSERT INTO \(t.verifications) (id, channel, destination, calling_code, purpose, locale, client_ip, code_mac,
                     created_at, expires_at, last_sent_at, decoy)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $9, \(decoyParameter))
+                VALUES (\(id), \(destination.channel.rawValue), \(destination.normalized), \(destination.callingCode),
+                    \(purpose.rawValue), \(locale), \(clientIP), \(codeMAC), \(now), \(expiresAt), \(now), \(decoy))
                 RETURNING id
             ), events AS (
                 INSERT INTO \(t.limitEvents) (kind, key, occurred_at)
-                SELECT e.kind, e.key, $9 FROM (VALUES ('start_destination', $3), ('start_ip', \(ipKeyParameter))) e (kind, key)
+                SELECT e.kind, e.key, \(now)
+                FROM (VALUES ('start_destination', \(destination.normalized)), ('start_ip', \(clientIPKey))) e (kind, key)
                 WHERE e.key <> ''
             ), message AS (
                 INSERT INTO \(t.messages) (id, verification_id, channel, destination, calling_code, code, purpose, locale,
                     created_at, next_attempt_at, updated_at\(claimColumns))
-                SELECT $11, verification.id, $2, $3, $4, $12, $5, $6, $9, $9, $9\(claimValues) FROM verification
-                WHERE NOT \(decoyParameter)
+                SELECT \(messageID), verification.id, \(destination.channel.rawValue), \(destination.normalized),
+                    \(destination.callingCode), \(code), \(purpose.rawValue), \(locale), \(now), \(now), \(now)\(claimValues)
+                FROM verification
+                WHERE NOT \(decoy)
             ), pumping AS (
-                \(pumpingCountIncrement(.started, callingCode: "$4", minute: "$13", shard: "$14", when: "$2 = 'sms' AND NOT \(decoyParameter)"))
+                \(pumping)
             )
             \(announce)
-            """,
-            [
-                .uuid(id), .text(destination.channel.rawValue), .text(destination.normalized),
-                .text(destination.callingCode), .text(purpose.rawValue), .text(locale), .text(clientIP),
-                .bytea(codeMAC), .timestamptz(now), .timestamptz(expiresAt), .uuid(messageID), .text(code),
-                .timestamptz(Self.minute(of: now)), .int64(Self.pumpingShard()),
-            ] + last + [.text(clientIPKey), .bool(decoy)]
+            """
         )
     }
 
@@ -376,13 +381,9 @@ struct OTPStore: Sendable {
             """
             INSERT INTO \(t.verifications) (id, channel, destination, calling_code, purpose, locale, client_ip, code_mac,
                 created_at, expires_at, last_sent_at, test_destination)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $9, $11)
-            """,
-            [
-                .uuid(id), .text(destination.channel.rawValue), .text(destination.normalized),
-                .text(destination.callingCode), .text(purpose.rawValue), .text(locale), .text(clientIP),
-                .bytea(codeMAC), .timestamptz(now), .timestamptz(expiresAt), .bool(test),
-            ]
+            VALUES (\(id), \(destination.channel.rawValue), \(destination.normalized), \(destination.callingCode),
+                \(purpose.rawValue), \(locale), \(clientIP), \(codeMAC), \(now), \(expiresAt), \(now), \(test))
+            """
         )
     }
 
@@ -391,9 +392,8 @@ struct OTPStore: Sendable {
             """
             SELECT id, channel, destination, purpose, locale, code_mac, created_at, expires_at, last_sent_at, resends,
                 status, test_destination, decoy
-            FROM \(t.verifications) WHERE id = $1 FOR UPDATE
-            """,
-            [.uuid(id)]
+            FROM \(t.verifications) WHERE id = \(id) FOR UPDATE
+            """
         )
         guard let row = rows.first else { return nil }
         let destination = Destination(stored: try row[2].string)
@@ -419,10 +419,10 @@ struct OTPStore: Sendable {
     func replaceCode(_ connection: PostgresConnection, id: UUID, codeMAC: [UInt8], now: Date, expiresAt: Date) throws {
         try connection.execute(
             """
-            UPDATE \(t.verifications) SET code_mac = $2, expires_at = $3, last_sent_at = $4, resends = resends + 1
-            WHERE id = $1
-            """,
-            [.uuid(id), .bytea(codeMAC), .timestamptz(expiresAt), .timestamptz(now)]
+            UPDATE \(t.verifications)
+            SET code_mac = \(codeMAC), expires_at = \(expiresAt), last_sent_at = \(now), resends = resends + 1
+            WHERE id = \(id)
+            """
         )
     }
 
@@ -441,21 +441,17 @@ struct OTPStore: Sendable {
         try connection.executeAndCommit(
             """
             WITH verified AS (
-                UPDATE \(t.verifications) SET status = 'verified', verified_at = $2 WHERE id = $1
+                UPDATE \(t.verifications) SET status = 'verified', verified_at = \(now) WHERE id = \(id)
             ), consecutive AS (
-                DELETE FROM \(t.consecutiveFailures) WHERE destination = $7
+                DELETE FROM \(t.consecutiveFailures) WHERE destination = \(destination)
             )
-            \(pumpingCountIncrement(.verified, callingCode: "$3::text", minute: "$4", shard: "$5", when: "$6"))
-            """,
-            [
-                .uuid(id), .timestamptz(now), .text(pumpingCallingCode ?? ""), .timestamptz(Self.minute(of: startedAt)),
-                .int64(Self.pumpingShard()), .bool(pumpingCallingCode != nil), .text(destination),
-            ]
+            \(pumpingCountIncrement(.verified, callingCode: pumpingCallingCode ?? "", startedAt: startedAt, when: pumpingCallingCode != nil))
+            """
         )
     }
 
     func markFailed(_ connection: PostgresConnection, id: UUID) throws {
-        try connection.execute("UPDATE \(t.verifications) SET status = 'failed' WHERE id = $1", [.uuid(id)])
+        try connection.execute("UPDATE \(t.verifications) SET status = 'failed' WHERE id = \(id)")
     }
 
     // MARK: Outbox
@@ -475,15 +471,11 @@ struct OTPStore: Sendable {
             """
             INSERT INTO \(t.messages) (id, verification_id, channel, destination, calling_code, code, purpose, locale,
                 created_at, next_attempt_at, updated_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $9)
-            """,
-            [
-                .uuid(CodeMAC.newID()), .uuid(verificationID), .text(destination.channel.rawValue),
-                .text(destination.normalized), .text(destination.callingCode), .text(code), .text(purpose.rawValue),
-                .text(locale), .timestamptz(now),
-            ]
+            VALUES (\(CodeMAC.newID()), \(verificationID), \(destination.channel.rawValue), \(destination.normalized),
+                \(destination.callingCode), \(code), \(purpose.rawValue), \(locale), \(now), \(now), \(now))
+            """
         )
-        try connection.execute("SELECT pg_notify($1, '')", [.text(notifyChannel)])
+        try connection.execute("SELECT pg_notify(\(notifyChannel), '')")
     }
 
     /// A resend makes the verification's unsent messages pointless (their code no longer
@@ -492,10 +484,9 @@ struct OTPStore: Sendable {
     func supersede(_ connection: PostgresConnection, verificationID: UUID, now: Date) throws {
         try connection.execute(
             """
-            UPDATE \(t.messages) SET state = 'superseded', code = NULL, updated_at = $2
-            WHERE verification_id = $1 AND state = 'queued'
-            """,
-            [.uuid(verificationID), .timestamptz(now)]
+            UPDATE \(t.messages) SET state = 'superseded', code = NULL, updated_at = \(now)
+            WHERE verification_id = \(verificationID) AND state = 'queued'
+            """
         )
     }
 
@@ -506,18 +497,17 @@ struct OTPStore: Sendable {
             """
             WITH due AS (
                 SELECT id FROM \(t.messages)
-                WHERE (state = 'queued' AND next_attempt_at <= $1) OR (state = 'sending' AND claimed_until <= $1)
+                WHERE (state = 'queued' AND next_attempt_at <= \(now)) OR (state = 'sending' AND claimed_until <= \(now))
                 ORDER BY next_attempt_at
-                LIMIT $4
+                LIMIT \(limit)
                 FOR UPDATE SKIP LOCKED
             )
-            UPDATE \(t.messages) m SET state = 'sending', claimed_until = $2, claimed_by = $3,
-                attempts = m.attempts + 1, total_attempts = m.total_attempts + 1, updated_at = $1
+            UPDATE \(t.messages) m SET state = 'sending', claimed_until = \(leaseUntil), claimed_by = \(worker),
+                attempts = m.attempts + 1, total_attempts = m.total_attempts + 1, updated_at = \(now)
             FROM due WHERE m.id = due.id
             RETURNING m.id, m.verification_id, m.channel, m.destination, m.calling_code, m.code, m.purpose, m.locale,
                 m.created_at, m.provider_index, m.attempts
-            """,
-            [.timestamptz(now), .timestamptz(leaseUntil), .text(worker), .int64(Int64(limit))]
+            """
         )
         return try rows.map { row in
             ClaimedMessage(
@@ -540,11 +530,11 @@ struct OTPStore: Sendable {
     func markSent(id: UUID, provider: String, providerMessageID: String?, now: Date) async throws {
         try await pool.query(
             """
-            UPDATE \(t.messages) SET state = 'sent', code = NULL, provider = $2, provider_message_id = $3, sent_at = $4,
-                updated_at = $4, claimed_until = NULL, claimed_by = NULL
-            WHERE id = $1 AND state IN ('queued', 'sending')
-            """,
-            [.uuid(id), .text(provider), providerMessageID.map { .text($0) } ?? .null, .timestamptz(now)]
+            UPDATE \(t.messages) SET state = 'sent', code = NULL, provider = \(provider),
+                provider_message_id = \(providerMessageID)::text, sent_at = \(now), updated_at = \(now),
+                claimed_until = NULL, claimed_by = NULL
+            WHERE id = \(id) AND state IN ('queued', 'sending')
+            """
         )
     }
 
@@ -561,15 +551,11 @@ struct OTPStore: Sendable {
     ) async throws {
         try await pool.query(
             """
-            UPDATE \(t.messages) SET state = 'queued', next_attempt_at = $3, provider_index = $4,
-                attempts = CASE WHEN $5 THEN 0 ELSE attempts END, provider = $6, last_error = $7, updated_at = $8,
-                claimed_until = NULL, claimed_by = NULL
-            WHERE id = $1 AND state = 'sending' AND claimed_by = $2
-            """,
-            [
-                .uuid(id), .text(worker), .timestamptz(at), .int32(Int32(providerIndex)), .bool(resetAttempts),
-                .text(provider), .text(error), .timestamptz(now),
-            ]
+            UPDATE \(t.messages) SET state = 'queued', next_attempt_at = \(at), provider_index = \(Int32(providerIndex)),
+                attempts = CASE WHEN \(resetAttempts) THEN 0 ELSE attempts END, provider = \(provider),
+                last_error = \(error), updated_at = \(now), claimed_until = NULL, claimed_by = NULL
+            WHERE id = \(id) AND state = 'sending' AND claimed_by = \(worker)
+            """
         )
     }
 
@@ -577,11 +563,10 @@ struct OTPStore: Sendable {
     func markDead(id: UUID, provider: String, error: String, now: Date) async throws {
         try await pool.query(
             """
-            UPDATE \(t.messages) SET state = 'failed', code = NULL, provider = $2, last_error = $3, updated_at = $4,
-                claimed_until = NULL, claimed_by = NULL
-            WHERE id = $1 AND state IN ('queued', 'sending')
-            """,
-            [.uuid(id), .text(provider), .text(error), .timestamptz(now)]
+            UPDATE \(t.messages) SET state = 'failed', code = NULL, provider = \(provider), last_error = \(error),
+                updated_at = \(now), claimed_until = NULL, claimed_by = NULL
+            WHERE id = \(id) AND state IN ('queued', 'sending')
+            """
         )
     }
 
@@ -589,11 +574,10 @@ struct OTPStore: Sendable {
     func reportDelivery(providerMessageID: String, delivered: Bool, error: String, now: Date) async throws -> Bool {
         let rows = try await pool.query(
             """
-            UPDATE \(t.messages) SET state = $2, last_error = CASE WHEN $2 = 'failed' THEN $3 ELSE last_error END,
-                updated_at = $4, code = NULL
-            WHERE provider_message_id = $1 AND state IN ('sent', 'delivered', 'failed')
-            """,
-            [.text(providerMessageID), .text(delivered ? "delivered" : "failed"), .text(error), .timestamptz(now)]
+            UPDATE \(t.messages) SET state = \(delivered ? "delivered" : "failed"),
+                last_error = CASE WHEN \(delivered) THEN last_error ELSE \(error) END, updated_at = \(now), code = NULL
+            WHERE provider_message_id = \(providerMessageID) AND state IN ('sent', 'delivered', 'failed')
+            """
         )
         return (rows.affectedRows ?? 0) > 0
     }
@@ -612,9 +596,8 @@ struct OTPStore: Sendable {
                 SELECT * FROM \(t.messages) x WHERE x.verification_id = v.id AND x.state <> 'superseded'
                 ORDER BY x.created_at DESC LIMIT 1
             ) m ON true
-            WHERE v.id = $1
-            """,
-            [.uuid(verificationID)]
+            WHERE v.id = \(verificationID)
+            """
         )
         guard let row = rows.first else { return nil }
         let destination = try row[0].string
@@ -643,21 +626,19 @@ struct OTPStore: Sendable {
             """
             DELETE FROM \(t.verifications) WHERE id IN (
                 SELECT v.id FROM \(t.verifications) v
-                WHERE v.expires_at < $1
+                WHERE v.expires_at < \(cutoff)
                   AND NOT EXISTS (SELECT 1 FROM \(t.messages) m WHERE m.verification_id = v.id AND m.state IN ('queued', 'sending'))
-                LIMIT $2)
-            """,
-            [.timestamptz(cutoff), .int64(Int64(batch))]
+                LIMIT \(batch))
+            """
         )
         let events = try await pool.query(
-            "DELETE FROM \(t.limitEvents) WHERE ctid IN (SELECT ctid FROM \(t.limitEvents) WHERE occurred_at < $1 LIMIT $2)",
-            [.timestamptz(eventCutoff), .int64(Int64(batch))]
+            """
+            DELETE FROM \(t.limitEvents)
+            WHERE ctid IN (SELECT ctid FROM \(t.limitEvents) WHERE occurred_at < \(eventCutoff) LIMIT \(batch))
+            """
         )
-        try await pool.query("DELETE FROM \(t.locks) WHERE locked_until < $1", [.timestamptz(eventCutoff)])
-        try await pool.query(
-            "DELETE FROM \(t.pumpingCounts) WHERE minute < $1",
-            [.timestamptz(Self.minute(of: eventCutoff))]
-        )
+        try await pool.query("DELETE FROM \(t.locks) WHERE locked_until < \(eventCutoff)")
+        try await pool.query("DELETE FROM \(t.pumpingCounts) WHERE minute < \(Self.minute(of: eventCutoff))")
         return (verifications.affectedRows ?? 0, events.affectedRows ?? 0)
     }
 }

@@ -60,22 +60,17 @@ struct SecurityEvent: Sendable {
         return (try? encoder.encode(details)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 
-    static func insertStatement(schema quotedSchema: String) -> String {
+    /// The statement that inserts the event into `schema`'s `security_events`.
+    func insertStatement(schema: PostgresSchema) -> PostgresStatement {
         """
-        INSERT INTO \(quotedSchema).security_events (session_id, user_id, kind, occurred_at, client_ip, details)
-        VALUES ($1, $2::text, $3::text, $4, $5::text, $6::jsonb)
+        INSERT INTO \(schema).security_events (session_id, user_id, kind, occurred_at, client_ip, details)
+        VALUES (\(sessionID), \(userID)::text, \(kind.rawValue)::text, \(occurredAt), \(clientIP)::text,
+            \(detailsJSON)::jsonb)
         """
-    }
-
-    var parameters: [PostgresValue] {
-        [
-            sessionID.map(PostgresValue.uuid) ?? .null, userID.map(PostgresValue.text) ?? .null, .text(kind.rawValue),
-            .timestamptz(occurredAt), .text(clientIP), .text(detailsJSON),
-        ]
     }
 
     /// Inserts the event on `connection` (inside the caller's transaction, if any).
-    func insert(schema quotedSchema: String, connection: PostgresConnection) throws {
-        try connection.execute(Self.insertStatement(schema: quotedSchema), parameters)
+    func insert(schema: PostgresSchema, connection: PostgresConnection) throws {
+        try connection.execute(self.insertStatement(schema: schema))
     }
 }

@@ -52,22 +52,27 @@ struct RotationWrite: Sendable {
 /// Statements are prepared once per connection by AuthPostgres.
 struct SessionStore: Sendable {
     let pool: PostgresPool
-    private let sql: Statements
+    private let schema: PostgresSchema
 
     init(pool: PostgresPool, schema: String) {
         self.pool = pool
-        self.sql = Statements(schema: PostgresStatement.quotedIdentifier(schema))
+        self.schema = PostgresSchema(schema)
     }
 
     func insert(_ session: NewSession) async throws {
         try await pool.query(
-            sql.insertSession,
-            [
-                .uuid(session.id), .text(session.userID), .text(session.amr.joined(separator: " ")),
-                .text(session.devicePlatform), .text(session.deviceName), .text(session.deviceUserAgent),
-                .text(session.clientIP), .timestamptz(session.createdAt), .timestamptz(session.expiresAt),
-                .timestamptz(session.refreshTokenExpiresAt), .bytea(session.refreshTokenHash),
-            ]
+            """
+            WITH created AS (
+                INSERT INTO \(schema).sessions (id, user_id, amr, device_platform, device_name, device_user_agent,
+                    client_ip, last_client_ip, created_at, expires_at, refresh_expires_at)
+                VALUES (\(session.id), \(session.userID), string_to_array(\(session.amr.joined(separator: " "))::text, ' '),
+                    \(session.devicePlatform), \(session.deviceName), \(session.deviceUserAgent), \(session.clientIP)::text,
+                    \(session.clientIP)::text, \(session.createdAt), \(session.expiresAt), \(session.refreshTokenExpiresAt))
+                RETURNING id
+            )
+            INSERT INTO \(schema).refresh_tokens (token_hash, session_id, generation, issued_at, expires_at)
+            SELECT \(session.refreshTokenHash), id, 0, \(session.createdAt), \(session.refreshTokenExpiresAt) FROM created
+            """
         )
     }
 
@@ -75,19 +80,30 @@ struct SessionStore: Sendable {
     /// its read, its decision, its signing and its write there, with one lease and one thread
     /// hop instead of one per statement.
     func withConnection<R: Sendable>(_ body: @Sendable (Queries) throws -> R) async throws -> R {
-        let sql = self.sql
-        return try await pool.withConnection { try body(Queries(connection: $0, sql: sql)) }
+        let schema = self.schema
+        return try await pool.withConnection { try body(Queries(connection: $0, schema: schema)) }
     }
 
     /// The statements of the refresh path on one connection (each its own implicit
     /// transaction: the compare-and-set needs no explicit one).
     struct Queries {
         let connection: PostgresConnection
-        fileprivate let sql: Statements
+        fileprivate let schema: PostgresSchema
 
         /// The presented token and its session, in one snapshot; nil for an unknown token.
         func refreshState(tokenHash: [UInt8]) throws -> RefreshTokenState? {
-            let rows = try connection.execute(sql.refreshState, [.bytea(tokenHash)])
+            // The successor's row (next generation) says whether and when the token was used,
+            // and holds the pair sealed for it.
+            let rows = try connection.execute(
+                """
+                SELECT t.session_id, t.generation, t.expires_at, n.issued_at, n.sealed_for_predecessor,
+                    s.user_id, array_to_string(s.amr, ' '), s.generation, s.expires_at, s.revoked_at
+                FROM \(schema).refresh_tokens t
+                JOIN \(schema).sessions s ON s.id = t.session_id
+                LEFT JOIN \(schema).refresh_tokens n ON n.session_id = t.session_id AND n.generation = t.generation + 1
+                WHERE t.token_hash = \(tokenHash)
+                """
+            )
             guard let row = rows.first else { return nil }
             return RefreshTokenState(
                 sessionID: try row[0].uuid,
@@ -107,28 +123,49 @@ struct SessionStore: Sendable {
         /// sealed for the presented token), in one statement, only if the session is still at
         /// `fromGeneration` and not revoked. Returns whether it did.
         func rotate(_ write: RotationWrite) throws -> Bool {
+            // The UPDATE of the session is the compare-and-set: under READ COMMITTED a
+            // concurrent rotation makes it re-check `generation = fromGeneration` on the new row
+            // version, which fails, so no successor is inserted either. The successor's row is
+            // what marks the presented token used.
             let rows = try connection.execute(
-                sql.rotate,
-                [
-                    .uuid(write.sessionID), .int64(write.fromGeneration), .timestamptz(write.now),
-                    .bytea(write.successorHash), .timestamptz(write.successorExpiresAt), .bytea(write.successorSealed),
-                    .text(write.clientIP),
-                ]
+                """
+                WITH advanced AS (
+                    UPDATE \(schema).sessions
+                    SET generation = generation + 1, last_refreshed_at = \(write.now),
+                        refresh_expires_at = \(write.successorExpiresAt),
+                        last_client_ip = CASE WHEN \(write.clientIP)::text = '' THEN last_client_ip
+                            ELSE \(write.clientIP)::text END
+                    WHERE id = \(write.sessionID) AND generation = \(write.fromGeneration) AND revoked_at IS NULL
+                    RETURNING id, generation
+                )
+                INSERT INTO \(schema).refresh_tokens
+                    (token_hash, session_id, generation, issued_at, expires_at, sealed_for_predecessor)
+                SELECT \(write.successorHash), advanced.id, advanced.generation, \(write.now), \(write.successorExpiresAt),
+                    \(write.successorSealed)
+                FROM advanced
+                """
             )
             return rows.affectedRows == 1
         }
 
         /// Inserts a security event.
         func record(_ event: SecurityEvent) throws {
-            try connection.execute(sql.securityEvent, event.parameters)
+            try event.insert(schema: schema, connection: connection)
         }
 
         /// Revokes a session whose used refresh token came back, and records a security event
         /// (once: only if this call revoked it).
         func revokeForReuse(sessionID: UUID, now: Date, clientIP: String, details: String) throws {
             try connection.execute(
-                sql.revokeForReuse,
-                [.uuid(sessionID), .timestamptz(now), .text(clientIP), .text(details)]
+                """
+                WITH revoked AS (
+                    UPDATE \(schema).sessions SET revoked_at = \(now), revoke_reason = 'refresh_token_reused'
+                    WHERE id = \(sessionID) AND revoked_at IS NULL
+                    RETURNING id, user_id
+                )
+                INSERT INTO \(schema).security_events (session_id, user_id, kind, occurred_at, client_ip, details)
+                SELECT id, user_id, 'refresh_token_reused', \(now), \(clientIP)::text, \(details)::jsonb FROM revoked
+                """
             )
         }
     }
@@ -149,9 +186,18 @@ struct SessionStore: Sendable {
         reason: String,
         now: Date
     ) async throws -> (found: Bool, revoked: Bool) {
+        let owner = userID ?? ""
         let rows = try await pool.query(
-            sql.revoke,
-            [.uuid(sessionID), .text(userID ?? ""), .timestamptz(now), .text(reason)]
+            """
+            WITH target AS (
+                SELECT id FROM \(schema).sessions WHERE id = \(sessionID) AND (\(owner)::text = '' OR user_id = \(owner)::text)
+            ), revoked AS (
+                UPDATE \(schema).sessions s SET revoked_at = \(now), revoke_reason = \(reason)::text
+                FROM target WHERE s.id = target.id AND s.revoked_at IS NULL
+                RETURNING s.id
+            )
+            SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM revoked)
+            """
         )
         guard let row = rows.first else { return (false, false) }
         return (try row[0].int > 0, try row[1].int > 0)
@@ -160,10 +206,11 @@ struct SessionStore: Sendable {
     /// Revokes every live session of `userID` except `except`; returns how many.
     func revokeAll(userID: String, except: UUID?, reason: String, now: Date) async throws -> Int {
         let rows = try await pool.query(
-            sql.revokeAll,
-            [
-                .text(userID), .timestamptz(now), .text(reason), except.map(PostgresValue.uuid) ?? .null,
-            ]
+            """
+            UPDATE \(schema).sessions SET revoked_at = \(now), revoke_reason = \(reason)::text
+            WHERE user_id = \(userID) AND revoked_at IS NULL AND refresh_expires_at > \(now)
+                AND (\(except)::uuid IS NULL OR id <> \(except)::uuid)
+            """
         )
         return rows.affectedRows ?? 0
     }
@@ -172,12 +219,31 @@ struct SessionStore: Sendable {
     /// session of `userID` (live or not) and the IP addresses of its security events. The rows
     /// stay (ids, times, reasons) until the dead-session clean-up deletes them.
     func forgetPersonalData(userID: String) async throws {
-        try await pool.query(sql.forgetPersonalData, [.text(userID)])
+        try await pool.query(
+            """
+            WITH scrubbed AS (
+                UPDATE \(schema).sessions SET client_ip = '', last_client_ip = '', device_name = '', device_user_agent = ''
+                WHERE user_id = \(userID)
+            )
+            UPDATE \(schema).security_events SET client_ip = '', details = details - 'user_agent' - 'ip'
+            WHERE user_id = \(userID)
+            """
+        )
     }
 
     /// The live sessions of `userID`, most recently used first.
     func liveSessions(userID: String, now: Date, limit: Int) async throws -> [SessionRecord] {
-        try await pool.query(sql.liveSessions, [.text(userID), .timestamptz(now), .int64(Int64(limit))]).map { row in
+        let rows = try await pool.query(
+            """
+            SELECT id, array_to_string(amr, ' '), device_platform, device_name, device_user_agent,
+                last_client_ip, created_at, last_refreshed_at, expires_at
+            FROM \(schema).sessions
+            WHERE user_id = \(userID) AND revoked_at IS NULL AND refresh_expires_at > \(now)
+            ORDER BY coalesce(last_refreshed_at, created_at) DESC, id
+            LIMIT \(limit)
+            """
+        )
+        return try rows.map { row in
             SessionRecord(
                 id: try row[0].uuid,
                 amr: try row[1].string.split(separator: " ").map(String.init),
@@ -195,21 +261,26 @@ struct SessionStore: Sendable {
     /// When `sessionID` is `userID`'s and live (not revoked, its refresh token not expired): its
     /// creation and absolute expiry; nil otherwise.
     func liveSession(sessionID: UUID, userID: String, now: Date) async throws -> (createdAt: Date, expiresAt: Date)? {
-        let rows = try await pool.query(sql.liveSession, [.uuid(sessionID), .text(userID), .timestamptz(now)])
+        let rows = try await pool.query(
+            """
+            SELECT created_at, expires_at FROM \(schema).sessions
+            WHERE id = \(sessionID) AND user_id = \(userID) AND revoked_at IS NULL AND refresh_expires_at > \(now)
+            """
+        )
         guard let row = rows.first else { return nil }
         return (try row[0].date, try row[1].date)
     }
 
     static let cleanupLockPrefix = "auth.session.dead_sessions."
 
-    /// The name hashed into the clean-up's advisory lock key for `schema`.
+    /// The name hashed into the clean-up's advisory lock key for `schema`: one lock per schema.
     static func cleanupLockName(schema: String) -> String {
-        cleanupLockPrefix + PostgresStatement.quotedIdentifier(schema)
+        cleanupLockPrefix + PostgresSchema(schema).quotedName
     }
 
     /// Inserts a security event.
     func record(_ event: SecurityEvent) async throws {
-        try await pool.query(sql.securityEvent, event.parameters)
+        try await pool.query(event.insertStatement(schema: schema))
     }
 
     /// Deletes (with their refresh tokens) up to `batch` sessions revoked, or past their
@@ -217,121 +288,21 @@ struct SessionStore: Sendable {
     /// transaction-scoped advisory lock without waiting. Returns nil, deleting nothing, when
     /// another replica holds it (its clean-up is running).
     func deleteDeadSessions(before cutoff: Date, batch: Int) async throws -> Int? {
-        let sql = self.sql
+        let schema = self.schema
+        let lockName = Self.cleanupLockName(schema: schema.name)
         return try await pool.transaction { connection -> Int? in
-            let locked = try connection.execute(sql.tryCleanupLock, [sql.cleanupLockKey])
+            let locked = try connection.execute("SELECT pg_try_advisory_xact_lock(hashtextextended(\(lockName), 0))")
             guard try locked.first?[0].bool == true else { return nil }
-            return try connection.execute(sql.deleteDead, [.timestamptz(cutoff), .int64(Int64(batch))]).affectedRows
-                ?? 0
-        }
-    }
-
-    fileprivate struct Statements: Sendable {
-        let insertSession: String
-        let refreshState: String
-        let rotate: String
-        let revokeForReuse: String
-        let revoke: String
-        let revokeAll: String
-        let forgetPersonalData: String
-        let liveSessions: String
-        let liveSession: String
-        let deleteDead: String
-        let securityEvent: String
-        let tryCleanupLock = "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))"
-        /// The dead-session clean-up's lock: one per schema.
-        let cleanupLockKey: PostgresValue
-
-        init(schema s: String) {
-            securityEvent = SecurityEvent.insertStatement(schema: s)
-            cleanupLockKey = .text(SessionStore.cleanupLockPrefix + s)
-            insertSession = """
-                WITH created AS (
-                    INSERT INTO \(s).sessions (id, user_id, amr, device_platform, device_name, device_user_agent,
-                        client_ip, last_client_ip, created_at, expires_at, refresh_expires_at)
-                    VALUES ($1, $2, string_to_array($3::text, ' '), $4, $5, $6, $7::text, $7::text, $8, $9, $10)
-                    RETURNING id
-                )
-                INSERT INTO \(s).refresh_tokens (token_hash, session_id, generation, issued_at, expires_at)
-                SELECT $11, id, 0, $8, $10 FROM created
+            let deleted = try connection.execute(
                 """
-            // The successor's row (next generation) says whether and when the token was used,
-            // and holds the pair sealed for it.
-            refreshState = """
-                SELECT t.session_id, t.generation, t.expires_at, n.issued_at, n.sealed_for_predecessor,
-                    s.user_id, array_to_string(s.amr, ' '), s.generation, s.expires_at, s.revoked_at
-                FROM \(s).refresh_tokens t
-                JOIN \(s).sessions s ON s.id = t.session_id
-                LEFT JOIN \(s).refresh_tokens n ON n.session_id = t.session_id AND n.generation = t.generation + 1
-                WHERE t.token_hash = $1
-                """
-            // The UPDATE of the session is the compare-and-set: under READ COMMITTED a
-            // concurrent rotation makes it re-check `generation = $2` on the new row version,
-            // which fails, so no successor is inserted either. The successor's row is what
-            // marks the presented token used.
-            rotate = """
-                WITH advanced AS (
-                    UPDATE \(s).sessions
-                    SET generation = generation + 1, last_refreshed_at = $3, refresh_expires_at = $5,
-                        last_client_ip = CASE WHEN $7::text = '' THEN last_client_ip ELSE $7::text END
-                    WHERE id = $1 AND generation = $2 AND revoked_at IS NULL
-                    RETURNING id, generation
-                )
-                INSERT INTO \(s).refresh_tokens
-                    (token_hash, session_id, generation, issued_at, expires_at, sealed_for_predecessor)
-                SELECT $4, advanced.id, advanced.generation, $3, $5, $6 FROM advanced
-                """
-            revokeForReuse = """
-                WITH revoked AS (
-                    UPDATE \(s).sessions SET revoked_at = $2, revoke_reason = 'refresh_token_reused'
-                    WHERE id = $1 AND revoked_at IS NULL
-                    RETURNING id, user_id
-                )
-                INSERT INTO \(s).security_events (session_id, user_id, kind, occurred_at, client_ip, details)
-                SELECT id, user_id, 'refresh_token_reused', $2, $3::text, $4::jsonb FROM revoked
-                """
-            revoke = """
-                WITH target AS (
-                    SELECT id FROM \(s).sessions WHERE id = $1 AND ($2::text = '' OR user_id = $2::text)
-                ), revoked AS (
-                    UPDATE \(s).sessions s SET revoked_at = $3, revoke_reason = $4::text
-                    FROM target WHERE s.id = target.id AND s.revoked_at IS NULL
-                    RETURNING s.id
-                )
-                SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM revoked)
-                """
-            revokeAll = """
-                UPDATE \(s).sessions SET revoked_at = $2, revoke_reason = $3::text
-                WHERE user_id = $1 AND revoked_at IS NULL AND refresh_expires_at > $2
-                    AND ($4::uuid IS NULL OR id <> $4::uuid)
-                """
-            forgetPersonalData = """
-                WITH scrubbed AS (
-                    UPDATE \(s).sessions SET client_ip = '', last_client_ip = '', device_name = '', device_user_agent = ''
-                    WHERE user_id = $1
-                )
-                UPDATE \(s).security_events SET client_ip = '', details = details - 'user_agent' - 'ip'
-                WHERE user_id = $1
-                """
-            liveSessions = """
-                SELECT id, array_to_string(amr, ' '), device_platform, device_name, device_user_agent,
-                    last_client_ip, created_at, last_refreshed_at, expires_at
-                FROM \(s).sessions
-                WHERE user_id = $1 AND revoked_at IS NULL AND refresh_expires_at > $2
-                ORDER BY coalesce(last_refreshed_at, created_at) DESC, id
-                LIMIT $3
-                """
-            liveSession = """
-                SELECT created_at, expires_at FROM \(s).sessions
-                WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL AND refresh_expires_at > $3
-                """
-            deleteDead = """
-                DELETE FROM \(s).sessions WHERE id IN (
-                    SELECT id FROM \(s).sessions
-                    WHERE expires_at < $1 OR revoked_at < $1
-                    LIMIT $2
+                DELETE FROM \(schema).sessions WHERE id IN (
+                    SELECT id FROM \(schema).sessions
+                    WHERE expires_at < \(cutoff) OR revoked_at < \(cutoff)
+                    LIMIT \(batch)
                 )
                 """
+            )
+            return deleted.affectedRows ?? 0
         }
     }
 }

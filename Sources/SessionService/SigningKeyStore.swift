@@ -79,7 +79,7 @@ struct SigningKeyRotation: Sendable {
 /// moved to another kid.
 final class SigningKeyStore: Sendable {
     private let pool: PostgresPool
-    private let schema: String
+    private let schema: PostgresSchema
     private let wrapKey: [UInt8]
     /// The previous master key's wrapping key, while a master-key rotation is under way.
     private let previousWrapKey: [UInt8]?
@@ -100,7 +100,7 @@ final class SigningKeyStore: Sendable {
 
     init(pool: PostgresPool, configuration: SessionServiceConfiguration, clock: any WallClock, logger: Logger) {
         self.pool = pool
-        self.schema = configuration.schema
+        self.schema = PostgresSchema(configuration.schema)
         self.wrapKey = configuration.masterKey.signingKeyWrapKey
         self.previousWrapKey = configuration.previousMasterKey?.signingKeyWrapKey
         self.configuration = configuration
@@ -108,11 +108,15 @@ final class SigningKeyStore: Sendable {
         self.logger = logger
     }
 
-    private var table: String { "\(PostgresStatement.quotedIdentifier(schema)).signing_keys" }
+    private var table: PostgresStatement { "\(schema).signing_keys" }
 
-    /// The transaction-scoped advisory lock that serializes key creation and rotation across
-    /// replicas.
-    private var lockKey: PostgresValue { .text("auth.session.signing_keys." + schema) }
+    /// Takes the transaction-scoped advisory lock that serializes key creation and rotation
+    /// across replicas.
+    private func lockKeys(_ connection: PostgresConnection) throws {
+        try connection.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(\("auth.session.signing_keys." + schema.name), 0))"
+        )
+    }
 
     // MARK: Start-up
 
@@ -124,9 +128,8 @@ final class SigningKeyStore: Sendable {
     func bootstrap() async throws {
         let now = clock.microsecondNow()
         let table = self.table
-        let lockKey = self.lockKey
         let created: String? = try await pool.transaction { connection in
-            try connection.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [lockKey])
+            try self.lockKeys(connection)
             let open = try connection.execute("SELECT kid FROM \(table) WHERE signs_until IS NULL")
             guard open.isEmpty else { return nil }
             let key = try self.newKeyRow(now: now, signsFrom: now)
@@ -198,9 +201,8 @@ final class SigningKeyStore: Sendable {
         let rows = try await pool.query(
             """
             SELECT kid, private_key_sealed, created_at, signs_from, signs_until, retire_after
-            FROM \(table) WHERE retire_after IS NULL OR retire_after > $1 ORDER BY signs_from, created_at, kid
-            """,
-            [.timestamptz(now)]
+            FROM \(table) WHERE retire_after IS NULL OR retire_after > \(now) ORDER BY signs_from, created_at, kid
+            """
         )
         var keys: [SigningKey] = []
         for row in rows {
@@ -236,12 +238,11 @@ final class SigningKeyStore: Sendable {
     func rotate(caller: String) async throws -> SigningKeyRotation {
         let now = clock.microsecondNow()
         let table = self.table
-        let schema = PostgresStatement.quotedIdentifier(self.schema)
-        let lockKey = self.lockKey
+        let schema = self.schema
         let delay = configuration.signingKeyPublishDelay.timeInterval
         let tail = configuration.accessTokenLifetime.timeInterval + configuration.clockSkewTolerance.timeInterval
         let rotation = try await pool.transaction { connection -> SigningKeyRotation in
-            try connection.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [lockKey])
+            try self.lockKeys(connection)
             // Strictly after every existing key's start, even if the publish delay was lowered
             // since a pending key was added: "the key with the latest signs_from signs" must
             // pick one key on every replica.
@@ -249,10 +250,12 @@ final class SigningKeyStore: Sendable {
             let latestStart = try latest.first.flatMap { try $0[0].decode(Date?.self) }
             let signsFrom = max(now.addingTimeInterval(delay), latestStart.map { $0.addingTimeInterval(1) } ?? now)
             let retiring = try connection.execute(
-                "UPDATE \(table) SET signs_until = $1, retire_after = $2 WHERE signs_until IS NULL RETURNING kid",
-                [.timestamptz(signsFrom), .timestamptz(signsFrom.addingTimeInterval(tail))]
+                """
+                UPDATE \(table) SET signs_until = \(signsFrom), retire_after = \(signsFrom.addingTimeInterval(tail))
+                WHERE signs_until IS NULL RETURNING kid
+                """
             ).map { try $0[0].string }
-            try connection.execute("DELETE FROM \(table) WHERE retire_after <= $1", [.timestamptz(now)])
+            try connection.execute("DELETE FROM \(table) WHERE retire_after <= \(now)")
             let key = try self.newKeyRow(now: now, signsFrom: signsFrom)
             try self.insert(key, connection: connection)
             try SecurityEvent(
@@ -285,10 +288,9 @@ final class SigningKeyStore: Sendable {
     func rewrap(caller: String) async throws -> SigningKeyRewrap {
         let now = clock.microsecondNow()
         let table = self.table
-        let schema = PostgresStatement.quotedIdentifier(self.schema)
-        let lockKey = self.lockKey
+        let schema = self.schema
         return try await pool.transaction { connection -> SigningKeyRewrap in
-            try connection.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [lockKey])
+            try self.lockKeys(connection)
             let rows = try connection.execute("SELECT kid, private_key_sealed FROM \(table) ORDER BY kid FOR UPDATE")
             var result = SigningKeyRewrap(rewrapped: [], alreadyCurrent: [])
             for row in rows {
@@ -307,10 +309,8 @@ final class SigningKeyStore: Sendable {
                         "Signing key \(kid) opens with neither AUTH_MASTER_KEY nor AUTH_MASTER_KEY_PREVIOUS."
                     )
                 }
-                try connection.execute(
-                    "UPDATE \(table) SET private_key_sealed = $2 WHERE kid = $1",
-                    [.text(kid), .bytea(try AESGCM.seal(raw, key: self.wrapKey, aad: aad))]
-                )
+                let rewrapped = try AESGCM.seal(raw, key: self.wrapKey, aad: aad)
+                try connection.execute("UPDATE \(table) SET private_key_sealed = \(rewrapped) WHERE kid = \(kid)")
                 result.rewrapped.append(kid)
             }
             try SecurityEvent(
@@ -348,12 +348,8 @@ final class SigningKeyStore: Sendable {
         try connection.execute(
             """
             INSERT INTO \(table) (kid, algorithm, private_key_sealed, public_jwk, created_at, signs_from)
-            VALUES ($1, 'ES256', $2, $3, $4, $5)
-            """,
-            [
-                .text(key.kid), .bytea(key.sealed), .text(key.publicJWK), .timestamptz(key.createdAt),
-                .timestamptz(key.signsFrom),
-            ]
+            VALUES (\(key.kid), 'ES256', \(key.sealed), \(key.publicJWK), \(key.createdAt), \(key.signsFrom))
+            """
         )
     }
 

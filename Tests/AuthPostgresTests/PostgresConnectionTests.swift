@@ -52,7 +52,7 @@ struct PostgresConnectionTests {
             pool,
             _ in
             let (values, count) = try await pool.withConnection { connection in
-                let values = try (0..<10).map { try connection.execute("SELECT \($0)")[0][0].int }
+                let values = try (0..<10).map { try connection.execute("SELECT \($0)", [])[0][0].int }
                 return (values, connection.preparedStatementCount)
             }
             #expect(values == Array(0..<10))

@@ -19,7 +19,10 @@ struct PostgresPoolerTests {
             schema in
             let table = "\(schema).t"
             let (rows, cached, serverSide) = try await pool.withConnection { connection in
-                try connection.execute("CREATE TABLE \(table) (id int8, name text, at timestamptz, raw bytea, u uuid)")
+                try connection.execute(
+                    "CREATE TABLE \(table) (id int8, name text, at timestamptz, raw bytea, u uuid)",
+                    []
+                )
                 let id = UUID()
                 for value in 0..<3 {
                     try connection.execute(
@@ -53,12 +56,12 @@ struct PostgresPoolerTests {
         try await PostgresTestDatabase.withTestSchema(maxConnections: 2, configure: { $0.pooler = .transaction }) {
             pool,
             schema in
-            try await pool.query("CREATE TABLE \(schema).c (n int8)")
+            try await pool.query("CREATE TABLE \(schema).c (n int8)", [])
             try await pool.transaction { connection in
                 try connection.execute("INSERT INTO \(schema).c VALUES ($1)", [.int64(41)])
                 try connection.execute("UPDATE \(schema).c SET n = n + $1", [.int64(1)])
             }
-            #expect(try await pool.query("SELECT n FROM \(schema).c")[0][0].int64 == 42)
+            #expect(try await pool.query("SELECT n FROM \(schema).c", [])[0][0].int64 == 42)
         }
     }
 

@@ -82,7 +82,7 @@ struct PostgresRowsTests {
                 ("'NaN'", "NaN"), ("1e-10", "0.0000000001"),
             ]
             for (literal, expected) in cases {
-                let cell = try await pool.query("SELECT (\(literal))::numeric")[0][0]
+                let cell = try await pool.query("SELECT (\(literal))::numeric", [])[0][0]
                 #expect(try cell.string == expected, "numeric \(literal)")
             }
             #expect(try await pool.query("SELECT 2.5::numeric")[0][0].double == 2.5)

@@ -17,7 +17,7 @@ struct PostgresTransactionRoundTripTests {
         try await PostgresTestDatabase.withTestSchema(maxConnections: 1, configure: { $0.pooler = pooler }) {
             pool,
             schema in
-            try await pool.query("CREATE TABLE \(schema).t (x int PRIMARY KEY)")
+            try await pool.query("CREATE TABLE \(schema).t (x int PRIMARY KEY)", [])
             try await pool.withConnection { try body($0, schema) }
         }
     }
@@ -28,14 +28,14 @@ struct PostgresTransactionRoundTripTests {
             let insert = "INSERT INTO \(schema).t VALUES ($1)"
             let read = "SELECT current_setting('transaction_isolation'), txid_current(), count(*) FROM \(schema).t"
             // Prepared once, outside the counted transaction.
-            try connection.execute(read)
+            try connection.execute(read, [])
             try connection.execute(insert, [.int32(0)])
             let before = connection.roundTrips
             let (first, second) = try connection.transaction(isolation: .serializable) {
                 try connection.execute(insert, [.int32(1)])
-                let first = try connection.execute(read)
+                let first = try connection.execute(read, [])
                 try connection.execute(insert, [.int32(2)])
-                return (first, try connection.execute(read))
+                return (first, try connection.execute(read, []))
             }
             // BEGIN + 1st, 2nd, 3rd, 4th, COMMIT: five round trips for four statements.
             #expect(connection.roundTrips - before == 5)
@@ -58,7 +58,7 @@ struct PostgresTransactionRoundTripTests {
                 }
             }
             #expect(connection.transactionStatus == .idle)
-            let afterFirst = try connection.execute("SELECT count(*) FROM \(schema).t")[0][0].int
+            let afterFirst = try connection.execute("SELECT count(*) FROM \(schema).t", [])[0][0].int
             #expect(afterFirst == 0)
             // A failure after the first statement rolls the first one back too.
             let error = #expect(throws: PostgresError.self) {
@@ -68,7 +68,7 @@ struct PostgresTransactionRoundTripTests {
                 }
             }
             #expect(error?.code == .uniqueViolation)
-            let afterSecond = try connection.execute("SELECT count(*) FROM \(schema).t")[0][0].int
+            let afterSecond = try connection.execute("SELECT count(*) FROM \(schema).t", [])[0][0].int
             #expect(afterSecond == 0)
         }
     }
@@ -113,7 +113,7 @@ struct PostgresTransactionRoundTripTests {
                 try connection.executeAndCommit(insert, [.int32(3)])
             }
             #expect(connection.roundTrips - before == 2)
-            let count = try connection.execute("SELECT count(*) FROM \(schema).t")[0][0].int
+            let count = try connection.execute("SELECT count(*) FROM \(schema).t", [])[0][0].int
             #expect(count == 4)
         }
     }
@@ -129,7 +129,7 @@ struct PostgresTransactionRoundTripTests {
             }
             #expect(error?.code == .uniqueViolation)
             #expect(connection.transactionStatus == .idle)
-            let count = try connection.execute("SELECT count(*) FROM \(schema).t")[0][0].int
+            let count = try connection.execute("SELECT count(*) FROM \(schema).t", [])[0][0].int
             #expect(count == 0)
         }
     }
@@ -142,13 +142,13 @@ struct PostgresTransactionRoundTripTests {
             #expect(outside?.code == .invalidArgument)
             let after = #expect(throws: PostgresError.self) {
                 try connection.transaction {
-                    try connection.executeAndCommit("INSERT INTO \(schema).t VALUES (1)")
-                    try connection.execute("INSERT INTO \(schema).t VALUES (2)")
+                    try connection.executeAndCommit("INSERT INTO \(schema).t VALUES (1)", [])
+                    try connection.execute("INSERT INTO \(schema).t VALUES (2)", [])
                 }
             }
             #expect(after?.code == .invalidArgument)
             // What was committed stays; nothing ran after it.
-            let rows = try connection.execute("SELECT x FROM \(schema).t")
+            let rows = try connection.execute("SELECT x FROM \(schema).t", [])
             #expect(rows.count == 1)
             #expect(connection.transactionStatus == .idle)
         }

@@ -181,7 +181,9 @@ struct PostgresValueTests {
         let values: [PostgresValue] = ["text", 42, true, 1.5, nil]
         #expect(values == [.text("text"), .int64(42), .bool(true), .double(1.5), .null])
         #expect(Int32(3).postgresValue == .int32(3))
-        #expect(Optional<String>.none.postgresValue == .null)
+        let nothing: String? = nil
+        let statement: PostgresStatement = "SELECT \(nothing)"
+        #expect(statement.parameters == [.null])
         #expect([UInt8]([1, 2]).postgresValue == .bytea([1, 2]))
         let date = Date(timeIntervalSince1970: 5)
         #expect(date.postgresValue == .timestamptz(date))

@@ -28,7 +28,7 @@ import Testing
             let first = try await client.start(.init(destination: "+919999912345", purpose: .login))
             _ = try await client.start(.init(destination: "+919999912346", purpose: .login))
             #expect(try await dispatcher.deliverDue() == 2)
-            let rows = try await pool.query("SELECT code FROM \"\(schema)\".messages LIMIT 0")
+            let rows = try await pool.query("SELECT code FROM \(identifier: schema).messages LIMIT 0")
             _ = rows
             let code = try #require(
                 provider.sent.first { $0.verificationID.uuidString.lowercased() == first.verificationID }?.code
