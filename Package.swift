@@ -4,6 +4,15 @@
 // with OpenSSL 3 for cryptography. See README.md and docs/.
 import PackageDescription
 
+/// The five benchmark executables and BenchmarkDatabase are part of the package only with
+/// `AUTH_BENCHMARKS=1` in the environment: a plain build (scripts/run-local.sh, the container
+/// image's binaries) skips them; scripts/test.sh (so CI compiles them) and scripts/bench/ set it.
+let benchmarkTargets: Set<String> = [
+    "rpc-benchmark", "session-benchmark", "identity-benchmark", "otp-benchmark", "gateway-benchmark",
+    "BenchmarkDatabase",
+]
+let withBenchmarks = Context.environment["AUTH_BENCHMARKS"] == "1"
+
 let strictSwift: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny")
 ]
@@ -359,7 +368,6 @@ let package = Package(
                 "AuthAPI",
                 "AuthConfiguration",
                 "BenchmarkHarness",
-                .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSwift
@@ -376,12 +384,14 @@ let package = Package(
             ],
             swiftSettings: strictSwift
         ),
-        // What every benchmark shares: load options, the closed-loop load, results, CPU accounting,
-        // an in-process RPC server and client, Markdown output.
+        // What every benchmark and `authctl bench` share: load options, the closed-loop load,
+        // authctl's load run (open or closed loop, by status), results, CPU accounting, an
+        // in-process RPC server and client, Markdown output.
         .target(
             name: "BenchmarkHarness",
             dependencies: [
                 "AuthText",
+                "AuthConfiguration",
                 "AuthProtobuf",
                 "AuthRPC",
                 "AuthRPCNIO",
@@ -524,7 +534,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BenchmarkHarnessTests",
-            dependencies: ["BenchmarkHarness", "AuthProtobuf", "AuthText"],
+            dependencies: ["BenchmarkHarness", "AuthProtobuf", "AuthRPC", "AuthText"],
             swiftSettings: strictSwift
         ),
         .testTarget(
@@ -627,3 +637,8 @@ let package = Package(
         ),
     ]
 )
+
+if !withBenchmarks {
+    package.products.removeAll { benchmarkTargets.contains($0.name) }
+    package.targets.removeAll { benchmarkTargets.contains($0.name) }
+}

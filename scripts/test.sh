@@ -27,6 +27,9 @@ ensure_system_packages
 # event loop took seconds, and deadlines and Hello timeouts that the tests are not about expired
 # (docs/testing.md#a-loaded-machine).
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-8}"
+# The benchmark executables are in the package only with this set (Package.swift): the tests
+# build them so that they cannot rot.
+export AUTH_BENCHMARKS=1
 if [[ -n "$stress_runs" ]]; then
     ensure_packages stress-ng
     mkdir -p .data

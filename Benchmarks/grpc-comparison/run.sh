@@ -6,6 +6,7 @@
 #
 # Usage: Benchmarks/grpc-comparison/run.sh [SECONDS]
 set -euo pipefail
+export AUTH_BENCHMARKS=1   # the benchmark executables are in the package only with it (Package.swift)
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 seconds="${1:-5}"

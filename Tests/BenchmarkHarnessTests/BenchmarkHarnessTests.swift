@@ -1,4 +1,5 @@
 import AuthProtobuf
+import AuthRPC
 import AuthText
 import BenchmarkHarness
 import Foundation
@@ -258,5 +259,44 @@ import Testing
             try RequestTemplate(json: #"{"user_id": "{{seq"}"#, type: type)
         }
         #expect(throws: ProtobufCError.self) { try RequestTemplate(json: #"{"user": "{{seq}}"}"#, type: type) }
+    }
+}
+
+@Suite struct LoadRunTests {
+    /// With `total`, the run makes exactly that many measured calls (warm-up apart) and counts
+    /// each by its status: OK, or the RPC error's code and reason.
+    @Test func countsEveryCallByStatus() async throws {
+        let run = LoadRun(plan: LoadPlan(concurrency: 4, total: 100, duration: .seconds(60), warmup: .zero, rate: nil))
+        let made = Atomic<Int>(0)
+        await run.drive { sequence in
+            made.add(1, ordering: .relaxed)
+            if sequence % 4 == 0 {
+                throw RPCError(code: .resourceExhausted, message: "slow down", reason: "rate_limited")
+            }
+        }
+        let report = run.report(method: "auth.test.v1.Test/Call", connections: 1)
+        #expect(made.load(ordering: .relaxed) == 100)
+        #expect(report.result.calls == 100)
+        #expect(report.statuses == ["OK": 75, "RESOURCE_EXHAUSTED rate_limited": 25])
+        #expect(report.perSecond.seconds.reduce(0) { $0 + $1.ok + $1.notOK } == 100)
+        #expect(report.table.contains("| RESOURCE_EXHAUSTED rate_limited | 25 |"))
+        #expect(!report.interrupted)
+    }
+
+    /// Open loop: calls are due at the rate whoever makes them, and latency counts from the
+    /// due time, so a call that waits behind a slow one shows the wait.
+    @Test func openLoopLatencyCountsFromTheDueTime() async throws {
+        let run = LoadRun(plan: LoadPlan(concurrency: 1, total: 3, duration: .seconds(60), warmup: .zero, rate: 100))
+        await run.drive { sequence in
+            // The first call takes 200 ms: the next two were due 10 and 20 ms after it began.
+            if sequence == 0 { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        let report = run.report(method: "m", connections: 1)
+        #expect(report.result.calls == 3)
+        // The second call was due at 10 ms and made after the first ended (200 ms): measured
+        // from its due time it took at least 190 ms (from its start, a closed loop's measure,
+        // almost nothing), and so did the third; the median is one of them.
+        #expect(report.result.histogram.valueAtPercentile(50) >= 180_000_000)
+        #expect(report.json.contains("\"mode\" : \"open\""))
     }
 }

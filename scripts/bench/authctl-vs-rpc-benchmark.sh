@@ -5,6 +5,7 @@
 #
 # Usage: scripts/bench/authctl-vs-rpc-benchmark.sh [SECONDS]
 set -euo pipefail
+export AUTH_BENCHMARKS=1   # the benchmark executables are in the package only with it (Package.swift)
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 seconds="${1:-5}"
 

@@ -25,6 +25,7 @@
 #   sign-ins (calls per sign-in, PostgreSQL time per call and per sign-in),
 #   GATEWAY_BENCH_SKIP_BUILD=1 uses the existing release build. AUTH_* variables already set win.
 set -euo pipefail
+export AUTH_BENCHMARKS=1   # the benchmark executables are in the package only with it (Package.swift)
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 root=$(pwd)
 seconds="${1:-10}"
