@@ -195,6 +195,39 @@ public final class RawFrameConnection: @unchecked Sendable {
         return hello
     }
 
+    /// Connects and completes the handshake as `service` under `secret`; throws unless the
+    /// server answers with a HelloAck, which it returns with the connection.
+    public static func greeted(
+        port: Int,
+        service: String,
+        secret: [UInt8]
+    ) async throws -> (connection: RawFrameConnection, ack: Auth_Rpc_V1_HelloAck) {
+        let connection = try await RawFrameConnection(port: port)
+        try await connection.sendHello(service: service, secret: secret)
+        let answer = try await connection.receiveFrame()
+        guard case .helloAck(let ack) = answer?.kind else {
+            throw ServiceProcessError(message: "expected a HelloAck, got \(String(describing: answer))")
+        }
+        return (connection, ack)
+    }
+
+    /// Sends one request frame.
+    @discardableResult
+    public func sendRequest(
+        callID: UInt64,
+        method: String,
+        timeoutUS: UInt64 = 0,
+        payload: [UInt8] = []
+    ) async throws -> Bool {
+        try await send(
+            Auth_Rpc_V1_Frame(
+                kind: .request(
+                    Auth_Rpc_V1_Request(callID: callID, method: method, timeoutUS: timeoutUS, payload: payload)
+                )
+            )
+        )
+    }
+
     /// Reads one frame; nil when the peer closed the connection (or the timeout passed).
     public func receiveFrame() async throws -> Auth_Rpc_V1_Frame? {
         let fd = self.fd

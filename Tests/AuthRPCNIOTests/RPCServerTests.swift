@@ -186,23 +186,12 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
         let handlers = TestHandlers()
         try await withServer(handlers: handlers) { _, port in
             // A raw client that does not time out by itself: the server must answer.
-            let raw = try await RawFrameConnection(port: port)
-            try await raw.sendHello(service: "raw", secret: testSecret)
-            guard case .helloAck = try await raw.receiveFrame()?.kind else {
-                Issue.record("expected HelloAck")
-                return
-            }
-            try await raw.send(
-                Auth_Rpc_V1_Frame(
-                    kind: .request(
-                        Auth_Rpc_V1_Request(
-                            callID: 1,
-                            method: slowMethod.path,
-                            timeoutUS: 150_000,
-                            payload: try HealthRequest(service: "3600000").serializedBytes()
-                        )
-                    )
-                )
+            let (raw, _) = try await RawFrameConnection.greeted(port: port, service: "raw", secret: testSecret)
+            try await raw.sendRequest(
+                callID: 1,
+                method: slowMethod.path,
+                timeoutUS: 150_000,
+                payload: try HealthRequest(service: "3600000").serializedBytes()
             )
             // The handler sleeps for an hour: a response at all is the deadline's.
             guard case .response(let response) = try await raw.receiveFrame()?.kind else {
@@ -336,24 +325,13 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
     @Test func tooManyConcurrentCallsAreRefusedPerCall() async throws {
         let limits = ConnectionLimits(maxConcurrentCalls: 2)
         try await withServer(limits: limits) { _, port in
-            let raw = try await RawFrameConnection(port: port)
-            try await raw.sendHello(service: "raw", secret: testSecret)
-            guard case .helloAck(let ack) = try await raw.receiveFrame()?.kind else {
-                Issue.record("expected HelloAck")
-                return
-            }
+            let (raw, ack) = try await RawFrameConnection.greeted(port: port, service: "raw", secret: testSecret)
             #expect(ack.maxConcurrentCalls == 2)
             for id in UInt64(1)...3 {
-                try await raw.send(
-                    Auth_Rpc_V1_Frame(
-                        kind: .request(
-                            Auth_Rpc_V1_Request(
-                                callID: id,
-                                method: slowMethod.path,
-                                payload: try HealthRequest(service: "300").serializedBytes()
-                            )
-                        )
-                    )
+                try await raw.sendRequest(
+                    callID: id,
+                    method: slowMethod.path,
+                    payload: try HealthRequest(service: "300").serializedBytes()
                 )
             }
             var statusByCall: [UInt64: Int32] = [:]

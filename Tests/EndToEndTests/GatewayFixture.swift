@@ -29,7 +29,7 @@ final class GatewayFixture: Sendable {
     let rpcSecret: String
     let otpSecret: String
     /// Fixed: session keeps its signing keys in the database, wrapped with it.
-    let masterKey = "ZTJlLXRlc3QtbWFzdGVyLWtleS0zMi1ieXRlcy0hISE="
+    let masterKey = ProcessEnvironment.masterKey
     let databaseURL: String
     let webhook: HTTPReceiver
     let apple: AppleStandIn
@@ -98,7 +98,7 @@ final class GatewayFixture: Sendable {
                     }
                     async let session = start(
                         "session",
-                        sessionVariables(masterKey: "ZTJlLXRlc3QtbWFzdGVyLWtleS0zMi1ieXRlcy0hISE=")
+                        sessionVariables(masterKey: ProcessEnvironment.masterKey)
                     )
                     async let identity = start(
                         "identity",

@@ -14,19 +14,18 @@ import Testing
     let secret = SecureRandom.bytes(count: 32)
 
     @Test func aBadSettingStopsTheStartAtOnce() async throws {
-        let identity = try ServiceProcess(
-            executable: "identity",
+        let identity = try await ServiceProcess.run(
+            "identity",
             environment: [
                 "AUTH_RPC_SECRET": Data(secret).base64EncodedString(),
-                "AUTH_DATABASE_URL": "host=127.0.0.1 port=1 dbname=auth connect_timeout=2",
+                "AUTH_DATABASE_URL": ProcessEnvironment.unreachableDatabase,
                 "AUTH_OIDC_GOOGLE_CLIENT_IDS": "123.apps.googleusercontent.com",
                 "AUTH_OIDC_GOOGLE_JWKS_URL": "http://example.com/jwks",
                 "AUTH_DB_START_TIMEOUT_SECONDS": "60",
-            ]
+            ],
+            timeout: .seconds(20)
         )
-        let status = await identity.waitForExit(timeout: .seconds(20))
-        if status == nil { await identity.terminate() }
-        #expect(status == 2)
+        #expect(identity.status == 2)
         #expect(
             identity.log.contains(
                 "identity: configuration error: AUTH_OIDC_GOOGLE_JWKS_URL: must be an https:// URL (http:// only to a loopback address)"
@@ -38,13 +37,12 @@ import Testing
     /// It exited with status 1 ("Service stopped with an error") where the README promises 2
     /// for every configuration error (issue 19).
     @Test func aMissingDatabaseURLIsAConfigurationError() async throws {
-        let identity = try ServiceProcess(
-            executable: "identity",
-            environment: ["AUTH_RPC_SECRET": Data(secret).base64EncodedString()]
+        let identity = try await ServiceProcess.run(
+            "identity",
+            environment: ["AUTH_RPC_SECRET": Data(secret).base64EncodedString()],
+            timeout: .seconds(20)
         )
-        let status = await identity.waitForExit(timeout: .seconds(20))
-        if status == nil { await identity.terminate() }
-        #expect(status == 2)
+        #expect(identity.status == 2)
         #expect(
             identity.log.contains(
                 "identity: configuration error: AUTH_DATABASE_URL: is required (a libpq connection string)"
@@ -54,33 +52,34 @@ import Testing
     }
 
     @Test func signUpAndSignInThroughTheExecutable() async throws {
-        let identity = try ServiceProcess(
-            executable: "identity",
-            environment: [
-                "AUTH_RPC_SECRET": Data(secret).base64EncodedString(),
-                "AUTH_DATABASE_URL": try await PostgresTestDatabase.connectionString(),
-                "AUTH_IDENTITY_PORT": "0",
-                // Cheaper hashes than the production default, to keep the test quick.
-                "AUTH_IDENTITY_SCRYPT_LOG_N": "12",
-                "AUTH_OIDC_APPLE_CLIENT_IDS": "com.laten.app",
-            ]
-        )
-        let port = try await identity.listeningPort()
-        _ = try await identity.waitForLog(#"identity\.providers=apple .*Identity ready"#)
-        let transport = TCPClientTransport(
-            configuration: RPCClientConfiguration(
-                addresses: [RPCAddress(host: "127.0.0.1", port: port)],
-                connectionsPerAddress: 1,
-                serviceName: "gateway",
-                secret: secret
-            ),
-            logger: Logger(label: "identity-e2e", factory: { _ in SwiftLogNoOpLogHandler() })
-        )
-        let client = Auth_Identity_V1_Identity.Client(
-            wrapping: RPCClient(transport: transport, callerService: "gateway", defaultTimeout: .seconds(30))
-        )
-        let email = "e2e-\(Base64URL.encode(SecureRandom.bytes(count: 6)).lowercased().filter(\.isLetter))@example.com"
+        let environment = [
+            "AUTH_RPC_SECRET": Data(secret).base64EncodedString(),
+            "AUTH_DATABASE_URL": try await PostgresTestDatabase.connectionString(),
+            "AUTH_IDENTITY_PORT": "0",
+            // Cheaper hashes than the production default, to keep the test quick.
+            "AUTH_IDENTITY_SCRYPT_LOG_N": "12",
+            "AUTH_OIDC_APPLE_CLIENT_IDS": "com.laten.app",
+        ]
         let password = "Sunny-Meadow-31"
+        let identity = try await withServiceProcess("identity", environment: environment) { identity, port in
+            try await self.signUpAndSignIn(identity: identity, port: port, password: password)
+            return identity
+        }
+        // No password ever reaches the log.
+        #expect(!identity.log.contains(password))
+        #expect(!identity.log.contains("Wrong-Meadow-31"))
+    }
+
+    private func signUpAndSignIn(identity: ServiceProcess, port: Int, password: String) async throws {
+        _ = try await identity.waitForLog(#"identity\.providers=apple .*Identity ready"#)
+        let (rpc, transport) = loopbackClient(
+            port: port,
+            caller: "gateway",
+            secret: secret,
+            defaultTimeout: .seconds(30)
+        )
+        let client = Auth_Identity_V1_Identity.Client(wrapping: rpc)
+        let email = "e2e-\(Base64URL.encode(SecureRandom.bytes(count: 6)).lowercased().filter(\.isLetter))@example.com"
         let created = try await client.signUp(.init(displayName: "End To End", email: email, password: password))
         let user = try #require(created.user)
         #expect(user.email == email)
@@ -98,21 +97,16 @@ import Testing
         let exists = try await client.contactExists(.init(email: email))
         #expect(exists.exists)
         // `authctl users unlock` (issue 19, item 6) clears the email's counted failures.
-        let unlock = try ServiceProcess(
-            executable: "authctl",
+        let unlock = try await ServiceProcess.run(
+            "authctl",
             arguments: ["users", "unlock", "--target", "127.0.0.1:\(port)", email],
             environment: ["AUTH_RPC_SECRET": Data(secret).base64EncodedString()]
         )
-        #expect(await unlock.exitStatus() == 0)
-        let unlocked = try await unlock.completeOutput()
-        #expect(unlocked.hasPrefix("cleared: the password was not locked"), "\(unlocked)")
+        #expect(unlock.status == 0)
+        #expect(unlock.log.hasPrefix("cleared: the password was not locked"), "\(unlock.log)")
         _ = try await client.deleteUser(.init(userID: user.id))
         let after = try await client.contactExists(.init(email: email))
         #expect(!after.exists)
         await transport.shutdown()
-        #expect(await identity.terminate() == 0)
-        // No password ever reaches the log.
-        #expect(!identity.log.contains(password))
-        #expect(!identity.log.contains("Wrong-Meadow-31"))
     }
 }

@@ -17,20 +17,8 @@ import Testing
     let otpSecret = Data(SecureRandom.bytes(count: 32)).base64EncodedString()
 
     func client(port: Int) -> (Auth_Otp_V1_OTP.Client, TCPClientTransport) {
-        var logger = Logger(label: "e2e")
-        logger.logLevel = .critical
-        let transport = TCPClientTransport(
-            configuration: RPCClientConfiguration(
-                addresses: [RPCAddress(host: "127.0.0.1", port: port)],
-                connectionsPerAddress: 2,
-                serviceName: "gateway",
-                secret: rpcSecret,
-                initialBackoff: .milliseconds(20),
-                maxBackoff: .milliseconds(200)
-            ),
-            logger: logger
-        )
-        return (Auth_Otp_V1_OTP.Client(wrapping: RPCClient(transport: transport, callerService: "gateway")), transport)
+        let (client, transport) = loopbackClient(port: port, caller: "gateway", secret: rpcSecret, connections: 2)
+        return (Auth_Otp_V1_OTP.Client(wrapping: client), transport)
     }
 
     @Test func aMissingOrShortSecretStopsTheStartAtOnce() async throws {
@@ -43,14 +31,12 @@ import Testing
         ] as [(String?, String)] {
             var environment = [
                 "AUTH_RPC_SECRET": Data(rpcSecret).base64EncodedString(),
-                "AUTH_DATABASE_URL": "host=127.0.0.1 port=1 dbname=auth connect_timeout=2",
+                "AUTH_DATABASE_URL": ProcessEnvironment.unreachableDatabase,
                 "AUTH_DB_START_TIMEOUT_SECONDS": "60",
             ]
             environment["AUTH_OTP_SECRET"] = value
-            let otp = try ServiceProcess(executable: "otp-dispatch", environment: environment)
-            let status = await otp.waitForExit(timeout: .seconds(20))
-            if status == nil { await otp.terminate() }
-            #expect(status == 2)
+            let otp = try await ServiceProcess.run("otp-dispatch", environment: environment, timeout: .seconds(20))
+            #expect(otp.status == 2)
             #expect(otp.log.contains(expected))
             #expect(!otp.log.contains("The database is not reachable"))
         }
@@ -59,17 +45,16 @@ import Testing
     /// Issue 19, item 3: production started with the `log` provider, the default, and wrote
     /// every code to the log.
     @Test func productionRefusesToStartWithTheLogProvider() async throws {
-        let otp = try ServiceProcess(
-            executable: "otp-dispatch",
+        let otp = try await ServiceProcess.run(
+            "otp-dispatch",
             environment: [
                 "AUTH_ENVIRONMENT": "production",
                 "AUTH_OTP_SECRET": otpSecret,
-                "AUTH_DATABASE_URL": "host=127.0.0.1 port=1 dbname=auth connect_timeout=2",
-            ]
+                "AUTH_DATABASE_URL": ProcessEnvironment.unreachableDatabase,
+            ],
+            timeout: .seconds(20)
         )
-        let status = await otp.waitForExit(timeout: .seconds(20))
-        if status == nil { await otp.terminate() }
-        #expect(status == 2)
+        #expect(otp.status == 2)
         #expect(
             otp.log.contains("otp-dispatch: configuration error: AUTH_OTP_SMS_PROVIDER: must not be log in production")
         )

@@ -15,7 +15,7 @@ import Testing
     let rpcSecret = Data(SecureRandom.bytes(count: 32)).base64EncodedString()
     let otpSecret = Data(SecureRandom.bytes(count: 32)).base64EncodedString()
     /// The fixed master key of the end-to-end tests.
-    let masterKey = "ZTJlLXRlc3QtbWFzdGVyLWtleS0zMi1ieXRlcy0hISE="
+    let masterKey = ProcessEnvironment.masterKey
 
     /// The statuses a caller may retry (on another replica): nothing else may come back.
     static let retryable: Set<String> = ["OK", "UNAVAILABLE", "DEADLINE_EXCEEDED"]

@@ -20,17 +20,10 @@ import FoundationNetworking
     var secretBase64: String { Data(secret).base64EncodedString() }
 
     func environment(_ extra: [String: String]) async throws -> [String: String] {
-        var environment = [
-            "AUTH_RPC_SECRET": secretBase64,
-            "AUTH_DATABASE_URL": try await PostgresTestDatabase.connectionString(),
-            // Fixed, not random: session keeps its signing keys in the shared test database
-            // across runs, wrapped with this key (a different key refuses to start).
-            "AUTH_MASTER_KEY": "ZTJlLXRlc3QtbWFzdGVyLWtleS0zMi1ieXRlcy0hISE=",
-            "AUTH_LOG_LEVEL": "info",
-            "AUTH_RPC_READ_TIMEOUT_SECONDS": "2",
-        ]
-        environment.merge(extra) { $1 }
-        return environment
+        try await ProcessEnvironment.services(
+            secret: secretBase64,
+            ["AUTH_LOG_LEVEL": "info", "AUTH_RPC_READ_TIMEOUT_SECONDS": "2"].merging(extra) { $1 }
+        )
     }
 
     /// Starts `name`; with `tls`, with its own certificate from `tls` (inline PEM, which an
@@ -56,23 +49,8 @@ import FoundationNetworking
     }
 
     func client(port: Int, secret: [UInt8]? = nil) -> (Auth_Health_V1_Health.Client, TCPClientTransport) {
-        var logger = Logger(label: "e2e")
-        logger.logLevel = .critical
-        let transport = TCPClientTransport(
-            configuration: RPCClientConfiguration(
-                addresses: [RPCAddress(host: "127.0.0.1", port: port)],
-                connectionsPerAddress: 1,
-                serviceName: "e2e-test",
-                secret: secret ?? self.secret,
-                initialBackoff: .milliseconds(20),
-                maxBackoff: .milliseconds(200)
-            ),
-            logger: logger
-        )
-        return (
-            Auth_Health_V1_Health.Client(wrapping: RPCClient(transport: transport, callerService: "e2e-test")),
-            transport
-        )
+        let (client, transport) = loopbackClient(port: port, caller: "e2e-test", secret: secret ?? self.secret)
+        return (Auth_Health_V1_Health.Client(wrapping: client), transport)
     }
 
     @Test func servicesCallEachOtherOverMutualTLS() async throws {
@@ -94,18 +72,18 @@ import FoundationNetworking
 
         // authctl (one executable) calls session (another) over mutual TLS, without root's
         // privileges (as in a container), with its certificate in the environment.
-        let authctl = try ServiceProcess(
-            executable: "authctl",
+        let authctl = try await ServiceProcess.run(
+            "authctl",
             arguments: ["health", "--target", "127.0.0.1:\(sessionPort)", "--server-name", "session"],
             environment: tls.environment(for: "authctl", inline: true),
             unprivileged: true
         )
-        #expect(await authctl.exitStatus() == 0)
-        _ = try await authctl.waitForLog("SERVING")
+        #expect(authctl.status == 0)
+        #expect(authctl.log.contains("SERVING"), "\(authctl.log)")
 
         // ... and is refused with a certificate from another CA, or with none (plaintext).
-        let foreign = try ServiceProcess(
-            executable: "authctl",
+        let foreign = try await ServiceProcess.run(
+            "authctl",
             arguments: [
                 "health", "--target", "127.0.0.1:\(sessionPort)", "--timeout", "3",
                 "--tls-cert", otherCA.certificatePath("authctl"), "--tls-key", otherCA.keyPath("authctl"), "--tls-ca",
@@ -113,19 +91,19 @@ import FoundationNetworking
             ],
             environment: [:]
         )
-        #expect(await foreign.exitStatus() == 2)
-        _ = try await foreign.waitForLog("authctl: ")
-        let plaintext = try ServiceProcess(
-            executable: "authctl",
+        #expect(foreign.status == 2)
+        #expect(foreign.log.contains("authctl: "), "\(foreign.log)")
+        let plaintext = try await ServiceProcess.run(
+            "authctl",
             arguments: ["health", "--target", "127.0.0.1:\(sessionPort)", "--timeout", "3"],
             environment: ["AUTH_RPC_SECRET": secretBase64]
         )
-        #expect(await plaintext.exitStatus() == 2)
-        _ = try await plaintext.waitForLog("authctl: ")
+        #expect(plaintext.status == 2)
+        #expect(plaintext.log.contains("authctl: "), "\(plaintext.log)")
 
         // Who may call what comes from the certificate: gateway's may not rotate keys, authctl's may.
-        let asGateway = try ServiceProcess(
-            executable: "authctl",
+        let asGateway = try await ServiceProcess.run(
+            "authctl",
             arguments: [
                 "keys", "rotate", "--target", "127.0.0.1:\(sessionPort)",
                 "--tls-cert", tls.certificatePath("gateway"), "--tls-key", tls.keyPath("gateway"), "--tls-ca",
@@ -133,18 +111,18 @@ import FoundationNetworking
             ],
             environment: [:]
         )
-        #expect(await asGateway.exitStatus() == 2)
-        _ = try await asGateway.waitForLog("PERMISSION_DENIED[^\n]*caller_not_allowed")
+        #expect(asGateway.status == 2)
+        #expect(asGateway.log.contains(try Regex("PERMISSION_DENIED[^\n]*caller_not_allowed")), "\(asGateway.log)")
         _ = try await session.waitForLog(
             "caller=gateway[^\n]*RotateSigningKey[^\n]*|Refused a caller[^\n]*caller=gateway"
         )
-        let rotate = try ServiceProcess(
-            executable: "authctl",
+        let rotate = try await ServiceProcess.run(
+            "authctl",
             arguments: ["keys", "rotate", "--target", "127.0.0.1:\(sessionPort)"],
             environment: tls.environment(for: "authctl")
         )
-        #expect(await rotate.exitStatus() == 0)
-        _ = try await rotate.waitForLog("new key")
+        #expect(rotate.status == 0)
+        #expect(rotate.log.contains("new key"), "\(rotate.log)")
 
         // gateway calls both over mutual TLS for its readiness; otp-dispatch is not running.
         var gatewayEnvironment = try await environment([
@@ -188,34 +166,37 @@ import FoundationNetworking
     }
 
     @Test func productionRefusesPlaintextRPC() async throws {
-        let refused = try ServiceProcess(
-            executable: "identity",
+        let refused = try await ServiceProcess.run(
+            "identity",
             environment: try await environment([
                 "AUTH_IDENTITY_PORT": "0", "AUTH_ENVIRONMENT": "production",
             ])
         )
-        #expect(await refused.exitStatus() == 2)
-        _ = try await refused.waitForLog("AUTH_RPC_TLS_CERT: is required in production")
+        #expect(refused.status == 2)
+        #expect(refused.log.contains("AUTH_RPC_TLS_CERT: is required in production"), "\(refused.log)")
 
         // Issue 19, item 10: behind a mesh too (this started, plaintext, before).
-        let meshed = try ServiceProcess(
-            executable: "identity",
+        let meshed = try await ServiceProcess.run(
+            "identity",
             environment: try await environment([
                 "AUTH_IDENTITY_PORT": "0", "AUTH_ENVIRONMENT": "production", "AUTH_RPC_MESH_MTLS": "true",
             ])
         )
-        #expect(await meshed.exitStatus() == 2)
-        _ = try await meshed.waitForLog("AUTH_RPC_MESH_MTLS: is no longer accepted")
+        #expect(meshed.status == 2)
+        #expect(meshed.log.contains("AUTH_RPC_MESH_MTLS: is no longer accepted"), "\(meshed.log)")
 
-        let badCertificate = try ServiceProcess(
-            executable: "identity",
+        let badCertificate = try await ServiceProcess.run(
+            "identity",
             environment: try await environment([
                 "AUTH_IDENTITY_PORT": "0", "AUTH_RPC_TLS_CERT": "/nonexistent/identity.pem",
                 "AUTH_RPC_TLS_KEY": "/nonexistent/identity.key", "AUTH_RPC_TLS_CA": "/nonexistent/ca.pem",
             ])
         )
-        #expect(await badCertificate.exitStatus() == 2)
-        _ = try await badCertificate.waitForLog("AUTH_RPC_TLS_CERT: is neither PEM text nor a readable file")
+        #expect(badCertificate.status == 2)
+        #expect(
+            badCertificate.log.contains("AUTH_RPC_TLS_CERT: is neither PEM text nor a readable file"),
+            "\(badCertificate.log)"
+        )
     }
 
     /// Plaintext mode (development only): the shared-secret Hello, and raw peers.
@@ -232,23 +213,8 @@ import FoundationNetworking
         }
 
         // An expired deadline, as the server sees it: answered DEADLINE_EXCEEDED, not run.
-        let raw = try await RawFrameConnection(port: port)
-        try await raw.sendHello(service: "raw", secret: secret)
-        guard case .helloAck = try await raw.receiveFrame()?.kind else {
-            Issue.record("expected HelloAck")
-            return
-        }
-        try await raw.send(
-            Auth_Rpc_V1_Frame(
-                kind: .request(
-                    Auth_Rpc_V1_Request(
-                        callID: 1,
-                        method: Auth_Health_V1_Health.Method.check.path,
-                        timeoutUS: 1
-                    )
-                )
-            )
-        )
+        let (raw, _) = try await RawFrameConnection.greeted(port: port, service: "raw", secret: secret)
+        try await raw.sendRequest(callID: 1, method: Auth_Health_V1_Health.Method.check.path, timeoutUS: 1)
         guard case .response(let late) = try await raw.receiveFrame()?.kind else {
             Issue.record("expected a response")
             return
