@@ -49,6 +49,26 @@ public struct LoopbackRPC: Sendable {
         )
     }
 
+    /// ``start(router:serviceName:callerName:connections:tls:logger:)`` with a router serving
+    /// `service` alone.
+    public static func start(
+        serving service: some RegistrableRPCService,
+        serviceName: String,
+        callerName: String,
+        connections: Int = 1,
+        logger: Logger
+    ) async throws -> LoopbackRPC {
+        var router = RPCRouter()
+        router.register(service)
+        return try await start(
+            router: router,
+            serviceName: serviceName,
+            callerName: callerName,
+            connections: connections,
+            logger: logger
+        )
+    }
+
     /// Closes the client, then shuts the server down gracefully.
     public func shutdown() async throws {
         await transport.shutdown()

@@ -84,10 +84,8 @@ struct IdentityBenchmark: AsyncParsableCommand {
         selected: Set<String>,
         logger: Logger
     ) async throws {
-        var router = RPCRouter()
-        router.register(service)
         let rpc = try await LoopbackRPC.start(
-            router: router,
+            serving: service,
             serviceName: "identity",
             callerName: "gateway",
             logger: logger

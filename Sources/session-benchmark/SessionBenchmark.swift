@@ -85,10 +85,8 @@ struct SessionBenchmark: AsyncParsableCommand {
         durability: String,
         logger: Logger
     ) async throws {
-        var router = RPCRouter()
-        router.register(service)
         let rpc = try await LoopbackRPC.start(
-            router: router,
+            serving: service,
             serviceName: "session",
             callerName: "gateway",
             connections: connections,
