@@ -85,6 +85,9 @@ struct JSONRequest: Sendable {
     }
 
     /// The boolean member `name`, nil when absent.
+    /// Whether the body has the member `name` (with any value, null included).
+    func has(_ name: String) -> Bool { members[name] != nil }
+
     func bool(_ name: String) throws(APIError) -> Bool? {
         switch members[name] {
         case nil: return nil

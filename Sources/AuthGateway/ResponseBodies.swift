@@ -172,6 +172,10 @@ struct SessionItemBody: Encodable, Sendable {
     var id: String
     var amr: [String]
     var device: Device
+    /// The app's own name of the device (`device_name` at sign-in or refresh), or null.
+    var deviceName: String? { device.name }
+    /// `ios`, `android` or `web` as the app said, or null.
+    var platform: String? { device.platform }
     var ip: String?
     var createdAt: String
     var lastRefreshedAt: String?
@@ -194,7 +198,8 @@ struct SessionItemBody: Encodable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, amr, device, ip, current
+        case id, amr, device, ip, current, platform
+        case deviceName = "device_name"
         case createdAt = "created_at"
         case lastRefreshedAt = "last_refreshed_at"
         case expiresAt = "expires_at"
@@ -205,6 +210,8 @@ struct SessionItemBody: Encodable, Sendable {
         try container.encode(id, forKey: .id)
         try container.encode(amr, forKey: .amr)
         try container.encode(device, forKey: .device)
+        try container.encode(deviceName, forKey: .deviceName)
+        try container.encode(platform, forKey: .platform)
         try container.encode(ip, forKey: .ip)
         try container.encode(createdAt, forKey: .createdAt)
         try container.encode(lastRefreshedAt, forKey: .lastRefreshedAt)

@@ -28,6 +28,12 @@ struct GatewayRoutes: Sendable {
     enum Purpose: String, CaseIterable { case login, signup, auto }
     enum Provider: String, CaseIterable { case apple, google, facebook }
     enum Scope: String, CaseIterable { case local, global, others }
+    enum Platform: String, CaseIterable { case ios, android, web }
+
+    /// The optional members every sign-in and refresh body takes to name the device.
+    static let deviceFields: Set<String> = ["device_name", "platform"]
+    /// The longest `device_name`, in bytes of UTF-8 (session's limit).
+    static let maxDeviceNameBytes = 128
 
     /// Takes one request from the client's budget for this operation, or answers 429
     /// `rate_limited`. Budgets are kept per operation, not per path: the seed apps' alias
@@ -49,9 +55,24 @@ struct GatewayRoutes: Sendable {
     /// Paths that are another name of one operation, to the operation's own path.
     static let operationAliases: [String: String] = ["/api/auth/login": "/v1/login"]
 
-    /// The device of a new session: the app's `User-Agent` (at most 512 bytes, printable).
-    func device(_ request: Request) -> Auth_Session_V1_Device {
+    /// The device of a session: `device_name` and `platform` from the body when given (checked
+    /// before anything is done, a 400 naming the member otherwise) and the app's `User-Agent`
+    /// (at most 512 bytes, printable).
+    func device(_ request: Request, _ body: JSONRequest) throws(APIError) -> Auth_Session_V1_Device {
         var device = Auth_Session_V1_Device()
+        if let name = try body.string("device_name") {
+            guard !name.isEmpty, name.utf8.count <= Self.maxDeviceNameBytes,
+                !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+            else {
+                throw APIError.invalidRequest(
+                    "`device_name` must be 1 to \(Self.maxDeviceNameBytes) bytes of text without control characters."
+                )
+            }
+            device.name = name
+        }
+        if body.has("platform") {
+            device.platform = try body.choice("platform", default: Platform?.none).rawValue
+        }
         if let agent = request.headers[.userAgent] {
             let printable = agent.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }
             var text = String(String.UnicodeScalarView(printable))
@@ -66,7 +87,7 @@ struct GatewayRoutes: Sendable {
         _ user: Auth_Identity_V1_User,
         amr: String,
         isNewUser: Bool,
-        request: Request,
+        device: Auth_Session_V1_Device,
         context: GatewayRequestContext,
         status: HTTPResponse.Status = .ok,
         verificationID: String?? = nil
@@ -77,7 +98,7 @@ struct GatewayRoutes: Sendable {
                 Auth_Session_V1_IssueRequest(
                     userID: user.id,
                     amr: [amr],
-                    device: device(request),
+                    device: device,
                     clientIP: context.clientIP
                 ),
                 options: options
@@ -239,7 +260,8 @@ struct GatewayRoutes: Sendable {
 
     func verifyCode(_ request: Request, context: GatewayRequestContext) async throws -> Response {
         try limit(context)
-        let body = try await JSONRequest.read(request, allowed: ["verification_id", "code"])
+        let body = try await JSONRequest.read(request, allowed: Self.deviceFields.union(["verification_id", "code"]))
+        let device = try device(request, body)
         let verificationID = try body.requiredString("verification_id")
         let code = try body.requiredString("code")
         let checked = try await checkCode(
@@ -272,7 +294,7 @@ struct GatewayRoutes: Sendable {
             user,
             amr: isSMS ? "otp_sms" : "otp_email",
             isNewUser: found.created,
-            request: request,
+            device: device,
             context: context
         )
     }
@@ -281,7 +303,11 @@ struct GatewayRoutes: Sendable {
 
     func signUp(_ request: Request, context: GatewayRequestContext) async throws -> Response {
         try limit(context)
-        let body = try await JSONRequest.read(request, allowed: ["display_name", "email", "password"])
+        let body = try await JSONRequest.read(
+            request,
+            allowed: Self.deviceFields.union(["display_name", "email", "password"])
+        )
+        let device = try device(request, body)
         let displayName = try body.requiredString("display_name")
         let email = try body.requiredString("email")
         let password = try body.requiredString("password")
@@ -323,7 +349,7 @@ struct GatewayRoutes: Sendable {
             user,
             amr: "pwd",
             isNewUser: true,
-            request: request,
+            device: device,
             context: context,
             status: .created,
             verificationID: verificationID
@@ -334,7 +360,8 @@ struct GatewayRoutes: Sendable {
 
     func logIn(_ request: Request, context: GatewayRequestContext) async throws -> Response {
         try limit(context)
-        let body = try await JSONRequest.read(request, allowed: ["email", "password"])
+        let body = try await JSONRequest.read(request, allowed: Self.deviceFields.union(["email", "password"]))
+        let device = try device(request, body)
         let email = try body.requiredString("email")
         let password = try body.requiredString("password")
         AuthDecisionNote.record(contact: email, method: "password")
@@ -351,14 +378,18 @@ struct GatewayRoutes: Sendable {
             )
         }
         guard let user = signedIn.user else { throw APIError.internalError }
-        return try await signIn(user, amr: "pwd", isNewUser: false, request: request, context: context)
+        return try await signIn(user, amr: "pwd", isNewUser: false, device: device, context: context)
     }
 
     // MARK: POST /v1/idtoken
 
     func signInWithIDToken(_ request: Request, context: GatewayRequestContext) async throws -> Response {
         try limit(context)
-        let body = try await JSONRequest.read(request, allowed: ["provider", "id_token", "nonce", "display_name"])
+        let body = try await JSONRequest.read(
+            request,
+            allowed: Self.deviceFields.union(["provider", "id_token", "nonce", "display_name"])
+        )
+        let device = try device(request, body)
         let provider = try body.choice("provider", default: Provider?.none)
         let idToken = try body.requiredString("id_token")
         let nonce = try body.string("nonce")
@@ -397,7 +428,7 @@ struct GatewayRoutes: Sendable {
             user,
             amr: "oidc_\(provider.rawValue)",
             isNewUser: signedIn.created,
-            request: request,
+            device: device,
             context: context
         )
     }
@@ -442,7 +473,11 @@ struct GatewayRoutes: Sendable {
 
     func confirmPasswordReset(_ request: Request, context: GatewayRequestContext) async throws -> Response {
         try limit(context)
-        let body = try await JSONRequest.read(request, allowed: ["verification_id", "code", "password"])
+        let body = try await JSONRequest.read(
+            request,
+            allowed: Self.deviceFields.union(["verification_id", "code", "password"])
+        )
+        let device = try device(request, body)
         let verificationID = try body.requiredString("verification_id")
         let code = try body.requiredString("code")
         let password = try body.requiredString("password")
@@ -509,20 +544,25 @@ struct GatewayRoutes: Sendable {
                 metadata: ["error": "\(error)", "user.id": "\(user.id)"]
             )
         }
-        return try await signIn(user, amr: "otp_email", isNewUser: false, request: request, context: context)
+        return try await signIn(user, amr: "otp_email", isNewUser: false, device: device, context: context)
     }
 
     // MARK: POST /v1/token/refresh
 
     func refresh(_ request: Request, context: GatewayRequestContext) async throws -> Response {
         try limit(context)
-        let body = try await JSONRequest.read(request, allowed: ["refresh_token"])
+        let body = try await JSONRequest.read(request, allowed: Self.deviceFields.union(["refresh_token"]))
+        let device = try device(request, body)
         let refreshToken = try body.requiredString("refresh_token")
         let refreshed: Auth_Session_V1_RefreshResponse
         do {
             refreshed = try await backends.call(.session, context) { options in
                 try await backends.session.refresh(
-                    Auth_Session_V1_RefreshRequest(refreshToken: refreshToken, clientIP: context.clientIP),
+                    Auth_Session_V1_RefreshRequest(
+                        refreshToken: refreshToken,
+                        clientIP: context.clientIP,
+                        device: device
+                    ),
                     options: options
                 )
             }

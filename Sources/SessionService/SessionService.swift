@@ -162,6 +162,9 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
             validator.fail("refresh_token", "required", "A refresh token is required.")
         }
         let ip = validator.clientIP(request.clientIP, context: context)
+        let device = request.device ?? Auth_Session_V1_Device()
+        validator.text(device.platform, field: "device.platform", maxBytes: SessionLimits.maxDevicePlatformBytes)
+        validator.text(device.name, field: "device.name", maxBytes: SessionLimits.maxDeviceNameBytes)
         try validator.check()
         guard let presented = RefreshToken(string: request.refreshToken) else {
             throw SessionError(.invalidRefreshToken, "The refresh token is not valid.")
@@ -170,7 +173,15 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         let key = try await signingKey(at: now)
         let caller = context.authenticatedCaller
         let (tokens, sessionID, userID) = try await store.withConnection { queries in
-            try self.refresh(presented, clientIP: ip, now: now, key: key, queries: queries, caller: caller)
+            try self.refresh(
+                presented,
+                clientIP: ip,
+                device: device,
+                now: now,
+                key: key,
+                queries: queries,
+                caller: caller
+            )
         }
         return Auth_Session_V1_RefreshResponse(
             tokens: tokenPair(tokens, sessionID: sessionID, now: now),
@@ -182,6 +193,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
     private func refresh(
         _ presented: RefreshToken,
         clientIP ip: String,
+        device: Auth_Session_V1_Device,
         now: Date,
         key: SigningKey,
         queries: SessionStore.Queries,
@@ -244,7 +256,9 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
                         successorSealed: sealed,
                         successorExpiresAt: successorExpiresAt,
                         now: now,
-                        clientIP: ip
+                        clientIP: ip,
+                        devicePlatform: device.platform,
+                        deviceName: device.name
                     )
                 )
                 if advanced { return (tokens, state.sessionID, state.userID) }

@@ -44,6 +44,9 @@ struct RotationWrite: Sendable {
     var successorExpiresAt: Date
     var now: Date
     var clientIP: String
+    /// A non-empty platform or name replaces the session's; empty leaves it.
+    var devicePlatform = ""
+    var deviceName = ""
 }
 
 /// The session service's SQL. Every statement names its tables with the configured schema
@@ -134,7 +137,11 @@ struct SessionStore: Sendable {
                     SET generation = generation + 1, last_refreshed_at = \(write.now),
                         refresh_expires_at = \(write.successorExpiresAt),
                         last_client_ip = CASE WHEN \(write.clientIP)::text = '' THEN last_client_ip
-                            ELSE \(write.clientIP)::text END
+                            ELSE \(write.clientIP)::text END,
+                        device_platform = CASE WHEN \(write.devicePlatform)::text = '' THEN device_platform
+                            ELSE \(write.devicePlatform)::text END,
+                        device_name = CASE WHEN \(write.deviceName)::text = '' THEN device_name
+                            ELSE \(write.deviceName)::text END
                     WHERE id = \(write.sessionID) AND generation = \(write.fromGeneration) AND revoked_at IS NULL
                     RETURNING id, generation
                 )

@@ -506,7 +506,8 @@ extension GatewayEndToEndTests {
             for item in items {
                 #expect(
                     Set(item.keys) == [
-                        "id", "amr", "device", "ip", "created_at", "last_refreshed_at", "expires_at", "current",
+                        "id", "amr", "device", "device_name", "platform", "ip", "created_at", "last_refreshed_at",
+                        "expires_at", "current",
                     ]
                 )
                 #expect(item["current"] as? Bool == (item["id"] as? String == aID))
@@ -534,6 +535,74 @@ extension GatewayEndToEndTests {
             expectError(twice, 404, "session_not_found")
             let after = try await fixture.get("/v1/sessions", token: a.accessToken)
             #expect((after["sessions"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [aID])
+        }
+
+        /// Issue 21 §3: the app names the device at sign-in (`device_name`, `platform`), a
+        /// refresh that carries them renames the session, and `GET /v1/sessions` shows them.
+        @Test func devicesAreNamedAtSignInAndRenamedByRefresh() async throws {
+            let fixture = try fixture()
+            let phone = GatewayFixture.newPhone()
+            let named = try await fixture.signInWithCode(
+                phone: phone,
+                device: ["device_name": "Asha's iPhone", "platform": "ios"]
+            )
+            let unnamed = try await fixture.signInWithCode(phone: phone)
+            let namedID = try await fixture.sessionID(named.accessToken)
+            let unnamedID = try await fixture.sessionID(unnamed.accessToken)
+
+            func devices() async throws -> [String: (name: String?, platform: String?)] {
+                let listed = try await fixture.get("/v1/sessions", token: named.accessToken)
+                #expect(listed.status == 200, "\(listed)")
+                var byID: [String: (String?, String?)] = [:]
+                for item in listed["sessions"] as? [[String: Any]] ?? [] {
+                    let device = item["device"] as? [String: Any]
+                    #expect(item["device_name"] as? String == device?["name"] as? String)
+                    #expect(item["platform"] as? String == device?["platform"] as? String)
+                    byID[item["id"] as? String ?? ""] = (item["device_name"] as? String, item["platform"] as? String)
+                }
+                return byID
+            }
+            var listed = try await devices()
+            #expect(listed[namedID]?.name == "Asha's iPhone" && listed[namedID]?.platform == "ios")
+            #expect(listed[unnamedID].map { $0.name == nil && $0.platform == nil } == true)
+
+            // A refresh with them renames its session; one without leaves the name alone.
+            let renamed = try await fixture.post(
+                "/v1/token/refresh",
+                ["refresh_token": unnamed.refreshToken, "device_name": "Pixel 8", "platform": "android"]
+            )
+            #expect(renamed.status == 200, "\(renamed)")
+            let plain = try await fixture.post("/v1/token/refresh", ["refresh_token": named.refreshToken])
+            #expect(plain.status == 200, "\(plain)")
+            listed = try await devices()
+            #expect(listed[unnamedID]?.name == "Pixel 8" && listed[unnamedID]?.platform == "android")
+            #expect(listed[namedID]?.name == "Asha's iPhone" && listed[namedID]?.platform == "ios")
+
+            // Refused before anything is done: the code still signs in afterwards.
+            let before = fixture.messages(to: phone).count
+            let sent = try await fixture.post("/v1/otp/send", ["phone": phone])
+            let id = try #require(sent.string("verification_id"), "\(sent)")
+            let code = try await fixture.code(to: phone, index: before)
+            for bad: [String: Any] in [
+                ["platform": "symbian"], ["platform": 5], ["device_name": ""], ["device_name": "tab\there"],
+                ["device_name": String(repeating: "é", count: 65)],
+            ] {
+                let refused = try await fixture.post(
+                    "/v1/otp/verify",
+                    ["verification_id": id, "code": code].merging(bad) { $1 }
+                )
+                expectError(refused, 400, "invalid_request")
+                let refresh = try await fixture.post(
+                    "/v1/token/refresh",
+                    ["refresh_token": renamed.refreshToken].merging(bad) { $1 }
+                )
+                expectError(refresh, 400, "invalid_request")
+            }
+            let verified = try await fixture.post(
+                "/v1/otp/verify",
+                ["verification_id": id, "code": code, "device_name": String(repeating: "é", count: 64)]
+            )
+            #expect(verified.status == 200, "\(verified)")
         }
 
         @Test func accountDeletion() async throws {

@@ -390,7 +390,12 @@ final class GatewayFixture: Sendable {
     static let password = "Correct-Horse-42"
 
     /// Signs in by a code sent to `phone` or `email` (`purpose` auto): the session body.
-    func signInWithCode(phone: String? = nil, email: String? = nil, base: String? = nil) async throws -> Reply {
+    func signInWithCode(
+        phone: String? = nil,
+        email: String? = nil,
+        device: [String: Any] = [:],
+        base: String? = nil
+    ) async throws -> Reply {
         var body: [String: Any] = ["purpose": "auto"]
         if let phone { body["phone"] = phone }
         if let email { body["email"] = email }
@@ -401,7 +406,11 @@ final class GatewayFixture: Sendable {
             throw ServiceProcessError(message: "otp/send: \(sent)")
         }
         let code = try await code(to: destination, index: before)
-        let verified = try await post("/v1/otp/verify", ["verification_id": id, "code": code], base: base)
+        let verified = try await post(
+            "/v1/otp/verify",
+            ["verification_id": id, "code": code].merging(device) { $1 },
+            base: base
+        )
         guard verified.status == 200 else { throw ServiceProcessError(message: "otp/verify: \(verified)") }
         return verified
     }

@@ -48,6 +48,45 @@ import Testing
         }
     }
 
+    /// A refresh that names the device renames the session (platform and name each only when
+    /// given); the user agent stays; an oversized name is refused and changes nothing.
+    @Test func aRefreshRenamesTheDevice() async throws {
+        try await withSessionService { fixture in
+            let issued = try await fixture.issue(platform: "ios")
+            func device() async throws -> Auth_Session_V1_Device? {
+                try await fixture.client.listSessions(.init(userID: "user-1")).sessions.first?.device
+            }
+            let before = try #require(try await device())
+            let renamed = try #require(
+                try await fixture.client.refresh(
+                    .init(refreshToken: issued.refreshToken, device: .init(name: "Asha's iPad"))
+                ).tokens
+            )
+            var after = try #require(try await device())
+            #expect(after.name == "Asha's iPad")
+            #expect(after.platform == "ios")
+            #expect(after.userAgent == before.userAgent)
+
+            await expectRPCError(.invalidArgument, "invalid_argument") {
+                try await fixture.client.refresh(
+                    .init(
+                        refreshToken: renamed.refreshToken,
+                        device: .init(platform: "android", name: String(repeating: "x", count: 129))
+                    )
+                )
+            }
+            let again = try #require(
+                try await fixture.client.refresh(
+                    .init(refreshToken: renamed.refreshToken, device: .init(platform: "android"))
+                ).tokens
+            )
+            after = try #require(try await device())
+            #expect(after.name == "Asha's iPad" && after.platform == "android")
+            _ = try await fixture.refresh(again.refreshToken)
+            #expect(try await device() == after)
+        }
+    }
+
     @Test func noTokenIsStoredInPlaintext() async throws {
         try await withSessionService { fixture in
             let issued = try await fixture.issue()

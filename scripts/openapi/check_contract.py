@@ -89,7 +89,7 @@ SESSION_KEYS = {"access_token", "token_type", "expires_in", "refresh_token", "us
 USER_KEYS = {"id", "phone", "email", "name", "photo_url", "onboarding_completed", "email_verified",
              "phone_verified", "created_at"}
 USER_NULLABLE = {"phone", "email", "name", "photo_url"}
-SESSION_ITEM_KEYS = {"id", "amr", "device", "ip", "created_at", "last_refreshed_at", "expires_at", "current"}
+SESSION_ITEM_KEYS = {"id", "amr", "device", "ip", "created_at", "last_refreshed_at", "expires_at", "current", "device_name", "platform"}
 VERIFICATION_KEYS = {"verification_id", "channel", "destination", "expires_in", "resend_after",
                      "attempts_remaining"}
 ENUMS = {

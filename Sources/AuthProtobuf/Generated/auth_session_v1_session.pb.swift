@@ -460,12 +460,17 @@ public struct Auth_Session_V1_RefreshRequest: ProtobufCMessage {
 
     public var refreshToken: String = ""
     public var clientIP: String = ""
+    /// The device as the app names it now: a non-empty platform or name replaces the session's
+    /// (a renamed phone, an app that starts sending them); empty ones leave them as they are. The
+    /// user agent is not updated.
+    public var device: Auth_Session_V1_Device? = nil
 
     public init() {}
 
-    public init(refreshToken: String = "", clientIP: String = "") {
+    public init(refreshToken: String = "", clientIP: String = "", device: Auth_Session_V1_Device? = nil) {
         self.refreshToken = refreshToken
         self.clientIP = clientIP
+        self.device = device
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -511,7 +516,8 @@ extension Auth_Session_V1_RefreshRequest: ProtobufCBridged {
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
         self.init(
             refreshToken: try _protobufCString(c.pointee.refresh_token, Self.self, "refresh_token"),
-            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip")
+            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip"),
+            device: try _protobufCOptionalMessage(c.pointee.device, as: Auth_Session_V1_Device.self)
         )
     }
 
@@ -521,6 +527,9 @@ extension Auth_Session_V1_RefreshRequest: ProtobufCBridged {
         }
         if !self.clientIP.isEmpty {
             c.pointee.client_ip = try arena.cString(self.clientIP, Self.self, "client_ip")
+        }
+        if let value = self.device {
+            c.pointee.device = try arena.message(value)
         }
     }
 }

@@ -1370,7 +1370,7 @@ const ProtobufCMessageDescriptor auth__session__v1__issue_response__descriptor =
   (ProtobufCMessageInit) auth__session__v1__issue_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__session__v1__refresh_request__field_descriptors[2] =
+static const ProtobufCFieldDescriptor auth__session__v1__refresh_request__field_descriptors[3] =
 {
   {
     "refresh_token",
@@ -1396,15 +1396,28 @@ static const ProtobufCFieldDescriptor auth__session__v1__refresh_request__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "device",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Session__V1__RefreshRequest, device),
+    &auth__session__v1__device__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__session__v1__refresh_request__field_indices_by_name[] = {
   1,   /* field[1] = client_ip */
+  2,   /* field[2] = device */
   0,   /* field[0] = refresh_token */
 };
 static const ProtobufCIntRange auth__session__v1__refresh_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor auth__session__v1__refresh_request__descriptor =
 {
@@ -1414,7 +1427,7 @@ const ProtobufCMessageDescriptor auth__session__v1__refresh_request__descriptor 
   "Auth__Session__V1__RefreshRequest",
   "auth.session.v1",
   sizeof(Auth__Session__V1__RefreshRequest),
-  2,
+  3,
   auth__session__v1__refresh_request__field_descriptors,
   auth__session__v1__refresh_request__field_indices_by_name,
   1,  auth__session__v1__refresh_request__number_ranges,

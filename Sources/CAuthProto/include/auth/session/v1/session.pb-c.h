@@ -204,10 +204,16 @@ struct  Auth__Session__V1__RefreshRequest
   ProtobufCMessage base;
   char *refresh_token;
   char *client_ip;
+  /*
+   * The device as the app names it now: a non-empty platform or name replaces the session's
+   * (a renamed phone, an app that starts sending them); empty ones leave them as they are. The
+   * user agent is not updated.
+   */
+  Auth__Session__V1__Device *device;
 };
 #define AUTH__SESSION__V1__REFRESH_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__session__v1__refresh_request__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL }
 
 
 struct  Auth__Session__V1__RefreshResponse
