@@ -24,9 +24,12 @@ extension GatewayRoutes {
     // MARK: POST /v1/logout
 
     func logOut(_ request: Request, context: GatewayRequestContext) async throws -> Response {
-        let caller = try await signedIn(request, context)
-        let body = try await JSONRequest.read(request, allowed: ["scope"], optional: true)
+        let body = try await JSONRequest.read(request, allowed: ["scope", "refresh_token"], optional: true)
         let scope = try body.choice("scope", default: Scope.local)
+        if let refreshToken = try body.string("refresh_token") {
+            return try await logOut(refreshToken: refreshToken, scope: scope, context: context)
+        }
+        let caller = try await signedIn(request, context)
         switch scope {
         case .local:
             _ = try await backends.call(.session, context) { options in
@@ -36,18 +39,49 @@ extension GatewayRoutes {
                 )
             }
         case .global, .others:
-            _ = try await backends.call(.session, context) { options in
-                try await backends.session.revokeAll(
-                    Auth_Session_V1_RevokeAllRequest(
-                        userID: caller.userID,
-                        exceptSessionID: scope == .others ? caller.sessionID : "",
-                        reason: scope == .others ? "logout_others" : "logout_global"
-                    ),
+            try await revokeAll(userID: caller.userID, keeping: scope == .others ? caller.sessionID : "", context)
+        }
+        return JSONResponse.noContent
+    }
+
+    /// A logout by the session's refresh token (an app whose access token expired): no
+    /// Authorization needed, spends the client's budget like a refresh. `others` needs the
+    /// access token (it names the session to keep).
+    private func logOut(refreshToken: String, scope: Scope, context: GatewayRequestContext) async throws -> Response {
+        try limit(context)
+        guard scope != .others else {
+            throw APIError.invalidRequest(
+                "`scope` `others` needs the access token of the session to keep, not a refresh token."
+            )
+        }
+        let revoked: Auth_Session_V1_RevokeResponse
+        do {
+            revoked = try await backends.call(.session, context) { options in
+                try await backends.session.revoke(
+                    Auth_Session_V1_RevokeRequest(reason: "logout", refreshToken: refreshToken),
                     options: options
                 )
             }
+        } catch let error as APIError where error.reason == "invalid_request" {
+            // An empty token: not one the service issued.
+            throw ServiceErrorMapping.invalidRefreshToken(detail: error.detail)
         }
+        AuthDecisionNote.record(userID: revoked.userID)
+        if scope == .global { try await revokeAll(userID: revoked.userID, keeping: "", context) }
         return JSONResponse.noContent
+    }
+
+    private func revokeAll(userID: String, keeping sessionID: String, _ context: GatewayRequestContext) async throws {
+        _ = try await backends.call(.session, context) { options in
+            try await backends.session.revokeAll(
+                Auth_Session_V1_RevokeAllRequest(
+                    userID: userID,
+                    exceptSessionID: sessionID,
+                    reason: sessionID.isEmpty ? "logout_global" : "logout_others"
+                ),
+                options: options
+            )
+        }
     }
 
     // MARK: GET /v1/session

@@ -362,22 +362,41 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         context: ServerContext
     ) async throws -> Auth_Session_V1_RevokeResponse {
         var validator = FieldValidator()
-        let sessionID = validator.sessionID(request.sessionID)
+        let byToken = !request.refreshToken.isEmpty
+        if byToken {
+            if !request.sessionID.isEmpty {
+                validator.fail("session_id", "invalid_value", "Give a session id or a refresh token, not both.")
+            }
+        }
+        let sessionID = byToken ? nil : validator.sessionID(request.sessionID)
         if !request.userID.isEmpty { validator.userID(request.userID) }
         let reason = validator.reason(request.reason)
         try validator.check()
-        guard let sessionID else { throw SessionError(.internal, "validated session id missing") }
-        let (found, revoked) = try await store.revoke(
-            sessionID: sessionID,
-            userID: request.userID.isEmpty ? nil : request.userID,
-            reason: reason,
-            now: clock.microsecondNow()
-        )
-        guard found else { throw SessionError(.sessionNotFound, "No such session.") }
-        if revoked {
-            logger.info("Session revoked", metadata: ["session.id": "\(sessionID)", "session.reason": "\(reason)"])
+        let now = clock.microsecondNow()
+        let userID = request.userID.isEmpty ? nil : request.userID
+        let outcome: SessionStore.Revocation?
+        if byToken {
+            guard let presented = RefreshToken(string: request.refreshToken) else {
+                throw SessionError(.invalidRefreshToken, "The refresh token is not valid.")
+            }
+            outcome = try await store.revoke(tokenHash: presented.hash, userID: userID, reason: reason, now: now)
+            guard outcome != nil else { throw SessionError(.invalidRefreshToken, "The refresh token is not valid.") }
+        } else {
+            guard let sessionID else { throw SessionError(.internal, "validated session id missing") }
+            outcome = try await store.revoke(sessionID: sessionID, userID: userID, reason: reason, now: now)
         }
-        return Auth_Session_V1_RevokeResponse(revoked: revoked)
+        guard let outcome else { throw SessionError(.sessionNotFound, "No such session.") }
+        if outcome.revoked {
+            logger.info(
+                "Session revoked",
+                metadata: ["session.id": "\(outcome.sessionID)", "session.reason": "\(reason)"]
+            )
+        }
+        return Auth_Session_V1_RevokeResponse(
+            revoked: outcome.revoked,
+            sessionID: outcome.sessionID.uuidString.lowercased(),
+            userID: outcome.userID
+        )
     }
 
     public func revokeAll(

@@ -185,29 +185,58 @@ struct SessionStore: Sendable {
         try await withConnection { try $0.rotate(write) }
     }
 
-    /// Revokes one session. `found` is false when there is no such session (or it is not
-    /// `userID`'s, when given); `revoked` is false when it was already revoked.
-    func revoke(
-        sessionID: UUID,
-        userID: String?,
-        reason: String,
-        now: Date
-    ) async throws -> (found: Bool, revoked: Bool) {
+    /// What ``revoke(sessionID:userID:reason:now:)`` found.
+    struct Revocation: Sendable, Equatable {
+        var sessionID: UUID
+        var userID: String
+        /// False when it was already revoked.
+        var revoked: Bool
+    }
+
+    /// Revokes one session; nil when there is no such session (or it is not `userID`'s, when
+    /// given).
+    func revoke(sessionID: UUID, userID: String?, reason: String, now: Date) async throws -> Revocation? {
+        try await revoke(
+            target: "SELECT id, user_id FROM \(schema).sessions WHERE id = \(sessionID)",
+            userID,
+            reason,
+            now
+        )
+    }
+
+    /// Revokes the session `tokenHash`'s refresh token was issued in (whichever generation);
+    /// nil when no session has that token (or it is not `userID`'s, when given).
+    func revoke(tokenHash: [UInt8], userID: String?, reason: String, now: Date) async throws -> Revocation? {
+        let target: PostgresStatement = """
+            SELECT s.id, s.user_id FROM \(schema).refresh_tokens t JOIN \(schema).sessions s ON s.id = t.session_id
+            WHERE t.token_hash = \(tokenHash)
+            """
+        return try await revoke(target: target, userID, reason, now)
+    }
+
+    /// One statement: the session `target` selects (`id, user_id`), revoked unless it was.
+    private func revoke(
+        target: PostgresStatement,
+        _ userID: String?,
+        _ reason: String,
+        _ now: Date
+    ) async throws -> Revocation? {
         let owner = userID ?? ""
         let rows = try await pool.query(
             """
             WITH target AS (
-                SELECT id FROM \(schema).sessions WHERE id = \(sessionID) AND (\(owner)::text = '' OR user_id = \(owner)::text)
+                SELECT found.id, found.user_id FROM (\(target)) found (id, user_id)
+                WHERE \(owner)::text = '' OR found.user_id = \(owner)::text
             ), revoked AS (
                 UPDATE \(schema).sessions s SET revoked_at = \(now), revoke_reason = \(reason)::text
                 FROM target WHERE s.id = target.id AND s.revoked_at IS NULL
                 RETURNING s.id
             )
-            SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM revoked)
+            SELECT target.id, target.user_id, (SELECT count(*) FROM revoked) FROM target
             """
         )
-        guard let row = rows.first else { return (false, false) }
-        return (try row[0].int > 0, try row[1].int > 0)
+        guard let row = rows.first else { return nil }
+        return Revocation(sessionID: try row[0].uuid, userID: try row[1].string, revoked: try row[2].int > 0)
     }
 
     /// Revokes every live session of `userID` except `except`; returns how many.

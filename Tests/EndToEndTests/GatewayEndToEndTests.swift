@@ -491,6 +491,47 @@ extension GatewayEndToEndTests {
             }
         }
 
+        /// Issue 21 §3: logout works with the refresh token alone (the app's access token
+        /// expired): no Authorization, the session it names ends; `global` ends every session.
+        @Test func logoutByRefreshToken() async throws {
+            let fixture = try fixture()
+            let phone = GatewayFixture.newPhone()
+            let a = try await fixture.signInWithCode(phone: phone)
+            let b = try await fixture.signInWithCode(phone: phone)
+
+            let local = try await fixture.post("/v1/logout", ["refresh_token": a.refreshToken])
+            #expect(local.status == 204, "\(local)")
+            expectError(try await fixture.get("/v1/session", token: a.accessToken), 401, "invalid_token")
+            expectError(
+                try await fixture.post("/v1/token/refresh", ["refresh_token": a.refreshToken]),
+                401,
+                "session_revoked"
+            )
+            #expect(try await fixture.get("/v1/session", token: b.accessToken).status == 200)
+            // Twice is still 204 (the app may retry); a token no session issued is 401.
+            let twice = try await fixture.post("/v1/logout", ["refresh_token": a.refreshToken])
+            #expect(twice.status == 204, "\(twice)")
+            for bogus in ["not-a-token", "", String(repeating: "A", count: 43)] {
+                expectError(
+                    try await fixture.post("/v1/logout", ["refresh_token": bogus]),
+                    401,
+                    "invalid_refresh_token"
+                )
+            }
+            expectError(
+                try await fixture.post("/v1/logout", ["refresh_token": b.refreshToken, "scope": "others"]),
+                400,
+                "invalid_request"
+            )
+
+            let c = try await fixture.signInWithCode(phone: phone)
+            let global = try await fixture.post("/v1/logout", ["refresh_token": b.refreshToken, "scope": "global"])
+            #expect(global.status == 204, "\(global)")
+            for token in [b.accessToken, c.accessToken] {
+                expectError(try await fixture.get("/v1/session", token: token), 401, "invalid_token")
+            }
+        }
+
         @Test func sessionListAndRevoke() async throws {
             let fixture = try fixture()
             let phone = GatewayFixture.newPhone()

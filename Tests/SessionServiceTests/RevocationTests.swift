@@ -44,6 +44,46 @@ import Testing
         }
     }
 
+    /// Issue 21 §3: a logout by refresh token (the access token expired): any token the session
+    /// issued names it, current or already used; an unknown one is `invalid_refresh_token`.
+    @Test func revokeByRefreshTokenEndsItsSession() async throws {
+        try await withSessionService { fixture in
+            let first = try await fixture.issue(userID: "asha")
+            let current = try await fixture.refresh(first.refreshToken)
+            let other = try await fixture.issue(userID: "asha", platform: "android")
+
+            // The used token names the session as well as the current one.
+            let revoked = try await fixture.client.revoke(.init(reason: "logout", refreshToken: first.refreshToken))
+            #expect(revoked.revoked)
+            #expect(revoked.sessionID == first.sessionID)
+            #expect(revoked.userID == "asha")
+            let again = try await fixture.client.revoke(.init(reason: "logout", refreshToken: current.refreshToken))
+            #expect(again.revoked == false && again.sessionID == first.sessionID)
+            await expectRPCError(.unauthenticated, "session_revoked") {
+                try await fixture.refresh(current.refreshToken)
+            }
+            _ = try await fixture.refresh(other.refreshToken)
+
+            for token in [RefreshToken.generate().string, "not-a-token"] {
+                await expectRPCError(.unauthenticated, "invalid_refresh_token") {
+                    try await fixture.client.revoke(.init(reason: "logout", refreshToken: token))
+                }
+            }
+            // Another user's token, and a session id with a token, are refused.
+            await expectRPCError(.unauthenticated, "invalid_refresh_token") {
+                try await fixture.client.revoke(
+                    .init(userID: "ravi", reason: "logout", refreshToken: other.refreshToken)
+                )
+            }
+            await expectRPCError(.invalidArgument, "invalid_argument") {
+                try await fixture.client.revoke(
+                    .init(sessionID: other.sessionID, reason: "logout", refreshToken: other.refreshToken)
+                )
+            }
+            #expect(try await fixture.validate(other.accessToken, checkSession: true).sessionLive)
+        }
+    }
+
     @Test func revokeAllKeepsTheCallersSession() async throws {
         try await withSessionService { fixture in
             let phone = try await fixture.issue(userID: "asha", platform: "ios")

@@ -1034,18 +1034,24 @@ extension Auth_Session_V1_CheckSessionResponse: ProtobufCBridged {
 public struct Auth_Session_V1_RevokeRequest: ProtobufCMessage {
     public static let protoMessageName = "auth.session.v1.RevokeRequest"
 
+    /// The session; or, instead, `refresh_token`.
     public var sessionID: String = ""
     /// When set, the session must belong to this user (NOT_FOUND otherwise).
     public var userID: String = ""
     /// "logout", "admin", ...
     public var reason: String = ""
+    /// Instead of `session_id`: the session this refresh token was issued in (its current token
+    /// or one already used), for a logout whose access token has expired. A token that is not one
+    /// of a session's is UNAUTHENTICATED `invalid_refresh_token`.
+    public var refreshToken: String = ""
 
     public init() {}
 
-    public init(sessionID: String = "", userID: String = "", reason: String = "") {
+    public init(sessionID: String = "", userID: String = "", reason: String = "", refreshToken: String = "") {
         self.sessionID = sessionID
         self.userID = userID
         self.reason = reason
+        self.refreshToken = refreshToken
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -1092,7 +1098,8 @@ extension Auth_Session_V1_RevokeRequest: ProtobufCBridged {
         self.init(
             sessionID: try _protobufCString(c.pointee.session_id, Self.self, "session_id"),
             userID: try _protobufCString(c.pointee.user_id, Self.self, "user_id"),
-            reason: try _protobufCString(c.pointee.reason, Self.self, "reason")
+            reason: try _protobufCString(c.pointee.reason, Self.self, "reason"),
+            refreshToken: try _protobufCString(c.pointee.refresh_token, Self.self, "refresh_token")
         )
     }
 
@@ -1106,6 +1113,9 @@ extension Auth_Session_V1_RevokeRequest: ProtobufCBridged {
         if !self.reason.isEmpty {
             c.pointee.reason = try arena.cString(self.reason, Self.self, "reason")
         }
+        if !self.refreshToken.isEmpty {
+            c.pointee.refresh_token = try arena.cString(self.refreshToken, Self.self, "refresh_token")
+        }
     }
 }
 
@@ -1116,11 +1126,17 @@ public struct Auth_Session_V1_RevokeResponse: ProtobufCMessage {
 
     /// false when it was already revoked
     public var revoked: Bool = false
+    /// the session (the one the refresh token named)
+    public var sessionID: String = ""
+    /// its user
+    public var userID: String = ""
 
     public init() {}
 
-    public init(revoked: Bool = false) {
+    public init(revoked: Bool = false, sessionID: String = "", userID: String = "") {
         self.revoked = revoked
+        self.sessionID = sessionID
+        self.userID = userID
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -1164,11 +1180,21 @@ extension Auth_Session_V1_RevokeResponse: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init(revoked: c.pointee.revoked != 0)
+        self.init(
+            revoked: c.pointee.revoked != 0,
+            sessionID: try _protobufCString(c.pointee.session_id, Self.self, "session_id"),
+            userID: try _protobufCString(c.pointee.user_id, Self.self, "user_id")
+        )
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
         c.pointee.revoked = self.revoked ? 1 : 0
+        if !self.sessionID.isEmpty {
+            c.pointee.session_id = try arena.cString(self.sessionID, Self.self, "session_id")
+        }
+        if !self.userID.isEmpty {
+            c.pointee.user_id = try arena.cString(self.userID, Self.self, "user_id")
+        }
     }
 }
 

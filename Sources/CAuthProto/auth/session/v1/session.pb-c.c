@@ -1857,7 +1857,7 @@ const ProtobufCMessageDescriptor auth__session__v1__check_session_response__desc
   (ProtobufCMessageInit) auth__session__v1__check_session_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__session__v1__revoke_request__field_descriptors[3] =
+static const ProtobufCFieldDescriptor auth__session__v1__revoke_request__field_descriptors[4] =
 {
   {
     "session_id",
@@ -1895,16 +1895,29 @@ static const ProtobufCFieldDescriptor auth__session__v1__revoke_request__field_d
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "refresh_token",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Session__V1__RevokeRequest, refresh_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__session__v1__revoke_request__field_indices_by_name[] = {
   2,   /* field[2] = reason */
+  3,   /* field[3] = refresh_token */
   0,   /* field[0] = session_id */
   1,   /* field[1] = user_id */
 };
 static const ProtobufCIntRange auth__session__v1__revoke_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor auth__session__v1__revoke_request__descriptor =
 {
@@ -1914,14 +1927,14 @@ const ProtobufCMessageDescriptor auth__session__v1__revoke_request__descriptor =
   "Auth__Session__V1__RevokeRequest",
   "auth.session.v1",
   sizeof(Auth__Session__V1__RevokeRequest),
-  3,
+  4,
   auth__session__v1__revoke_request__field_descriptors,
   auth__session__v1__revoke_request__field_indices_by_name,
   1,  auth__session__v1__revoke_request__number_ranges,
   (ProtobufCMessageInit) auth__session__v1__revoke_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__session__v1__revoke_response__field_descriptors[1] =
+static const ProtobufCFieldDescriptor auth__session__v1__revoke_response__field_descriptors[3] =
 {
   {
     "revoked",
@@ -1935,14 +1948,40 @@ static const ProtobufCFieldDescriptor auth__session__v1__revoke_response__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "session_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Session__V1__RevokeResponse, session_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Session__V1__RevokeResponse, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__session__v1__revoke_response__field_indices_by_name[] = {
   0,   /* field[0] = revoked */
+  1,   /* field[1] = session_id */
+  2,   /* field[2] = user_id */
 };
 static const ProtobufCIntRange auth__session__v1__revoke_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor auth__session__v1__revoke_response__descriptor =
 {
@@ -1952,7 +1991,7 @@ const ProtobufCMessageDescriptor auth__session__v1__revoke_response__descriptor 
   "Auth__Session__V1__RevokeResponse",
   "auth.session.v1",
   sizeof(Auth__Session__V1__RevokeResponse),
-  1,
+  3,
   auth__session__v1__revoke_response__field_descriptors,
   auth__session__v1__revoke_response__field_indices_by_name,
   1,  auth__session__v1__revoke_response__number_ranges,

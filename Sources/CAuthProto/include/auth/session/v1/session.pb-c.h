@@ -337,6 +337,9 @@ struct  Auth__Session__V1__CheckSessionResponse
 struct  Auth__Session__V1__RevokeRequest
 {
   ProtobufCMessage base;
+  /*
+   * The session; or, instead, `refresh_token`.
+   */
   char *session_id;
   /*
    * When set, the session must belong to this user (NOT_FOUND otherwise).
@@ -346,10 +349,16 @@ struct  Auth__Session__V1__RevokeRequest
    * "logout", "admin", ...
    */
   char *reason;
+  /*
+   * Instead of `session_id`: the session this refresh token was issued in (its current token
+   * or one already used), for a logout whose access token has expired. A token that is not one
+   * of a session's is UNAUTHENTICATED `invalid_refresh_token`.
+   */
+  char *refresh_token;
 };
 #define AUTH__SESSION__V1__REVOKE_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__session__v1__revoke_request__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 struct  Auth__Session__V1__RevokeResponse
@@ -359,10 +368,18 @@ struct  Auth__Session__V1__RevokeResponse
    * false when it was already revoked
    */
   protobuf_c_boolean revoked;
+  /*
+   * the session (the one the refresh token named)
+   */
+  char *session_id;
+  /*
+   * its user
+   */
+  char *user_id;
 };
 #define AUTH__SESSION__V1__REVOKE_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__session__v1__revoke_response__descriptor) \
-    , 0 }
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 struct  Auth__Session__V1__RevokeAllRequest
