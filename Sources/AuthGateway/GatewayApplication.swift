@@ -113,6 +113,7 @@ public struct GatewayApplication: Sendable {
         router.post("/v1/otp/send", use: routes.sendCode)
         router.post("/v1/otp/resend", use: routes.resendCode)
         router.post("/v1/otp/verify", use: routes.verifyCode)
+        router.get("/v1/otp/{verification_id}", use: routes.codeStatus)
         router.post("/v1/signup", use: routes.signUp)
         router.post("/v1/login", use: routes.logIn)
         router.post("/api/auth/login", use: routes.logIn)

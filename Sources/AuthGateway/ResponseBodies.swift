@@ -292,3 +292,21 @@ extension String {
     /// nil for the empty string (the services' "unknown").
     var nonEmpty: String? { isEmpty ? nil : self }
 }
+
+/// `GET /v1/otp/{verification_id}`.
+struct CodeStatusBody: Encodable, Sendable {
+    /// `queued`, `sent`, `delivered` or `failed`.
+    var status: String
+    var channel: String
+    var destination: String
+    var expiresIn: Int
+    var resendAfter: Int
+    var resendsRemaining: Int
+
+    enum CodingKeys: String, CodingKey {
+        case status, channel, destination
+        case expiresIn = "expires_in"
+        case resendAfter = "resend_after"
+        case resendsRemaining = "resends_remaining"
+    }
+}

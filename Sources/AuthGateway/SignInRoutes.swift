@@ -224,6 +224,48 @@ struct GatewayRoutes: Sendable {
         )
     }
 
+    // MARK: GET /v1/otp/{verification_id}
+
+    /// Where a code's message is and when it may be resent ("SMS not received?"): 404
+    /// `verification_not_found` for an id that is not a pending verification.
+    func codeStatus(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        try limit(context)
+        guard let text = context.parameters.get("verification_id"), let id = UUID(uuidString: text) else {
+            throw APIError.verificationNotFound
+        }
+        var rules = ServiceErrorMapping.Rules()
+        rules.verificationRoute = true
+        let status = try await backends.call(.otpDispatch, context, rules: rules) { options in
+            try await backends.otp.getDeliveryStatus(
+                Auth_Otp_V1_GetDeliveryStatusRequest(verificationID: id.uuidString.lowercased()),
+                options: options
+            )
+        }
+        guard status.pending else { throw APIError.verificationNotFound }
+        return try JSONResponse.make(
+            CodeStatusBody(
+                status: Self.deliveryStatusName(status.state),
+                channel: status.channel == .sms ? "sms" : "email",
+                destination: status.maskedDestination,
+                expiresIn: Int(status.expiresIn),
+                resendAfter: Int(status.resendAfter),
+                resendsRemaining: Int(status.resendsRemaining)
+            )
+        )
+    }
+
+    /// A message's state as apps see it. A test destination's code is never sent but reads
+    /// `sent` (it is "on its way" as far as the app knows); a verification whose message is
+    /// not written yet reads `queued`.
+    static func deliveryStatusName(_ state: Auth_Otp_V1_DeliveryState) -> String {
+        switch state {
+        case .sent, .notSentTestDestination: "sent"
+        case .delivered: "delivered"
+        case .failed: "failed"
+        default: "queued"
+        }
+    }
+
     /// Checks a code with otp-dispatch; `purposes` are the ones this route accepts: another
     /// purpose's verification is not a live one here (404), and otp-dispatch leaves it untouched.
     func checkCode(

@@ -94,16 +94,60 @@ enum ResendDecision {
     /// When the verification's next code may be sent: after `firstResendDelay` from its start,
     /// then `resendInterval` after the last one; `resend_too_soon` before.
     static func tooSoon(_ row: VerificationRow, now: Date, configuration: OTPServiceConfiguration) -> OTPError? {
-        let allowedAt =
-            row.resends == 0
-            ? row.createdAt.addingTimeInterval(configuration.firstResendDelay.timeInterval)
-            : row.lastSentAt.addingTimeInterval(configuration.resendInterval.timeInterval)
+        let allowedAt = coolDownEnd(
+            resends: row.resends,
+            createdAt: row.createdAt,
+            lastSentAt: row.lastSentAt,
+            configuration: configuration
+        )
         guard now < allowedAt else { return nil }
         return OTPError(
             .resendTooSoon,
             "A new code can be sent a little later.",
             retryAfterSeconds: secondsUntil(allowedAt, from: now)
         )
+    }
+
+    /// When a verification with `resends` resends may be resent, as far as its cool-down goes.
+    static func coolDownEnd(
+        resends: Int,
+        createdAt: Date,
+        lastSentAt: Date,
+        configuration: OTPServiceConfiguration
+    ) -> Date {
+        resends == 0
+            ? createdAt.addingTimeInterval(configuration.firstResendDelay.timeInterval)
+            : lastSentAt.addingTimeInterval(configuration.resendInterval.timeInterval)
+    }
+
+    /// What an app is told before it offers "resend" (GetDeliveryStatus): the seconds until a
+    /// Resend is allowed, by the cool-down and the destination's budget, and the resends left.
+    /// `recentResends` are the destination's within the window; `limitingResend`, when they
+    /// fill the budget, is the one whose leaving the window frees a resend. A test destination
+    /// has no budget.
+    static func outlook(
+        _ status: VerificationStatus,
+        now: Date,
+        configuration: OTPServiceConfiguration
+    ) -> (resendAfter: UInt32, resendsRemaining: UInt32) {
+        var allowedAt = coolDownEnd(
+            resends: status.resends,
+            createdAt: status.createdAt,
+            lastSentAt: status.lastSentAt,
+            configuration: configuration
+        )
+        var remaining = configuration.maxResends
+        if !status.test {
+            remaining = max(0, configuration.maxResends - status.recentResends)
+            if remaining == 0 {
+                let frees =
+                    status.limitingResend?.addingTimeInterval(configuration.resendWindow.timeInterval)
+                    ?? now.addingTimeInterval(configuration.resendWindow.timeInterval)
+                allowedAt = max(allowedAt, frees)
+            }
+        }
+        let after: UInt32 = allowedAt > now ? secondsUntil(allowedAt, from: now) : 0
+        return (after, UInt32(clamping: remaining))
     }
 
     /// The destination's resend budget, from its resends within `resendWindow` (oldest first):

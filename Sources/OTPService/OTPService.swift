@@ -109,7 +109,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             check: .only([CallerName.gateway]),
             // Trimmed to the callers of today (issue 19): no gateway route reads a delivery
             // status or relays a provider's report yet.
-            getDeliveryStatus: .only([CallerName.authctl]),
+            getDeliveryStatus: .only([CallerName.authctl, CallerName.gateway]),
             reportDelivery: .only([CallerName.authctl]),
             unlockDestination: .only([CallerName.authctl]),
             forgetDestination: .only([CallerName.gateway])
@@ -518,7 +518,14 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         guard validator.isValid, let id else {
             throw OTPError(invalid: validator)
         }
-        guard let status = try await store.deliveryStatus(verificationID: id) else {
+        let now = clock.microsecondNow()
+        guard
+            let status = try await store.deliveryStatus(
+                verificationID: id,
+                resendWindowStart: now.addingTimeInterval(-configuration.resendWindow.timeInterval),
+                maxResends: configuration.maxResends
+            )
+        else {
             throw Self.notFound()
         }
         let destination = Destination(stored: status.destination)
@@ -526,8 +533,24 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             channel: destination.channel.proto,
             maskedDestination: destination.masked
         )
+        response.pending = status.status == "pending"
+        if response.pending {
+            response.expiresIn = status.expiresAt > now ? secondsUntil(status.expiresAt, from: now) : 0
+            (response.resendAfter, response.resendsRemaining) = ResendDecision.outlook(
+                status,
+                now: now,
+                configuration: configuration
+            )
+        }
         if status.test {
             response.state = .notSentTestDestination
+            return response
+        }
+        if status.decoy {
+            // Answered as a sent message, so the id tells nothing a real one would not.
+            response.state = .sent
+            response.updatedAt = status.lastSentAt.unixSeconds
+            response.messages = UInt32(clamping: status.resends + 1)
             return response
         }
         if let record = status.record {

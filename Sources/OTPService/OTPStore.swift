@@ -38,6 +38,27 @@ struct ClaimedMessage: Sendable {
     var attempts: Int
 }
 
+/// A verification as GetDeliveryStatus shows it.
+struct VerificationStatus: Sendable {
+    var destination: String
+    /// A test destination's: no message is ever written.
+    var test: Bool
+    /// A decoy's (never sent, docs/otp.md#decoys).
+    var decoy: Bool
+    /// `pending`, `verified` or `failed`.
+    var status: String
+    var createdAt: Date
+    var lastSentAt: Date
+    var expiresAt: Date
+    var resends: Int
+    /// The destination's resends within the resend window, and the one whose leaving the
+    /// window frees a resend when the budget is spent (the `maxResends`-th most recent).
+    var recentResends: Int
+    var limitingResend: Date?
+    /// Its latest message (nil for a test destination or a decoy).
+    var record: DeliveryRecord?
+}
+
 /// The latest message of a verification, for GetDeliveryStatus.
 struct DeliveryRecord: Sendable {
     var state: String
@@ -582,14 +603,23 @@ struct OTPStore: Sendable {
         return (rows.affectedRows ?? 0) > 0
     }
 
-    /// The verification's latest message and how many it has; nil if the verification is
-    /// unknown. `test` tells a test destination (which has none).
+    /// The verification, its latest message and how many it has, and its destination's
+    /// resends since `resendWindowStart`; nil if the verification is unknown.
     func deliveryStatus(
-        verificationID: UUID
-    ) async throws -> (destination: String, test: Bool, record: DeliveryRecord?)? {
+        verificationID: UUID,
+        resendWindowStart: Date,
+        maxResends: Int
+    ) async throws -> VerificationStatus? {
         let rows = try await pool.query(
             """
-            SELECT v.destination, v.test_destination, m.state, m.provider, m.total_attempts, m.updated_at, m.last_error,
+            SELECT v.destination, v.test_destination, v.decoy, v.status, v.created_at, v.last_sent_at, v.expires_at,
+                v.resends,
+                (SELECT count(*) FROM \(t.limitEvents) e
+                    WHERE e.kind = 'resend' AND e.key = v.destination AND e.occurred_at > \(resendWindowStart)),
+                (SELECT e.occurred_at FROM \(t.limitEvents) e
+                    WHERE e.kind = 'resend' AND e.key = v.destination AND e.occurred_at > \(resendWindowStart)
+                    ORDER BY e.occurred_at DESC OFFSET \(max(0, maxResends - 1)) LIMIT 1),
+                m.state, m.provider, m.total_attempts, m.updated_at, m.last_error,
                 (SELECT count(*) FROM \(t.messages) c WHERE c.verification_id = v.id)
             FROM \(t.verifications) v
             LEFT JOIN LATERAL (
@@ -600,19 +630,29 @@ struct OTPStore: Sendable {
             """
         )
         guard let row = rows.first else { return nil }
-        let destination = try row[0].string
-        let test = try row[1].bool
-        guard let state = try row[2].decode(String?.self) else { return (destination, test, nil) }
-        return (
-            destination, test,
-            DeliveryRecord(
+        var record: DeliveryRecord?
+        if let state = try row[10].decode(String?.self) {
+            record = DeliveryRecord(
                 state: state,
-                provider: try row[3].string,
-                attempts: try row[4].int,
-                updatedAt: try row[5].date,
-                lastError: try row[6].string,
-                messages: try row[7].int
+                provider: try row[11].string,
+                attempts: try row[12].int,
+                updatedAt: try row[13].date,
+                lastError: try row[14].string,
+                messages: try row[15].int
             )
+        }
+        return VerificationStatus(
+            destination: try row[0].string,
+            test: try row[1].bool,
+            decoy: try row[2].bool,
+            status: try row[3].string,
+            createdAt: try row[4].date,
+            lastSentAt: try row[5].date,
+            expiresAt: try row[6].date,
+            resends: try row[7].int,
+            recentResends: try row[8].int,
+            limitingResend: maxResends == 0 ? nil : try row[9].decode(Date?.self),
+            record: record
         )
     }
 

@@ -532,6 +532,53 @@ extension GatewayEndToEndTests {
             }
         }
 
+        /// Issue 21 §3, "SMS not received?": the app reads where the code's message is and when
+        /// it may ask again; a used or unknown id is 404.
+        @Test func theAppReadsACodesDeliveryStatus() async throws {
+            let fixture = try fixture()
+            let phone = GatewayFixture.newPhone()
+            let before = fixture.messages(to: phone).count
+            let sent = try await fixture.post("/v1/otp/send", ["phone": phone])
+            let id = try #require(sent.string("verification_id"), "\(sent)")
+            _ = try await fixture.code(to: phone, index: before)
+
+            /// The status once the outbox has recorded the webhook provider's acceptance.
+            func sentStatus() async throws -> GatewayFixture.Reply {
+                var status = try await fixture.get("/v1/otp/\(id)")
+                for _ in 0..<100 where status.string("status") != "sent" {
+                    try await Task.sleep(for: .milliseconds(50))
+                    status = try await fixture.get("/v1/otp/\(id)")
+                }
+                #expect(status.status == 200, "\(status)")
+                #expect(status.string("status") == "sent", "\(status)")
+                return status
+            }
+            var status = try await sentStatus()
+            #expect(status.string("channel") == "sms")
+            #expect(status.string("destination") == sent.string("destination"))
+            #expect((1...600).contains(status.int("expires_in") ?? 0), "\(status)")
+            // This fixture allows the first resend at once (AUTH_OTP_RESEND_AFTER_SECONDS=0).
+            #expect(status.int("resend_after") == 0 && status.int("resends_remaining") == 3, "\(status)")
+            #expect(
+                Set(status.json.keys)
+                    == ["status", "channel", "destination", "expires_in", "resend_after", "resends_remaining"]
+            )
+
+            // After a resend: the 120 s interval, one resend fewer.
+            let resent = try await fixture.post("/v1/otp/resend", ["verification_id": id])
+            #expect(resent.status == 200, "\(resent)")
+            let code = try await fixture.code(to: phone, index: before + 1)
+            status = try await sentStatus()
+            #expect((1...120).contains(status.int("resend_after") ?? 0), "\(status)")
+            #expect(status.int("resends_remaining") == 2, "\(status)")
+
+            let verified = try await fixture.post("/v1/otp/verify", ["verification_id": id, "code": code])
+            #expect(verified.status == 200, "\(verified)")
+            for gone in [id, UUID().uuidString.lowercased(), "not-an-id"] {
+                expectError(try await fixture.get("/v1/otp/\(gone)"), 404, "verification_not_found")
+            }
+        }
+
         @Test func sessionListAndRevoke() async throws {
             let fixture = try fixture()
             let phone = GatewayFixture.newPhone()

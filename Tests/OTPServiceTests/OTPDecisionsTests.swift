@@ -191,6 +191,61 @@ import Testing
         #expect(refused.code.reason == "rate_limited" && refused.retryAfterSeconds == 100)
     }
 
+    func status(
+        resends: Int,
+        sinceLastSend: TimeInterval,
+        recentResends: Int,
+        limitingResend: Date? = nil,
+        test: Bool = false
+    ) -> VerificationStatus {
+        VerificationStatus(
+            destination: sms.normalized,
+            test: test,
+            decoy: false,
+            status: "pending",
+            createdAt: now.addingTimeInterval(-600),
+            lastSentAt: now.addingTimeInterval(-sinceLastSend),
+            expiresAt: now.addingTimeInterval(100),
+            resends: resends,
+            recentResends: recentResends,
+            limitingResend: limitingResend,
+            record: nil
+        )
+    }
+
+    /// What GetDeliveryStatus tells an app before it offers "resend": the same cool-down and
+    /// budget Resend applies, as seconds to wait and resends left.
+    @Test func theResendOutlookFollowsTheCoolDownAndTheBudget() {
+        // A resend 100 s ago: 20 s of cool-down left; two more in the window.
+        var outlook = ResendDecision.outlook(
+            status(resends: 1, sinceLastSend: 100, recentResends: 1),
+            now: now,
+            configuration: configuration
+        )
+        #expect(outlook.resendAfter == 20 && outlook.resendsRemaining == 2)
+        // Cool-down over, budget left: now.
+        outlook = ResendDecision.outlook(
+            status(resends: 2, sinceLastSend: 130, recentResends: 2),
+            now: now,
+            configuration: configuration
+        )
+        #expect(outlook.resendAfter == 0 && outlook.resendsRemaining == 1)
+        // Budget spent: until the limiting resend (800 s ago) leaves the 900 s window.
+        outlook = ResendDecision.outlook(
+            status(resends: 3, sinceLastSend: 130, recentResends: 3, limitingResend: now.addingTimeInterval(-800)),
+            now: now,
+            configuration: configuration
+        )
+        #expect(outlook.resendAfter == 100 && outlook.resendsRemaining == 0)
+        // A test destination has no budget.
+        outlook = ResendDecision.outlook(
+            status(resends: 3, sinceLastSend: 130, recentResends: 3, test: true),
+            now: now,
+            configuration: configuration
+        )
+        #expect(outlook.resendAfter == 0 && outlook.resendsRemaining == 3)
+    }
+
     @Test func checksRefuseWhatIsNotPendingOrExpiredAndLockOnTheLastWrongCode() {
         let pending = row(createdAt: now, lastSentAt: now, resends: 0)
         #expect(CheckDecision.refusal(pending, now: now) == nil)

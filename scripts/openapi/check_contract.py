@@ -37,6 +37,9 @@ ROUTES = {
         "409": ["account_exists"], "429": ["rate_limited", "too_many_attempts", "country_throttled"]}),
     ("post", "/v1/otp/resend"): dict(success="200", body=True, errors={
         "404": ["verification_not_found"], "429": ["resend_too_soon", "rate_limited"]}),
+    # Issue 21 §3: "SMS not received?".
+    ("get", "/v1/otp/{verification_id}"): dict(success="200", errors={
+        "404": ["verification_not_found"], "429": ["rate_limited"]}),
     ("post", "/v1/otp/verify"): dict(success="200", body=True, errors={
         "401": ["invalid_code"], "410": ["code_expired"], "429": ["too_many_attempts"],
         "404": ["verification_not_found"]}),
@@ -56,7 +59,8 @@ ROUTES = {
         "401": ["invalid_credentials"], "422": ["validation_failed"], "429": ["too_many_attempts"]}),
     ("post", "/v1/token/refresh"): dict(success="200", body=True, errors={
         "401": ["invalid_refresh_token", "refresh_token_reused", "session_expired", "session_revoked"]}),
-    ("post", "/v1/logout"): dict(success="204", body=True, auth=True, errors={"400": ["invalid_request"]}),
+    ("post", "/v1/logout"): dict(success="204", body=True, auth=True, errors={
+        "400": ["invalid_request"], "401": ["invalid_token", "invalid_refresh_token"], "429": ["rate_limited"]}),
     ("get", "/v1/session"): dict(success="200", auth=True, errors={}),
     ("get", "/v1/me"): dict(success="200", auth=True, errors={}),
     ("patch", "/v1/me"): dict(success="200", body=True, auth=True, errors={"422": ["validation_failed"]}),

@@ -104,7 +104,7 @@ public enum Auth_Otp_V1_OTP {
         /// Checks a code; success consumes the verification. Callers: gateway.
         func check(request: Auth_Otp_V1_CheckRequest, context: ServerContext) async throws -> Auth_Otp_V1_CheckResponse
 
-        /// Where the code's message is. Callers: authctl.
+        /// Where the code's message is, and when it may be resent. Callers: authctl, gateway.
         func getDeliveryStatus(
             request: Auth_Otp_V1_GetDeliveryStatusRequest,
             context: ServerContext
@@ -159,7 +159,7 @@ public enum Auth_Otp_V1_OTP {
             try await self.rpc.unary(Method.check, request: request, options: options)
         }
 
-        /// Where the code's message is. Callers: authctl.
+        /// Where the code's message is, and when it may be resent. Callers: authctl, gateway.
         public func getDeliveryStatus(
             _ request: Auth_Otp_V1_GetDeliveryStatusRequest,
             options: CallOptions = CallOptions()

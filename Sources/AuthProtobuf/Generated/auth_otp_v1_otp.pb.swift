@@ -1164,6 +1164,16 @@ public struct Auth_Otp_V1_GetDeliveryStatusResponse: ProtobufCMessage {
     public var lastError: String = ""
     /// Messages written for the verification: 1 + resends.
     public var messages: UInt32 = 0
+    /// Whether the verification still waits for its code (not yet used, not failed); the rest
+    /// below is for an app offering "resend" or another channel.
+    public var pending: Bool = false
+    /// seconds until the code expires; 0 once it has
+    public var expiresIn: UInt32 = 0
+    /// Seconds until Resend is allowed (the cool-down, or the destination's resend budget):
+    /// 0 when it is now. A destination locked by wrong codes still refuses it.
+    public var resendAfter: UInt32 = 0
+    /// resends the destination has left in its window
+    public var resendsRemaining: UInt32 = 0
 
     public init() {}
 
@@ -1175,7 +1185,11 @@ public struct Auth_Otp_V1_GetDeliveryStatusResponse: ProtobufCMessage {
         attempts: UInt32 = 0,
         updatedAt: Int64 = 0,
         lastError: String = "",
-        messages: UInt32 = 0
+        messages: UInt32 = 0,
+        pending: Bool = false,
+        expiresIn: UInt32 = 0,
+        resendAfter: UInt32 = 0,
+        resendsRemaining: UInt32 = 0
     ) {
         self.state = state
         self.channel = channel
@@ -1185,6 +1199,10 @@ public struct Auth_Otp_V1_GetDeliveryStatusResponse: ProtobufCMessage {
         self.updatedAt = updatedAt
         self.lastError = lastError
         self.messages = messages
+        self.pending = pending
+        self.expiresIn = expiresIn
+        self.resendAfter = resendAfter
+        self.resendsRemaining = resendsRemaining
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -1236,7 +1254,11 @@ extension Auth_Otp_V1_GetDeliveryStatusResponse: ProtobufCBridged {
             attempts: c.pointee.attempts,
             updatedAt: c.pointee.updated_at,
             lastError: try _protobufCString(c.pointee.last_error, Self.self, "last_error"),
-            messages: c.pointee.messages
+            messages: c.pointee.messages,
+            pending: c.pointee.pending != 0,
+            expiresIn: c.pointee.expires_in,
+            resendAfter: c.pointee.resend_after,
+            resendsRemaining: c.pointee.resends_remaining
         )
     }
 
@@ -1255,6 +1277,10 @@ extension Auth_Otp_V1_GetDeliveryStatusResponse: ProtobufCBridged {
             c.pointee.last_error = try arena.cString(self.lastError, Self.self, "last_error")
         }
         c.pointee.messages = self.messages
+        c.pointee.pending = self.pending ? 1 : 0
+        c.pointee.expires_in = self.expiresIn
+        c.pointee.resend_after = self.resendAfter
+        c.pointee.resends_remaining = self.resendsRemaining
     }
 }
 

@@ -1329,7 +1329,7 @@ const ProtobufCMessageDescriptor auth__otp__v1__get_delivery_status_request__des
   (ProtobufCMessageInit) auth__otp__v1__get_delivery_status_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__otp__v1__get_delivery_status_response__field_descriptors[8] =
+static const ProtobufCFieldDescriptor auth__otp__v1__get_delivery_status_response__field_descriptors[12] =
 {
   {
     "state",
@@ -1427,21 +1427,73 @@ static const ProtobufCFieldDescriptor auth__otp__v1__get_delivery_status_respons
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "pending",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__GetDeliveryStatusResponse, pending),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expires_in",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__GetDeliveryStatusResponse, expires_in),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "resend_after",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__GetDeliveryStatusResponse, resend_after),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "resends_remaining",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__GetDeliveryStatusResponse, resends_remaining),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__otp__v1__get_delivery_status_response__field_indices_by_name[] = {
   4,   /* field[4] = attempts */
   1,   /* field[1] = channel */
+  9,   /* field[9] = expires_in */
   6,   /* field[6] = last_error */
   2,   /* field[2] = masked_destination */
   7,   /* field[7] = messages */
+  8,   /* field[8] = pending */
   3,   /* field[3] = provider */
+  10,   /* field[10] = resend_after */
+  11,   /* field[11] = resends_remaining */
   0,   /* field[0] = state */
   5,   /* field[5] = updated_at */
 };
 static const ProtobufCIntRange auth__otp__v1__get_delivery_status_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 12 }
 };
 const ProtobufCMessageDescriptor auth__otp__v1__get_delivery_status_response__descriptor =
 {
@@ -1451,7 +1503,7 @@ const ProtobufCMessageDescriptor auth__otp__v1__get_delivery_status_response__de
   "Auth__Otp__V1__GetDeliveryStatusResponse",
   "auth.otp.v1",
   sizeof(Auth__Otp__V1__GetDeliveryStatusResponse),
-  8,
+  12,
   auth__otp__v1__get_delivery_status_response__field_descriptors,
   auth__otp__v1__get_delivery_status_response__field_indices_by_name,
   1,  auth__otp__v1__get_delivery_status_response__number_ranges,

@@ -378,10 +378,28 @@ struct  Auth__Otp__V1__GetDeliveryStatusResponse
    * Messages written for the verification: 1 + resends.
    */
   uint32_t messages;
+  /*
+   * Whether the verification still waits for its code (not yet used, not failed); the rest
+   * below is for an app offering "resend" or another channel.
+   */
+  protobuf_c_boolean pending;
+  /*
+   * seconds until the code expires; 0 once it has
+   */
+  uint32_t expires_in;
+  /*
+   * Seconds until Resend is allowed (the cool-down, or the destination's resend budget):
+   * 0 when it is now. A destination locked by wrong codes still refuses it.
+   */
+  uint32_t resend_after;
+  /*
+   * resends the destination has left in its window
+   */
+  uint32_t resends_remaining;
 };
 #define AUTH__OTP__V1__GET_DELIVERY_STATUS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__otp__v1__get_delivery_status_response__descriptor) \
-    , AUTH__OTP__V1__DELIVERY_STATE__DELIVERY_STATE_UNSPECIFIED, AUTH__OTP__V1__CHANNEL__CHANNEL_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, (char *)protobuf_c_empty_string, 0 }
+    , AUTH__OTP__V1__DELIVERY_STATE__DELIVERY_STATE_UNSPECIFIED, AUTH__OTP__V1__CHANNEL__CHANNEL_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0 }
 
 
 struct  Auth__Otp__V1__ReportDeliveryRequest
