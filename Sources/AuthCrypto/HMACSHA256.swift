@@ -97,11 +97,11 @@ public final class HMACSHA256: Sendable {
             && mac.suffix(4) == [0x64, 0xec, 0x38, 0x43]
     }()
 
-    private static func keyedContext(key: [UInt8]) throws(CryptoError) -> EVPMACContext {
+    static func keyedContext(key: [UInt8], digest: String = "SHA256") throws(CryptoError) -> EVPMACContext {
         let context = try EVPMACContext(algorithm: EVPMACAlgorithm.hmac)
         // OSSL_PARAM_construct_utf8_string keeps a pointer to the value (and the key name): both
         // must outlive EVP_MAC_init, so the whole call happens inside this scope.
-        var digestName: [CChar] = Array("SHA256".utf8CString)
+        var digestName: [CChar] = Array(digest.utf8CString)
         let ok = digestName.withUnsafeMutableBufferPointer { name in
             var params = [
                 OSSL_PARAM_construct_utf8_string(staticCString("digest"), name.baseAddress, 0),
@@ -114,13 +114,13 @@ public final class HMACSHA256: Sendable {
             }
         }
         guard ok == 1 else {
-            throw CryptoError.openSSL(.internalError, "EVP_MAC_init(HMAC-SHA256) failed")
+            throw CryptoError.openSSL(.internalError, "EVP_MAC_init(HMAC-\(digest)) failed")
         }
         return context
     }
 
-    private static func finish(_ context: EVPMACContext, _ message: [UInt8]) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: Self.byteCount)
+    static func finish(_ context: EVPMACContext, _ message: [UInt8], byteCount: Int = byteCount) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: byteCount)
         var length = 0
         let ok = message.withNonNullBytes { bytes, count in
             out.withUnsafeMutableBufferPointer { mac in
@@ -128,8 +128,8 @@ public final class HMACSHA256: Sendable {
                     && EVP_MAC_final(context.pointer, mac.baseAddress, &length, mac.count) == 1
             }
         }
-        guard ok, length == Self.byteCount else {
-            fatalError("HMAC-SHA-256 failed: \(OpenSSLErrorQueue.drain())")
+        guard ok, length == byteCount else {
+            fatalError("HMAC failed: \(OpenSSLErrorQueue.drain())")
         }
         return out
     }

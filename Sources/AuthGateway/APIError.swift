@@ -61,6 +61,8 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
         "For your security, please sign in again before deleting your account."
     )
     static let payloadTooLarge = APIError(.contentTooLarge, "payload_too_large", "The request is too large.")
+    /// A provider's callback without a valid signature (or with none to check it against).
+    static let invalidSignature = APIError(.forbidden, "invalid_signature", "The request is not signed.")
     static let unsupportedMediaType = APIError(
         .unsupportedMediaType,
         "unsupported_media_type",
@@ -242,6 +244,7 @@ enum ServiceErrorMapping {
                 retryAfter: retryAfter ?? 3600,
                 detail: detail
             )
+        case OTPReason.invalidSignature: return withDetail(.invalidSignature, detail)
         case OTPReason.destinationNotAllowed:
             return make(
                 .badRequest,

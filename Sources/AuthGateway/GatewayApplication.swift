@@ -89,6 +89,7 @@ public struct GatewayApplication: Sendable {
             ),
             jwksMaxAge: gateway.jwksMaxAge,
             reauthenticationWindow: gateway.reauthenticationWindow,
+            publicURL: gateway.publicURL,
             logger: logger
         )
 
@@ -130,6 +131,7 @@ public struct GatewayApplication: Sendable {
         router.get("/v1/sessions", use: routes.listSessions)
         router.delete("/v1/sessions/{id}", use: routes.revokeSession)
         router.get("/.well-known/jwks.json", use: routes.jwks)
+        router.post("/v1/hooks/twilio/status", use: routes.twilioStatus)
 
         let live = try? JSONResponse.make(HealthReport(status: "SERVING", services: [:]))
         router.get("/health/live") { _, _ in

@@ -50,6 +50,10 @@ public struct GatewayConfiguration: Sendable {
     public var reauthenticationWindow: Duration = .seconds(300)
     /// One `info` line per request (`AUTH_GATEWAY_ACCESS_LOG`, default true).
     public var accessLog = true
+    /// The gateway's public base URL as clients and providers reach it (`AUTH_PUBLIC_URL`, e.g.
+    /// `https://auth.example.com`, no trailing slash): what Twilio signs its status callbacks
+    /// against. Unset: `POST /v1/hooks/twilio/status` refuses every callback (403).
+    public var publicURL: String?
 
     public init() {}
 
@@ -88,6 +92,16 @@ public struct GatewayConfiguration: Sendable {
         self.reauthenticationWindow = .seconds(
             try reader.integer("AUTH_GATEWAY_REAUTH_SECONDS", default: 300, in: 1...86_400, unit: " of seconds")
         )
+        self.publicURL = try reader.value(
+            "AUTH_PUBLIC_URL",
+            default: nil,
+            expected: "an http(s) URL without a query, such as https://auth.example.com"
+        ) { value -> String?? in
+            guard let url = URL(string: value), ["http", "https"].contains(url.scheme ?? ""), url.host != nil,
+                url.query == nil, url.fragment == nil
+            else { return nil }
+            return .some(value.hasSuffix("/") ? String(value.dropLast()) : value)
+        }
         self.accessLog = try reader.value("AUTH_GATEWAY_ACCESS_LOG", default: true, expected: "`true` or `false`") {
             ["true": true, "false": false][$0]
         }

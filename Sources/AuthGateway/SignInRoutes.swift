@@ -23,6 +23,8 @@ struct GatewayRoutes: Sendable {
     let jwksMaxAge: Duration
     /// `DELETE /v1/me` needs a session signed in at most this long ago (`AUTH_GATEWAY_REAUTH_SECONDS`).
     var reauthenticationWindow: Duration = .seconds(300)
+    /// `AUTH_PUBLIC_URL`: the URL providers sign their callbacks against.
+    var publicURL: String?
     let logger: Logger
 
     enum Purpose: String, CaseIterable { case login, signup, auto }

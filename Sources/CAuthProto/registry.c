@@ -63,6 +63,8 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
     &auth__otp__v1__get_delivery_status_response__descriptor,
     &auth__otp__v1__report_delivery_request__descriptor,
     &auth__otp__v1__report_delivery_response__descriptor,
+    &auth__otp__v1__twilio_status_callback__descriptor,
+    &auth__otp__v1__form_parameter__descriptor,
     &auth__rpc__v1__frame__descriptor,
     &auth__rpc__v1__challenge__descriptor,
     &auth__rpc__v1__hello__descriptor,
@@ -107,6 +109,6 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
 };
 
 const ProtobufCMessageDescriptor *const *auth_proto_message_descriptors(size_t *count) {
-    *count = 89;
+    *count = 91;
     return auth_proto_message_descriptors_list;
 }

@@ -38,6 +38,8 @@ extension ServiceError.Code where Domain == OTPErrors {
     public static let cancelled = Self(Reason.cancelled, .cancelled)
     /// A bug or a broken invariant; the message sent to callers says nothing more.
     public static let `internal` = Self(Reason.`internal`, .internal)
+    /// A provider's callback is not signed with its secret (or none is configured).
+    public static let invalidSignature = Self(Reason.invalidSignature, .permissionDenied)
 }
 
 extension ServiceError where Domain == OTPErrors {

@@ -111,6 +111,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             // status or relays a provider's report yet.
             getDeliveryStatus: .only([CallerName.authctl, CallerName.gateway]),
             reportDelivery: .only([CallerName.authctl]),
+            reportTwilioStatus: .only([CallerName.gateway]),
             unlockDestination: .only([CallerName.authctl]),
             forgetDestination: .only([CallerName.gateway])
         )
@@ -589,6 +590,47 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         )
         if found { metrics.reported(delivered: request.delivered) }
         return Auth_Otp_V1_ReportDeliveryResponse(found: found)
+    }
+
+    /// A Twilio status callback relayed by the gateway: verified with the auth token (constant
+    /// time), then `delivered` → delivered; `undelivered`/`failed` → not, with Twilio's
+    /// `ErrorCode`; any other status (`queued`, `sent`, …) changes nothing (`found` false).
+    public func reportTwilioStatus(
+        request: Auth_Otp_V1_TwilioStatusCallback,
+        context: ServerContext
+    ) async throws -> Auth_Otp_V1_ReportDeliveryResponse {
+        guard request.url.utf8.count <= 2048, request.parameters.count <= 64,
+            request.parameters.allSatisfy({ $0.name.utf8.count <= 128 && $0.value.utf8.count <= 2048 })
+        else {
+            throw OTPError(.invalidArgument, "The callback is larger than any Twilio sends.")
+        }
+        let parameters = request.parameters.map { (name: $0.name, value: $0.value) }
+        guard let authToken = configuration.twilioAuthToken,
+            ConstantTime.equals(
+                Array(TwilioProvider.signature(url: request.url, parameters: parameters, authToken: authToken).utf8),
+                Array(request.signature.utf8)
+            )
+        else {
+            throw OTPError(.invalidSignature, "The callback is not signed with the Twilio auth token.")
+        }
+        func value(_ name: String) -> String? { parameters.first { $0.name == name }?.value }
+        guard let sid = value("MessageSid"), !sid.isEmpty, let status = value("MessageStatus") else {
+            throw OTPError(.invalidArgument, "A status callback names MessageSid and MessageStatus.")
+        }
+        let delivered: Bool
+        switch status {
+        case "delivered": delivered = true
+        case "undelivered", "failed": delivered = false
+        default: return Auth_Otp_V1_ReportDeliveryResponse(found: false)
+        }
+        return try await reportDelivery(
+            request: Auth_Otp_V1_ReportDeliveryRequest(
+                providerMessageID: sid,
+                delivered: delivered,
+                error: delivered ? "" : "twilio: \(status) (ErrorCode \(value("ErrorCode") ?? "none"))"
+            ),
+            context: context
+        )
     }
 
     // MARK: Helpers

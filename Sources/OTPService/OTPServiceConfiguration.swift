@@ -94,6 +94,9 @@ public struct OTPServiceConfiguration: Sendable {
     /// The sender: a phone number or a Messaging Service SID (`MG…`).
     public var twilioFrom: String?
     public var twilioBaseURL: String = "https://api.twilio.com"
+    /// Where Twilio posts each message's status (`StatusCallback`): the gateway's
+    /// `{AUTH_PUBLIC_URL}/v1/hooks/twilio/status`. Unset: no callback is asked for.
+    public var twilioStatusCallbackURL: String?
     /// Timeout of one provider HTTP request (connect and whole request). 10 s.
     public var httpTimeout: Duration = .seconds(10)
 
@@ -279,6 +282,15 @@ public struct OTPServiceConfiguration: Sendable {
                 throw ConfigurationError(variable: "AUTH_OTP_TWILIO_BASE_URL", problem: "must be an http(s) URL")
             }
             twilioBaseURL = base.hasSuffix("/") ? String(base.dropLast()) : base
+        }
+        if let callback = reader.string("AUTH_OTP_TWILIO_STATUS_CALLBACK_URL") {
+            guard let url = URL(string: callback), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
+                throw ConfigurationError(
+                    variable: "AUTH_OTP_TWILIO_STATUS_CALLBACK_URL",
+                    problem: "must be an http(s) URL"
+                )
+            }
+            twilioStatusCallbackURL = callback
         }
         httpTimeout = try reader.milliseconds("AUTH_OTP_HTTP_TIMEOUT_MS", default: httpTimeout, in: 100...120_000)
 

@@ -142,14 +142,33 @@ public struct TwilioProvider: MessageProvider {
     let accountSID: String
     let authToken: String
     let from: String
+    /// Sent as `StatusCallback` when set.
+    let statusCallbackURL: String?
     let http: ProviderHTTP
 
-    init(baseURL: String, accountSID: String, authToken: String, from: String, http: ProviderHTTP) {
+    init(
+        baseURL: String,
+        accountSID: String,
+        authToken: String,
+        from: String,
+        statusCallbackURL: String? = nil,
+        http: ProviderHTTP
+    ) {
         self.baseURL = baseURL
         self.accountSID = accountSID
         self.authToken = authToken
         self.from = from
+        self.statusCallbackURL = statusCallbackURL
         self.http = http
+    }
+
+    /// The `X-Twilio-Signature` of a request Twilio made to `url` with the form `parameters`:
+    /// base64 of HMAC-SHA1 under the auth token of `url` followed by each parameter's name and
+    /// value, sorted by name (then value).
+    static func signature(url: String, parameters: [(name: String, value: String)], authToken: String) -> String {
+        let sorted = parameters.sorted { $0.name != $1.name ? $0.name < $1.name : $0.value < $1.value }
+        let data = url + sorted.map { $0.name + $0.value }.joined()
+        return Base64.encode(HMACSHA1.authenticationCode(for: Array(data.utf8), key: Array(authToken.utf8)))
     }
 
     /// `application/x-www-form-urlencoded` body: every byte of the UTF-8 text but RFC 3986's
@@ -178,7 +197,9 @@ public struct TwilioProvider: MessageProvider {
             throw ProviderError(retryable: false, "twilio: sends SMS only")
         }
         let sender = from.hasPrefix("MG") ? ("MessagingServiceSid", from) : ("From", from)
-        let form = Self.formEncode([("To", message.to), sender, ("Body", message.text.body)])
+        var fields = [("To", message.to), sender, ("Body", message.text.body)]
+        if let statusCallbackURL { fields.append(("StatusCallback", statusCallbackURL)) }
+        let form = Self.formEncode(fields)
         var request = HTTPClientRequest(url: "\(baseURL)/2010-04-01/Accounts/\(accountSID)/Messages.json")
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
@@ -230,6 +251,7 @@ public final class ProviderFactory: Sendable {
                 accountSID: configuration.twilioAccountSID ?? "",
                 authToken: configuration.twilioAuthToken ?? "",
                 from: configuration.twilioFrom ?? "",
+                statusCallbackURL: configuration.twilioStatusCallbackURL,
                 http: http
             )
         }

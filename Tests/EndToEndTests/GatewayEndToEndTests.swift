@@ -579,6 +579,63 @@ extension GatewayEndToEndTests {
             }
         }
 
+        /// Issue 21 §3: Twilio's status callbacks reach otp-dispatch through the gateway, signed
+        /// over AUTH_PUBLIC_URL + the path (+ query) and the form; anything else is 403.
+        @Test func twilioStatusCallbacksAreVerified() async throws {
+            let fixture = try fixture()
+            let form = [
+                ("MessageSid", "SM" + UUID().uuidString.replacingOccurrences(of: "-", with: "")),
+                ("MessageStatus", "delivered"), ("ErrorCode", ""),
+            ]
+            func sign(
+                _ path: String,
+                _ parameters: [(String, String)],
+                token: String = GatewayFixture.twilioAuthToken
+            ) -> String {
+                let data =
+                    GatewayFixture.publicURL + path + parameters.sorted { $0.0 < $1.0 }.map { $0.0 + $0.1 }.joined()
+                return Base64.encode(HMACSHA1.authenticationCode(for: Array(data.utf8), key: Array(token.utf8)))
+            }
+            func post(
+                _ path: String,
+                signature: String?,
+                contentType: String = "application/x-www-form-urlencoded"
+            ) async throws -> GatewayFixture.Reply {
+                let headers = signature.map { [("X-Twilio-Signature", $0)] } ?? []
+                let body = form.map {
+                    "\($0.0)=\($0.1.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")"
+                }.joined(separator: "&")
+                return try await fixture.send(.POST, path, raw: body, contentType: contentType, headers: headers)
+            }
+            let path = "/v1/hooks/twilio/status"
+            // Signed: 204 (an unknown MessageSid changes nothing, and says nothing).
+            #expect(try await post(path, signature: sign(path, form)).status == 204)
+            #expect(try await post(path + "?attempt=2", signature: sign(path + "?attempt=2", form)).status == 204)
+            expectError(try await post(path, signature: nil), 403, "invalid_signature")
+            expectError(
+                try await post(path, signature: sign(path, form, token: "not-the-token")),
+                403,
+                "invalid_signature"
+            )
+            expectError(try await post(path + "?attempt=2", signature: sign(path, form)), 403, "invalid_signature")
+            expectError(try await post(path, signature: "short"), 403, "invalid_signature")
+            expectError(
+                try await post(path, signature: sign(path, form), contentType: "application/json"),
+                415,
+                "unsupported_media_type"
+            )
+            // Signed, but not a status callback (no MessageStatus): 400.
+            let partial = [form[0]]
+            let reply = try await fixture.send(
+                .POST,
+                path,
+                raw: "MessageSid=\(partial[0].1)",
+                contentType: "application/x-www-form-urlencoded",
+                headers: [("X-Twilio-Signature", sign(path, partial))]
+            )
+            expectError(reply, 400, "invalid_request")
+        }
+
         @Test func sessionListAndRevoke() async throws {
             let fixture = try fixture()
             let phone = GatewayFixture.newPhone()

@@ -126,6 +126,8 @@ final class GatewayFixture: Sendable {
                             // (resend_too_soon).
                             "AUTH_OTP_RESEND_AFTER_SECONDS": "0",
                             "AUTH_OTP_SWEEP_INTERVAL_MS": "500",
+                            // Checks the signatures of Twilio's status callbacks (no SMS goes to Twilio).
+                            "AUTH_OTP_TWILIO_AUTH_TOKEN": GatewayFixture.twilioAuthToken,
                         ]
                     )
                     let started = try await (session: session, identity: identity, otp: otp)
@@ -139,6 +141,7 @@ final class GatewayFixture: Sendable {
                                 extra: [
                                     "AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE": "1000000",
                                     "AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR": "1000000",
+                                    "AUTH_PUBLIC_URL": GatewayFixture.publicURL,
                                 ]
                             )
                         ) { $1 }
@@ -388,6 +391,9 @@ final class GatewayFixture: Sendable {
     }
 
     static let password = "Correct-Horse-42"
+    /// What the fixture's gateway and otp-dispatch are told for Twilio's status callbacks.
+    static let publicURL = "https://auth.example.test"
+    static let twilioAuthToken = "e2e-twilio-token"
 
     /// Signs in by a code sent to `phone` or `email` (`purpose` auto): the session body.
     func signInWithCode(

@@ -36,6 +36,7 @@ import Testing
                 $0.twilioAccountSID = "AC00000000000000000000000000000001"
                 $0.twilioAuthToken = "token"
                 $0.twilioFrom = "+15005550006"
+                $0.twilioStatusCallbackURL = "https://auth.example.com/v1/hooks/twilio/status"
                 $0.appName = "UrbanNest"
                 $0.smsDomain = "urbannest.com"
             }) { otp in
@@ -62,22 +63,75 @@ import Testing
                 #expect(fields["To"] == "+919999912345")
                 #expect(fields["From"] == "+15005550006")
                 #expect(fields["Body"] == "\(code) is your UrbanNest verification code\n\n@urbannest.com #\(code)")
+                #expect(fields["StatusCallback"] == "https://auth.example.com/v1/hooks/twilio/status")
                 let status = try await otp.operatorClient.getDeliveryStatus(
                     .init(verificationID: started.verificationID)
                 )
                 #expect(status.state == .sent)
                 #expect(status.provider == "twilio")
                 #expect(status.attempts == 3)
-                // Twilio's status callback, relayed by the gateway.
-                let report = try await otp.operatorClient.reportDelivery(
-                    .init(providerMessageID: "SM0123456789abcdef", delivered: true, error: "")
+                // Twilio's status callbacks, relayed by the gateway: signed with the auth token.
+                let url = "https://auth.example.com/v1/hooks/twilio/status"
+                func callback(_ status: String, signedWith token: String = "token") -> Auth_Otp_V1_TwilioStatusCallback
+                {
+                    let parameters = [
+                        ("MessageStatus", status), ("MessageSid", "SM0123456789abcdef"),
+                        ("AccountSid", "AC00000000000000000000000000000001"), ("To", "+919999912345"),
+                    ]
+                    return .init(
+                        url: url,
+                        parameters: parameters.map { .init(name: $0.0, value: $0.1) },
+                        signature: TwilioProvider.signature(
+                            url: url,
+                            parameters: parameters.map { (name: $0.0, value: $0.1) },
+                            authToken: token
+                        )
+                    )
+                }
+                await expectRPCError(.permissionDenied, "invalid_signature") {
+                    try await otp.client.reportTwilioStatus(callback("delivered", signedWith: "another-token"))
+                }
+                var forged = callback("delivered")
+                forged.url = "https://evil.example.com/v1/hooks/twilio/status"
+                await expectRPCError(.permissionDenied, "invalid_signature") {
+                    try await otp.client.reportTwilioStatus(forged)
+                }
+                // Only the gateway relays them.
+                await expectRPCError(.permissionDenied, "caller_not_allowed") {
+                    try await otp.operatorClient.reportTwilioStatus(callback("delivered"))
+                }
+                // An intermediate status changes nothing.
+                #expect(try await otp.client.reportTwilioStatus(callback("sent")).found == false)
+                #expect(
+                    try await otp.operatorClient.getDeliveryStatus(.init(verificationID: started.verificationID)).state
+                        == .sent
                 )
+                let report = try await otp.client.reportTwilioStatus(callback("delivered"))
                 #expect(report.found)
                 let delivered = try await otp.operatorClient.getDeliveryStatus(
                     .init(verificationID: started.verificationID)
                 )
                 #expect(delivered.state == .delivered)
             }
+        }
+    }
+
+    /// Twilio's own published examples of `X-Twilio-Signature` (its signature-validation
+    /// snippets: auth token 12345, two requests that differ in a phone number).
+    @Test func theTwilioSignatureMatchesTwilioExamples() {
+        let url = "https://mycompany.com/myapp.php?foo=1&bar=2"
+        for (phone, expected) in [
+            ("+14158675309", "RSOYDt4T1cUTdK1PDd93/VVr8B8="), ("+14158675310", "GvWf1cFY/Q7PnoempGyD5oXAezc="),
+        ] {
+            let parameters = [
+                (name: "CallSid", value: "CA1234567890ABCDE"), (name: "Caller", value: phone),
+                (name: "Digits", value: "1234"), (name: "From", value: phone), (name: "To", value: "+18005551212"),
+            ]
+            #expect(TwilioProvider.signature(url: url, parameters: parameters, authToken: "12345") == expected)
+            // The order the parameters arrive in does not matter.
+            #expect(
+                TwilioProvider.signature(url: url, parameters: parameters.reversed(), authToken: "12345") == expected
+            )
         }
     }
 

@@ -37,6 +37,10 @@ ROUTES = {
         "409": ["account_exists"], "429": ["rate_limited", "too_many_attempts", "country_throttled"]}),
     ("post", "/v1/otp/resend"): dict(success="200", body=True, errors={
         "404": ["verification_not_found"], "429": ["resend_too_soon", "rate_limited"]}),
+    # Issue 21 §3: Twilio's delivery reports.
+    # `form`: an application/x-www-form-urlencoded body; `limited=False`: no per-IP budget.
+    ("post", "/v1/hooks/twilio/status"): dict(
+        success="204", body=True, form=True, limited=False, errors={"403": ["invalid_signature"]}),
     # Issue 21 §3: "SMS not received?".
     ("get", "/v1/otp/{verification_id}"): dict(success="200", errors={
         "404": ["verification_not_found"], "429": ["rate_limited"]}),
@@ -269,7 +273,7 @@ def main():
         if route.get("auth"):
             expected.setdefault("401", [])
             expected["401"] = expected["401"] + ["invalid_token"]
-        elif path.startswith(("/v1/", "/api/")):
+        elif path.startswith(("/v1/", "/api/")) and route.get("limited", True):
             expected.setdefault("429", [])
             expected["429"] = sorted(set(expected["429"]) | {"rate_limited"})
         if route.get("service", True):
@@ -296,7 +300,10 @@ def main():
 
         # Request bodies.
         body = operation.get("requestBody")
-        if route.get("body"):
+        if route.get("form"):
+            if not body or "application/x-www-form-urlencoded" not in body.get("content", {}) or not body.get("required"):
+                fail(f"{where}: no required application/x-www-form-urlencoded request body")
+        elif route.get("body"):
             if not body or "application/json" not in body.get("content", {}):
                 fail(f"{where}: no application/json request body")
             else:

@@ -15,9 +15,10 @@ public enum Auth_Otp_V1_OTP {
         public static let check = MethodDescriptor(service: "auth.otp.v1.OTP", method: "Check")
         public static let getDeliveryStatus = MethodDescriptor(service: "auth.otp.v1.OTP", method: "GetDeliveryStatus")
         public static let reportDelivery = MethodDescriptor(service: "auth.otp.v1.OTP", method: "ReportDelivery")
+        public static let reportTwilioStatus = MethodDescriptor(service: "auth.otp.v1.OTP", method: "ReportTwilioStatus")
         public static let unlockDestination = MethodDescriptor(service: "auth.otp.v1.OTP", method: "UnlockDestination")
         public static let forgetDestination = MethodDescriptor(service: "auth.otp.v1.OTP", method: "ForgetDestination")
-        public static let all: [MethodDescriptor] = [start, resend, check, getDeliveryStatus, reportDelivery, unlockDestination, forgetDestination]
+        public static let all: [MethodDescriptor] = [start, resend, check, getDeliveryStatus, reportDelivery, reportTwilioStatus, unlockDestination, forgetDestination]
     }
 
     /// The reasons this service's errors carry (`RPCStatus.reason`), from `auth.otp.v1.OTPReason`.
@@ -55,7 +56,10 @@ public enum Auth_Otp_V1_OTP {
         public static let cancelled = "cancelled"
         /// INTERNAL. A bug or a broken invariant; the message sent to callers says nothing more.
         public static let `internal` = "internal"
-        public static let all: [String] = [invalidArgument, invalidCode, tooManyAttempts, factorLocked, codeExpired, verificationNotFound, resendTooSoon, rateLimited, countryThrottled, destinationNotAllowed, unavailable, deadlineExceeded, cancelled, `internal`]
+        /// PERMISSION_DENIED. A provider's callback is not signed with the provider's secret (or no
+        /// secret is configured to check it with).
+        public static let invalidSignature = "invalid_signature"
+        public static let all: [String] = [invalidArgument, invalidCode, tooManyAttempts, factorLocked, codeExpired, verificationNotFound, resendTooSoon, rateLimited, countryThrottled, destinationNotAllowed, unavailable, deadlineExceeded, cancelled, `internal`, invalidSignature]
     }
 
     /// Who may call each method of the service. The initializer takes one value per method,
@@ -66,6 +70,7 @@ public enum Auth_Otp_V1_OTP {
         public var check: AllowedCallers
         public var getDeliveryStatus: AllowedCallers
         public var reportDelivery: AllowedCallers
+        public var reportTwilioStatus: AllowedCallers
         public var unlockDestination: AllowedCallers
         public var forgetDestination: AllowedCallers
 
@@ -75,6 +80,7 @@ public enum Auth_Otp_V1_OTP {
             check: AllowedCallers,
             getDeliveryStatus: AllowedCallers,
             reportDelivery: AllowedCallers,
+            reportTwilioStatus: AllowedCallers,
             unlockDestination: AllowedCallers,
             forgetDestination: AllowedCallers
         ) {
@@ -83,6 +89,7 @@ public enum Auth_Otp_V1_OTP {
             self.check = check
             self.getDeliveryStatus = getDeliveryStatus
             self.reportDelivery = reportDelivery
+            self.reportTwilioStatus = reportTwilioStatus
             self.unlockDestination = unlockDestination
             self.forgetDestination = forgetDestination
         }
@@ -114,6 +121,14 @@ public enum Auth_Otp_V1_OTP {
         /// Callers: authctl.
         func reportDelivery(
             request: Auth_Otp_V1_ReportDeliveryRequest,
+            context: ServerContext
+        ) async throws -> Auth_Otp_V1_ReportDeliveryResponse
+
+        /// A Twilio status callback (the gateway's POST /v1/hooks/twilio/status): verified with the
+        /// Twilio auth token, then applied as ReportDelivery (`delivered`; `undelivered` and `failed`
+        /// with Twilio's ErrorCode; other statuses change nothing). Callers: gateway.
+        func reportTwilioStatus(
+            request: Auth_Otp_V1_TwilioStatusCallback,
             context: ServerContext
         ) async throws -> Auth_Otp_V1_ReportDeliveryResponse
 
@@ -176,6 +191,16 @@ public enum Auth_Otp_V1_OTP {
             try await self.rpc.unary(Method.reportDelivery, request: request, options: options)
         }
 
+        /// A Twilio status callback (the gateway's POST /v1/hooks/twilio/status): verified with the
+        /// Twilio auth token, then applied as ReportDelivery (`delivered`; `undelivered` and `failed`
+        /// with Twilio's ErrorCode; other statuses change nothing). Callers: gateway.
+        public func reportTwilioStatus(
+            _ request: Auth_Otp_V1_TwilioStatusCallback,
+            options: CallOptions = CallOptions()
+        ) async throws -> Auth_Otp_V1_ReportDeliveryResponse {
+            try await self.rpc.unary(Method.reportTwilioStatus, request: request, options: options)
+        }
+
         /// Lifts a destination's locks (docs/otp.md, Attempts and locks). Callers: authctl.
         public func unlockDestination(
             _ request: Auth_Otp_V1_UnlockDestinationRequest,
@@ -216,6 +241,10 @@ extension Auth_Otp_V1_OTP.ServiceProtocol {
         router.register(Auth_Otp_V1_OTP.Method.reportDelivery, allowedCallers: allowed.reportDelivery) {
             (request: Auth_Otp_V1_ReportDeliveryRequest, context: ServerContext) in
             try await self.reportDelivery(request: request, context: context)
+        }
+        router.register(Auth_Otp_V1_OTP.Method.reportTwilioStatus, allowedCallers: allowed.reportTwilioStatus) {
+            (request: Auth_Otp_V1_TwilioStatusCallback, context: ServerContext) in
+            try await self.reportTwilioStatus(request: request, context: context)
         }
         router.register(Auth_Otp_V1_OTP.Method.unlockDestination, allowedCallers: allowed.unlockDestination) {
             (request: Auth_Otp_V1_UnlockDestinationRequest, context: ServerContext) in

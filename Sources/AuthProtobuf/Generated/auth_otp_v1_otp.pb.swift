@@ -203,6 +203,9 @@ public enum Auth_Otp_V1_OTPReason: ProtobufCEnum {
     case cancelled  // OTP_REASON_CANCELLED = 13
     /// INTERNAL. A bug or a broken invariant; the message sent to callers says nothing more.
     case `internal`  // OTP_REASON_INTERNAL = 14
+    /// PERMISSION_DENIED. A provider's callback is not signed with the provider's secret (or no
+    /// secret is configured to check it with).
+    case invalidSignature  // OTP_REASON_INVALID_SIGNATURE = 15
     /// A value this schema does not know; kept as is so that it survives a round trip.
     case unrecognized(Int32)
 
@@ -226,6 +229,7 @@ public enum Auth_Otp_V1_OTPReason: ProtobufCEnum {
         case 12: self = .deadlineExceeded
         case 13: self = .cancelled
         case 14: self = .`internal`
+        case 15: self = .invalidSignature
         default: self = .unrecognized(rawValue)
         }
     }
@@ -247,6 +251,7 @@ public enum Auth_Otp_V1_OTPReason: ProtobufCEnum {
         case .deadlineExceeded: 12
         case .cancelled: 13
         case .`internal`: 14
+        case .invalidSignature: 15
         case .unrecognized(let value): value
         }
     }
@@ -268,6 +273,7 @@ public enum Auth_Otp_V1_OTPReason: ProtobufCEnum {
         .deadlineExceeded,
         .cancelled,
         .`internal`,
+        .invalidSignature,
     ]
 
     // Equal when the numbers are equal, so `.unrecognized(0)` is `.unspecified`.
@@ -1422,5 +1428,162 @@ extension Auth_Otp_V1_ReportDeliveryResponse: ProtobufCBridged {
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
         c.pointee.found = self.found ? 1 : 0
+    }
+}
+
+// MARK: - auth.otp.v1.TwilioStatusCallback
+
+/// A Twilio status callback as the gateway received it, for otp-dispatch (which holds the
+/// Twilio auth token) to verify and apply.
+public struct Auth_Otp_V1_TwilioStatusCallback: ProtobufCMessage {
+    public static let protoMessageName = "auth.otp.v1.TwilioStatusCallback"
+
+    /// The URL Twilio posted to, as it signs it: the public URL, with any query string.
+    public var url: String = ""
+    /// The form parameters, in the order received (MessageSid, MessageStatus, ErrorCode, …).
+    public var parameters: [Auth_Otp_V1_FormParameter] = []
+    /// The X-Twilio-Signature header: base64 of HMAC-SHA1(auth token, url + each parameter's
+    /// name and value, sorted by name).
+    public var signature: String = ""
+
+    public init() {}
+
+    public init(url: String = "", parameters: [Auth_Otp_V1_FormParameter] = [], signature: String = "") {
+        self.url = url
+        self.parameters = parameters
+        self.signature = signature
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Otp_V1_TwilioStatusCallback: ProtobufCBridged {
+    typealias _CMessage = Auth__Otp__V1__TwilioStatusCallback
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__otp__v1__twilio_status_callback__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__otp__v1__twilio_status_callback__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__otp__v1__twilio_status_callback__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__otp__v1__twilio_status_callback__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__otp__v1__twilio_status_callback__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(
+            url: try _protobufCString(c.pointee.url, Self.self, "url"),
+            parameters: try _protobufCMessages(c.pointee.parameters, count: c.pointee.n_parameters),
+            signature: try _protobufCString(c.pointee.signature, Self.self, "signature")
+        )
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.url.isEmpty {
+            c.pointee.url = try arena.cString(self.url, Self.self, "url")
+        }
+        if !self.parameters.isEmpty {
+            c.pointee.n_parameters = self.parameters.count
+            c.pointee.parameters = try arena.messages(self.parameters, Self.self, "parameters")
+        }
+        if !self.signature.isEmpty {
+            c.pointee.signature = try arena.cString(self.signature, Self.self, "signature")
+        }
+    }
+}
+
+// MARK: - auth.otp.v1.FormParameter
+
+public struct Auth_Otp_V1_FormParameter: ProtobufCMessage {
+    public static let protoMessageName = "auth.otp.v1.FormParameter"
+
+    public var name: String = ""
+    public var value: String = ""
+
+    public init() {}
+
+    public init(name: String = "", value: String = "") {
+        self.name = name
+        self.value = value
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Otp_V1_FormParameter: ProtobufCBridged {
+    typealias _CMessage = Auth__Otp__V1__FormParameter
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__otp__v1__form_parameter__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__otp__v1__form_parameter__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__otp__v1__form_parameter__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__otp__v1__form_parameter__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__otp__v1__form_parameter__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(
+            name: try _protobufCString(c.pointee.name, Self.self, "name"),
+            value: try _protobufCString(c.pointee.value, Self.self, "value")
+        )
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.name.isEmpty {
+            c.pointee.name = try arena.cString(self.name, Self.self, "name")
+        }
+        if !self.value.isEmpty {
+            c.pointee.value = try arena.cString(self.value, Self.self, "value")
+        }
     }
 }

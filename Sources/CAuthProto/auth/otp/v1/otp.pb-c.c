@@ -638,6 +638,96 @@ void   auth__otp__v1__report_delivery_response__free_unpacked
   assert(message->base.descriptor == &auth__otp__v1__report_delivery_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   auth__otp__v1__twilio_status_callback__init
+                     (Auth__Otp__V1__TwilioStatusCallback         *message)
+{
+  static const Auth__Otp__V1__TwilioStatusCallback init_value = AUTH__OTP__V1__TWILIO_STATUS_CALLBACK__INIT;
+  *message = init_value;
+}
+size_t auth__otp__v1__twilio_status_callback__get_packed_size
+                     (const Auth__Otp__V1__TwilioStatusCallback *message)
+{
+  assert(message->base.descriptor == &auth__otp__v1__twilio_status_callback__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__otp__v1__twilio_status_callback__pack
+                     (const Auth__Otp__V1__TwilioStatusCallback *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__otp__v1__twilio_status_callback__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__otp__v1__twilio_status_callback__pack_to_buffer
+                     (const Auth__Otp__V1__TwilioStatusCallback *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__otp__v1__twilio_status_callback__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Otp__V1__TwilioStatusCallback *
+       auth__otp__v1__twilio_status_callback__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Otp__V1__TwilioStatusCallback *)
+     protobuf_c_message_unpack (&auth__otp__v1__twilio_status_callback__descriptor,
+                                allocator, len, data);
+}
+void   auth__otp__v1__twilio_status_callback__free_unpacked
+                     (Auth__Otp__V1__TwilioStatusCallback *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__otp__v1__twilio_status_callback__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__otp__v1__form_parameter__init
+                     (Auth__Otp__V1__FormParameter         *message)
+{
+  static const Auth__Otp__V1__FormParameter init_value = AUTH__OTP__V1__FORM_PARAMETER__INIT;
+  *message = init_value;
+}
+size_t auth__otp__v1__form_parameter__get_packed_size
+                     (const Auth__Otp__V1__FormParameter *message)
+{
+  assert(message->base.descriptor == &auth__otp__v1__form_parameter__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__otp__v1__form_parameter__pack
+                     (const Auth__Otp__V1__FormParameter *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__otp__v1__form_parameter__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__otp__v1__form_parameter__pack_to_buffer
+                     (const Auth__Otp__V1__FormParameter *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__otp__v1__form_parameter__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Otp__V1__FormParameter *
+       auth__otp__v1__form_parameter__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Otp__V1__FormParameter *)
+     protobuf_c_message_unpack (&auth__otp__v1__form_parameter__descriptor,
+                                allocator, len, data);
+}
+void   auth__otp__v1__form_parameter__free_unpacked
+                     (Auth__Otp__V1__FormParameter *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__otp__v1__form_parameter__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor auth__otp__v1__start_request__field_descriptors[5] =
 {
   {
@@ -1612,6 +1702,121 @@ const ProtobufCMessageDescriptor auth__otp__v1__report_delivery_response__descri
   (ProtobufCMessageInit) auth__otp__v1__report_delivery_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor auth__otp__v1__twilio_status_callback__field_descriptors[3] =
+{
+  {
+    "url",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__TwilioStatusCallback, url),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "parameters",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Auth__Otp__V1__TwilioStatusCallback, n_parameters),
+    offsetof(Auth__Otp__V1__TwilioStatusCallback, parameters),
+    &auth__otp__v1__form_parameter__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "signature",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__TwilioStatusCallback, signature),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__otp__v1__twilio_status_callback__field_indices_by_name[] = {
+  1,   /* field[1] = parameters */
+  2,   /* field[2] = signature */
+  0,   /* field[0] = url */
+};
+static const ProtobufCIntRange auth__otp__v1__twilio_status_callback__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor auth__otp__v1__twilio_status_callback__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.otp.v1.TwilioStatusCallback",
+  "TwilioStatusCallback",
+  "Auth__Otp__V1__TwilioStatusCallback",
+  "auth.otp.v1",
+  sizeof(Auth__Otp__V1__TwilioStatusCallback),
+  3,
+  auth__otp__v1__twilio_status_callback__field_descriptors,
+  auth__otp__v1__twilio_status_callback__field_indices_by_name,
+  1,  auth__otp__v1__twilio_status_callback__number_ranges,
+  (ProtobufCMessageInit) auth__otp__v1__twilio_status_callback__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__otp__v1__form_parameter__field_descriptors[2] =
+{
+  {
+    "name",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__FormParameter, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__FormParameter, value),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__otp__v1__form_parameter__field_indices_by_name[] = {
+  0,   /* field[0] = name */
+  1,   /* field[1] = value */
+};
+static const ProtobufCIntRange auth__otp__v1__form_parameter__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor auth__otp__v1__form_parameter__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.otp.v1.FormParameter",
+  "FormParameter",
+  "Auth__Otp__V1__FormParameter",
+  "auth.otp.v1",
+  sizeof(Auth__Otp__V1__FormParameter),
+  2,
+  auth__otp__v1__form_parameter__field_descriptors,
+  auth__otp__v1__form_parameter__field_indices_by_name,
+  1,  auth__otp__v1__form_parameter__number_ranges,
+  (ProtobufCMessageInit) auth__otp__v1__form_parameter__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue auth__otp__v1__channel__enum_values_by_number[3] =
 {
   { "CHANNEL_UNSPECIFIED", "AUTH__OTP__V1__CHANNEL__CHANNEL_UNSPECIFIED", 0 },
@@ -1712,7 +1917,7 @@ const ProtobufCEnumDescriptor auth__otp__v1__delivery_state__descriptor =
   auth__otp__v1__delivery_state__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue auth__otp__v1__otpreason__enum_values_by_number[15] =
+static const ProtobufCEnumValue auth__otp__v1__otpreason__enum_values_by_number[16] =
 {
   { "OTP_REASON_UNSPECIFIED", "AUTH__OTP__V1__OTPREASON__OTP_REASON_UNSPECIFIED", 0 },
   { "OTP_REASON_INVALID_ARGUMENT", "AUTH__OTP__V1__OTPREASON__OTP_REASON_INVALID_ARGUMENT", 1 },
@@ -1729,11 +1934,12 @@ static const ProtobufCEnumValue auth__otp__v1__otpreason__enum_values_by_number[
   { "OTP_REASON_DEADLINE_EXCEEDED", "AUTH__OTP__V1__OTPREASON__OTP_REASON_DEADLINE_EXCEEDED", 12 },
   { "OTP_REASON_CANCELLED", "AUTH__OTP__V1__OTPREASON__OTP_REASON_CANCELLED", 13 },
   { "OTP_REASON_INTERNAL", "AUTH__OTP__V1__OTPREASON__OTP_REASON_INTERNAL", 14 },
+  { "OTP_REASON_INVALID_SIGNATURE", "AUTH__OTP__V1__OTPREASON__OTP_REASON_INVALID_SIGNATURE", 15 },
 };
 static const ProtobufCIntRange auth__otp__v1__otpreason__value_ranges[] = {
-{0, 0},{0, 15}
+{0, 0},{0, 16}
 };
-static const ProtobufCEnumValueIndex auth__otp__v1__otpreason__enum_values_by_name[15] =
+static const ProtobufCEnumValueIndex auth__otp__v1__otpreason__enum_values_by_name[16] =
 {
   { "OTP_REASON_CANCELLED", 13 },
   { "OTP_REASON_CODE_EXPIRED", 5 },
@@ -1744,6 +1950,7 @@ static const ProtobufCEnumValueIndex auth__otp__v1__otpreason__enum_values_by_na
   { "OTP_REASON_INTERNAL", 14 },
   { "OTP_REASON_INVALID_ARGUMENT", 1 },
   { "OTP_REASON_INVALID_CODE", 2 },
+  { "OTP_REASON_INVALID_SIGNATURE", 15 },
   { "OTP_REASON_RATE_LIMITED", 8 },
   { "OTP_REASON_RESEND_TOO_SOON", 7 },
   { "OTP_REASON_TOO_MANY_ATTEMPTS", 3 },
@@ -1758,32 +1965,34 @@ const ProtobufCEnumDescriptor auth__otp__v1__otpreason__descriptor =
   "OTPReason",
   "Auth__Otp__V1__OTPReason",
   "auth.otp.v1",
-  15,
+  16,
   auth__otp__v1__otpreason__enum_values_by_number,
-  15,
+  16,
   auth__otp__v1__otpreason__enum_values_by_name,
   1,
   auth__otp__v1__otpreason__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor auth__otp__v1__otp__method_descriptors[7] =
+static const ProtobufCMethodDescriptor auth__otp__v1__otp__method_descriptors[8] =
 {
   { "Start", &auth__otp__v1__start_request__descriptor, &auth__otp__v1__start_response__descriptor },
   { "Resend", &auth__otp__v1__resend_request__descriptor, &auth__otp__v1__resend_response__descriptor },
   { "Check", &auth__otp__v1__check_request__descriptor, &auth__otp__v1__check_response__descriptor },
   { "GetDeliveryStatus", &auth__otp__v1__get_delivery_status_request__descriptor, &auth__otp__v1__get_delivery_status_response__descriptor },
   { "ReportDelivery", &auth__otp__v1__report_delivery_request__descriptor, &auth__otp__v1__report_delivery_response__descriptor },
+  { "ReportTwilioStatus", &auth__otp__v1__twilio_status_callback__descriptor, &auth__otp__v1__report_delivery_response__descriptor },
   { "UnlockDestination", &auth__otp__v1__unlock_destination_request__descriptor, &auth__otp__v1__unlock_destination_response__descriptor },
   { "ForgetDestination", &auth__otp__v1__forget_destination_request__descriptor, &auth__otp__v1__forget_destination_response__descriptor },
 };
 const unsigned auth__otp__v1__otp__method_indices_by_name[] = {
   2,        /* Check */
-  6,        /* ForgetDestination */
+  7,        /* ForgetDestination */
   3,        /* GetDeliveryStatus */
   4,        /* ReportDelivery */
+  5,        /* ReportTwilioStatus */
   1,        /* Resend */
   0,        /* Start */
-  5         /* UnlockDestination */
+  6         /* UnlockDestination */
 };
 const ProtobufCServiceDescriptor auth__otp__v1__otp__descriptor =
 {
@@ -1792,7 +2001,7 @@ const ProtobufCServiceDescriptor auth__otp__v1__otp__descriptor =
   "OTP",
   "Auth__Otp__V1__OTP",
   "auth.otp.v1",
-  7,
+  8,
   auth__otp__v1__otp__method_descriptors,
   auth__otp__v1__otp__method_indices_by_name
 };
@@ -1836,13 +2045,21 @@ void auth__otp__v1__otp__report_delivery(ProtobufCService *service,
   assert(service->descriptor == &auth__otp__v1__otp__descriptor);
   service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void auth__otp__v1__otp__report_twilio_status(ProtobufCService *service,
+                                              const Auth__Otp__V1__TwilioStatusCallback *input,
+                                              Auth__Otp__V1__ReportDeliveryResponse_Closure closure,
+                                              void *closure_data)
+{
+  assert(service->descriptor == &auth__otp__v1__otp__descriptor);
+  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void auth__otp__v1__otp__unlock_destination(ProtobufCService *service,
                                             const Auth__Otp__V1__UnlockDestinationRequest *input,
                                             Auth__Otp__V1__UnlockDestinationResponse_Closure closure,
                                             void *closure_data)
 {
   assert(service->descriptor == &auth__otp__v1__otp__descriptor);
-  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__otp__v1__otp__forget_destination(ProtobufCService *service,
                                             const Auth__Otp__V1__ForgetDestinationRequest *input,
@@ -1850,7 +2067,7 @@ void auth__otp__v1__otp__forget_destination(ProtobufCService *service,
                                             void *closure_data)
 {
   assert(service->descriptor == &auth__otp__v1__otp__descriptor);
-  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__otp__v1__otp__init (Auth__Otp__V1__OTP_Service *service,
                                Auth__Otp__V1__OTP_ServiceDestroy destroy)

@@ -30,6 +30,8 @@ typedef struct Auth__Otp__V1__GetDeliveryStatusRequest Auth__Otp__V1__GetDeliver
 typedef struct Auth__Otp__V1__GetDeliveryStatusResponse Auth__Otp__V1__GetDeliveryStatusResponse;
 typedef struct Auth__Otp__V1__ReportDeliveryRequest Auth__Otp__V1__ReportDeliveryRequest;
 typedef struct Auth__Otp__V1__ReportDeliveryResponse Auth__Otp__V1__ReportDeliveryResponse;
+typedef struct Auth__Otp__V1__TwilioStatusCallback Auth__Otp__V1__TwilioStatusCallback;
+typedef struct Auth__Otp__V1__FormParameter Auth__Otp__V1__FormParameter;
 
 
 /* --- enums --- */
@@ -151,7 +153,12 @@ typedef enum _Auth__Otp__V1__OTPReason {
   /*
    * INTERNAL. A bug or a broken invariant; the message sent to callers says nothing more.
    */
-  AUTH__OTP__V1__OTPREASON__OTP_REASON_INTERNAL = 14
+  AUTH__OTP__V1__OTPREASON__OTP_REASON_INTERNAL = 14,
+  /*
+   * PERMISSION_DENIED. A provider's callback is not signed with the provider's secret (or no
+   * secret is configured to check it with).
+   */
+  AUTH__OTP__V1__OTPREASON__OTP_REASON_INVALID_SIGNATURE = 15
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUTH__OTP__V1__OTPREASON)
 } Auth__Otp__V1__OTPReason;
 
@@ -433,6 +440,44 @@ struct  Auth__Otp__V1__ReportDeliveryResponse
     , 0 }
 
 
+/*
+ * A Twilio status callback as the gateway received it, for otp-dispatch (which holds the
+ * Twilio auth token) to verify and apply.
+ */
+struct  Auth__Otp__V1__TwilioStatusCallback
+{
+  ProtobufCMessage base;
+  /*
+   * The URL Twilio posted to, as it signs it: the public URL, with any query string.
+   */
+  char *url;
+  /*
+   * The form parameters, in the order received (MessageSid, MessageStatus, ErrorCode, …).
+   */
+  size_t n_parameters;
+  Auth__Otp__V1__FormParameter **parameters;
+  /*
+   * The X-Twilio-Signature header: base64 of HMAC-SHA1(auth token, url + each parameter's
+   * name and value, sorted by name).
+   */
+  char *signature;
+};
+#define AUTH__OTP__V1__TWILIO_STATUS_CALLBACK__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__otp__v1__twilio_status_callback__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string }
+
+
+struct  Auth__Otp__V1__FormParameter
+{
+  ProtobufCMessage base;
+  char *name;
+  char *value;
+};
+#define AUTH__OTP__V1__FORM_PARAMETER__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__otp__v1__form_parameter__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
 /* Auth__Otp__V1__StartRequest methods */
 void   auth__otp__v1__start_request__init
                      (Auth__Otp__V1__StartRequest         *message);
@@ -699,6 +744,44 @@ Auth__Otp__V1__ReportDeliveryResponse *
 void   auth__otp__v1__report_delivery_response__free_unpacked
                      (Auth__Otp__V1__ReportDeliveryResponse *message,
                       ProtobufCAllocator *allocator);
+/* Auth__Otp__V1__TwilioStatusCallback methods */
+void   auth__otp__v1__twilio_status_callback__init
+                     (Auth__Otp__V1__TwilioStatusCallback         *message);
+size_t auth__otp__v1__twilio_status_callback__get_packed_size
+                     (const Auth__Otp__V1__TwilioStatusCallback   *message);
+size_t auth__otp__v1__twilio_status_callback__pack
+                     (const Auth__Otp__V1__TwilioStatusCallback   *message,
+                      uint8_t             *out);
+size_t auth__otp__v1__twilio_status_callback__pack_to_buffer
+                     (const Auth__Otp__V1__TwilioStatusCallback   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Otp__V1__TwilioStatusCallback *
+       auth__otp__v1__twilio_status_callback__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__otp__v1__twilio_status_callback__free_unpacked
+                     (Auth__Otp__V1__TwilioStatusCallback *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Otp__V1__FormParameter methods */
+void   auth__otp__v1__form_parameter__init
+                     (Auth__Otp__V1__FormParameter         *message);
+size_t auth__otp__v1__form_parameter__get_packed_size
+                     (const Auth__Otp__V1__FormParameter   *message);
+size_t auth__otp__v1__form_parameter__pack
+                     (const Auth__Otp__V1__FormParameter   *message,
+                      uint8_t             *out);
+size_t auth__otp__v1__form_parameter__pack_to_buffer
+                     (const Auth__Otp__V1__FormParameter   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Otp__V1__FormParameter *
+       auth__otp__v1__form_parameter__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__otp__v1__form_parameter__free_unpacked
+                     (Auth__Otp__V1__FormParameter *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Auth__Otp__V1__StartRequest_Closure)
@@ -743,6 +826,12 @@ typedef void (*Auth__Otp__V1__ReportDeliveryRequest_Closure)
 typedef void (*Auth__Otp__V1__ReportDeliveryResponse_Closure)
                  (const Auth__Otp__V1__ReportDeliveryResponse *message,
                   void *closure_data);
+typedef void (*Auth__Otp__V1__TwilioStatusCallback_Closure)
+                 (const Auth__Otp__V1__TwilioStatusCallback *message,
+                  void *closure_data);
+typedef void (*Auth__Otp__V1__FormParameter_Closure)
+                 (const Auth__Otp__V1__FormParameter *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -770,6 +859,10 @@ struct Auth__Otp__V1__OTP_Service
                           const Auth__Otp__V1__ReportDeliveryRequest *input,
                           Auth__Otp__V1__ReportDeliveryResponse_Closure closure,
                           void *closure_data);
+  void (*report_twilio_status)(Auth__Otp__V1__OTP_Service *service,
+                               const Auth__Otp__V1__TwilioStatusCallback *input,
+                               Auth__Otp__V1__ReportDeliveryResponse_Closure closure,
+                               void *closure_data);
   void (*unlock_destination)(Auth__Otp__V1__OTP_Service *service,
                              const Auth__Otp__V1__UnlockDestinationRequest *input,
                              Auth__Otp__V1__UnlockDestinationResponse_Closure closure,
@@ -791,6 +884,7 @@ void auth__otp__v1__otp__init (Auth__Otp__V1__OTP_Service *service,
       function_prefix__ ## check,\
       function_prefix__ ## get_delivery_status,\
       function_prefix__ ## report_delivery,\
+      function_prefix__ ## report_twilio_status,\
       function_prefix__ ## unlock_destination,\
       function_prefix__ ## forget_destination  }
 void auth__otp__v1__otp__start(ProtobufCService *service,
@@ -813,6 +907,10 @@ void auth__otp__v1__otp__report_delivery(ProtobufCService *service,
                                          const Auth__Otp__V1__ReportDeliveryRequest *input,
                                          Auth__Otp__V1__ReportDeliveryResponse_Closure closure,
                                          void *closure_data);
+void auth__otp__v1__otp__report_twilio_status(ProtobufCService *service,
+                                              const Auth__Otp__V1__TwilioStatusCallback *input,
+                                              Auth__Otp__V1__ReportDeliveryResponse_Closure closure,
+                                              void *closure_data);
 void auth__otp__v1__otp__unlock_destination(ProtobufCService *service,
                                             const Auth__Otp__V1__UnlockDestinationRequest *input,
                                             Auth__Otp__V1__UnlockDestinationResponse_Closure closure,
@@ -842,6 +940,8 @@ extern const ProtobufCMessageDescriptor auth__otp__v1__get_delivery_status_reque
 extern const ProtobufCMessageDescriptor auth__otp__v1__get_delivery_status_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__report_delivery_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__report_delivery_response__descriptor;
+extern const ProtobufCMessageDescriptor auth__otp__v1__twilio_status_callback__descriptor;
+extern const ProtobufCMessageDescriptor auth__otp__v1__form_parameter__descriptor;
 extern const ProtobufCServiceDescriptor auth__otp__v1__otp__descriptor;
 
 PROTOBUF_C__END_DECLS
