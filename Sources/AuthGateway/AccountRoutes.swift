@@ -84,6 +84,23 @@ extension GatewayRoutes {
         }
     }
 
+    // MARK: GET /v1/me/identities
+
+    /// How the signed-in account can sign in: a verified phone, a verified email, a password,
+    /// the linked providers.
+    func myIdentities(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        let caller = try await signedIn(request, context)
+        var rules = ServiceErrorMapping.Rules()
+        rules.signedInUser = true
+        let listed = try await backends.call(.identity, context, rules: rules) { options in
+            try await backends.identity.listIdentities(
+                Auth_Identity_V1_ListIdentitiesRequest(userID: caller.userID),
+                options: options
+            )
+        }
+        return try JSONResponse.make(IdentityListBody(identities: listed.identities.map(IdentityBody.init)))
+    }
+
     // MARK: GET /v1/session
 
     func currentSession(_ request: Request, context: GatewayRequestContext) async throws -> Response {

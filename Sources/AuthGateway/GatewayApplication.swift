@@ -128,6 +128,7 @@ public struct GatewayApplication: Sendable {
         router.get("/v1/me", use: routes.me)
         router.patch("/v1/me", use: routes.updateMe)
         router.delete("/v1/me", use: routes.deleteMe)
+        router.get("/v1/me/identities", use: routes.myIdentities)
         router.get("/v1/sessions", use: routes.listSessions)
         router.delete("/v1/sessions/{id}", use: routes.revokeSession)
         router.get("/.well-known/jwks.json", use: routes.jwks)

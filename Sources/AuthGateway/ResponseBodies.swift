@@ -310,3 +310,36 @@ struct CodeStatusBody: Encodable, Sendable {
         case resendsRemaining = "resends_remaining"
     }
 }
+
+/// `GET /v1/me/identities`.
+struct IdentityListBody: Encodable, Sendable {
+    var identities: [IdentityBody]
+}
+
+/// One way the account can sign in; every key present, `email` null when it has none.
+struct IdentityBody: Encodable, Sendable {
+    var provider: String
+    var id: String
+    var email: String?
+    var createdAt: String
+
+    init(_ identity: Auth_Identity_V1_SignInIdentity) {
+        provider = identity.provider
+        id = identity.id
+        email = identity.email.nonEmpty
+        createdAt = Timestamp.rfc3339(identity.createdAt)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case provider, id, email
+        case createdAt = "created_at"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(provider, forKey: .provider)
+        try container.encode(id, forKey: .id)
+        try container.encode(email, forKey: .email)
+        try container.encode(createdAt, forKey: .createdAt)
+    }
+}

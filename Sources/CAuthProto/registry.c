@@ -19,6 +19,9 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
     &auth__health__v1__health_check_response__descriptor,
     &auth__identity__v1__user__descriptor,
     &auth__identity__v1__get_user_request__descriptor,
+    &auth__identity__v1__list_identities_request__descriptor,
+    &auth__identity__v1__sign_in_identity__descriptor,
+    &auth__identity__v1__list_identities_response__descriptor,
     &auth__identity__v1__get_user_by_phone_request__descriptor,
     &auth__identity__v1__get_user_by_email_request__descriptor,
     &auth__identity__v1__get_user_response__descriptor,
@@ -109,6 +112,6 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
 };
 
 const ProtobufCMessageDescriptor *const *auth_proto_message_descriptors(size_t *count) {
-    *count = 91;
+    *count = 94;
     return auth_proto_message_descriptors_list;
 }

@@ -132,6 +132,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             // phone or reads an audit trail; the password reset looks its user up by email.
             getUser: .only([CallerName.gateway, CallerName.authctl]),
             getUserByPhone: .only([CallerName.authctl]),
+            listIdentities: .only([CallerName.gateway]),
             getUserByEmail: .only([CallerName.gateway, CallerName.authctl]),
             contactExists: .only([CallerName.gateway]),
             findOrCreateByContact: .only([CallerName.gateway]),
@@ -159,6 +160,40 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         try validator.check()
         guard let id, let user = try await store.user(id: id) else { throw Self.notFound }
         return Auth_Identity_V1_GetUserResponse(user: user.proto)
+    }
+
+    /// The verified phone, the verified email, the password and the linked providers of a live
+    /// account, in that order (providers by name).
+    public func listIdentities(
+        request: Auth_Identity_V1_ListIdentitiesRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_ListIdentitiesResponse {
+        var validator = FieldValidator()
+        let id = validator.userID(request.userID)
+        try validator.check()
+        guard let id, let user = try await store.user(id: id) else { throw Self.notFound }
+        let created = user.createdAt.unixSeconds
+        var identities: [Auth_Identity_V1_SignInIdentity] = []
+        if let phone = user.phone, user.phoneVerified {
+            identities.append(.init(provider: "phone", id: phone, createdAt: created))
+        }
+        if let email = user.email, user.emailVerified {
+            identities.append(.init(provider: "email", id: email, email: email, createdAt: created))
+        }
+        if user.passwordHash != nil, let email = user.email {
+            identities.append(.init(provider: "password", id: email, email: email, createdAt: created))
+        }
+        for linked in try await store.providerIdentities(userID: id) {
+            identities.append(
+                .init(
+                    provider: linked.provider,
+                    id: linked.subject,
+                    email: linked.email ?? "",
+                    createdAt: linked.createdAt.unixSeconds
+                )
+            )
+        }
+        return Auth_Identity_V1_ListIdentitiesResponse(identities: identities)
     }
 
     public func getUserByPhone(

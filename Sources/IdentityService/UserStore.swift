@@ -568,6 +568,18 @@ struct UserStore: Sendable {
 
     // MARK: Provider identities
 
+    /// The provider identities linked to `userID`, by provider name then link time.
+    func providerIdentities(
+        userID: UUID
+    ) async throws -> [(provider: String, subject: String, email: String?, createdAt: Date)] {
+        try await pool.query(
+            """
+            SELECT provider, subject, email, created_at FROM \(schema).provider_identities
+            WHERE user_id = \(userID) ORDER BY provider, created_at
+            """
+        ).map { row in (try row[0].string, try row[1].string, try row[2].decode(String?.self), try row[3].date) }
+    }
+
     /// Remembers a used ID token until it expires; false when it was already used.
     func rememberToken(provider: IdentityProvider, key: String, expiresAt: Date, now: Date) async throws -> Bool {
         let rows = try await pool.query(

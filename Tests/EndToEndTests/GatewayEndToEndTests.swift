@@ -636,6 +636,55 @@ extension GatewayEndToEndTests {
             expectError(reply, 400, "invalid_request")
         }
 
+        /// Issue 21 §2: how the account can sign in: a verified phone or email, a password, the
+        /// linked providers; an unverified contact does not count.
+        @Test func theAccountListsItsWaysToSignIn() async throws {
+            let fixture = try fixture()
+            func identities(_ token: String) async throws -> [[String: Any]] {
+                let reply = try await fixture.get("/v1/me/identities", token: token)
+                #expect(reply.status == 200, "\(reply)")
+                let items = reply["identities"] as? [[String: Any]] ?? []
+                for item in items {
+                    #expect(Set(item.keys) == ["provider", "id", "email", "created_at"], "\(item)")
+                }
+                return items
+            }
+            let phone = GatewayFixture.newPhone()
+            let byPhone = try await fixture.signInWithCode(phone: phone)
+            let phoneItems = try await identities(byPhone.accessToken)
+            #expect(phoneItems.map { $0["provider"] as? String } == ["phone"])
+            #expect(phoneItems.first?["id"] as? String == phone && phoneItems.first?["email"] is NSNull)
+
+            // A password sign-up: the email is unverified until its code.
+            let email = GatewayFixture.newEmail("ids")
+            let created = try await fixture.signUp(email: email)
+            #expect(try await identities(created.accessToken).map { $0["provider"] as? String } == ["password"])
+            let code = try await fixture.code(to: email)
+            let verificationID = try #require(created.string("verification_id"))
+            let verified = try await fixture.post("/v1/otp/verify", ["verification_id": verificationID, "code": code])
+            #expect(verified.status == 200, "\(verified)")
+            let both = try await identities(created.accessToken)
+            #expect(both.map { $0["provider"] as? String } == ["email", "password"])
+            #expect(both.allSatisfy { $0["email"] as? String == email && $0["id"] as? String == email })
+
+            // A provider sign-in: its subject and email.
+            let subject = "001234." + Base64URL.encode(SecureRandom.bytes(count: 8))
+            let appleEmail = GatewayFixture.newEmail("apple-ids")
+            let nonce = "raw-" + Base64URL.encode(SecureRandom.bytes(count: 16))
+            let token = try fixture.apple.idToken(
+                subject: subject,
+                nonce: AppleStandIn.hashedNonce(nonce),
+                email: appleEmail
+            )
+            let apple = try await fixture.post("/v1/idtoken", ["provider": "apple", "id_token": token, "nonce": nonce])
+            #expect(apple.status == 200, "\(apple)")
+            let appleItems = try await identities(apple.accessToken)
+            #expect(appleItems.map { $0["provider"] as? String } == ["email", "apple"], "\(appleItems)")
+            #expect(appleItems.last?["id"] as? String == subject && appleItems.last?["email"] as? String == appleEmail)
+
+            expectError(try await fixture.get("/v1/me/identities"), 401, "invalid_token")
+        }
+
         @Test func sessionListAndRevoke() async throws {
             let fixture = try fixture()
             let phone = GatewayFixture.newPhone()

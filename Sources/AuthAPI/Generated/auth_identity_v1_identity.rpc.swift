@@ -12,6 +12,7 @@ public enum Auth_Identity_V1_Identity {
     public enum Method {
         public static let getUser = MethodDescriptor(service: "auth.identity.v1.Identity", method: "GetUser")
         public static let getUserByPhone = MethodDescriptor(service: "auth.identity.v1.Identity", method: "GetUserByPhone")
+        public static let listIdentities = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ListIdentities")
         public static let getUserByEmail = MethodDescriptor(service: "auth.identity.v1.Identity", method: "GetUserByEmail")
         public static let contactExists = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ContactExists")
         public static let findOrCreateByContact = MethodDescriptor(service: "auth.identity.v1.Identity", method: "FindOrCreateByContact")
@@ -25,7 +26,7 @@ public enum Auth_Identity_V1_Identity {
         public static let deleteUser = MethodDescriptor(service: "auth.identity.v1.Identity", method: "DeleteUser")
         public static let listAuditEvents = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ListAuditEvents")
         public static let unlockPassword = MethodDescriptor(service: "auth.identity.v1.Identity", method: "UnlockPassword")
-        public static let all: [MethodDescriptor] = [getUser, getUserByPhone, getUserByEmail, contactExists, findOrCreateByContact, signUp, signInWithPassword, signInWithIDToken, updateProfile, resetPassword, changePassword, validatePassword, deleteUser, listAuditEvents, unlockPassword]
+        public static let all: [MethodDescriptor] = [getUser, getUserByPhone, listIdentities, getUserByEmail, contactExists, findOrCreateByContact, signUp, signInWithPassword, signInWithIDToken, updateProfile, resetPassword, changePassword, validatePassword, deleteUser, listAuditEvents, unlockPassword]
     }
 
     /// The reasons this service's errors carry (`RPCStatus.reason`), from `auth.identity.v1.IdentityReason`.
@@ -80,6 +81,7 @@ public enum Auth_Identity_V1_Identity {
     public struct AllowedCallersByMethod: Sendable {
         public var getUser: AllowedCallers
         public var getUserByPhone: AllowedCallers
+        public var listIdentities: AllowedCallers
         public var getUserByEmail: AllowedCallers
         public var contactExists: AllowedCallers
         public var findOrCreateByContact: AllowedCallers
@@ -97,6 +99,7 @@ public enum Auth_Identity_V1_Identity {
         public init(
             getUser: AllowedCallers,
             getUserByPhone: AllowedCallers,
+            listIdentities: AllowedCallers,
             getUserByEmail: AllowedCallers,
             contactExists: AllowedCallers,
             findOrCreateByContact: AllowedCallers,
@@ -113,6 +116,7 @@ public enum Auth_Identity_V1_Identity {
         ) {
             self.getUser = getUser
             self.getUserByPhone = getUserByPhone
+            self.listIdentities = listIdentities
             self.getUserByEmail = getUserByEmail
             self.contactExists = contactExists
             self.findOrCreateByContact = findOrCreateByContact
@@ -142,6 +146,12 @@ public enum Auth_Identity_V1_Identity {
             request: Auth_Identity_V1_GetUserByPhoneRequest,
             context: ServerContext
         ) async throws -> Auth_Identity_V1_GetUserResponse
+
+        /// How a live account can sign in (NOT_FOUND `user_not_found` otherwise). Callers: gateway.
+        func listIdentities(
+            request: Auth_Identity_V1_ListIdentitiesRequest,
+            context: ServerContext
+        ) async throws -> Auth_Identity_V1_ListIdentitiesResponse
 
         func getUserByEmail(
             request: Auth_Identity_V1_GetUserByEmailRequest,
@@ -230,6 +240,14 @@ public enum Auth_Identity_V1_Identity {
             options: CallOptions = CallOptions()
         ) async throws -> Auth_Identity_V1_GetUserResponse {
             try await self.rpc.unary(Method.getUserByPhone, request: request, options: options)
+        }
+
+        /// How a live account can sign in (NOT_FOUND `user_not_found` otherwise). Callers: gateway.
+        public func listIdentities(
+            _ request: Auth_Identity_V1_ListIdentitiesRequest,
+            options: CallOptions = CallOptions()
+        ) async throws -> Auth_Identity_V1_ListIdentitiesResponse {
+            try await self.rpc.unary(Method.listIdentities, request: request, options: options)
         }
 
         public func getUserByEmail(
@@ -339,6 +357,10 @@ extension Auth_Identity_V1_Identity.ServiceProtocol {
         router.register(Auth_Identity_V1_Identity.Method.getUserByPhone, allowedCallers: allowed.getUserByPhone) {
             (request: Auth_Identity_V1_GetUserByPhoneRequest, context: ServerContext) in
             try await self.getUserByPhone(request: request, context: context)
+        }
+        router.register(Auth_Identity_V1_Identity.Method.listIdentities, allowedCallers: allowed.listIdentities) {
+            (request: Auth_Identity_V1_ListIdentitiesRequest, context: ServerContext) in
+            try await self.listIdentities(request: request, context: context)
         }
         router.register(Auth_Identity_V1_Identity.Method.getUserByEmail, allowedCallers: allowed.getUserByEmail) {
             (request: Auth_Identity_V1_GetUserByEmailRequest, context: ServerContext) in

@@ -393,6 +393,224 @@ extension Auth_Identity_V1_GetUserRequest: ProtobufCBridged {
     }
 }
 
+// MARK: - auth.identity.v1.ListIdentitiesRequest
+
+public struct Auth_Identity_V1_ListIdentitiesRequest: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.ListIdentitiesRequest"
+
+    public var userID: String = ""
+
+    public init() {}
+
+    public init(userID: String = "") {
+        self.userID = userID
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_ListIdentitiesRequest: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__ListIdentitiesRequest
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__list_identities_request__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__list_identities_request__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__list_identities_request__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__list_identities_request__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__list_identities_request__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(userID: try _protobufCString(c.pointee.user_id, Self.self, "user_id"))
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.userID.isEmpty {
+            c.pointee.user_id = try arena.cString(self.userID, Self.self, "user_id")
+        }
+    }
+}
+
+// MARK: - auth.identity.v1.SignInIdentity
+
+/// One way the account can sign in.
+public struct Auth_Identity_V1_SignInIdentity: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.SignInIdentity"
+
+    /// "phone" (a verified phone), "email" (a verified email), "password", or a provider
+    /// ("google", "facebook", "apple").
+    public var provider: String = ""
+    /// The phone, the email, the email a password signs in with, or the provider's subject.
+    public var id: String = ""
+    /// the identity's email, if it has one ("" otherwise)
+    public var email: String = ""
+    /// Unix seconds: a provider identity's linking; the account's creation for the others (when
+    /// a contact was proved is not kept).
+    public var createdAt: Int64 = 0
+
+    public init() {}
+
+    public init(provider: String = "", id: String = "", email: String = "", createdAt: Int64 = 0) {
+        self.provider = provider
+        self.id = id
+        self.email = email
+        self.createdAt = createdAt
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_SignInIdentity: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__SignInIdentity
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__sign_in_identity__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__sign_in_identity__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__sign_in_identity__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__sign_in_identity__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__sign_in_identity__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(
+            provider: try _protobufCString(c.pointee.provider, Self.self, "provider"),
+            id: try _protobufCString(c.pointee.id, Self.self, "id"),
+            email: try _protobufCString(c.pointee.email, Self.self, "email"),
+            createdAt: c.pointee.created_at
+        )
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.provider.isEmpty {
+            c.pointee.provider = try arena.cString(self.provider, Self.self, "provider")
+        }
+        if !self.id.isEmpty {
+            c.pointee.id = try arena.cString(self.id, Self.self, "id")
+        }
+        if !self.email.isEmpty {
+            c.pointee.email = try arena.cString(self.email, Self.self, "email")
+        }
+        c.pointee.created_at = self.createdAt
+    }
+}
+
+// MARK: - auth.identity.v1.ListIdentitiesResponse
+
+public struct Auth_Identity_V1_ListIdentitiesResponse: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.ListIdentitiesResponse"
+
+    public var identities: [Auth_Identity_V1_SignInIdentity] = []
+
+    public init() {}
+
+    public init(identities: [Auth_Identity_V1_SignInIdentity] = []) {
+        self.identities = identities
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_ListIdentitiesResponse: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__ListIdentitiesResponse
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__list_identities_response__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__list_identities_response__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__list_identities_response__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__list_identities_response__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__list_identities_response__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(identities: try _protobufCMessages(c.pointee.identities, count: c.pointee.n_identities))
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.identities.isEmpty {
+            c.pointee.n_identities = self.identities.count
+            c.pointee.identities = try arena.messages(self.identities, Self.self, "identities")
+        }
+    }
+}
+
 // MARK: - auth.identity.v1.GetUserByPhoneRequest
 
 public struct Auth_Identity_V1_GetUserByPhoneRequest: ProtobufCMessage {

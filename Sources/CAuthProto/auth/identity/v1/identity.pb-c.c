@@ -98,6 +98,141 @@ void   auth__identity__v1__get_user_request__free_unpacked
   assert(message->base.descriptor == &auth__identity__v1__get_user_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   auth__identity__v1__list_identities_request__init
+                     (Auth__Identity__V1__ListIdentitiesRequest         *message)
+{
+  static const Auth__Identity__V1__ListIdentitiesRequest init_value = AUTH__IDENTITY__V1__LIST_IDENTITIES_REQUEST__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__list_identities_request__get_packed_size
+                     (const Auth__Identity__V1__ListIdentitiesRequest *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__list_identities_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__list_identities_request__pack
+                     (const Auth__Identity__V1__ListIdentitiesRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__list_identities_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__list_identities_request__pack_to_buffer
+                     (const Auth__Identity__V1__ListIdentitiesRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__list_identities_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__ListIdentitiesRequest *
+       auth__identity__v1__list_identities_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__ListIdentitiesRequest *)
+     protobuf_c_message_unpack (&auth__identity__v1__list_identities_request__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__list_identities_request__free_unpacked
+                     (Auth__Identity__V1__ListIdentitiesRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__list_identities_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__identity__v1__sign_in_identity__init
+                     (Auth__Identity__V1__SignInIdentity         *message)
+{
+  static const Auth__Identity__V1__SignInIdentity init_value = AUTH__IDENTITY__V1__SIGN_IN_IDENTITY__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__sign_in_identity__get_packed_size
+                     (const Auth__Identity__V1__SignInIdentity *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__sign_in_identity__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__sign_in_identity__pack
+                     (const Auth__Identity__V1__SignInIdentity *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__sign_in_identity__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__sign_in_identity__pack_to_buffer
+                     (const Auth__Identity__V1__SignInIdentity *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__sign_in_identity__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__SignInIdentity *
+       auth__identity__v1__sign_in_identity__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__SignInIdentity *)
+     protobuf_c_message_unpack (&auth__identity__v1__sign_in_identity__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__sign_in_identity__free_unpacked
+                     (Auth__Identity__V1__SignInIdentity *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__sign_in_identity__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__identity__v1__list_identities_response__init
+                     (Auth__Identity__V1__ListIdentitiesResponse         *message)
+{
+  static const Auth__Identity__V1__ListIdentitiesResponse init_value = AUTH__IDENTITY__V1__LIST_IDENTITIES_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__list_identities_response__get_packed_size
+                     (const Auth__Identity__V1__ListIdentitiesResponse *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__list_identities_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__list_identities_response__pack
+                     (const Auth__Identity__V1__ListIdentitiesResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__list_identities_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__list_identities_response__pack_to_buffer
+                     (const Auth__Identity__V1__ListIdentitiesResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__list_identities_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__ListIdentitiesResponse *
+       auth__identity__v1__list_identities_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__ListIdentitiesResponse *)
+     protobuf_c_message_unpack (&auth__identity__v1__list_identities_response__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__list_identities_response__free_unpacked
+                     (Auth__Identity__V1__ListIdentitiesResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__list_identities_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   auth__identity__v1__get_user_by_phone_request__init
                      (Auth__Identity__V1__GetUserByPhoneRequest         *message)
 {
@@ -1665,6 +1800,159 @@ const ProtobufCMessageDescriptor auth__identity__v1__get_user_request__descripto
   auth__identity__v1__get_user_request__field_indices_by_name,
   1,  auth__identity__v1__get_user_request__number_ranges,
   (ProtobufCMessageInit) auth__identity__v1__get_user_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__identity__v1__list_identities_request__field_descriptors[1] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ListIdentitiesRequest, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__identity__v1__list_identities_request__field_indices_by_name[] = {
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange auth__identity__v1__list_identities_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor auth__identity__v1__list_identities_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.ListIdentitiesRequest",
+  "ListIdentitiesRequest",
+  "Auth__Identity__V1__ListIdentitiesRequest",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__ListIdentitiesRequest),
+  1,
+  auth__identity__v1__list_identities_request__field_descriptors,
+  auth__identity__v1__list_identities_request__field_indices_by_name,
+  1,  auth__identity__v1__list_identities_request__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__list_identities_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__identity__v1__sign_in_identity__field_descriptors[4] =
+{
+  {
+    "provider",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__SignInIdentity, provider),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__SignInIdentity, id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "email",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__SignInIdentity, email),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "created_at",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__SignInIdentity, created_at),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__identity__v1__sign_in_identity__field_indices_by_name[] = {
+  3,   /* field[3] = created_at */
+  2,   /* field[2] = email */
+  1,   /* field[1] = id */
+  0,   /* field[0] = provider */
+};
+static const ProtobufCIntRange auth__identity__v1__sign_in_identity__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor auth__identity__v1__sign_in_identity__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.SignInIdentity",
+  "SignInIdentity",
+  "Auth__Identity__V1__SignInIdentity",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__SignInIdentity),
+  4,
+  auth__identity__v1__sign_in_identity__field_descriptors,
+  auth__identity__v1__sign_in_identity__field_indices_by_name,
+  1,  auth__identity__v1__sign_in_identity__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__sign_in_identity__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__identity__v1__list_identities_response__field_descriptors[1] =
+{
+  {
+    "identities",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Auth__Identity__V1__ListIdentitiesResponse, n_identities),
+    offsetof(Auth__Identity__V1__ListIdentitiesResponse, identities),
+    &auth__identity__v1__sign_in_identity__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__identity__v1__list_identities_response__field_indices_by_name[] = {
+  0,   /* field[0] = identities */
+};
+static const ProtobufCIntRange auth__identity__v1__list_identities_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor auth__identity__v1__list_identities_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.ListIdentitiesResponse",
+  "ListIdentitiesResponse",
+  "Auth__Identity__V1__ListIdentitiesResponse",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__ListIdentitiesResponse),
+  1,
+  auth__identity__v1__list_identities_response__field_descriptors,
+  auth__identity__v1__list_identities_response__field_indices_by_name,
+  1,  auth__identity__v1__list_identities_response__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__list_identities_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor auth__identity__v1__get_user_by_phone_request__field_descriptors[1] =
@@ -3305,10 +3593,11 @@ const ProtobufCEnumDescriptor auth__identity__v1__identity_reason__descriptor =
   auth__identity__v1__identity_reason__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_descriptors[15] =
+static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_descriptors[16] =
 {
   { "GetUser", &auth__identity__v1__get_user_request__descriptor, &auth__identity__v1__get_user_response__descriptor },
   { "GetUserByPhone", &auth__identity__v1__get_user_by_phone_request__descriptor, &auth__identity__v1__get_user_response__descriptor },
+  { "ListIdentities", &auth__identity__v1__list_identities_request__descriptor, &auth__identity__v1__list_identities_response__descriptor },
   { "GetUserByEmail", &auth__identity__v1__get_user_by_email_request__descriptor, &auth__identity__v1__get_user_response__descriptor },
   { "ContactExists", &auth__identity__v1__contact_exists_request__descriptor, &auth__identity__v1__contact_exists_response__descriptor },
   { "FindOrCreateByContact", &auth__identity__v1__find_or_create_by_contact_request__descriptor, &auth__identity__v1__find_or_create_by_contact_response__descriptor },
@@ -3324,21 +3613,22 @@ static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_desc
   { "UnlockPassword", &auth__identity__v1__unlock_password_request__descriptor, &auth__identity__v1__unlock_password_response__descriptor },
 };
 const unsigned auth__identity__v1__identity__method_indices_by_name[] = {
-  10,        /* ChangePassword */
-  3,        /* ContactExists */
-  12,        /* DeleteUser */
-  4,        /* FindOrCreateByContact */
+  11,        /* ChangePassword */
+  4,        /* ContactExists */
+  13,        /* DeleteUser */
+  5,        /* FindOrCreateByContact */
   0,        /* GetUser */
-  2,        /* GetUserByEmail */
+  3,        /* GetUserByEmail */
   1,        /* GetUserByPhone */
-  13,        /* ListAuditEvents */
-  9,        /* ResetPassword */
-  7,        /* SignInWithIDToken */
-  6,        /* SignInWithPassword */
-  5,        /* SignUp */
-  14,        /* UnlockPassword */
-  8,        /* UpdateProfile */
-  11         /* ValidatePassword */
+  14,        /* ListAuditEvents */
+  2,        /* ListIdentities */
+  10,        /* ResetPassword */
+  8,        /* SignInWithIDToken */
+  7,        /* SignInWithPassword */
+  6,        /* SignUp */
+  15,        /* UnlockPassword */
+  9,        /* UpdateProfile */
+  12         /* ValidatePassword */
 };
 const ProtobufCServiceDescriptor auth__identity__v1__identity__descriptor =
 {
@@ -3347,7 +3637,7 @@ const ProtobufCServiceDescriptor auth__identity__v1__identity__descriptor =
   "Identity",
   "Auth__Identity__V1__Identity",
   "auth.identity.v1",
-  15,
+  16,
   auth__identity__v1__identity__method_descriptors,
   auth__identity__v1__identity__method_indices_by_name
 };
@@ -3367,13 +3657,21 @@ void auth__identity__v1__identity__get_user_by_phone(ProtobufCService *service,
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
   service->invoke(service, 1, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void auth__identity__v1__identity__list_identities(ProtobufCService *service,
+                                                   const Auth__Identity__V1__ListIdentitiesRequest *input,
+                                                   Auth__Identity__V1__ListIdentitiesResponse_Closure closure,
+                                                   void *closure_data)
+{
+  assert(service->descriptor == &auth__identity__v1__identity__descriptor);
+  service->invoke(service, 2, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void auth__identity__v1__identity__get_user_by_email(ProtobufCService *service,
                                                      const Auth__Identity__V1__GetUserByEmailRequest *input,
                                                      Auth__Identity__V1__GetUserResponse_Closure closure,
                                                      void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 2, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__contact_exists(ProtobufCService *service,
                                                   const Auth__Identity__V1__ContactExistsRequest *input,
@@ -3381,7 +3679,7 @@ void auth__identity__v1__identity__contact_exists(ProtobufCService *service,
                                                   void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__find_or_create_by_contact(ProtobufCService *service,
                                                              const Auth__Identity__V1__FindOrCreateByContactRequest *input,
@@ -3389,7 +3687,7 @@ void auth__identity__v1__identity__find_or_create_by_contact(ProtobufCService *s
                                                              void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__sign_up(ProtobufCService *service,
                                            const Auth__Identity__V1__SignUpRequest *input,
@@ -3397,7 +3695,7 @@ void auth__identity__v1__identity__sign_up(ProtobufCService *service,
                                            void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__sign_in_with_password(ProtobufCService *service,
                                                          const Auth__Identity__V1__SignInWithPasswordRequest *input,
@@ -3405,7 +3703,7 @@ void auth__identity__v1__identity__sign_in_with_password(ProtobufCService *servi
                                                          void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__sign_in_with_idtoken(ProtobufCService *service,
                                                         const Auth__Identity__V1__SignInWithIDTokenRequest *input,
@@ -3413,7 +3711,7 @@ void auth__identity__v1__identity__sign_in_with_idtoken(ProtobufCService *servic
                                                         void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__update_profile(ProtobufCService *service,
                                                   const Auth__Identity__V1__UpdateProfileRequest *input,
@@ -3421,7 +3719,7 @@ void auth__identity__v1__identity__update_profile(ProtobufCService *service,
                                                   void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__reset_password(ProtobufCService *service,
                                                   const Auth__Identity__V1__ResetPasswordRequest *input,
@@ -3429,7 +3727,7 @@ void auth__identity__v1__identity__reset_password(ProtobufCService *service,
                                                   void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__change_password(ProtobufCService *service,
                                                    const Auth__Identity__V1__ChangePasswordRequest *input,
@@ -3437,7 +3735,7 @@ void auth__identity__v1__identity__change_password(ProtobufCService *service,
                                                    void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__validate_password(ProtobufCService *service,
                                                      const Auth__Identity__V1__ValidatePasswordRequest *input,
@@ -3445,7 +3743,7 @@ void auth__identity__v1__identity__validate_password(ProtobufCService *service,
                                                      void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__delete_user(ProtobufCService *service,
                                                const Auth__Identity__V1__DeleteUserRequest *input,
@@ -3453,7 +3751,7 @@ void auth__identity__v1__identity__delete_user(ProtobufCService *service,
                                                void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__list_audit_events(ProtobufCService *service,
                                                      const Auth__Identity__V1__ListAuditEventsRequest *input,
@@ -3461,7 +3759,7 @@ void auth__identity__v1__identity__list_audit_events(ProtobufCService *service,
                                                      void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__unlock_password(ProtobufCService *service,
                                                    const Auth__Identity__V1__UnlockPasswordRequest *input,
@@ -3469,7 +3767,7 @@ void auth__identity__v1__identity__unlock_password(ProtobufCService *service,
                                                    void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__init (Auth__Identity__V1__Identity_Service *service,
                                          Auth__Identity__V1__Identity_ServiceDestroy destroy)

@@ -18,6 +18,9 @@ PROTOBUF_C__BEGIN_DECLS
 
 typedef struct Auth__Identity__V1__User Auth__Identity__V1__User;
 typedef struct Auth__Identity__V1__GetUserRequest Auth__Identity__V1__GetUserRequest;
+typedef struct Auth__Identity__V1__ListIdentitiesRequest Auth__Identity__V1__ListIdentitiesRequest;
+typedef struct Auth__Identity__V1__SignInIdentity Auth__Identity__V1__SignInIdentity;
+typedef struct Auth__Identity__V1__ListIdentitiesResponse Auth__Identity__V1__ListIdentitiesResponse;
 typedef struct Auth__Identity__V1__GetUserByPhoneRequest Auth__Identity__V1__GetUserByPhoneRequest;
 typedef struct Auth__Identity__V1__GetUserByEmailRequest Auth__Identity__V1__GetUserByEmailRequest;
 typedef struct Auth__Identity__V1__GetUserResponse Auth__Identity__V1__GetUserResponse;
@@ -203,6 +206,57 @@ struct  Auth__Identity__V1__GetUserRequest
 #define AUTH__IDENTITY__V1__GET_USER_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__get_user_request__descriptor) \
     , (char *)protobuf_c_empty_string }
+
+
+struct  Auth__Identity__V1__ListIdentitiesRequest
+{
+  ProtobufCMessage base;
+  char *user_id;
+};
+#define AUTH__IDENTITY__V1__LIST_IDENTITIES_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__list_identities_request__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+/*
+ * One way the account can sign in.
+ */
+struct  Auth__Identity__V1__SignInIdentity
+{
+  ProtobufCMessage base;
+  /*
+   * "phone" (a verified phone), "email" (a verified email), "password", or a provider
+   * ("google", "facebook", "apple").
+   */
+  char *provider;
+  /*
+   * The phone, the email, the email a password signs in with, or the provider's subject.
+   */
+  char *id;
+  /*
+   * the identity's email, if it has one ("" otherwise)
+   */
+  char *email;
+  /*
+   * Unix seconds: a provider identity's linking; the account's creation for the others (when
+   * a contact was proved is not kept).
+   */
+  int64_t created_at;
+};
+#define AUTH__IDENTITY__V1__SIGN_IN_IDENTITY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__sign_in_identity__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+
+
+struct  Auth__Identity__V1__ListIdentitiesResponse
+{
+  ProtobufCMessage base;
+  size_t n_identities;
+  Auth__Identity__V1__SignInIdentity **identities;
+};
+#define AUTH__IDENTITY__V1__LIST_IDENTITIES_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__list_identities_response__descriptor) \
+    , 0,NULL }
 
 
 struct  Auth__Identity__V1__GetUserByPhoneRequest
@@ -647,6 +701,63 @@ Auth__Identity__V1__GetUserRequest *
                       const uint8_t       *data);
 void   auth__identity__v1__get_user_request__free_unpacked
                      (Auth__Identity__V1__GetUserRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__ListIdentitiesRequest methods */
+void   auth__identity__v1__list_identities_request__init
+                     (Auth__Identity__V1__ListIdentitiesRequest         *message);
+size_t auth__identity__v1__list_identities_request__get_packed_size
+                     (const Auth__Identity__V1__ListIdentitiesRequest   *message);
+size_t auth__identity__v1__list_identities_request__pack
+                     (const Auth__Identity__V1__ListIdentitiesRequest   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__list_identities_request__pack_to_buffer
+                     (const Auth__Identity__V1__ListIdentitiesRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__ListIdentitiesRequest *
+       auth__identity__v1__list_identities_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__list_identities_request__free_unpacked
+                     (Auth__Identity__V1__ListIdentitiesRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__SignInIdentity methods */
+void   auth__identity__v1__sign_in_identity__init
+                     (Auth__Identity__V1__SignInIdentity         *message);
+size_t auth__identity__v1__sign_in_identity__get_packed_size
+                     (const Auth__Identity__V1__SignInIdentity   *message);
+size_t auth__identity__v1__sign_in_identity__pack
+                     (const Auth__Identity__V1__SignInIdentity   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__sign_in_identity__pack_to_buffer
+                     (const Auth__Identity__V1__SignInIdentity   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__SignInIdentity *
+       auth__identity__v1__sign_in_identity__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__sign_in_identity__free_unpacked
+                     (Auth__Identity__V1__SignInIdentity *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__ListIdentitiesResponse methods */
+void   auth__identity__v1__list_identities_response__init
+                     (Auth__Identity__V1__ListIdentitiesResponse         *message);
+size_t auth__identity__v1__list_identities_response__get_packed_size
+                     (const Auth__Identity__V1__ListIdentitiesResponse   *message);
+size_t auth__identity__v1__list_identities_response__pack
+                     (const Auth__Identity__V1__ListIdentitiesResponse   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__list_identities_response__pack_to_buffer
+                     (const Auth__Identity__V1__ListIdentitiesResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__ListIdentitiesResponse *
+       auth__identity__v1__list_identities_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__list_identities_response__free_unpacked
+                     (Auth__Identity__V1__ListIdentitiesResponse *message,
                       ProtobufCAllocator *allocator);
 /* Auth__Identity__V1__GetUserByPhoneRequest methods */
 void   auth__identity__v1__get_user_by_phone_request__init
@@ -1226,6 +1337,15 @@ typedef void (*Auth__Identity__V1__User_Closure)
 typedef void (*Auth__Identity__V1__GetUserRequest_Closure)
                  (const Auth__Identity__V1__GetUserRequest *message,
                   void *closure_data);
+typedef void (*Auth__Identity__V1__ListIdentitiesRequest_Closure)
+                 (const Auth__Identity__V1__ListIdentitiesRequest *message,
+                  void *closure_data);
+typedef void (*Auth__Identity__V1__SignInIdentity_Closure)
+                 (const Auth__Identity__V1__SignInIdentity *message,
+                  void *closure_data);
+typedef void (*Auth__Identity__V1__ListIdentitiesResponse_Closure)
+                 (const Auth__Identity__V1__ListIdentitiesResponse *message,
+                  void *closure_data);
 typedef void (*Auth__Identity__V1__GetUserByPhoneRequest_Closure)
                  (const Auth__Identity__V1__GetUserByPhoneRequest *message,
                   void *closure_data);
@@ -1331,6 +1451,10 @@ struct Auth__Identity__V1__Identity_Service
                             const Auth__Identity__V1__GetUserByPhoneRequest *input,
                             Auth__Identity__V1__GetUserResponse_Closure closure,
                             void *closure_data);
+  void (*list_identities)(Auth__Identity__V1__Identity_Service *service,
+                          const Auth__Identity__V1__ListIdentitiesRequest *input,
+                          Auth__Identity__V1__ListIdentitiesResponse_Closure closure,
+                          void *closure_data);
   void (*get_user_by_email)(Auth__Identity__V1__Identity_Service *service,
                             const Auth__Identity__V1__GetUserByEmailRequest *input,
                             Auth__Identity__V1__GetUserResponse_Closure closure,
@@ -1393,6 +1517,7 @@ void auth__identity__v1__identity__init (Auth__Identity__V1__Identity_Service *s
     { AUTH__IDENTITY__V1__IDENTITY__BASE_INIT,\
       function_prefix__ ## get_user,\
       function_prefix__ ## get_user_by_phone,\
+      function_prefix__ ## list_identities,\
       function_prefix__ ## get_user_by_email,\
       function_prefix__ ## contact_exists,\
       function_prefix__ ## find_or_create_by_contact,\
@@ -1414,6 +1539,10 @@ void auth__identity__v1__identity__get_user_by_phone(ProtobufCService *service,
                                                      const Auth__Identity__V1__GetUserByPhoneRequest *input,
                                                      Auth__Identity__V1__GetUserResponse_Closure closure,
                                                      void *closure_data);
+void auth__identity__v1__identity__list_identities(ProtobufCService *service,
+                                                   const Auth__Identity__V1__ListIdentitiesRequest *input,
+                                                   Auth__Identity__V1__ListIdentitiesResponse_Closure closure,
+                                                   void *closure_data);
 void auth__identity__v1__identity__get_user_by_email(ProtobufCService *service,
                                                      const Auth__Identity__V1__GetUserByEmailRequest *input,
                                                      Auth__Identity__V1__GetUserResponse_Closure closure,
@@ -1473,6 +1602,9 @@ extern const ProtobufCEnumDescriptor    auth__identity__v1__provider__descriptor
 extern const ProtobufCEnumDescriptor    auth__identity__v1__identity_reason__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__user__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__get_user_request__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__list_identities_request__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__sign_in_identity__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__list_identities_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__get_user_by_phone_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__get_user_by_email_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__get_user_response__descriptor;
