@@ -23,11 +23,10 @@ import Testing
             _ = try await otp.resend(review.verificationID)
             let status = try await otp.operatorClient.getDeliveryStatus(.init(verificationID: review.verificationID))
             #expect(status.state == .notSentTestDestination)
-            // Operators only: no gateway route reads a delivery status (issue 19 trimmed the list).
-            let gateway = otp.client
-            await expectRPCError(.permissionDenied, "caller_not_allowed") {
-                try await gateway.getDeliveryStatus(.init(verificationID: review.verificationID))
-            }
+            // The gateway reads it too (GET /v1/otp/{id}): pending, never sent, no resend budget.
+            let seen = try await otp.client.getDeliveryStatus(.init(verificationID: review.verificationID))
+            #expect(seen.state == .notSentTestDestination && seen.pending)
+            #expect(seen.resendsRemaining == UInt32(otp.configuration.maxResends))
             _ = try await otp.check(review.verificationID, "654321")
             // Nothing was written to the outbox.
             let messages = try await otp.query("SELECT count(*) FROM @messages")
