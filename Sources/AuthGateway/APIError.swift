@@ -175,6 +175,16 @@ enum ServiceErrorMapping {
         case IdentityReason.invalidEmail:
             if rules.credentialsRoute { return withDetail(.invalidCredentials, detail) }
             return make(.badRequest, "invalid_email", "Please enter a valid email address.")
+        case IdentityReason.identityAlreadyLinked:
+            return make(.conflict, "identity_already_linked", "This account is already linked to another user.")
+        case IdentityReason.lastIdentity:
+            return make(
+                .conflict,
+                "last_identity",
+                "This is the only way to sign in to your account. Add another one first."
+            )
+        case IdentityReason.identityNotFound:
+            return make(.notFound, "identity_not_found", "No such sign-in method is linked to your account.")
         case IdentityReason.emailTaken:
             return make(.conflict, "email_taken", "This email is already registered. Try logging in instead.")
         case IdentityReason.invalidCredentials: return withDetail(.invalidCredentials, detail)

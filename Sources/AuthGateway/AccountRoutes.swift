@@ -101,6 +101,54 @@ extension GatewayRoutes {
         return try JSONResponse.make(IdentityListBody(identities: listed.identities.map(IdentityBody.init)))
     }
 
+    // MARK: POST /v1/me/identities, DELETE /v1/me/identities/{provider}
+
+    /// Links a provider to the signed-in account by an ID token from its native SDK (verified
+    /// and spent as by `/v1/idtoken`): 200 with the account's identities.
+    func linkIdentity(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        let caller = try await signedIn(request, context)
+        let body = try await JSONRequest.read(request, allowed: ["provider", "id_token", "nonce"])
+        let provider = try body.choice("provider", default: Provider?.none)
+        let idToken = try body.requiredString("id_token")
+        let nonce = try body.string("nonce") ?? ""
+        if provider != .facebook, nonce.isEmpty {
+            throw APIError.invalidRequest("`nonce` is required for \(provider.rawValue).")
+        }
+        let linked = try await backends.call(.identity, context) { options in
+            try await backends.identity.linkProvider(
+                Auth_Identity_V1_LinkProviderRequest(
+                    userID: caller.userID,
+                    provider: provider.proto,
+                    idToken: idToken,
+                    rawNonce: nonce,
+                    clientIP: context.clientIP
+                ),
+                options: options
+            )
+        }
+        return try JSONResponse.make(IdentityListBody(identities: linked.identities.map(IdentityBody.init)))
+    }
+
+    /// Unlinks the account's identity of a provider: 204; 404 `identity_not_found`; 409
+    /// `last_identity` when it is the only way left to sign in.
+    func unlinkIdentity(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        let caller = try await signedIn(request, context)
+        guard let name = context.parameters.get("provider"), let provider = Provider(rawValue: name) else {
+            throw APIError(.notFound, "identity_not_found", "No such sign-in method is linked to your account.")
+        }
+        _ = try await backends.call(.identity, context) { options in
+            try await backends.identity.unlinkProvider(
+                Auth_Identity_V1_UnlinkProviderRequest(
+                    userID: caller.userID,
+                    provider: provider.proto,
+                    clientIP: context.clientIP
+                ),
+                options: options
+            )
+        }
+        return JSONResponse.noContent
+    }
+
     // MARK: GET /v1/session
 
     func currentSession(_ request: Request, context: GatewayRequestContext) async throws -> Response {

@@ -129,6 +129,8 @@ public struct GatewayApplication: Sendable {
         router.patch("/v1/me", use: routes.updateMe)
         router.delete("/v1/me", use: routes.deleteMe)
         router.get("/v1/me/identities", use: routes.myIdentities)
+        router.post("/v1/me/identities", use: routes.linkIdentity)
+        router.delete("/v1/me/identities/{provider}", use: routes.unlinkIdentity)
         router.get("/v1/sessions", use: routes.listSessions)
         router.delete("/v1/sessions/{id}", use: routes.revokeSession)
         router.get("/.well-known/jwks.json", use: routes.jwks)

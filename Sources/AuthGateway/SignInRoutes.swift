@@ -28,7 +28,17 @@ struct GatewayRoutes: Sendable {
     let logger: Logger
 
     enum Purpose: String, CaseIterable { case login, signup, auto }
-    enum Provider: String, CaseIterable { case apple, google, facebook }
+    enum Provider: String, CaseIterable {
+        case apple, google, facebook
+
+        var proto: Auth_Identity_V1_Provider {
+            switch self {
+            case .apple: .apple
+            case .google: .google
+            case .facebook: .facebook
+            }
+        }
+    }
     enum Scope: String, CaseIterable { case local, global, others }
     enum Platform: String, CaseIterable { case ios, android, web }
 
@@ -442,12 +452,7 @@ struct GatewayRoutes: Sendable {
         if provider != .facebook, (nonce ?? "").isEmpty {
             throw APIError.invalidRequest("`nonce` is required for \(provider.rawValue).")
         }
-        let rpcProvider: Auth_Identity_V1_Provider =
-            switch provider {
-            case .apple: .apple
-            case .google: .google
-            case .facebook: .facebook
-            }
+        let rpcProvider = provider.proto
         let signedIn: Auth_Identity_V1_SignInWithIDTokenResponse
         do {
             signedIn = try await backends.call(.identity, context) { options in

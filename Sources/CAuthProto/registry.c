@@ -34,6 +34,9 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
     &auth__identity__v1__sign_in_with_password_request__descriptor,
     &auth__identity__v1__sign_in_with_password_response__descriptor,
     &auth__identity__v1__sign_in_with_idtoken_request__descriptor,
+    &auth__identity__v1__link_provider_request__descriptor,
+    &auth__identity__v1__unlink_provider_request__descriptor,
+    &auth__identity__v1__unlink_provider_response__descriptor,
     &auth__identity__v1__sign_in_with_idtoken_response__descriptor,
     &auth__identity__v1__string_value__descriptor,
     &auth__identity__v1__bool_value__descriptor,
@@ -112,6 +115,6 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
 };
 
 const ProtobufCMessageDescriptor *const *auth_proto_message_descriptors(size_t *count) {
-    *count = 94;
+    *count = 97;
     return auth_proto_message_descriptors_list;
 }

@@ -36,6 +36,12 @@ extension ServiceError.Code where Domain == IdentityErrors {
     public static let idTokenExpired = Self(Reason.idTokenExpired, .unauthenticated)
     /// The ID token was already used to sign in.
     public static let idTokenReplayed = Self(Reason.idTokenReplayed, .unauthenticated)
+    /// The provider identity is linked to another account.
+    public static let identityAlreadyLinked = Self(Reason.identityAlreadyLinked, .alreadyExists)
+    /// Unlinking would leave the account no way to sign in.
+    public static let lastIdentity = Self(Reason.lastIdentity, .failedPrecondition)
+    /// No identity of that provider is linked to the account.
+    public static let identityNotFound = Self(Reason.identityNotFound, .notFound)
     /// The nonce is missing or does not match the token's.
     public static let invalidNonce = Self(Reason.invalidNonce, .unauthenticated)
     /// The provider is not configured on this deployment.

@@ -133,6 +133,8 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             getUser: .only([CallerName.gateway, CallerName.authctl]),
             getUserByPhone: .only([CallerName.authctl]),
             listIdentities: .only([CallerName.gateway]),
+            linkProvider: .only([CallerName.gateway]),
+            unlinkProvider: .only([CallerName.gateway]),
             getUserByEmail: .only([CallerName.gateway, CallerName.authctl]),
             contactExists: .only([CallerName.gateway]),
             findOrCreateByContact: .only([CallerName.gateway]),
@@ -481,32 +483,22 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
 
     // MARK: ID tokens
 
-    public func signInWithIDToken(
-        request: Auth_Identity_V1_SignInWithIDTokenRequest,
-        context: ServerContext
-    ) async throws -> Auth_Identity_V1_SignInWithIDTokenResponse {
-        var validator = FieldValidator()
-        let provider: IdentityProvider? =
-            switch request.provider {
-            case .apple: .apple
-            case .google: .google
-            case .facebook: .facebook
-            default: nil
-            }
-        if provider == nil { validator.fail("provider", "required", "A provider is required.") }
-        if request.idToken.isEmpty { validator.fail("id_token", "required", "An ID token is required.") }
-        if !request.displayName.isEmpty { validator.displayName(request.displayName) }
-        let clientIP = validator.clientIP(request.clientIP, context: context)
-        try validator.check()
-        guard let provider else { throw IdentityError(.internal, "validated provider missing") }
+    /// Verifies an ID token of `provider` (issuer, audience, expiry, nonce) and spends it (a
+    /// token presented again is `id_token_replayed`): the identity it proves.
+    private func verifiedIdentity(
+        _ provider: IdentityProvider,
+        _ idToken: String,
+        rawNonce: String,
+        _ context: ServerContext,
+        now: Date
+    ) async throws -> ProviderIdentity {
         guard let verifier = verifiers[provider] else {
             throw IdentityError(
                 .providerNotEnabled,
                 "Sign in with \(provider.rawValue.capitalized) is not available."
             )
         }
-        let now = clock.microsecondNow()
-        let verified = try await verifier.verify(request.idToken, rawNonce: request.rawNonce, now: now)
+        let verified = try await verifier.verify(idToken, rawNonce: rawNonce, now: now)
         guard
             try await store.rememberToken(
                 provider: provider,
@@ -524,7 +516,108 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             )
             throw IdentityError(.idTokenReplayed, "This sign-in was already used. Please sign in again.")
         }
-        var identity = verified.identity
+        return verified.identity
+    }
+
+    static func provider(_ proto: Auth_Identity_V1_Provider) -> IdentityProvider? {
+        switch proto {
+        case .apple: .apple
+        case .google: .google
+        case .facebook: .facebook
+        default: nil
+        }
+    }
+
+    /// Links the provider identity the token proves to the signed-in account.
+    public func linkProvider(
+        request: Auth_Identity_V1_LinkProviderRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_ListIdentitiesResponse {
+        var validator = FieldValidator()
+        let userID = validator.userID(request.userID)
+        let provider = Self.provider(request.provider)
+        if provider == nil { validator.fail("provider", "required", "A provider is required.") }
+        if request.idToken.isEmpty { validator.fail("id_token", "required", "An ID token is required.") }
+        let clientIP = validator.clientIP(request.clientIP, context: context)
+        try validator.check()
+        guard let userID, let provider else { throw IdentityError(.internal, "validated fields missing") }
+        let now = clock.microsecondNow()
+        let identity = try await verifiedIdentity(
+            provider,
+            request.idToken,
+            rawNonce: request.rawNonce,
+            context,
+            now: now
+        )
+        switch try await store.link(
+            identity,
+            to: userID,
+            audit: audit(.providerLinked, method: provider.method, clientIP, context, at: now)
+        ) {
+        case .linked:
+            logger.info(
+                "Provider identity linked",
+                metadata: ["user.id": "\(userID)", "identity.method": "\(provider.method)"]
+            )
+        case .alreadyThis: break
+        case .otherAccount:
+            throw IdentityError(.identityAlreadyLinked, "This account is already linked to another user.")
+        case .noUser: throw Self.notFound
+        }
+        return try await listIdentities(request: .init(userID: request.userID), context: context)
+    }
+
+    /// Unlinks the account's identity of a provider, unless it is the last way to sign in.
+    public func unlinkProvider(
+        request: Auth_Identity_V1_UnlinkProviderRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_UnlinkProviderResponse {
+        var validator = FieldValidator()
+        let userID = validator.userID(request.userID)
+        let provider = Self.provider(request.provider)
+        if provider == nil { validator.fail("provider", "required", "A provider is required.") }
+        let clientIP = validator.clientIP(request.clientIP, context: context)
+        try validator.check()
+        guard let userID, let provider else { throw IdentityError(.internal, "validated fields missing") }
+        let now = clock.microsecondNow()
+        switch try await store.unlink(
+            provider: provider,
+            from: userID,
+            audit: audit(.providerUnlinked, method: provider.method, clientIP, context, at: now)
+        ) {
+        case .unlinked:
+            logger.info(
+                "Provider identity unlinked",
+                metadata: ["user.id": "\(userID)", "identity.method": "\(provider.method)"]
+            )
+        case .notLinked:
+            throw IdentityError(.identityNotFound, "No \(provider.rawValue.capitalized) account is linked.")
+        case .lastIdentity:
+            throw IdentityError(.lastIdentity, "This is the only way to sign in to the account; add another first.")
+        }
+        return Auth_Identity_V1_UnlinkProviderResponse()
+    }
+
+    public func signInWithIDToken(
+        request: Auth_Identity_V1_SignInWithIDTokenRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_SignInWithIDTokenResponse {
+        var validator = FieldValidator()
+        let provider = Self.provider(request.provider)
+        if provider == nil { validator.fail("provider", "required", "A provider is required.") }
+        if request.idToken.isEmpty { validator.fail("id_token", "required", "An ID token is required.") }
+        if !request.displayName.isEmpty { validator.displayName(request.displayName) }
+        let clientIP = validator.clientIP(request.clientIP, context: context)
+        try validator.check()
+        guard let provider else { throw IdentityError(.internal, "validated provider missing") }
+        let now = clock.microsecondNow()
+        var identity = try await verifiedIdentity(
+            provider,
+            request.idToken,
+            rawNonce: request.rawNonce,
+            context,
+            now: now
+        )
         if identity.name == nil, !request.displayName.isEmpty { identity.name = request.displayName }
         let result = try await store.signIn(
             with: identity,

@@ -52,6 +52,7 @@ struct AuditEntry: Sendable {
         static let signInFailed = Kind(rawValue: "sign_in_failed")
         static let contactVerified = Kind(rawValue: "contact_verified")
         static let providerLinked = Kind(rawValue: "provider_linked")
+        static let providerUnlinked = Kind(rawValue: "provider_unlinked")
         static let profileUpdated = Kind(rawValue: "profile_updated")
         static let passwordChanged = Kind(rawValue: "password_changed")
         static let passwordChangeFailed = Kind(rawValue: "password_change_failed")
@@ -567,6 +568,91 @@ struct UserStore: Sendable {
     }
 
     // MARK: Provider identities
+
+    /// What ``link(_:to:audit:)`` found.
+    enum LinkOutcome: Equatable {
+        case linked
+        /// This account had it already.
+        case alreadyThis
+        /// Another account has it.
+        case otherAccount
+        /// No live account `userID`.
+        case noUser
+    }
+
+    /// Links `identity` to the live account `userID`, audited as `provider_linked`.
+    func link(_ identity: ProviderIdentity, to userID: UUID, audit: AuditEntry) async throws -> LinkOutcome {
+        try await pool.transaction { connection in
+            guard
+                try connection.execute(
+                    "SELECT 1 FROM \(schema).users WHERE id = \(userID) AND deleted_at IS NULL FOR UPDATE"
+                ).first != nil
+            else { return .noUser }
+            let inserted = try connection.execute(
+                """
+                INSERT INTO \(schema).provider_identities (provider, subject, user_id, email, created_at)
+                VALUES (\(identity.provider.rawValue)::text, \(identity.subject)::text, \(userID), \(identity.email)::text,
+                    \(audit.occurredAt))
+                ON CONFLICT DO NOTHING RETURNING 1
+                """
+            )
+            if inserted.isEmpty {
+                let owner = try connection.execute(
+                    """
+                    SELECT user_id FROM \(schema).provider_identities
+                    WHERE provider = \(identity.provider.rawValue)::text AND subject = \(identity.subject)::text
+                    """
+                ).first.map { try $0[0].uuid }
+                return owner == userID ? .alreadyThis : .otherAccount
+            }
+            var entry = audit
+            entry.userID = userID
+            entry.kind = .providerLinked
+            try self.insertAudit(entry, on: connection)
+            return .linked
+        }
+    }
+
+    /// What ``unlink(provider:from:audit:)`` found.
+    enum UnlinkOutcome: Equatable {
+        case unlinked
+        case notLinked
+        /// It is the account's only way to sign in.
+        case lastIdentity
+    }
+
+    /// Unlinks the account's identities of `provider`, unless no way to sign in would remain (a
+    /// verified phone or email, a password, another provider), audited as `provider_unlinked`.
+    func unlink(provider: IdentityProvider, from userID: UUID, audit: AuditEntry) async throws -> UnlinkOutcome {
+        try await pool.transaction { connection in
+            guard
+                let row = try connection.execute(
+                    """
+                    SELECT (u.phone IS NOT NULL AND u.phone_verified) OR (u.email IS NOT NULL AND u.email_verified)
+                            OR u.password_hash IS NOT NULL,
+                        (SELECT count(*) FROM \(schema).provider_identities p
+                            WHERE p.user_id = u.id AND p.provider = \(provider.rawValue)::text),
+                        (SELECT count(*) FROM \(schema).provider_identities p
+                            WHERE p.user_id = u.id AND p.provider <> \(provider.rawValue)::text)
+                    FROM \(schema).users u WHERE u.id = \(userID) AND u.deleted_at IS NULL FOR UPDATE
+                    """
+                ).first
+            else { return .notLinked }
+            guard try row[1].int > 0 else { return .notLinked }
+            guard try row[0].bool || row[2].int > 0 else { return .lastIdentity }
+            try connection.execute(
+                """
+                DELETE FROM \(schema).provider_identities
+                WHERE user_id = \(userID) AND provider = \(provider.rawValue)::text
+                """
+            )
+            var entry = audit
+            entry.userID = userID
+            entry.kind = .providerUnlinked
+            try self.insertAudit(entry, on: connection)
+            return .unlinked
+        }
+    }
 
     /// The provider identities linked to `userID`, by provider name then link time.
     func providerIdentities(

@@ -685,6 +685,68 @@ extension GatewayEndToEndTests {
             expectError(try await fixture.get("/v1/me/identities"), 401, "invalid_token")
         }
 
+        /// Issue 21 §2: a provider linked to the signed-in account by its SDK's ID token, once
+        /// per account; unlinked unless it is the last way to sign in.
+        @Test func linkAndUnlinkAProvider() async throws {
+            let fixture = try fixture()
+            func appleToken(_ subject: String, email: String? = nil) throws -> (token: String, nonce: String) {
+                let nonce = "raw-" + Base64URL.encode(SecureRandom.bytes(count: 16))
+                return (
+                    try fixture.apple.idToken(subject: subject, nonce: AppleStandIn.hashedNonce(nonce), email: email),
+                    nonce
+                )
+            }
+            func link(_ token: String, _ subject: String) async throws -> GatewayFixture.Reply {
+                let (idToken, nonce) = try appleToken(subject)
+                return try await fixture.post(
+                    "/v1/me/identities",
+                    ["provider": "apple", "id_token": idToken, "nonce": nonce],
+                    token: token
+                )
+            }
+            func providers(_ reply: GatewayFixture.Reply) -> [String] {
+                (reply["identities"] as? [[String: Any]] ?? []).compactMap { $0["provider"] as? String }
+            }
+            let subject = "001234." + Base64URL.encode(SecureRandom.bytes(count: 8))
+            let owner = try await fixture.signInWithCode(phone: GatewayFixture.newPhone())
+            let linked = try await link(owner.accessToken, subject)
+            #expect(linked.status == 200, "\(linked)")
+            #expect(providers(linked) == ["phone", "apple"])
+            // Again (a new token of the same subject): nothing changes.
+            let again = try await link(owner.accessToken, subject)
+            #expect(again.status == 200 && providers(again) == ["phone", "apple"], "\(again)")
+            // Another account cannot take it.
+            let other = try await fixture.signInWithCode(phone: GatewayFixture.newPhone())
+            expectError(try await link(other.accessToken, subject), 409, "identity_already_linked")
+            // Signing in with it reaches the owner.
+            let (token, nonce) = try appleToken(subject)
+            let signedIn = try await fixture.post(
+                "/v1/idtoken",
+                ["provider": "apple", "id_token": token, "nonce": nonce]
+            )
+            #expect(signedIn.userID == owner.userID, "\(signedIn)")
+
+            let unlinked = try await fixture.send(.DELETE, "/v1/me/identities/apple", token: owner.accessToken)
+            #expect(unlinked.status == 204, "\(unlinked)")
+            #expect(providers(try await fixture.get("/v1/me/identities", token: owner.accessToken)) == ["phone"])
+            for path in ["/v1/me/identities/apple", "/v1/me/identities/myspace"] {
+                expectError(try await fixture.send(.DELETE, path, token: owner.accessToken), 404, "identity_not_found")
+            }
+
+            // An account whose only way in is Apple (its token had no email) keeps it.
+            let (onlyToken, onlyNonce) = try appleToken("001234." + Base64URL.encode(SecureRandom.bytes(count: 8)))
+            let only = try await fixture.post(
+                "/v1/idtoken",
+                ["provider": "apple", "id_token": onlyToken, "nonce": onlyNonce]
+            )
+            #expect(only.status == 200, "\(only)")
+            expectError(
+                try await fixture.send(.DELETE, "/v1/me/identities/apple", token: only.accessToken),
+                409,
+                "last_identity"
+            )
+        }
+
         @Test func sessionListAndRevoke() async throws {
             let fixture = try fixture()
             let phone = GatewayFixture.newPhone()

@@ -71,6 +71,10 @@ ROUTES = {
     ("delete", "/v1/me"): dict(success="204", auth=True, errors={}),
     ("get", "/v1/sessions"): dict(success="200", auth=True, errors={}),
     ("get", "/v1/me/identities"): dict(success="200", auth=True, errors={}),  # issue 21 §2
+    ("post", "/v1/me/identities"): dict(success="200", body=True, auth=True, errors={
+        "409": ["identity_already_linked"]}),
+    ("delete", "/v1/me/identities/{provider}"): dict(success="204", auth=True, errors={
+        "404": ["identity_not_found"], "409": ["last_identity"]}),
     ("delete", "/v1/sessions/{id}"): dict(success="204", auth=True, errors={"404": []}),
     ("get", "/.well-known/jwks.json"): dict(success="200", errors={"503": []}),
     ("get", "/health/live"): dict(success="200", service=False, errors={}),

@@ -13,6 +13,8 @@ public enum Auth_Identity_V1_Identity {
         public static let getUser = MethodDescriptor(service: "auth.identity.v1.Identity", method: "GetUser")
         public static let getUserByPhone = MethodDescriptor(service: "auth.identity.v1.Identity", method: "GetUserByPhone")
         public static let listIdentities = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ListIdentities")
+        public static let linkProvider = MethodDescriptor(service: "auth.identity.v1.Identity", method: "LinkProvider")
+        public static let unlinkProvider = MethodDescriptor(service: "auth.identity.v1.Identity", method: "UnlinkProvider")
         public static let getUserByEmail = MethodDescriptor(service: "auth.identity.v1.Identity", method: "GetUserByEmail")
         public static let contactExists = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ContactExists")
         public static let findOrCreateByContact = MethodDescriptor(service: "auth.identity.v1.Identity", method: "FindOrCreateByContact")
@@ -26,7 +28,7 @@ public enum Auth_Identity_V1_Identity {
         public static let deleteUser = MethodDescriptor(service: "auth.identity.v1.Identity", method: "DeleteUser")
         public static let listAuditEvents = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ListAuditEvents")
         public static let unlockPassword = MethodDescriptor(service: "auth.identity.v1.Identity", method: "UnlockPassword")
-        public static let all: [MethodDescriptor] = [getUser, getUserByPhone, listIdentities, getUserByEmail, contactExists, findOrCreateByContact, signUp, signInWithPassword, signInWithIDToken, updateProfile, resetPassword, changePassword, validatePassword, deleteUser, listAuditEvents, unlockPassword]
+        public static let all: [MethodDescriptor] = [getUser, getUserByPhone, listIdentities, linkProvider, unlinkProvider, getUserByEmail, contactExists, findOrCreateByContact, signUp, signInWithPassword, signInWithIDToken, updateProfile, resetPassword, changePassword, validatePassword, deleteUser, listAuditEvents, unlockPassword]
     }
 
     /// The reasons this service's errors carry (`RPCStatus.reason`), from `auth.identity.v1.IdentityReason`.
@@ -73,7 +75,13 @@ public enum Auth_Identity_V1_Identity {
         public static let cancelled = "cancelled"
         /// INTERNAL. A bug or a broken invariant; the message sent to callers says nothing more.
         public static let `internal` = "internal"
-        public static let all: [String] = [invalidArgument, invalidPhone, invalidEmail, userNotFound, emailTaken, invalidCredentials, tooManyAttempts, factorLocked, wrongPassword, invalidIDToken, idTokenExpired, idTokenReplayed, invalidNonce, providerNotEnabled, providerUnavailable, unavailable, deadlineExceeded, cancelled, `internal`]
+        /// ALREADY_EXISTS. The provider identity is linked to another account.
+        public static let identityAlreadyLinked = "identity_already_linked"
+        /// FAILED_PRECONDITION. Unlinking it would leave the account no way to sign in.
+        public static let lastIdentity = "last_identity"
+        /// NOT_FOUND. No identity of that provider is linked to the account.
+        public static let identityNotFound = "identity_not_found"
+        public static let all: [String] = [invalidArgument, invalidPhone, invalidEmail, userNotFound, emailTaken, invalidCredentials, tooManyAttempts, factorLocked, wrongPassword, invalidIDToken, idTokenExpired, idTokenReplayed, invalidNonce, providerNotEnabled, providerUnavailable, unavailable, deadlineExceeded, cancelled, `internal`, identityAlreadyLinked, lastIdentity, identityNotFound]
     }
 
     /// Who may call each method of the service. The initializer takes one value per method,
@@ -82,6 +90,8 @@ public enum Auth_Identity_V1_Identity {
         public var getUser: AllowedCallers
         public var getUserByPhone: AllowedCallers
         public var listIdentities: AllowedCallers
+        public var linkProvider: AllowedCallers
+        public var unlinkProvider: AllowedCallers
         public var getUserByEmail: AllowedCallers
         public var contactExists: AllowedCallers
         public var findOrCreateByContact: AllowedCallers
@@ -100,6 +110,8 @@ public enum Auth_Identity_V1_Identity {
             getUser: AllowedCallers,
             getUserByPhone: AllowedCallers,
             listIdentities: AllowedCallers,
+            linkProvider: AllowedCallers,
+            unlinkProvider: AllowedCallers,
             getUserByEmail: AllowedCallers,
             contactExists: AllowedCallers,
             findOrCreateByContact: AllowedCallers,
@@ -117,6 +129,8 @@ public enum Auth_Identity_V1_Identity {
             self.getUser = getUser
             self.getUserByPhone = getUserByPhone
             self.listIdentities = listIdentities
+            self.linkProvider = linkProvider
+            self.unlinkProvider = unlinkProvider
             self.getUserByEmail = getUserByEmail
             self.contactExists = contactExists
             self.findOrCreateByContact = findOrCreateByContact
@@ -152,6 +166,20 @@ public enum Auth_Identity_V1_Identity {
             request: Auth_Identity_V1_ListIdentitiesRequest,
             context: ServerContext
         ) async throws -> Auth_Identity_V1_ListIdentitiesResponse
+
+        /// Links a provider to a signed-in account by an ID token; answers the account's identities
+        /// (ALREADY_EXISTS `identity_already_linked` when another account has it). Callers: gateway.
+        func linkProvider(
+            request: Auth_Identity_V1_LinkProviderRequest,
+            context: ServerContext
+        ) async throws -> Auth_Identity_V1_ListIdentitiesResponse
+
+        /// Unlinks the account's identity of a provider (NOT_FOUND `identity_not_found`;
+        /// FAILED_PRECONDITION `last_identity` when no way to sign in would remain). Callers: gateway.
+        func unlinkProvider(
+            request: Auth_Identity_V1_UnlinkProviderRequest,
+            context: ServerContext
+        ) async throws -> Auth_Identity_V1_UnlinkProviderResponse
 
         func getUserByEmail(
             request: Auth_Identity_V1_GetUserByEmailRequest,
@@ -248,6 +276,24 @@ public enum Auth_Identity_V1_Identity {
             options: CallOptions = CallOptions()
         ) async throws -> Auth_Identity_V1_ListIdentitiesResponse {
             try await self.rpc.unary(Method.listIdentities, request: request, options: options)
+        }
+
+        /// Links a provider to a signed-in account by an ID token; answers the account's identities
+        /// (ALREADY_EXISTS `identity_already_linked` when another account has it). Callers: gateway.
+        public func linkProvider(
+            _ request: Auth_Identity_V1_LinkProviderRequest,
+            options: CallOptions = CallOptions()
+        ) async throws -> Auth_Identity_V1_ListIdentitiesResponse {
+            try await self.rpc.unary(Method.linkProvider, request: request, options: options)
+        }
+
+        /// Unlinks the account's identity of a provider (NOT_FOUND `identity_not_found`;
+        /// FAILED_PRECONDITION `last_identity` when no way to sign in would remain). Callers: gateway.
+        public func unlinkProvider(
+            _ request: Auth_Identity_V1_UnlinkProviderRequest,
+            options: CallOptions = CallOptions()
+        ) async throws -> Auth_Identity_V1_UnlinkProviderResponse {
+            try await self.rpc.unary(Method.unlinkProvider, request: request, options: options)
         }
 
         public func getUserByEmail(
@@ -361,6 +407,14 @@ extension Auth_Identity_V1_Identity.ServiceProtocol {
         router.register(Auth_Identity_V1_Identity.Method.listIdentities, allowedCallers: allowed.listIdentities) {
             (request: Auth_Identity_V1_ListIdentitiesRequest, context: ServerContext) in
             try await self.listIdentities(request: request, context: context)
+        }
+        router.register(Auth_Identity_V1_Identity.Method.linkProvider, allowedCallers: allowed.linkProvider) {
+            (request: Auth_Identity_V1_LinkProviderRequest, context: ServerContext) in
+            try await self.linkProvider(request: request, context: context)
+        }
+        router.register(Auth_Identity_V1_Identity.Method.unlinkProvider, allowedCallers: allowed.unlinkProvider) {
+            (request: Auth_Identity_V1_UnlinkProviderRequest, context: ServerContext) in
+            try await self.unlinkProvider(request: request, context: context)
         }
         router.register(Auth_Identity_V1_Identity.Method.getUserByEmail, allowedCallers: allowed.getUserByEmail) {
             (request: Auth_Identity_V1_GetUserByEmailRequest, context: ServerContext) in

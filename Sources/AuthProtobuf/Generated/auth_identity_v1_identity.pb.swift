@@ -100,6 +100,12 @@ public enum Auth_Identity_V1_IdentityReason: ProtobufCEnum {
     case cancelled  // IDENTITY_REASON_CANCELLED = 18
     /// INTERNAL. A bug or a broken invariant; the message sent to callers says nothing more.
     case `internal`  // IDENTITY_REASON_INTERNAL = 19
+    /// ALREADY_EXISTS. The provider identity is linked to another account.
+    case identityAlreadyLinked  // IDENTITY_REASON_IDENTITY_ALREADY_LINKED = 20
+    /// FAILED_PRECONDITION. Unlinking it would leave the account no way to sign in.
+    case lastIdentity  // IDENTITY_REASON_LAST_IDENTITY = 21
+    /// NOT_FOUND. No identity of that provider is linked to the account.
+    case identityNotFound  // IDENTITY_REASON_IDENTITY_NOT_FOUND = 22
     /// A value this schema does not know; kept as is so that it survives a round trip.
     case unrecognized(Int32)
 
@@ -128,6 +134,9 @@ public enum Auth_Identity_V1_IdentityReason: ProtobufCEnum {
         case 17: self = .deadlineExceeded
         case 18: self = .cancelled
         case 19: self = .`internal`
+        case 20: self = .identityAlreadyLinked
+        case 21: self = .lastIdentity
+        case 22: self = .identityNotFound
         default: self = .unrecognized(rawValue)
         }
     }
@@ -154,6 +163,9 @@ public enum Auth_Identity_V1_IdentityReason: ProtobufCEnum {
         case .deadlineExceeded: 17
         case .cancelled: 18
         case .`internal`: 19
+        case .identityAlreadyLinked: 20
+        case .lastIdentity: 21
+        case .identityNotFound: 22
         case .unrecognized(let value): value
         }
     }
@@ -180,6 +192,9 @@ public enum Auth_Identity_V1_IdentityReason: ProtobufCEnum {
         .deadlineExceeded,
         .cancelled,
         .`internal`,
+        .identityAlreadyLinked,
+        .lastIdentity,
+        .identityNotFound,
     ]
 
     // Equal when the numbers are equal, so `.unrecognized(0)` is `.unspecified`.
@@ -1487,6 +1502,235 @@ extension Auth_Identity_V1_SignInWithIDTokenRequest: ProtobufCBridged {
         if !self.clientIP.isEmpty {
             c.pointee.client_ip = try arena.cString(self.clientIP, Self.self, "client_ip")
         }
+    }
+}
+
+// MARK: - auth.identity.v1.LinkProviderRequest
+
+/// Links the provider identity an ID token proves to a signed-in user (the token is verified
+/// and spent exactly as by SignInWithIDToken).
+public struct Auth_Identity_V1_LinkProviderRequest: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.LinkProviderRequest"
+
+    public var userID: String = ""
+    public var provider: Auth_Identity_V1_Provider = .unspecified
+    public var idToken: String = ""
+    public var rawNonce: String = ""
+    public var clientIP: String = ""
+
+    public init() {}
+
+    public init(
+        userID: String = "",
+        provider: Auth_Identity_V1_Provider = .unspecified,
+        idToken: String = "",
+        rawNonce: String = "",
+        clientIP: String = ""
+    ) {
+        self.userID = userID
+        self.provider = provider
+        self.idToken = idToken
+        self.rawNonce = rawNonce
+        self.clientIP = clientIP
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_LinkProviderRequest: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__LinkProviderRequest
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__link_provider_request__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__link_provider_request__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__link_provider_request__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__link_provider_request__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__link_provider_request__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(
+            userID: try _protobufCString(c.pointee.user_id, Self.self, "user_id"),
+            provider: Auth_Identity_V1_Provider(rawValue: Int32(truncatingIfNeeded: c.pointee.provider.rawValue)),
+            idToken: try _protobufCString(c.pointee.id_token, Self.self, "id_token"),
+            rawNonce: try _protobufCString(c.pointee.raw_nonce, Self.self, "raw_nonce"),
+            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip")
+        )
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.userID.isEmpty {
+            c.pointee.user_id = try arena.cString(self.userID, Self.self, "user_id")
+        }
+        c.pointee.provider = .init(rawValue: .init(truncatingIfNeeded: self.provider.rawValue))
+        if !self.idToken.isEmpty {
+            c.pointee.id_token = try arena.cString(self.idToken, Self.self, "id_token")
+        }
+        if !self.rawNonce.isEmpty {
+            c.pointee.raw_nonce = try arena.cString(self.rawNonce, Self.self, "raw_nonce")
+        }
+        if !self.clientIP.isEmpty {
+            c.pointee.client_ip = try arena.cString(self.clientIP, Self.self, "client_ip")
+        }
+    }
+}
+
+// MARK: - auth.identity.v1.UnlinkProviderRequest
+
+public struct Auth_Identity_V1_UnlinkProviderRequest: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.UnlinkProviderRequest"
+
+    public var userID: String = ""
+    public var provider: Auth_Identity_V1_Provider = .unspecified
+    public var clientIP: String = ""
+
+    public init() {}
+
+    public init(userID: String = "", provider: Auth_Identity_V1_Provider = .unspecified, clientIP: String = "") {
+        self.userID = userID
+        self.provider = provider
+        self.clientIP = clientIP
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_UnlinkProviderRequest: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__UnlinkProviderRequest
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__unlink_provider_request__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__unlink_provider_request__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__unlink_provider_request__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__unlink_provider_request__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__unlink_provider_request__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(
+            userID: try _protobufCString(c.pointee.user_id, Self.self, "user_id"),
+            provider: Auth_Identity_V1_Provider(rawValue: Int32(truncatingIfNeeded: c.pointee.provider.rawValue)),
+            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip")
+        )
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.userID.isEmpty {
+            c.pointee.user_id = try arena.cString(self.userID, Self.self, "user_id")
+        }
+        c.pointee.provider = .init(rawValue: .init(truncatingIfNeeded: self.provider.rawValue))
+        if !self.clientIP.isEmpty {
+            c.pointee.client_ip = try arena.cString(self.clientIP, Self.self, "client_ip")
+        }
+    }
+}
+
+// MARK: - auth.identity.v1.UnlinkProviderResponse
+
+public struct Auth_Identity_V1_UnlinkProviderResponse: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.UnlinkProviderResponse"
+
+    public init() {}
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_UnlinkProviderResponse: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__UnlinkProviderResponse
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__unlink_provider_response__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__unlink_provider_response__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__unlink_provider_response__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__unlink_provider_response__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__unlink_provider_response__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        _ = c
+        self.init()
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        _ = c
     }
 }
 

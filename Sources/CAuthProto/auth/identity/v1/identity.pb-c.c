@@ -773,6 +773,141 @@ void   auth__identity__v1__sign_in_with_idtoken_request__free_unpacked
   assert(message->base.descriptor == &auth__identity__v1__sign_in_with_idtoken_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   auth__identity__v1__link_provider_request__init
+                     (Auth__Identity__V1__LinkProviderRequest         *message)
+{
+  static const Auth__Identity__V1__LinkProviderRequest init_value = AUTH__IDENTITY__V1__LINK_PROVIDER_REQUEST__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__link_provider_request__get_packed_size
+                     (const Auth__Identity__V1__LinkProviderRequest *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__link_provider_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__link_provider_request__pack
+                     (const Auth__Identity__V1__LinkProviderRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__link_provider_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__link_provider_request__pack_to_buffer
+                     (const Auth__Identity__V1__LinkProviderRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__link_provider_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__LinkProviderRequest *
+       auth__identity__v1__link_provider_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__LinkProviderRequest *)
+     protobuf_c_message_unpack (&auth__identity__v1__link_provider_request__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__link_provider_request__free_unpacked
+                     (Auth__Identity__V1__LinkProviderRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__link_provider_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__identity__v1__unlink_provider_request__init
+                     (Auth__Identity__V1__UnlinkProviderRequest         *message)
+{
+  static const Auth__Identity__V1__UnlinkProviderRequest init_value = AUTH__IDENTITY__V1__UNLINK_PROVIDER_REQUEST__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__unlink_provider_request__get_packed_size
+                     (const Auth__Identity__V1__UnlinkProviderRequest *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__unlink_provider_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__unlink_provider_request__pack
+                     (const Auth__Identity__V1__UnlinkProviderRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__unlink_provider_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__unlink_provider_request__pack_to_buffer
+                     (const Auth__Identity__V1__UnlinkProviderRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__unlink_provider_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__UnlinkProviderRequest *
+       auth__identity__v1__unlink_provider_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__UnlinkProviderRequest *)
+     protobuf_c_message_unpack (&auth__identity__v1__unlink_provider_request__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__unlink_provider_request__free_unpacked
+                     (Auth__Identity__V1__UnlinkProviderRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__unlink_provider_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__identity__v1__unlink_provider_response__init
+                     (Auth__Identity__V1__UnlinkProviderResponse         *message)
+{
+  static const Auth__Identity__V1__UnlinkProviderResponse init_value = AUTH__IDENTITY__V1__UNLINK_PROVIDER_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__unlink_provider_response__get_packed_size
+                     (const Auth__Identity__V1__UnlinkProviderResponse *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__unlink_provider_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__unlink_provider_response__pack
+                     (const Auth__Identity__V1__UnlinkProviderResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__unlink_provider_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__unlink_provider_response__pack_to_buffer
+                     (const Auth__Identity__V1__UnlinkProviderResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__unlink_provider_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__UnlinkProviderResponse *
+       auth__identity__v1__unlink_provider_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__UnlinkProviderResponse *)
+     protobuf_c_message_unpack (&auth__identity__v1__unlink_provider_response__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__unlink_provider_response__free_unpacked
+                     (Auth__Identity__V1__UnlinkProviderResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__unlink_provider_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   auth__identity__v1__sign_in_with_idtoken_response__init
                      (Auth__Identity__V1__SignInWithIDTokenResponse         *message)
 {
@@ -2606,6 +2741,178 @@ const ProtobufCMessageDescriptor auth__identity__v1__sign_in_with_idtoken_reques
   (ProtobufCMessageInit) auth__identity__v1__sign_in_with_idtoken_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor auth__identity__v1__link_provider_request__field_descriptors[5] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__LinkProviderRequest, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "provider",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__LinkProviderRequest, provider),
+    &auth__identity__v1__provider__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "id_token",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__LinkProviderRequest, id_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "raw_nonce",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__LinkProviderRequest, raw_nonce),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "client_ip",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__LinkProviderRequest, client_ip),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__identity__v1__link_provider_request__field_indices_by_name[] = {
+  4,   /* field[4] = client_ip */
+  2,   /* field[2] = id_token */
+  1,   /* field[1] = provider */
+  3,   /* field[3] = raw_nonce */
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange auth__identity__v1__link_provider_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor auth__identity__v1__link_provider_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.LinkProviderRequest",
+  "LinkProviderRequest",
+  "Auth__Identity__V1__LinkProviderRequest",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__LinkProviderRequest),
+  5,
+  auth__identity__v1__link_provider_request__field_descriptors,
+  auth__identity__v1__link_provider_request__field_indices_by_name,
+  1,  auth__identity__v1__link_provider_request__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__link_provider_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__identity__v1__unlink_provider_request__field_descriptors[3] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__UnlinkProviderRequest, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "provider",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__UnlinkProviderRequest, provider),
+    &auth__identity__v1__provider__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "client_ip",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__UnlinkProviderRequest, client_ip),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__identity__v1__unlink_provider_request__field_indices_by_name[] = {
+  2,   /* field[2] = client_ip */
+  1,   /* field[1] = provider */
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange auth__identity__v1__unlink_provider_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor auth__identity__v1__unlink_provider_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.UnlinkProviderRequest",
+  "UnlinkProviderRequest",
+  "Auth__Identity__V1__UnlinkProviderRequest",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__UnlinkProviderRequest),
+  3,
+  auth__identity__v1__unlink_provider_request__field_descriptors,
+  auth__identity__v1__unlink_provider_request__field_indices_by_name,
+  1,  auth__identity__v1__unlink_provider_request__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__unlink_provider_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define auth__identity__v1__unlink_provider_response__field_descriptors NULL
+#define auth__identity__v1__unlink_provider_response__field_indices_by_name NULL
+#define auth__identity__v1__unlink_provider_response__number_ranges NULL
+const ProtobufCMessageDescriptor auth__identity__v1__unlink_provider_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.UnlinkProviderResponse",
+  "UnlinkProviderResponse",
+  "Auth__Identity__V1__UnlinkProviderResponse",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__UnlinkProviderResponse),
+  0,
+  auth__identity__v1__unlink_provider_response__field_descriptors,
+  auth__identity__v1__unlink_provider_response__field_indices_by_name,
+  0,  auth__identity__v1__unlink_provider_response__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__unlink_provider_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor auth__identity__v1__sign_in_with_idtoken_response__field_descriptors[3] =
 {
   {
@@ -3529,7 +3836,7 @@ const ProtobufCEnumDescriptor auth__identity__v1__provider__descriptor =
   auth__identity__v1__provider__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue auth__identity__v1__identity_reason__enum_values_by_number[20] =
+static const ProtobufCEnumValue auth__identity__v1__identity_reason__enum_values_by_number[23] =
 {
   { "IDENTITY_REASON_UNSPECIFIED", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_UNSPECIFIED", 0 },
   { "IDENTITY_REASON_INVALID_ARGUMENT", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_ARGUMENT", 1 },
@@ -3551,16 +3858,21 @@ static const ProtobufCEnumValue auth__identity__v1__identity_reason__enum_values
   { "IDENTITY_REASON_DEADLINE_EXCEEDED", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_DEADLINE_EXCEEDED", 17 },
   { "IDENTITY_REASON_CANCELLED", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_CANCELLED", 18 },
   { "IDENTITY_REASON_INTERNAL", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INTERNAL", 19 },
+  { "IDENTITY_REASON_IDENTITY_ALREADY_LINKED", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_IDENTITY_ALREADY_LINKED", 20 },
+  { "IDENTITY_REASON_LAST_IDENTITY", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_LAST_IDENTITY", 21 },
+  { "IDENTITY_REASON_IDENTITY_NOT_FOUND", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_IDENTITY_NOT_FOUND", 22 },
 };
 static const ProtobufCIntRange auth__identity__v1__identity_reason__value_ranges[] = {
-{0, 0},{0, 20}
+{0, 0},{0, 23}
 };
-static const ProtobufCEnumValueIndex auth__identity__v1__identity_reason__enum_values_by_name[20] =
+static const ProtobufCEnumValueIndex auth__identity__v1__identity_reason__enum_values_by_name[23] =
 {
   { "IDENTITY_REASON_CANCELLED", 18 },
   { "IDENTITY_REASON_DEADLINE_EXCEEDED", 17 },
   { "IDENTITY_REASON_EMAIL_TAKEN", 5 },
   { "IDENTITY_REASON_FACTOR_LOCKED", 8 },
+  { "IDENTITY_REASON_IDENTITY_ALREADY_LINKED", 20 },
+  { "IDENTITY_REASON_IDENTITY_NOT_FOUND", 22 },
   { "IDENTITY_REASON_ID_TOKEN_EXPIRED", 11 },
   { "IDENTITY_REASON_ID_TOKEN_REPLAYED", 12 },
   { "IDENTITY_REASON_INTERNAL", 19 },
@@ -3570,6 +3882,7 @@ static const ProtobufCEnumValueIndex auth__identity__v1__identity_reason__enum_v
   { "IDENTITY_REASON_INVALID_ID_TOKEN", 10 },
   { "IDENTITY_REASON_INVALID_NONCE", 13 },
   { "IDENTITY_REASON_INVALID_PHONE", 2 },
+  { "IDENTITY_REASON_LAST_IDENTITY", 21 },
   { "IDENTITY_REASON_PROVIDER_NOT_ENABLED", 14 },
   { "IDENTITY_REASON_PROVIDER_UNAVAILABLE", 15 },
   { "IDENTITY_REASON_TOO_MANY_ATTEMPTS", 7 },
@@ -3585,19 +3898,21 @@ const ProtobufCEnumDescriptor auth__identity__v1__identity_reason__descriptor =
   "IdentityReason",
   "Auth__Identity__V1__IdentityReason",
   "auth.identity.v1",
-  20,
+  23,
   auth__identity__v1__identity_reason__enum_values_by_number,
-  20,
+  23,
   auth__identity__v1__identity_reason__enum_values_by_name,
   1,
   auth__identity__v1__identity_reason__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_descriptors[16] =
+static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_descriptors[18] =
 {
   { "GetUser", &auth__identity__v1__get_user_request__descriptor, &auth__identity__v1__get_user_response__descriptor },
   { "GetUserByPhone", &auth__identity__v1__get_user_by_phone_request__descriptor, &auth__identity__v1__get_user_response__descriptor },
   { "ListIdentities", &auth__identity__v1__list_identities_request__descriptor, &auth__identity__v1__list_identities_response__descriptor },
+  { "LinkProvider", &auth__identity__v1__link_provider_request__descriptor, &auth__identity__v1__list_identities_response__descriptor },
+  { "UnlinkProvider", &auth__identity__v1__unlink_provider_request__descriptor, &auth__identity__v1__unlink_provider_response__descriptor },
   { "GetUserByEmail", &auth__identity__v1__get_user_by_email_request__descriptor, &auth__identity__v1__get_user_response__descriptor },
   { "ContactExists", &auth__identity__v1__contact_exists_request__descriptor, &auth__identity__v1__contact_exists_response__descriptor },
   { "FindOrCreateByContact", &auth__identity__v1__find_or_create_by_contact_request__descriptor, &auth__identity__v1__find_or_create_by_contact_response__descriptor },
@@ -3613,22 +3928,24 @@ static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_desc
   { "UnlockPassword", &auth__identity__v1__unlock_password_request__descriptor, &auth__identity__v1__unlock_password_response__descriptor },
 };
 const unsigned auth__identity__v1__identity__method_indices_by_name[] = {
-  11,        /* ChangePassword */
-  4,        /* ContactExists */
-  13,        /* DeleteUser */
-  5,        /* FindOrCreateByContact */
+  13,        /* ChangePassword */
+  6,        /* ContactExists */
+  15,        /* DeleteUser */
+  7,        /* FindOrCreateByContact */
   0,        /* GetUser */
-  3,        /* GetUserByEmail */
+  5,        /* GetUserByEmail */
   1,        /* GetUserByPhone */
-  14,        /* ListAuditEvents */
+  3,        /* LinkProvider */
+  16,        /* ListAuditEvents */
   2,        /* ListIdentities */
-  10,        /* ResetPassword */
-  8,        /* SignInWithIDToken */
-  7,        /* SignInWithPassword */
-  6,        /* SignUp */
-  15,        /* UnlockPassword */
-  9,        /* UpdateProfile */
-  12         /* ValidatePassword */
+  12,        /* ResetPassword */
+  10,        /* SignInWithIDToken */
+  9,        /* SignInWithPassword */
+  8,        /* SignUp */
+  4,        /* UnlinkProvider */
+  17,        /* UnlockPassword */
+  11,        /* UpdateProfile */
+  14         /* ValidatePassword */
 };
 const ProtobufCServiceDescriptor auth__identity__v1__identity__descriptor =
 {
@@ -3637,7 +3954,7 @@ const ProtobufCServiceDescriptor auth__identity__v1__identity__descriptor =
   "Identity",
   "Auth__Identity__V1__Identity",
   "auth.identity.v1",
-  16,
+  18,
   auth__identity__v1__identity__method_descriptors,
   auth__identity__v1__identity__method_indices_by_name
 };
@@ -3665,13 +3982,29 @@ void auth__identity__v1__identity__list_identities(ProtobufCService *service,
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
   service->invoke(service, 2, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void auth__identity__v1__identity__link_provider(ProtobufCService *service,
+                                                 const Auth__Identity__V1__LinkProviderRequest *input,
+                                                 Auth__Identity__V1__ListIdentitiesResponse_Closure closure,
+                                                 void *closure_data)
+{
+  assert(service->descriptor == &auth__identity__v1__identity__descriptor);
+  service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void auth__identity__v1__identity__unlink_provider(ProtobufCService *service,
+                                                   const Auth__Identity__V1__UnlinkProviderRequest *input,
+                                                   Auth__Identity__V1__UnlinkProviderResponse_Closure closure,
+                                                   void *closure_data)
+{
+  assert(service->descriptor == &auth__identity__v1__identity__descriptor);
+  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void auth__identity__v1__identity__get_user_by_email(ProtobufCService *service,
                                                      const Auth__Identity__V1__GetUserByEmailRequest *input,
                                                      Auth__Identity__V1__GetUserResponse_Closure closure,
                                                      void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__contact_exists(ProtobufCService *service,
                                                   const Auth__Identity__V1__ContactExistsRequest *input,
@@ -3679,7 +4012,7 @@ void auth__identity__v1__identity__contact_exists(ProtobufCService *service,
                                                   void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__find_or_create_by_contact(ProtobufCService *service,
                                                              const Auth__Identity__V1__FindOrCreateByContactRequest *input,
@@ -3687,7 +4020,7 @@ void auth__identity__v1__identity__find_or_create_by_contact(ProtobufCService *s
                                                              void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__sign_up(ProtobufCService *service,
                                            const Auth__Identity__V1__SignUpRequest *input,
@@ -3695,7 +4028,7 @@ void auth__identity__v1__identity__sign_up(ProtobufCService *service,
                                            void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__sign_in_with_password(ProtobufCService *service,
                                                          const Auth__Identity__V1__SignInWithPasswordRequest *input,
@@ -3703,7 +4036,7 @@ void auth__identity__v1__identity__sign_in_with_password(ProtobufCService *servi
                                                          void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__sign_in_with_idtoken(ProtobufCService *service,
                                                         const Auth__Identity__V1__SignInWithIDTokenRequest *input,
@@ -3711,7 +4044,7 @@ void auth__identity__v1__identity__sign_in_with_idtoken(ProtobufCService *servic
                                                         void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__update_profile(ProtobufCService *service,
                                                   const Auth__Identity__V1__UpdateProfileRequest *input,
@@ -3719,7 +4052,7 @@ void auth__identity__v1__identity__update_profile(ProtobufCService *service,
                                                   void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__reset_password(ProtobufCService *service,
                                                   const Auth__Identity__V1__ResetPasswordRequest *input,
@@ -3727,7 +4060,7 @@ void auth__identity__v1__identity__reset_password(ProtobufCService *service,
                                                   void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__change_password(ProtobufCService *service,
                                                    const Auth__Identity__V1__ChangePasswordRequest *input,
@@ -3735,7 +4068,7 @@ void auth__identity__v1__identity__change_password(ProtobufCService *service,
                                                    void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__validate_password(ProtobufCService *service,
                                                      const Auth__Identity__V1__ValidatePasswordRequest *input,
@@ -3743,7 +4076,7 @@ void auth__identity__v1__identity__validate_password(ProtobufCService *service,
                                                      void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__delete_user(ProtobufCService *service,
                                                const Auth__Identity__V1__DeleteUserRequest *input,
@@ -3751,7 +4084,7 @@ void auth__identity__v1__identity__delete_user(ProtobufCService *service,
                                                void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__list_audit_events(ProtobufCService *service,
                                                      const Auth__Identity__V1__ListAuditEventsRequest *input,
@@ -3759,7 +4092,7 @@ void auth__identity__v1__identity__list_audit_events(ProtobufCService *service,
                                                      void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__unlock_password(ProtobufCService *service,
                                                    const Auth__Identity__V1__UnlockPasswordRequest *input,
@@ -3767,7 +4100,7 @@ void auth__identity__v1__identity__unlock_password(ProtobufCService *service,
                                                    void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__init (Auth__Identity__V1__Identity_Service *service,
                                          Auth__Identity__V1__Identity_ServiceDestroy destroy)

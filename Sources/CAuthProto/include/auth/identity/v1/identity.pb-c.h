@@ -33,6 +33,9 @@ typedef struct Auth__Identity__V1__SignUpResponse Auth__Identity__V1__SignUpResp
 typedef struct Auth__Identity__V1__SignInWithPasswordRequest Auth__Identity__V1__SignInWithPasswordRequest;
 typedef struct Auth__Identity__V1__SignInWithPasswordResponse Auth__Identity__V1__SignInWithPasswordResponse;
 typedef struct Auth__Identity__V1__SignInWithIDTokenRequest Auth__Identity__V1__SignInWithIDTokenRequest;
+typedef struct Auth__Identity__V1__LinkProviderRequest Auth__Identity__V1__LinkProviderRequest;
+typedef struct Auth__Identity__V1__UnlinkProviderRequest Auth__Identity__V1__UnlinkProviderRequest;
+typedef struct Auth__Identity__V1__UnlinkProviderResponse Auth__Identity__V1__UnlinkProviderResponse;
 typedef struct Auth__Identity__V1__SignInWithIDTokenResponse Auth__Identity__V1__SignInWithIDTokenResponse;
 typedef struct Auth__Identity__V1__StringValue Auth__Identity__V1__StringValue;
 typedef struct Auth__Identity__V1__BoolValue Auth__Identity__V1__BoolValue;
@@ -149,7 +152,19 @@ typedef enum _Auth__Identity__V1__IdentityReason {
   /*
    * INTERNAL. A bug or a broken invariant; the message sent to callers says nothing more.
    */
-  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INTERNAL = 19
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INTERNAL = 19,
+  /*
+   * ALREADY_EXISTS. The provider identity is linked to another account.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_IDENTITY_ALREADY_LINKED = 20,
+  /*
+   * FAILED_PRECONDITION. Unlinking it would leave the account no way to sign in.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_LAST_IDENTITY = 21,
+  /*
+   * NOT_FOUND. No identity of that provider is linked to the account.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_IDENTITY_NOT_FOUND = 22
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUTH__IDENTITY__V1__IDENTITY_REASON)
 } Auth__Identity__V1__IdentityReason;
 
@@ -417,6 +432,45 @@ struct  Auth__Identity__V1__SignInWithIDTokenRequest
 #define AUTH__IDENTITY__V1__SIGN_IN_WITH_IDTOKEN_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__sign_in_with_idtoken_request__descriptor) \
     , AUTH__IDENTITY__V1__PROVIDER__PROVIDER_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * Links the provider identity an ID token proves to a signed-in user (the token is verified
+ * and spent exactly as by SignInWithIDToken).
+ */
+struct  Auth__Identity__V1__LinkProviderRequest
+{
+  ProtobufCMessage base;
+  char *user_id;
+  Auth__Identity__V1__Provider provider;
+  char *id_token;
+  char *raw_nonce;
+  char *client_ip;
+};
+#define AUTH__IDENTITY__V1__LINK_PROVIDER_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__link_provider_request__descriptor) \
+    , (char *)protobuf_c_empty_string, AUTH__IDENTITY__V1__PROVIDER__PROVIDER_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Auth__Identity__V1__UnlinkProviderRequest
+{
+  ProtobufCMessage base;
+  char *user_id;
+  Auth__Identity__V1__Provider provider;
+  char *client_ip;
+};
+#define AUTH__IDENTITY__V1__UNLINK_PROVIDER_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__unlink_provider_request__descriptor) \
+    , (char *)protobuf_c_empty_string, AUTH__IDENTITY__V1__PROVIDER__PROVIDER_UNSPECIFIED, (char *)protobuf_c_empty_string }
+
+
+struct  Auth__Identity__V1__UnlinkProviderResponse
+{
+  ProtobufCMessage base;
+};
+#define AUTH__IDENTITY__V1__UNLINK_PROVIDER_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__unlink_provider_response__descriptor) \
+     }
 
 
 struct  Auth__Identity__V1__SignInWithIDTokenResponse
@@ -987,6 +1041,63 @@ Auth__Identity__V1__SignInWithIDTokenRequest *
 void   auth__identity__v1__sign_in_with_idtoken_request__free_unpacked
                      (Auth__Identity__V1__SignInWithIDTokenRequest *message,
                       ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__LinkProviderRequest methods */
+void   auth__identity__v1__link_provider_request__init
+                     (Auth__Identity__V1__LinkProviderRequest         *message);
+size_t auth__identity__v1__link_provider_request__get_packed_size
+                     (const Auth__Identity__V1__LinkProviderRequest   *message);
+size_t auth__identity__v1__link_provider_request__pack
+                     (const Auth__Identity__V1__LinkProviderRequest   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__link_provider_request__pack_to_buffer
+                     (const Auth__Identity__V1__LinkProviderRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__LinkProviderRequest *
+       auth__identity__v1__link_provider_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__link_provider_request__free_unpacked
+                     (Auth__Identity__V1__LinkProviderRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__UnlinkProviderRequest methods */
+void   auth__identity__v1__unlink_provider_request__init
+                     (Auth__Identity__V1__UnlinkProviderRequest         *message);
+size_t auth__identity__v1__unlink_provider_request__get_packed_size
+                     (const Auth__Identity__V1__UnlinkProviderRequest   *message);
+size_t auth__identity__v1__unlink_provider_request__pack
+                     (const Auth__Identity__V1__UnlinkProviderRequest   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__unlink_provider_request__pack_to_buffer
+                     (const Auth__Identity__V1__UnlinkProviderRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__UnlinkProviderRequest *
+       auth__identity__v1__unlink_provider_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__unlink_provider_request__free_unpacked
+                     (Auth__Identity__V1__UnlinkProviderRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__UnlinkProviderResponse methods */
+void   auth__identity__v1__unlink_provider_response__init
+                     (Auth__Identity__V1__UnlinkProviderResponse         *message);
+size_t auth__identity__v1__unlink_provider_response__get_packed_size
+                     (const Auth__Identity__V1__UnlinkProviderResponse   *message);
+size_t auth__identity__v1__unlink_provider_response__pack
+                     (const Auth__Identity__V1__UnlinkProviderResponse   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__unlink_provider_response__pack_to_buffer
+                     (const Auth__Identity__V1__UnlinkProviderResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__UnlinkProviderResponse *
+       auth__identity__v1__unlink_provider_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__unlink_provider_response__free_unpacked
+                     (Auth__Identity__V1__UnlinkProviderResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Auth__Identity__V1__SignInWithIDTokenResponse methods */
 void   auth__identity__v1__sign_in_with_idtoken_response__init
                      (Auth__Identity__V1__SignInWithIDTokenResponse         *message);
@@ -1382,6 +1493,15 @@ typedef void (*Auth__Identity__V1__SignInWithPasswordResponse_Closure)
 typedef void (*Auth__Identity__V1__SignInWithIDTokenRequest_Closure)
                  (const Auth__Identity__V1__SignInWithIDTokenRequest *message,
                   void *closure_data);
+typedef void (*Auth__Identity__V1__LinkProviderRequest_Closure)
+                 (const Auth__Identity__V1__LinkProviderRequest *message,
+                  void *closure_data);
+typedef void (*Auth__Identity__V1__UnlinkProviderRequest_Closure)
+                 (const Auth__Identity__V1__UnlinkProviderRequest *message,
+                  void *closure_data);
+typedef void (*Auth__Identity__V1__UnlinkProviderResponse_Closure)
+                 (const Auth__Identity__V1__UnlinkProviderResponse *message,
+                  void *closure_data);
 typedef void (*Auth__Identity__V1__SignInWithIDTokenResponse_Closure)
                  (const Auth__Identity__V1__SignInWithIDTokenResponse *message,
                   void *closure_data);
@@ -1455,6 +1575,14 @@ struct Auth__Identity__V1__Identity_Service
                           const Auth__Identity__V1__ListIdentitiesRequest *input,
                           Auth__Identity__V1__ListIdentitiesResponse_Closure closure,
                           void *closure_data);
+  void (*link_provider)(Auth__Identity__V1__Identity_Service *service,
+                        const Auth__Identity__V1__LinkProviderRequest *input,
+                        Auth__Identity__V1__ListIdentitiesResponse_Closure closure,
+                        void *closure_data);
+  void (*unlink_provider)(Auth__Identity__V1__Identity_Service *service,
+                          const Auth__Identity__V1__UnlinkProviderRequest *input,
+                          Auth__Identity__V1__UnlinkProviderResponse_Closure closure,
+                          void *closure_data);
   void (*get_user_by_email)(Auth__Identity__V1__Identity_Service *service,
                             const Auth__Identity__V1__GetUserByEmailRequest *input,
                             Auth__Identity__V1__GetUserResponse_Closure closure,
@@ -1518,6 +1646,8 @@ void auth__identity__v1__identity__init (Auth__Identity__V1__Identity_Service *s
       function_prefix__ ## get_user,\
       function_prefix__ ## get_user_by_phone,\
       function_prefix__ ## list_identities,\
+      function_prefix__ ## link_provider,\
+      function_prefix__ ## unlink_provider,\
       function_prefix__ ## get_user_by_email,\
       function_prefix__ ## contact_exists,\
       function_prefix__ ## find_or_create_by_contact,\
@@ -1542,6 +1672,14 @@ void auth__identity__v1__identity__get_user_by_phone(ProtobufCService *service,
 void auth__identity__v1__identity__list_identities(ProtobufCService *service,
                                                    const Auth__Identity__V1__ListIdentitiesRequest *input,
                                                    Auth__Identity__V1__ListIdentitiesResponse_Closure closure,
+                                                   void *closure_data);
+void auth__identity__v1__identity__link_provider(ProtobufCService *service,
+                                                 const Auth__Identity__V1__LinkProviderRequest *input,
+                                                 Auth__Identity__V1__ListIdentitiesResponse_Closure closure,
+                                                 void *closure_data);
+void auth__identity__v1__identity__unlink_provider(ProtobufCService *service,
+                                                   const Auth__Identity__V1__UnlinkProviderRequest *input,
+                                                   Auth__Identity__V1__UnlinkProviderResponse_Closure closure,
                                                    void *closure_data);
 void auth__identity__v1__identity__get_user_by_email(ProtobufCService *service,
                                                      const Auth__Identity__V1__GetUserByEmailRequest *input,
@@ -1617,6 +1755,9 @@ extern const ProtobufCMessageDescriptor auth__identity__v1__sign_up_response__de
 extern const ProtobufCMessageDescriptor auth__identity__v1__sign_in_with_password_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__sign_in_with_password_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__sign_in_with_idtoken_request__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__link_provider_request__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__unlink_provider_request__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__unlink_provider_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__sign_in_with_idtoken_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__string_value__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__bool_value__descriptor;
