@@ -34,8 +34,11 @@ extension GatewayEndToEndTests {
             let maskedEmail = String(email.prefix(1)) + "***@example.com"
             let maskedPhone = "+1" + String(repeating: "*", count: phone.count - 6) + phone.suffix(4)
 
+            // The refused request's access line is the last the gateway writes for these
+            // requests (after its decision line): wait for it, not for an earlier one, as the
+            // log reaches the test through a pipe a reader thread drains at its own pace.
             let found = await eventually {
-                !Self.lines(gateway.log, "Authentication decision", "request_id=\(refusedID)").isEmpty
+                !Self.lines(gateway.log, "Request", "http.route=/v1/me", "request_id=\(refusedID)").isEmpty
             }
             #expect(found)
             let log = gateway.log
