@@ -48,20 +48,28 @@ final class JWKSCache: Sendable {
 
     /// Keys fetched less than `maxAge` ago, or freshly fetched ones.
     func keys() async throws -> Keys {
-        if let keys = current.withLock({ $0 }), ContinuousClock.now - keys.fetchedAt < maxAge { return keys }
-        return try await refresh()
+        if let keys = held(youngerThan: maxAge) { return keys }
+        return try await refresh(unlessYoungerThan: maxAge)
     }
 
     /// Fetches again, unless the keys were fetched within `refetchInterval`.
     func keysAfterUnknownKeyID() async throws -> Keys {
-        if let keys = current.withLock({ $0 }), ContinuousClock.now - keys.fetchedAt < refetchInterval { return keys }
-        return try await refresh()
+        if let keys = held(youngerThan: refetchInterval) { return keys }
+        return try await refresh(unlessYoungerThan: refetchInterval)
     }
 
-    private func refresh() async throws -> Keys {
-        let keys = try await fetches.run(load)
-        current.withLock { $0 = keys }
+    private func held(youngerThan age: Duration) -> Keys? {
+        guard let keys = current.withLock({ $0 }), ContinuousClock.now - keys.fetchedAt < age else { return nil }
         return keys
+    }
+
+    /// Checked again and stored where `SingleFlight` says, so that one fetch serves every caller.
+    private func refresh(unlessYoungerThan age: Duration) async throws -> Keys {
+        try await fetches.run(reusing: { held(youngerThan: age) }) { [self] in
+            let keys = try await self.load()
+            self.current.withLock { $0 = keys }
+            return keys
+        }
     }
 }
 

@@ -160,15 +160,13 @@ final class SigningKeyStore: Sendable {
     func current() async throws -> SigningKeySet {
         let now = clock.microsecondNow()
         let lifetime = configuration.signingKeyCacheLifetime.timeInterval
-        let (fresh, stale, epoch) = state.withLock { state -> (SigningKeySet?, SigningKeySet?, Int) in
-            if let snapshot = state.snapshot, abs(now.timeIntervalSince(snapshot.fetchedAt)) < lifetime {
-                return (snapshot, nil, state.epoch)
-            }
-            return (nil, state.snapshot, state.epoch)
-        }
-        if let fresh { return fresh }
+        if let fresh = snapshot(fetchedWithin: lifetime, of: now) { return fresh }
+        let (stale, epoch) = state.withLock { ($0.snapshot, $0.epoch) }
         do {
-            return try await loads.run { try await self.load(epoch: epoch) }
+            // Checked again under the lock that starts reads (see `SingleFlight`).
+            return try await loads.run(reusing: { snapshot(fetchedWithin: lifetime, of: now) }) {
+                try await self.load(epoch: epoch)
+            }
         } catch {
             guard let stale else { throw error }
             logger.warning(
@@ -176,6 +174,15 @@ final class SigningKeyStore: Sendable {
                 metadata: ["error": "\(error)"]
             )
             return stale
+        }
+    }
+
+    private func snapshot(fetchedWithin lifetime: TimeInterval, of now: Date) -> SigningKeySet? {
+        state.withLock { state in
+            guard let snapshot = state.snapshot, abs(now.timeIntervalSince(snapshot.fetchedAt)) < lifetime else {
+                return nil
+            }
+            return snapshot
         }
     }
 

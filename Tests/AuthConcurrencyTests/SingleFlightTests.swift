@@ -7,6 +7,10 @@ import Testing
         let value = Atomic<Int>(0)
     }
 
+    final class Stored: Sendable {
+        let value = Mutex<Int?>(nil)
+    }
+
     /// Callers that come while an operation runs share its result; the next one starts anew.
     @Test func callersShareTheOperationInFlight() async throws {
         let flight = SingleFlight<Int>()
@@ -63,5 +67,28 @@ import Testing
         open.finish()
         let oldValue = await old.value
         #expect(oldValue == "old")
+    }
+
+    /// `reusing` is asked under the lock that starts operations: once an operation stored its
+    /// value there, no later caller starts another, however its check and the end interleave.
+    @Test func aValueStoredByTheOperationIsReusedByEveryLaterCaller() async throws {
+        let flight = SingleFlight<Int>()
+        let calls = Counter()
+        let stored = Stored()
+        let results = await withTaskGroup(of: Int.self) { group in
+            for _ in 0..<200 {
+                group.addTask {
+                    await flight.run(reusing: { stored.value.withLock { $0 } }) {
+                        let call = calls.value.add(1, ordering: .relaxed).newValue
+                        stored.value.withLock { $0 = call }
+                        return call
+                    }
+                }
+            }
+            return await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(calls.value.load(ordering: .relaxed) == 1)
+        #expect(Set(results) == [1])
+        #expect(flight.waiting == 0)
     }
 }
