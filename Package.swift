@@ -361,12 +361,26 @@ let package = Package(
             ],
             swiftSettings: strictSwift
         ),
+        // A stand-in OAuth/OIDC provider (Google, Apple, Facebook) on loopback, for the browser
+        // sign-in's tests and `authctl dev-provider` (scripts/run-local.sh with
+        // AUTH_DEV_FAKE_PROVIDER=1). Development only.
+        .target(
+            name: "AuthDevProvider",
+            dependencies: [
+                "AuthCrypto",
+                "AuthText",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift
+        ),
         .executableTarget(
             name: "authctl",
             dependencies: [
                 "AuthText",
                 "AuthAPI",
                 "AuthConfiguration",
+                "AuthDevProvider",
                 "BenchmarkHarness",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -551,6 +565,14 @@ let package = Package(
             swiftSettings: strictSwift
         ),
         .testTarget(
+            name: "AuthDevProviderTests",
+            dependencies: [
+                "AuthDevProvider", "AuthCrypto",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
             name: "AuthConcurrencyTests",
             dependencies: ["AuthConcurrency"],
             swiftSettings: strictSwift
@@ -601,8 +623,9 @@ let package = Package(
             name: "IdentityServiceTests",
             dependencies: [
                 "AuthTime", "IdentityService", "AuthTestSupport", "AuthAPI", "AuthRPC", "AuthCrypto", "AuthPostgres",
-                "AuthProtobuf", "AuthRPCNIO",
+                "AuthProtobuf", "AuthRPCNIO", "AuthDevProvider",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strictSwift
@@ -628,6 +651,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "AuthRPCNIO", "AuthAPI", "AuthTestSupport", "AuthServiceRuntime", "AuthConfiguration",
+                "AuthDevProvider",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

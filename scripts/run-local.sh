@@ -7,6 +7,10 @@
 # authctl) are made in .data/tls with the openssl command (kept across runs). AUTH_RUN_PLAINTEXT=1
 # runs plaintext RPC with the shared-secret Hello instead.
 #
+# AUTH_DEV_FAKE_PROVIDER=1 also starts `authctl dev-provider`, a stand-in Google, Apple and
+# Facebook on 127.0.0.1:${AUTH_DEV_PROVIDER_PORT:-9400}, and points the browser sign-in at it
+# (development only: refused with AUTH_ENVIRONMENT=production; README shows the flow with curl).
+#
 # AUTH_* variables already set in the environment win over the defaults below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -81,6 +85,30 @@ configuration="${AUTH_BUILD_CONFIGURATION:-debug}"
 echo "Building ($configuration)..." >&2
 swift build -c "$configuration"
 bin=$(swift build -c "$configuration" --show-bin-path)
+
+if [[ "${AUTH_DEV_FAKE_PROVIDER:-0}" == 1 ]]; then
+    if [[ "$AUTH_ENVIRONMENT" == production ]]; then
+        echo "AUTH_DEV_FAKE_PROVIDER=1 signs anyone in as anyone: refused with AUTH_ENVIRONMENT=production" >&2
+        exit 2
+    fi
+    provider_env="$root/.data/dev-provider.env"
+    : > "$provider_env"
+    "$bin/authctl" dev-provider --port "${AUTH_DEV_PROVIDER_PORT:-9400}" \
+        --apple-key-out "$root/.data/dev-provider-apple.p8" > "$provider_env" &
+    pids+=($!)
+    for _ in $(seq 1 300); do
+        grep -q '^AUTH_OAUTH_FACEBOOK_GRAPH_URL=' "$provider_env" && break
+        kill -0 "${pids[-1]}" 2>/dev/null || { echo "authctl dev-provider did not start" >&2; exit 1; }
+        sleep 0.1
+    done
+    set -a
+    # shellcheck disable=SC1090
+    source "$provider_env"
+    set +a
+    export AUTH_PUBLIC_URL="${AUTH_PUBLIC_URL:-http://127.0.0.1:$AUTH_GATEWAY_PORT}"
+    export AUTH_OAUTH_REDIRECT_URLS="${AUTH_OAUTH_REDIRECT_URLS:-laten://auth/callback}"
+    echo "Browser sign-in: Google, Apple and Facebook are the stand-in on 127.0.0.1:${AUTH_DEV_PROVIDER_PORT:-9400}; redirect_to may be $AUTH_OAUTH_REDIRECT_URLS" >&2
+fi
 
 for service in identity otp-dispatch session gateway; do
     if [[ "$plaintext" == 1 ]]; then

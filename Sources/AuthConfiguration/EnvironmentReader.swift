@@ -64,6 +64,35 @@ public struct EnvironmentReader: Sendable {
         try value(name, default: fallback, expected: "`true` or `false`") { ["true": true, "false": false][$0] }
     }
 
+    /// `AUTH_PUBLIC_URL`: the gateway's public base URL as clients and providers reach it
+    /// (`https://auth.example.com`; http(s), no query or fragment), without a trailing slash.
+    public func publicURL() throws -> String? {
+        try value(
+            "AUTH_PUBLIC_URL",
+            default: nil,
+            expected: "an http(s) URL without a query, such as https://auth.example.com"
+        ) { value -> String?? in
+            guard let url = URL(string: value), ["http", "https"].contains(url.scheme ?? ""), url.host != nil,
+                url.query == nil, url.fragment == nil
+            else { return nil }
+            return .some(value.hasSuffix("/") ? String(value.dropLast()) : value)
+        }
+    }
+
+    /// A secret setting: the value itself, or, when it starts with `/`, the path of a file
+    /// holding it (as a Kubernetes Secret mounts it; one trailing line end is dropped).
+    public func secret(_ name: String) throws -> String? {
+        guard let value = string(name) else { return nil }
+        guard value.hasPrefix("/") else { return value }
+        guard let data = FileManager.default.contents(atPath: value) else {
+            throw ConfigurationError(variable: name, problem: "starts with / but is not a readable file: \(value)")
+        }
+        var text = String(decoding: data, as: UTF8.self)
+        if text.hasSuffix("\r\n") { text.removeLast(2) } else if text.hasSuffix("\n") { text.removeLast() }
+        guard !text.isEmpty else { throw ConfigurationError(variable: name, problem: "names an empty file: \(value)") }
+        return text
+    }
+
     /// `AUTH_ENVIRONMENT`: where the process runs, which decides the secure defaults.
     public func environment() throws -> DeploymentEnvironment {
         try value("AUTH_ENVIRONMENT", default: .development, expected: "`development` or `production`") {

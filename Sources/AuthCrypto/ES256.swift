@@ -1,6 +1,12 @@
 internal import CAuthCryptoShims
 internal import COpenSSL
 
+#if canImport(FoundationEssentials)
+internal import FoundationEssentials
+#else
+internal import Foundation
+#endif
+
 /// An ECDSA P-256 public key for ES256 (ECDSA with SHA-256, RFC 7518 §3.4).
 ///
 /// Import validates the point (on the curve, not the point at infinity). Immutable and safe to
@@ -152,6 +158,22 @@ public final class ES256PrivateKey: Sendable {
         try self.init(validated: key)
     }
 
+    /// Imports a PEM `-----BEGIN PRIVATE KEY-----` block (unencrypted PKCS #8) holding a P-256
+    /// key: the form of an Apple Sign in with Apple key file (`AuthKey_<KEYID>.p8`).
+    ///
+    /// - Throws: ``CryptoError/Code/invalidKey`` when the text holds no such block or its key is
+    ///   not a valid P-256 key.
+    public convenience init(pemRepresentation pem: String) throws(CryptoError) {
+        let lines = pem.split(whereSeparator: \.isNewline).map { String($0.filter { !$0.isWhitespace }) }
+        guard let begin = lines.firstIndex(of: "-----BEGINPRIVATEKEY-----"),
+            let end = lines[begin...].firstIndex(of: "-----ENDPRIVATEKEY-----"),
+            let der = Data(base64Encoded: lines[(begin + 1)..<end].joined())
+        else {
+            throw CryptoError(code: .invalidKey, message: "not a PEM PKCS #8 private key")
+        }
+        try self.init(pkcs8DERRepresentation: Array(der))
+    }
+
     private convenience init(d: [UInt8], point: [UInt8]) throws(CryptoError) {
         let builder = try OSSLParamBuilder()
         try builder.pushUTF8String("group", "prime256v1")
@@ -195,6 +217,21 @@ public final class ES256PrivateKey: Sendable {
                 outputType: "DER",
                 outputStructure: "PrivateKeyInfo"
             ).encode()
+        }
+    }
+
+    /// The key as a PEM `PRIVATE KEY` block (PKCS #8), lines of 64 characters. Secret.
+    public var pemRepresentation: String {
+        get throws(CryptoError) {
+            let base64 = Data(try pkcs8DERRepresentation).base64EncodedString()
+            var lines = ["-----BEGIN PRIVATE KEY-----"]
+            var rest = Substring(base64)
+            while !rest.isEmpty {
+                lines.append(String(rest.prefix(64)))
+                rest = rest.dropFirst(64)
+            }
+            lines.append("-----END PRIVATE KEY-----")
+            return lines.joined(separator: "\n") + "\n"
         }
     }
 

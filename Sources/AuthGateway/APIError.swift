@@ -183,6 +183,20 @@ enum ServiceErrorMapping {
                 "last_identity",
                 "This is the only way to sign in to your account. Add another one first."
             )
+        case IdentityReason.redirectNotAllowed:
+            return make(
+                .badRequest,
+                "redirect_not_allowed",
+                "redirect_to is not one of the redirect URLs this deployment allows."
+            )
+        case IdentityReason.invalidState:
+            return make(.badRequest, "invalid_state", GatewayRoutes.invalidStateMessage)
+        case IdentityReason.invalidGrant:
+            return make(
+                .badRequest,
+                "invalid_grant",
+                "The sign-in code is not valid (unknown, expired or already used) or the verifier does not match."
+            )
         case IdentityReason.identityNotFound:
             return make(.notFound, "identity_not_found", "No such sign-in method is linked to your account.")
         case IdentityReason.emailTaken:

@@ -92,16 +92,7 @@ public struct GatewayConfiguration: Sendable {
         self.reauthenticationWindow = .seconds(
             try reader.integer("AUTH_GATEWAY_REAUTH_SECONDS", default: 300, in: 1...86_400, unit: " of seconds")
         )
-        self.publicURL = try reader.value(
-            "AUTH_PUBLIC_URL",
-            default: nil,
-            expected: "an http(s) URL without a query, such as https://auth.example.com"
-        ) { value -> String?? in
-            guard let url = URL(string: value), ["http", "https"].contains(url.scheme ?? ""), url.host != nil,
-                url.query == nil, url.fragment == nil
-            else { return nil }
-            return .some(value.hasSuffix("/") ? String(value.dropLast()) : value)
-        }
+        self.publicURL = try reader.publicURL()
         self.accessLog = try reader.value("AUTH_GATEWAY_ACCESS_LOG", default: true, expected: "`true` or `false`") {
             ["true": true, "false": false][$0]
         }

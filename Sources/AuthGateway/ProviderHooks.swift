@@ -71,38 +71,13 @@ struct FormRequest: Sendable {
         var parameters: [(name: String, value: String)] = []
         for pair in text.split(separator: "&", omittingEmptySubsequences: true) {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = Self.decode(parts[0]), let value = Self.decode(parts.count > 1 ? parts[1] : "") else {
+            guard let name = FormURLEncoding.decodeStrictly(parts[0]),
+                let value = FormURLEncoding.decodeStrictly(parts.count > 1 ? parts[1] : "")
+            else {
                 throw APIError.invalidRequest("the form is not validly encoded.")
             }
             parameters.append((name, value))
         }
         self.parameters = parameters
-    }
-
-    /// `+` is a space; `%XX` a byte; the bytes must be UTF-8.
-    static func decode(_ text: Substring) -> String? {
-        var bytes: [UInt8] = []
-        var iterator = Array(text.utf8).makeIterator()
-        while let byte = iterator.next() {
-            switch byte {
-            case UInt8(ascii: "+"): bytes.append(UInt8(ascii: " "))
-            case UInt8(ascii: "%"):
-                guard let high = iterator.next().flatMap(Self.hexValue),
-                    let low = iterator.next().flatMap(Self.hexValue)
-                else { return nil }
-                bytes.append(high << 4 | low)
-            default: bytes.append(byte)
-            }
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
-
-    static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }

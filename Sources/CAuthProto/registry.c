@@ -38,6 +38,12 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
     &auth__identity__v1__unlink_provider_request__descriptor,
     &auth__identity__v1__unlink_provider_response__descriptor,
     &auth__identity__v1__sign_in_with_idtoken_response__descriptor,
+    &auth__identity__v1__start_oauth_request__descriptor,
+    &auth__identity__v1__start_oauth_response__descriptor,
+    &auth__identity__v1__finish_oauth_request__descriptor,
+    &auth__identity__v1__finish_oauth_response__descriptor,
+    &auth__identity__v1__exchange_oauth_code_request__descriptor,
+    &auth__identity__v1__exchange_oauth_code_response__descriptor,
     &auth__identity__v1__string_value__descriptor,
     &auth__identity__v1__bool_value__descriptor,
     &auth__identity__v1__update_profile_request__descriptor,
@@ -115,6 +121,6 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
 };
 
 const ProtobufCMessageDescriptor *const *auth_proto_message_descriptors(size_t *count) {
-    *count = 97;
+    *count = 103;
     return auth_proto_message_descriptors_list;
 }

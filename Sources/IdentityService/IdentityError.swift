@@ -44,6 +44,12 @@ extension ServiceError.Code where Domain == IdentityErrors {
     public static let identityNotFound = Self(Reason.identityNotFound, .notFound)
     /// The nonce is missing or does not match the token's.
     public static let invalidNonce = Self(Reason.invalidNonce, .unauthenticated)
+    /// StartOAuth's redirect_to is not on AUTH_OAUTH_REDIRECT_URLS.
+    public static let redirectNotAllowed = Self(Reason.redirectNotAllowed, .invalidArgument)
+    /// FinishOAuth's state is unknown, expired, used, or of another provider.
+    public static let invalidState = Self(Reason.invalidState, .invalidArgument)
+    /// ExchangeOAuthCode's code is unknown, expired or used, or the verifier does not match.
+    public static let invalidGrant = Self(Reason.invalidGrant, .invalidArgument)
     /// The provider is not configured on this deployment.
     public static let providerNotEnabled = Self(Reason.providerNotEnabled, .failedPrecondition)
     /// The provider's keys could not be fetched; safe to retry.

@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import AuthAPI
 import AuthCrypto
 import AuthPostgres
@@ -30,6 +31,10 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
     let policy: PasswordPolicy
     let verifiers: [IdentityProvider: IDTokenVerifier]
     let httpFetcher: HTTPJWKSFetcher?
+    let oauthStore: OAuthStore
+    /// Browser sign-in: the providers whose redirect flow is configured.
+    let oauthClients: [IdentityProvider: OAuthProviderClient]
+    private let oauthHTTP: HTTPClient?
     let clock: any WallClock
     let logger: Logger
 
@@ -39,6 +44,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         try PostgresMigration.load(files: [
             "0001_create_identity_schema.sql": PackageResources._001_create_identity_schema_sql,
             "0002_consecutive_password_failures.sql": PackageResources._002_consecutive_password_failures_sql,
+            "0003_oauth_flows.sql": PackageResources._003_oauth_flows_sql,
         ])
     }
 
@@ -84,8 +90,36 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         self.store = UserStore(pool: database, schema: configuration.schema)
         self.hashing = hashing
         self.policy = PasswordPolicy(mode: configuration.passwordPolicyMode, blocklist: blocklist)
-        let http = fetcher == nil && !configuration.providers.isEmpty ? HTTPJWKSFetcher() : nil
+        let needsKeys = !configuration.providers.isEmpty || !configuration.oauth.clients.isEmpty
+        let http = fetcher == nil && needsKeys ? HTTPJWKSFetcher() : nil
         self.httpFetcher = http
+        self.oauthStore = OAuthStore(pool: database, schema: configuration.schema)
+        var oauthClients: [IdentityProvider: OAuthProviderClient] = [:]
+        var oauthHTTP: HTTPClient?
+        for (provider, client) in configuration.oauth.clients {
+            guard let callback = configuration.oauth.callbackURL(provider) else { continue }
+            let shared =
+                oauthHTTP
+                ?? {
+                    var settings = HTTPClient.Configuration()
+                    settings.redirectConfiguration = .disallow
+                    return HTTPClient(eventLoopGroupProvider: .singleton, configuration: settings)
+                }()
+            oauthHTTP = shared
+            oauthClients[provider] = OAuthProviderClient(
+                configuration: client,
+                callbackURL: callback,
+                http: shared,
+                timeout: configuration.oauth.providerTimeout,
+                clock: clock,
+                jwksFetcher: fetcher ?? http!,
+                jwksRefetchInterval: configuration.jwksRefetchInterval,
+                jwksLifetime: configuration.jwksCacheLifetime,
+                clockSkew: configuration.idTokenClockSkew.timeInterval
+            )
+        }
+        self.oauthClients = oauthClients
+        self.oauthHTTP = oauthHTTP
         var verifiers: [IdentityProvider: IDTokenVerifier] = [:]
         for (provider, settings) in configuration.providers {
             verifiers[provider] = IDTokenVerifier(
@@ -109,6 +143,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
     public func shutdown() async {
         await hashing.shutdown()
         await httpFetcher?.shutdown()
+        try? await oauthHTTP?.shutdown()
     }
 
     /// A `Service` for the process's `ServiceGroup` that calls ``shutdown()`` at graceful
@@ -141,6 +176,9 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             signUp: .only([CallerName.gateway]),
             signInWithPassword: .only([CallerName.gateway]),
             signInWithIDToken: .only([CallerName.gateway]),
+            startOAuth: .only([CallerName.gateway]),
+            finishOAuth: .only([CallerName.gateway]),
+            exchangeOAuthCode: .only([CallerName.gateway]),
             updateProfile: .only([CallerName.gateway]),
             resetPassword: .only([CallerName.gateway]),
             changePassword: .only([CallerName.gateway]),
@@ -485,14 +523,17 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
 
     /// Verifies an ID token of `provider` (issuer, audience, expiry, nonce) and spends it (a
     /// token presented again is `id_token_replayed`): the identity it proves.
-    private func verifiedIdentity(
+    /// Verifies an ID token and spends it (a second presentation is `id_token_replayed`), with
+    /// `verifier` or else the provider's ID-token sign-in verifier.
+    func verifiedIdentity(
         _ provider: IdentityProvider,
         _ idToken: String,
         rawNonce: String,
         _ context: ServerContext,
-        now: Date
+        now: Date,
+        using redirectFlowVerifier: IDTokenVerifier? = nil
     ) async throws -> ProviderIdentity {
-        guard let verifier = verifiers[provider] else {
+        guard let verifier = redirectFlowVerifier ?? verifiers[provider] else {
             throw IdentityError(
                 .providerNotEnabled,
                 "Sign in with \(provider.rawValue.capitalized) is not available."
@@ -517,6 +558,29 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             throw IdentityError(.idTokenReplayed, "This sign-in was already used. Please sign in again.")
         }
         return verified.identity
+    }
+
+    /// Signs a verified provider identity in (finds, links or creates its user; audit
+    /// `sign_in`): ID-token and browser sign-in alike.
+    func signIn(
+        _ identity: ProviderIdentity,
+        _ clientIP: String,
+        _ context: ServerContext,
+        now: Date
+    ) async throws -> ProviderSignInResult {
+        let method = identity.provider.method
+        let result = try await store.signIn(
+            with: identity,
+            newID: UUID(),
+            audit: audit(.signIn, method: method, clientIP, context, at: now)
+        )
+        if result.created || result.linked {
+            logger.info(
+                result.created ? "User created" : "Provider identity linked",
+                metadata: ["user.id": "\(result.user.id)", "identity.method": "\(method)"]
+            )
+        }
+        return result
     }
 
     static func provider(_ proto: Auth_Identity_V1_Provider) -> IdentityProvider? {
@@ -619,17 +683,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             now: now
         )
         if identity.name == nil, !request.displayName.isEmpty { identity.name = request.displayName }
-        let result = try await store.signIn(
-            with: identity,
-            newID: UUID(),
-            audit: audit(.signIn, method: provider.method, clientIP, context, at: now)
-        )
-        if result.created || result.linked {
-            logger.info(
-                result.created ? "User created" : "Provider identity linked",
-                metadata: ["user.id": "\(result.user.id)", "identity.method": "\(provider.method)"]
-            )
-        }
+        let result = try await signIn(identity, clientIP, context, now: now)
         return Auth_Identity_V1_SignInWithIDTokenResponse(
             user: result.user.proto,
             created: result.created,

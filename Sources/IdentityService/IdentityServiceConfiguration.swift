@@ -116,6 +116,8 @@ public struct IdentityServiceConfiguration: Sendable {
     public var jwksCacheLifetime: Duration = .seconds(3_600)
     /// The enabled providers.
     public var providers: [IdentityProvider: OIDCProviderConfiguration] = [:]
+    /// Browser sign-in: the providers whose redirect flow is configured.
+    public var oauth = OAuthConfiguration()
 
     /// A configuration with the defaults documented on each property and no provider enabled.
     public init() {}
@@ -189,18 +191,9 @@ public struct IdentityServiceConfiguration: Sendable {
             in: 1...100_000
         )
 
+        var overrides: [IdentityProvider: OAuthConfiguration.Overrides] = [:]
         for provider in IdentityProvider.allCases {
             let prefix = provider.variablePrefix
-            guard let clientIDs = try list(prefix + "CLIENT_IDS") else {
-                for suffix in ["ISSUER", "JWKS_URL"] where reader.string(prefix + suffix) != nil {
-                    throw ConfigurationError(
-                        variable: prefix + suffix,
-                        problem:
-                            "is set but \(prefix)CLIENT_IDS is not; set it to enable \(provider.rawValue) or unset this"
-                    )
-                }
-                continue
-            }
             let issuers = try list(prefix + "ISSUER")
             var jwksURL: URL?
             if let text = reader.string(prefix + "JWKS_URL") {
@@ -212,12 +205,31 @@ public struct IdentityServiceConfiguration: Sendable {
                 }
                 jwksURL = url
             }
+            overrides[provider] = .init(issuers: issuers, jwksURL: jwksURL)
+            let redirectFlow = reader.string("AUTH_OAUTH_\(provider.rawValue.uppercased())_CLIENT_ID") != nil
+            guard let clientIDs = try list(prefix + "CLIENT_IDS") else {
+                for suffix in ["ISSUER", "JWKS_URL"] where reader.string(prefix + suffix) != nil && !redirectFlow {
+                    throw ConfigurationError(
+                        variable: prefix + suffix,
+                        problem:
+                            "is set but neither \(prefix)CLIENT_IDS nor AUTH_OAUTH_\(provider.rawValue.uppercased())_CLIENT_ID is; set one to enable \(provider.rawValue) or unset this"
+                    )
+                }
+                continue
+            }
             providers[provider] = OIDCProviderConfiguration(
                 provider: provider,
                 clientIDs: clientIDs,
                 issuers: issuers,
                 jwksURL: jwksURL
             )
+        }
+        oauth = try OAuthConfiguration(reader: reader, overrides: overrides)
+        // The redirect flow's client id is an audience of the provider's ID tokens too, when
+        // ID-token sign-in is enabled for it (issue 21); it does not enable it.
+        for (provider, client) in oauth.clients where providers[provider]?.clientIDs.contains(client.clientID) == false
+        {
+            providers[provider]?.clientIDs.append(client.clientID)
         }
     }
 }

@@ -18,7 +18,10 @@ struct AuthCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "authctl",
         abstract: "Administers the authentication backend.",
-        subcommands: [Health.self, Keys.self, List.self, Describe.self, Call.self, Bench.self, OTP.self, Users.self]
+        subcommands: [
+            Health.self, Keys.self, List.self, Describe.self, Call.self, Bench.self, OTP.self, Users.self,
+            DevProvider.self,
+        ]
     )
 }
 

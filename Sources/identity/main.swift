@@ -36,6 +36,8 @@ await ServiceMain.run(.identity, serviceNames: ["auth.identity.v1.Identity"]) { 
             "identity.scrypt": "\(configuration.scryptParameters)",
             "identity.hash_concurrency": "\(configuration.hashConcurrency)",
             "identity.providers": "\(configuration.providers.keys.map(\.rawValue).sorted().joined(separator: ","))",
+            "identity.browser_providers":
+                "\(configuration.oauth.clients.keys.map(\.rawValue).sorted().joined(separator: ","))",
         ]
     )
 }

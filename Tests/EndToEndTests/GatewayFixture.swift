@@ -147,7 +147,10 @@ final class GatewayFixture: Sendable {
                         ) { $1 }
                     )
                     let gatewayPort = try await Self.gatewayPort(gatewayProcess)
-                    let http = HTTPClient(eventLoopGroupProvider: .singleton)
+                    // Redirects are the browser sign-in's answers: the tests read them, never follow.
+                    var httpSettings = HTTPClient.Configuration()
+                    httpSettings.redirectConfiguration = .disallow
+                    let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: httpSettings)
                     let fixture = GatewayFixture(
                         rpcSecret: rpcSecret,
                         otpSecret: otpSecret,
@@ -209,14 +212,19 @@ final class GatewayFixture: Sendable {
         return port
     }
 
-    /// Another gateway over the fixture's services (or `sessionPort`'s session), with `variables`
-    /// (its own rate limits, RPC timeout); stopped with the fixture unless the test stops it.
-    func startGateway(sessionPort: Int? = nil, _ variables: [String: String]) async throws -> (ServiceProcess, String) {
+    /// Another gateway over the fixture's services (or `sessionPort`'s session, `identityPort`'s
+    /// identity), with `variables` (its own rate limits, RPC timeout); stopped with the fixture
+    /// unless the test stops it.
+    func startGateway(
+        sessionPort: Int? = nil,
+        identityPort: Int? = nil,
+        _ variables: [String: String]
+    ) async throws -> (ServiceProcess, String) {
         var environment = ["AUTH_RPC_SECRET": rpcSecret, "AUTH_LOG_LEVEL": "info"]
         environment.merge(
             Self.gatewayVariables(
                 session: sessionPort ?? self.sessionPort,
-                identity: identityPort,
+                identity: identityPort ?? self.identityPort,
                 otp: otpPort,
                 extra: variables
             )
@@ -225,6 +233,18 @@ final class GatewayFixture: Sendable {
         extras.withLock { $0.append(process) }
         let port = try await Self.gatewayPort(process)
         return (process, "http://127.0.0.1:\(port)")
+    }
+
+    /// A second identity process over the same database, with `variables` (the browser sign-in's
+    /// providers); stopped with the fixture.
+    func startIdentity(_ variables: [String: String]) async throws -> (ServiceProcess, Int) {
+        let environment = [
+            "AUTH_RPC_SECRET": rpcSecret, "AUTH_LOG_LEVEL": "info", "AUTH_DATABASE_URL": databaseURL,
+            "AUTH_IDENTITY_PORT": "0", "AUTH_IDENTITY_SCRYPT_LOG_N": "10",
+        ].merging(variables) { $1 }
+        let process = try ServiceProcess(executable: "identity", environment: environment)
+        extras.withLock { $0.append(process) }
+        return (process, try await process.listeningPort())
     }
 
     /// A second session process over the same database and keys (for the tests that stop it).

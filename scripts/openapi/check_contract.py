@@ -55,6 +55,15 @@ ROUTES = {
         "401": ["invalid_credentials"], "429": ["too_many_attempts", "rate_limited"]}),
     ("post", "/v1/idtoken"): dict(success="200", body=True, errors={
         "401": ["invalid_id_token"], "400": ["provider_not_enabled"]}),
+    # Issue 21 §1: browser sign-in (the authorization-code flow with PKCE through the backend).
+    ("get", "/v1/oauth/{provider}/authorize"): dict(success="302", errors={
+        "400": ["invalid_request", "redirect_not_allowed", "provider_not_enabled"]}),
+    ("get", "/v1/oauth/{provider}/callback"): dict(success="302", errors={"400": ["invalid_state", "invalid_request"]}),
+    ("post", "/v1/oauth/{provider}/callback"): dict(success="302", body=True, form=True, errors={
+        "400": ["invalid_state"]}),
+    ("post", "/v1/oauth/token"): dict(success="200", body=True, errors={"400": ["invalid_grant"]}),
+    ("post", "/v1/me/identities/{provider}/authorize"): dict(success="200", body=True, auth=True, errors={
+        "400": ["redirect_not_allowed", "provider_not_enabled"]}),
     ("post", "/v1/password/reset"): dict(success="202", body=True, errors={"429": ["rate_limited"]}),
     ("post", "/v1/password/reset/confirm"): dict(success="200", body=True, errors={
         "401": ["invalid_code"], "410": ["code_expired"], "429": ["too_many_attempts"],

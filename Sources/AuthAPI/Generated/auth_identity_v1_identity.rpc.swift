@@ -21,6 +21,9 @@ public enum Auth_Identity_V1_Identity {
         public static let signUp = MethodDescriptor(service: "auth.identity.v1.Identity", method: "SignUp")
         public static let signInWithPassword = MethodDescriptor(service: "auth.identity.v1.Identity", method: "SignInWithPassword")
         public static let signInWithIDToken = MethodDescriptor(service: "auth.identity.v1.Identity", method: "SignInWithIDToken")
+        public static let startOAuth = MethodDescriptor(service: "auth.identity.v1.Identity", method: "StartOAuth")
+        public static let finishOAuth = MethodDescriptor(service: "auth.identity.v1.Identity", method: "FinishOAuth")
+        public static let exchangeOAuthCode = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ExchangeOAuthCode")
         public static let updateProfile = MethodDescriptor(service: "auth.identity.v1.Identity", method: "UpdateProfile")
         public static let resetPassword = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ResetPassword")
         public static let changePassword = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ChangePassword")
@@ -28,7 +31,7 @@ public enum Auth_Identity_V1_Identity {
         public static let deleteUser = MethodDescriptor(service: "auth.identity.v1.Identity", method: "DeleteUser")
         public static let listAuditEvents = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ListAuditEvents")
         public static let unlockPassword = MethodDescriptor(service: "auth.identity.v1.Identity", method: "UnlockPassword")
-        public static let all: [MethodDescriptor] = [getUser, getUserByPhone, listIdentities, linkProvider, unlinkProvider, getUserByEmail, contactExists, findOrCreateByContact, signUp, signInWithPassword, signInWithIDToken, updateProfile, resetPassword, changePassword, validatePassword, deleteUser, listAuditEvents, unlockPassword]
+        public static let all: [MethodDescriptor] = [getUser, getUserByPhone, listIdentities, linkProvider, unlinkProvider, getUserByEmail, contactExists, findOrCreateByContact, signUp, signInWithPassword, signInWithIDToken, startOAuth, finishOAuth, exchangeOAuthCode, updateProfile, resetPassword, changePassword, validatePassword, deleteUser, listAuditEvents, unlockPassword]
     }
 
     /// The reasons this service's errors carry (`RPCStatus.reason`), from `auth.identity.v1.IdentityReason`.
@@ -81,7 +84,15 @@ public enum Auth_Identity_V1_Identity {
         public static let lastIdentity = "last_identity"
         /// NOT_FOUND. No identity of that provider is linked to the account.
         public static let identityNotFound = "identity_not_found"
-        public static let all: [String] = [invalidArgument, invalidPhone, invalidEmail, userNotFound, emailTaken, invalidCredentials, tooManyAttempts, factorLocked, wrongPassword, invalidIDToken, idTokenExpired, idTokenReplayed, invalidNonce, providerNotEnabled, providerUnavailable, unavailable, deadlineExceeded, cancelled, `internal`, identityAlreadyLinked, lastIdentity, identityNotFound]
+        /// INVALID_ARGUMENT. StartOAuth's redirect_to is not on AUTH_OAUTH_REDIRECT_URLS.
+        public static let redirectNotAllowed = "redirect_not_allowed"
+        /// INVALID_ARGUMENT. FinishOAuth's state is unknown, expired, already used, or of another
+        /// provider: there is no known place to send the browser back to.
+        public static let invalidState = "invalid_state"
+        /// INVALID_ARGUMENT. ExchangeOAuthCode's code is unknown, expired or used, or the verifier
+        /// does not match its challenge.
+        public static let invalidGrant = "invalid_grant"
+        public static let all: [String] = [invalidArgument, invalidPhone, invalidEmail, userNotFound, emailTaken, invalidCredentials, tooManyAttempts, factorLocked, wrongPassword, invalidIDToken, idTokenExpired, idTokenReplayed, invalidNonce, providerNotEnabled, providerUnavailable, unavailable, deadlineExceeded, cancelled, `internal`, identityAlreadyLinked, lastIdentity, identityNotFound, redirectNotAllowed, invalidState, invalidGrant]
     }
 
     /// Who may call each method of the service. The initializer takes one value per method,
@@ -98,6 +109,9 @@ public enum Auth_Identity_V1_Identity {
         public var signUp: AllowedCallers
         public var signInWithPassword: AllowedCallers
         public var signInWithIDToken: AllowedCallers
+        public var startOAuth: AllowedCallers
+        public var finishOAuth: AllowedCallers
+        public var exchangeOAuthCode: AllowedCallers
         public var updateProfile: AllowedCallers
         public var resetPassword: AllowedCallers
         public var changePassword: AllowedCallers
@@ -118,6 +132,9 @@ public enum Auth_Identity_V1_Identity {
             signUp: AllowedCallers,
             signInWithPassword: AllowedCallers,
             signInWithIDToken: AllowedCallers,
+            startOAuth: AllowedCallers,
+            finishOAuth: AllowedCallers,
+            exchangeOAuthCode: AllowedCallers,
             updateProfile: AllowedCallers,
             resetPassword: AllowedCallers,
             changePassword: AllowedCallers,
@@ -137,6 +154,9 @@ public enum Auth_Identity_V1_Identity {
             self.signUp = signUp
             self.signInWithPassword = signInWithPassword
             self.signInWithIDToken = signInWithIDToken
+            self.startOAuth = startOAuth
+            self.finishOAuth = finishOAuth
+            self.exchangeOAuthCode = exchangeOAuthCode
             self.updateProfile = updateProfile
             self.resetPassword = resetPassword
             self.changePassword = changePassword
@@ -210,6 +230,27 @@ public enum Auth_Identity_V1_Identity {
             request: Auth_Identity_V1_SignInWithIDTokenRequest,
             context: ServerContext
         ) async throws -> Auth_Identity_V1_SignInWithIDTokenResponse
+
+        /// Browser sign-in: the provider's authorization URL for a new flow (INVALID_ARGUMENT
+        /// `redirect_not_allowed`; FAILED_PRECONDITION `provider_not_enabled`). Callers: gateway.
+        func startOAuth(
+            request: Auth_Identity_V1_StartOAuthRequest,
+            context: ServerContext
+        ) async throws -> Auth_Identity_V1_StartOAuthResponse
+
+        /// Browser sign-in: finishes a flow at the provider's callback (INVALID_ARGUMENT
+        /// `invalid_state`; every later failure is a redirect carrying `error`). Callers: gateway.
+        func finishOAuth(
+            request: Auth_Identity_V1_FinishOAuthRequest,
+            context: ServerContext
+        ) async throws -> Auth_Identity_V1_FinishOAuthResponse
+
+        /// Browser sign-in: the app's one-time code and PKCE verifier for the user (INVALID_ARGUMENT
+        /// `invalid_grant`). Callers: gateway.
+        func exchangeOAuthCode(
+            request: Auth_Identity_V1_ExchangeOAuthCodeRequest,
+            context: ServerContext
+        ) async throws -> Auth_Identity_V1_ExchangeOAuthCodeResponse
 
         func updateProfile(
             request: Auth_Identity_V1_UpdateProfileRequest,
@@ -338,6 +379,33 @@ public enum Auth_Identity_V1_Identity {
             try await self.rpc.unary(Method.signInWithIDToken, request: request, options: options)
         }
 
+        /// Browser sign-in: the provider's authorization URL for a new flow (INVALID_ARGUMENT
+        /// `redirect_not_allowed`; FAILED_PRECONDITION `provider_not_enabled`). Callers: gateway.
+        public func startOAuth(
+            _ request: Auth_Identity_V1_StartOAuthRequest,
+            options: CallOptions = CallOptions()
+        ) async throws -> Auth_Identity_V1_StartOAuthResponse {
+            try await self.rpc.unary(Method.startOAuth, request: request, options: options)
+        }
+
+        /// Browser sign-in: finishes a flow at the provider's callback (INVALID_ARGUMENT
+        /// `invalid_state`; every later failure is a redirect carrying `error`). Callers: gateway.
+        public func finishOAuth(
+            _ request: Auth_Identity_V1_FinishOAuthRequest,
+            options: CallOptions = CallOptions()
+        ) async throws -> Auth_Identity_V1_FinishOAuthResponse {
+            try await self.rpc.unary(Method.finishOAuth, request: request, options: options)
+        }
+
+        /// Browser sign-in: the app's one-time code and PKCE verifier for the user (INVALID_ARGUMENT
+        /// `invalid_grant`). Callers: gateway.
+        public func exchangeOAuthCode(
+            _ request: Auth_Identity_V1_ExchangeOAuthCodeRequest,
+            options: CallOptions = CallOptions()
+        ) async throws -> Auth_Identity_V1_ExchangeOAuthCodeResponse {
+            try await self.rpc.unary(Method.exchangeOAuthCode, request: request, options: options)
+        }
+
         public func updateProfile(
             _ request: Auth_Identity_V1_UpdateProfileRequest,
             options: CallOptions = CallOptions()
@@ -439,6 +507,18 @@ extension Auth_Identity_V1_Identity.ServiceProtocol {
         router.register(Auth_Identity_V1_Identity.Method.signInWithIDToken, allowedCallers: allowed.signInWithIDToken) {
             (request: Auth_Identity_V1_SignInWithIDTokenRequest, context: ServerContext) in
             try await self.signInWithIDToken(request: request, context: context)
+        }
+        router.register(Auth_Identity_V1_Identity.Method.startOAuth, allowedCallers: allowed.startOAuth) {
+            (request: Auth_Identity_V1_StartOAuthRequest, context: ServerContext) in
+            try await self.startOAuth(request: request, context: context)
+        }
+        router.register(Auth_Identity_V1_Identity.Method.finishOAuth, allowedCallers: allowed.finishOAuth) {
+            (request: Auth_Identity_V1_FinishOAuthRequest, context: ServerContext) in
+            try await self.finishOAuth(request: request, context: context)
+        }
+        router.register(Auth_Identity_V1_Identity.Method.exchangeOAuthCode, allowedCallers: allowed.exchangeOAuthCode) {
+            (request: Auth_Identity_V1_ExchangeOAuthCodeRequest, context: ServerContext) in
+            try await self.exchangeOAuthCode(request: request, context: context)
         }
         router.register(Auth_Identity_V1_Identity.Method.updateProfile, allowedCallers: allowed.updateProfile) {
             (request: Auth_Identity_V1_UpdateProfileRequest, context: ServerContext) in

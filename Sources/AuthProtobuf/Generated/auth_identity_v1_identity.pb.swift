@@ -106,6 +106,14 @@ public enum Auth_Identity_V1_IdentityReason: ProtobufCEnum {
     case lastIdentity  // IDENTITY_REASON_LAST_IDENTITY = 21
     /// NOT_FOUND. No identity of that provider is linked to the account.
     case identityNotFound  // IDENTITY_REASON_IDENTITY_NOT_FOUND = 22
+    /// INVALID_ARGUMENT. StartOAuth's redirect_to is not on AUTH_OAUTH_REDIRECT_URLS.
+    case redirectNotAllowed  // IDENTITY_REASON_REDIRECT_NOT_ALLOWED = 23
+    /// INVALID_ARGUMENT. FinishOAuth's state is unknown, expired, already used, or of another
+    /// provider: there is no known place to send the browser back to.
+    case invalidState  // IDENTITY_REASON_INVALID_STATE = 24
+    /// INVALID_ARGUMENT. ExchangeOAuthCode's code is unknown, expired or used, or the verifier
+    /// does not match its challenge.
+    case invalidGrant  // IDENTITY_REASON_INVALID_GRANT = 25
     /// A value this schema does not know; kept as is so that it survives a round trip.
     case unrecognized(Int32)
 
@@ -137,6 +145,9 @@ public enum Auth_Identity_V1_IdentityReason: ProtobufCEnum {
         case 20: self = .identityAlreadyLinked
         case 21: self = .lastIdentity
         case 22: self = .identityNotFound
+        case 23: self = .redirectNotAllowed
+        case 24: self = .invalidState
+        case 25: self = .invalidGrant
         default: self = .unrecognized(rawValue)
         }
     }
@@ -166,6 +177,9 @@ public enum Auth_Identity_V1_IdentityReason: ProtobufCEnum {
         case .identityAlreadyLinked: 20
         case .lastIdentity: 21
         case .identityNotFound: 22
+        case .redirectNotAllowed: 23
+        case .invalidState: 24
+        case .invalidGrant: 25
         case .unrecognized(let value): value
         }
     }
@@ -195,6 +209,9 @@ public enum Auth_Identity_V1_IdentityReason: ProtobufCEnum {
         .identityAlreadyLinked,
         .lastIdentity,
         .identityNotFound,
+        .redirectNotAllowed,
+        .invalidState,
+        .invalidGrant,
     ]
 
     // Equal when the numbers are equal, so `.unrecognized(0)` is `.unspecified`.
@@ -1807,6 +1824,538 @@ extension Auth_Identity_V1_SignInWithIDTokenResponse: ProtobufCBridged {
         }
         c.pointee.created = self.created ? 1 : 0
         c.pointee.linked = self.linked ? 1 : 0
+    }
+}
+
+// MARK: - auth.identity.v1.StartOAuthRequest
+
+/// Browser sign-in (docs/identity.md, "Browser sign-in"): starts the authorization-code flow
+/// toward a provider. The state is stored in identity's schema, so any replica finishes it.
+public struct Auth_Identity_V1_StartOAuthRequest: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.StartOAuthRequest"
+
+    public var provider: Auth_Identity_V1_Provider = .unspecified
+    /// Where the app wants the browser back: one of AUTH_OAUTH_REDIRECT_URLS, but for its query.
+    public var redirectTo: String = ""
+    /// the app's PKCE challenge: base64url SHA-256, 43 chars
+    public var codeChallenge: String = ""
+    /// "S256" (the only one)
+    public var codeChallengeMethod: String = ""
+    /// the app's own state, given back as is (at most 512 bytes)
+    public var appState: String = ""
+    /// Set: the flow links the provider to this signed-in user instead of signing in.
+    public var linkUserID: String = ""
+    public var clientIP: String = ""
+
+    public init() {}
+
+    public init(
+        provider: Auth_Identity_V1_Provider = .unspecified,
+        redirectTo: String = "",
+        codeChallenge: String = "",
+        codeChallengeMethod: String = "",
+        appState: String = "",
+        linkUserID: String = "",
+        clientIP: String = ""
+    ) {
+        self.provider = provider
+        self.redirectTo = redirectTo
+        self.codeChallenge = codeChallenge
+        self.codeChallengeMethod = codeChallengeMethod
+        self.appState = appState
+        self.linkUserID = linkUserID
+        self.clientIP = clientIP
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_StartOAuthRequest: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__StartOAuthRequest
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__start_oauth_request__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__start_oauth_request__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__start_oauth_request__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__start_oauth_request__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__start_oauth_request__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(
+            provider: Auth_Identity_V1_Provider(rawValue: Int32(truncatingIfNeeded: c.pointee.provider.rawValue)),
+            redirectTo: try _protobufCString(c.pointee.redirect_to, Self.self, "redirect_to"),
+            codeChallenge: try _protobufCString(c.pointee.code_challenge, Self.self, "code_challenge"),
+            codeChallengeMethod: try _protobufCString(c.pointee.code_challenge_method, Self.self, "code_challenge_method"),
+            appState: try _protobufCString(c.pointee.app_state, Self.self, "app_state"),
+            linkUserID: try _protobufCString(c.pointee.link_user_id, Self.self, "link_user_id"),
+            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip")
+        )
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        c.pointee.provider = .init(rawValue: .init(truncatingIfNeeded: self.provider.rawValue))
+        if !self.redirectTo.isEmpty {
+            c.pointee.redirect_to = try arena.cString(self.redirectTo, Self.self, "redirect_to")
+        }
+        if !self.codeChallenge.isEmpty {
+            c.pointee.code_challenge = try arena.cString(self.codeChallenge, Self.self, "code_challenge")
+        }
+        if !self.codeChallengeMethod.isEmpty {
+            c.pointee.code_challenge_method = try arena.cString(self.codeChallengeMethod, Self.self, "code_challenge_method")
+        }
+        if !self.appState.isEmpty {
+            c.pointee.app_state = try arena.cString(self.appState, Self.self, "app_state")
+        }
+        if !self.linkUserID.isEmpty {
+            c.pointee.link_user_id = try arena.cString(self.linkUserID, Self.self, "link_user_id")
+        }
+        if !self.clientIP.isEmpty {
+            c.pointee.client_ip = try arena.cString(self.clientIP, Self.self, "client_ip")
+        }
+    }
+}
+
+// MARK: - auth.identity.v1.StartOAuthResponse
+
+public struct Auth_Identity_V1_StartOAuthResponse: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.StartOAuthResponse"
+
+    /// the provider's, to open in the browser
+    public var authorizationURL: String = ""
+    /// seconds the flow may take
+    public var expiresIn: Int64 = 0
+
+    public init() {}
+
+    public init(authorizationURL: String = "", expiresIn: Int64 = 0) {
+        self.authorizationURL = authorizationURL
+        self.expiresIn = expiresIn
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_StartOAuthResponse: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__StartOAuthResponse
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__start_oauth_response__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__start_oauth_response__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__start_oauth_response__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__start_oauth_response__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__start_oauth_response__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(
+            authorizationURL: try _protobufCString(c.pointee.authorization_url, Self.self, "authorization_url"),
+            expiresIn: c.pointee.expires_in
+        )
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.authorizationURL.isEmpty {
+            c.pointee.authorization_url = try arena.cString(self.authorizationURL, Self.self, "authorization_url")
+        }
+        c.pointee.expires_in = self.expiresIn
+    }
+}
+
+// MARK: - auth.identity.v1.FinishOAuthRequest
+
+/// The provider's answer, as the browser brought it to the callback (query or Apple's form_post).
+public struct Auth_Identity_V1_FinishOAuthRequest: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.FinishOAuthRequest"
+
+    /// from the callback's path
+    public var provider: Auth_Identity_V1_Provider = .unspecified
+    public var state: String = ""
+    public var code: String = ""
+    /// the provider's refusal (e.g. access_denied)
+    public var error: String = ""
+    public var errorDescription: String = ""
+    /// Apple's form_post `user` (name and email, first consent only)
+    public var userJson: String = ""
+    public var clientIP: String = ""
+
+    public init() {}
+
+    public init(
+        provider: Auth_Identity_V1_Provider = .unspecified,
+        state: String = "",
+        code: String = "",
+        error: String = "",
+        errorDescription: String = "",
+        userJson: String = "",
+        clientIP: String = ""
+    ) {
+        self.provider = provider
+        self.state = state
+        self.code = code
+        self.error = error
+        self.errorDescription = errorDescription
+        self.userJson = userJson
+        self.clientIP = clientIP
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_FinishOAuthRequest: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__FinishOAuthRequest
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__finish_oauth_request__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__finish_oauth_request__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__finish_oauth_request__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__finish_oauth_request__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__finish_oauth_request__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(
+            provider: Auth_Identity_V1_Provider(rawValue: Int32(truncatingIfNeeded: c.pointee.provider.rawValue)),
+            state: try _protobufCString(c.pointee.state, Self.self, "state"),
+            code: try _protobufCString(c.pointee.code, Self.self, "code"),
+            error: try _protobufCString(c.pointee.error, Self.self, "error"),
+            errorDescription: try _protobufCString(c.pointee.error_description, Self.self, "error_description"),
+            userJson: try _protobufCString(c.pointee.user_json, Self.self, "user_json"),
+            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip")
+        )
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        c.pointee.provider = .init(rawValue: .init(truncatingIfNeeded: self.provider.rawValue))
+        if !self.state.isEmpty {
+            c.pointee.state = try arena.cString(self.state, Self.self, "state")
+        }
+        if !self.code.isEmpty {
+            c.pointee.code = try arena.cString(self.code, Self.self, "code")
+        }
+        if !self.error.isEmpty {
+            c.pointee.error = try arena.cString(self.error, Self.self, "error")
+        }
+        if !self.errorDescription.isEmpty {
+            c.pointee.error_description = try arena.cString(self.errorDescription, Self.self, "error_description")
+        }
+        if !self.userJson.isEmpty {
+            c.pointee.user_json = try arena.cString(self.userJson, Self.self, "user_json")
+        }
+        if !self.clientIP.isEmpty {
+            c.pointee.client_ip = try arena.cString(self.clientIP, Self.self, "client_ip")
+        }
+    }
+}
+
+// MARK: - auth.identity.v1.FinishOAuthResponse
+
+public struct Auth_Identity_V1_FinishOAuthResponse: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.FinishOAuthResponse"
+
+    /// Where the browser goes next: redirect_to with `code` and `state` (sign-in), `linked` and
+    /// `state` (linking), or `error`, `error_description` and `state`.
+    public var redirectURL: String = ""
+    /// "signed_in", "linked", or the OAuth error sent to the app ("access_denied",
+    /// "temporarily_unavailable", "server_error"): for the gateway's log and metrics.
+    public var outcome: String = ""
+
+    public init() {}
+
+    public init(redirectURL: String = "", outcome: String = "") {
+        self.redirectURL = redirectURL
+        self.outcome = outcome
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_FinishOAuthResponse: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__FinishOAuthResponse
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__finish_oauth_response__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__finish_oauth_response__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__finish_oauth_response__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__finish_oauth_response__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__finish_oauth_response__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(
+            redirectURL: try _protobufCString(c.pointee.redirect_url, Self.self, "redirect_url"),
+            outcome: try _protobufCString(c.pointee.outcome, Self.self, "outcome")
+        )
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.redirectURL.isEmpty {
+            c.pointee.redirect_url = try arena.cString(self.redirectURL, Self.self, "redirect_url")
+        }
+        if !self.outcome.isEmpty {
+            c.pointee.outcome = try arena.cString(self.outcome, Self.self, "outcome")
+        }
+    }
+}
+
+// MARK: - auth.identity.v1.ExchangeOAuthCodeRequest
+
+/// The app's one-time code from FinishOAuth's redirect with its PKCE verifier.
+public struct Auth_Identity_V1_ExchangeOAuthCodeRequest: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.ExchangeOAuthCodeRequest"
+
+    public var code: String = ""
+    public var codeVerifier: String = ""
+    public var clientIP: String = ""
+
+    public init() {}
+
+    public init(code: String = "", codeVerifier: String = "", clientIP: String = "") {
+        self.code = code
+        self.codeVerifier = codeVerifier
+        self.clientIP = clientIP
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_ExchangeOAuthCodeRequest: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__ExchangeOAuthCodeRequest
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__exchange_oauth_code_request__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__exchange_oauth_code_request__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__exchange_oauth_code_request__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__exchange_oauth_code_request__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__exchange_oauth_code_request__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(
+            code: try _protobufCString(c.pointee.code, Self.self, "code"),
+            codeVerifier: try _protobufCString(c.pointee.code_verifier, Self.self, "code_verifier"),
+            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip")
+        )
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.code.isEmpty {
+            c.pointee.code = try arena.cString(self.code, Self.self, "code")
+        }
+        if !self.codeVerifier.isEmpty {
+            c.pointee.code_verifier = try arena.cString(self.codeVerifier, Self.self, "code_verifier")
+        }
+        if !self.clientIP.isEmpty {
+            c.pointee.client_ip = try arena.cString(self.clientIP, Self.self, "client_ip")
+        }
+    }
+}
+
+// MARK: - auth.identity.v1.ExchangeOAuthCodeResponse
+
+public struct Auth_Identity_V1_ExchangeOAuthCodeResponse: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.ExchangeOAuthCodeResponse"
+
+    public var user: Auth_Identity_V1_User? = nil
+    public var created: Bool = false
+    public var provider: Auth_Identity_V1_Provider = .unspecified
+
+    public init() {}
+
+    public init(
+        user: Auth_Identity_V1_User? = nil,
+        created: Bool = false,
+        provider: Auth_Identity_V1_Provider = .unspecified
+    ) {
+        self.user = user
+        self.created = created
+        self.provider = provider
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_ExchangeOAuthCodeResponse: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__ExchangeOAuthCodeResponse
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__exchange_oauth_code_response__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__exchange_oauth_code_response__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__exchange_oauth_code_response__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__exchange_oauth_code_response__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__exchange_oauth_code_response__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(
+            user: try _protobufCOptionalMessage(c.pointee.user, as: Auth_Identity_V1_User.self),
+            created: c.pointee.created != 0,
+            provider: Auth_Identity_V1_Provider(rawValue: Int32(truncatingIfNeeded: c.pointee.provider.rawValue))
+        )
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if let value = self.user {
+            c.pointee.user = try arena.message(value)
+        }
+        c.pointee.created = self.created ? 1 : 0
+        c.pointee.provider = .init(rawValue: .init(truncatingIfNeeded: self.provider.rawValue))
     }
 }
 

@@ -953,6 +953,276 @@ void   auth__identity__v1__sign_in_with_idtoken_response__free_unpacked
   assert(message->base.descriptor == &auth__identity__v1__sign_in_with_idtoken_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   auth__identity__v1__start_oauth_request__init
+                     (Auth__Identity__V1__StartOAuthRequest         *message)
+{
+  static const Auth__Identity__V1__StartOAuthRequest init_value = AUTH__IDENTITY__V1__START_OAUTH_REQUEST__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__start_oauth_request__get_packed_size
+                     (const Auth__Identity__V1__StartOAuthRequest *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__start_oauth_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__start_oauth_request__pack
+                     (const Auth__Identity__V1__StartOAuthRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__start_oauth_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__start_oauth_request__pack_to_buffer
+                     (const Auth__Identity__V1__StartOAuthRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__start_oauth_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__StartOAuthRequest *
+       auth__identity__v1__start_oauth_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__StartOAuthRequest *)
+     protobuf_c_message_unpack (&auth__identity__v1__start_oauth_request__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__start_oauth_request__free_unpacked
+                     (Auth__Identity__V1__StartOAuthRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__start_oauth_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__identity__v1__start_oauth_response__init
+                     (Auth__Identity__V1__StartOAuthResponse         *message)
+{
+  static const Auth__Identity__V1__StartOAuthResponse init_value = AUTH__IDENTITY__V1__START_OAUTH_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__start_oauth_response__get_packed_size
+                     (const Auth__Identity__V1__StartOAuthResponse *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__start_oauth_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__start_oauth_response__pack
+                     (const Auth__Identity__V1__StartOAuthResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__start_oauth_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__start_oauth_response__pack_to_buffer
+                     (const Auth__Identity__V1__StartOAuthResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__start_oauth_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__StartOAuthResponse *
+       auth__identity__v1__start_oauth_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__StartOAuthResponse *)
+     protobuf_c_message_unpack (&auth__identity__v1__start_oauth_response__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__start_oauth_response__free_unpacked
+                     (Auth__Identity__V1__StartOAuthResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__start_oauth_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__identity__v1__finish_oauth_request__init
+                     (Auth__Identity__V1__FinishOAuthRequest         *message)
+{
+  static const Auth__Identity__V1__FinishOAuthRequest init_value = AUTH__IDENTITY__V1__FINISH_OAUTH_REQUEST__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__finish_oauth_request__get_packed_size
+                     (const Auth__Identity__V1__FinishOAuthRequest *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__finish_oauth_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__finish_oauth_request__pack
+                     (const Auth__Identity__V1__FinishOAuthRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__finish_oauth_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__finish_oauth_request__pack_to_buffer
+                     (const Auth__Identity__V1__FinishOAuthRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__finish_oauth_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__FinishOAuthRequest *
+       auth__identity__v1__finish_oauth_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__FinishOAuthRequest *)
+     protobuf_c_message_unpack (&auth__identity__v1__finish_oauth_request__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__finish_oauth_request__free_unpacked
+                     (Auth__Identity__V1__FinishOAuthRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__finish_oauth_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__identity__v1__finish_oauth_response__init
+                     (Auth__Identity__V1__FinishOAuthResponse         *message)
+{
+  static const Auth__Identity__V1__FinishOAuthResponse init_value = AUTH__IDENTITY__V1__FINISH_OAUTH_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__finish_oauth_response__get_packed_size
+                     (const Auth__Identity__V1__FinishOAuthResponse *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__finish_oauth_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__finish_oauth_response__pack
+                     (const Auth__Identity__V1__FinishOAuthResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__finish_oauth_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__finish_oauth_response__pack_to_buffer
+                     (const Auth__Identity__V1__FinishOAuthResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__finish_oauth_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__FinishOAuthResponse *
+       auth__identity__v1__finish_oauth_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__FinishOAuthResponse *)
+     protobuf_c_message_unpack (&auth__identity__v1__finish_oauth_response__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__finish_oauth_response__free_unpacked
+                     (Auth__Identity__V1__FinishOAuthResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__finish_oauth_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__identity__v1__exchange_oauth_code_request__init
+                     (Auth__Identity__V1__ExchangeOAuthCodeRequest         *message)
+{
+  static const Auth__Identity__V1__ExchangeOAuthCodeRequest init_value = AUTH__IDENTITY__V1__EXCHANGE_OAUTH_CODE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__exchange_oauth_code_request__get_packed_size
+                     (const Auth__Identity__V1__ExchangeOAuthCodeRequest *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__exchange_oauth_code_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__exchange_oauth_code_request__pack
+                     (const Auth__Identity__V1__ExchangeOAuthCodeRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__exchange_oauth_code_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__exchange_oauth_code_request__pack_to_buffer
+                     (const Auth__Identity__V1__ExchangeOAuthCodeRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__exchange_oauth_code_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__ExchangeOAuthCodeRequest *
+       auth__identity__v1__exchange_oauth_code_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__ExchangeOAuthCodeRequest *)
+     protobuf_c_message_unpack (&auth__identity__v1__exchange_oauth_code_request__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__exchange_oauth_code_request__free_unpacked
+                     (Auth__Identity__V1__ExchangeOAuthCodeRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__exchange_oauth_code_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__identity__v1__exchange_oauth_code_response__init
+                     (Auth__Identity__V1__ExchangeOAuthCodeResponse         *message)
+{
+  static const Auth__Identity__V1__ExchangeOAuthCodeResponse init_value = AUTH__IDENTITY__V1__EXCHANGE_OAUTH_CODE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__exchange_oauth_code_response__get_packed_size
+                     (const Auth__Identity__V1__ExchangeOAuthCodeResponse *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__exchange_oauth_code_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__exchange_oauth_code_response__pack
+                     (const Auth__Identity__V1__ExchangeOAuthCodeResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__exchange_oauth_code_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__exchange_oauth_code_response__pack_to_buffer
+                     (const Auth__Identity__V1__ExchangeOAuthCodeResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__exchange_oauth_code_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__ExchangeOAuthCodeResponse *
+       auth__identity__v1__exchange_oauth_code_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__ExchangeOAuthCodeResponse *)
+     protobuf_c_message_unpack (&auth__identity__v1__exchange_oauth_code_response__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__exchange_oauth_code_response__free_unpacked
+                     (Auth__Identity__V1__ExchangeOAuthCodeResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__exchange_oauth_code_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   auth__identity__v1__string_value__init
                      (Auth__Identity__V1__StringValue         *message)
 {
@@ -2977,6 +3247,468 @@ const ProtobufCMessageDescriptor auth__identity__v1__sign_in_with_idtoken_respon
   (ProtobufCMessageInit) auth__identity__v1__sign_in_with_idtoken_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor auth__identity__v1__start_oauth_request__field_descriptors[7] =
+{
+  {
+    "provider",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__StartOAuthRequest, provider),
+    &auth__identity__v1__provider__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "redirect_to",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__StartOAuthRequest, redirect_to),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "code_challenge",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__StartOAuthRequest, code_challenge),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "code_challenge_method",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__StartOAuthRequest, code_challenge_method),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "app_state",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__StartOAuthRequest, app_state),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "link_user_id",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__StartOAuthRequest, link_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "client_ip",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__StartOAuthRequest, client_ip),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__identity__v1__start_oauth_request__field_indices_by_name[] = {
+  4,   /* field[4] = app_state */
+  6,   /* field[6] = client_ip */
+  2,   /* field[2] = code_challenge */
+  3,   /* field[3] = code_challenge_method */
+  5,   /* field[5] = link_user_id */
+  0,   /* field[0] = provider */
+  1,   /* field[1] = redirect_to */
+};
+static const ProtobufCIntRange auth__identity__v1__start_oauth_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor auth__identity__v1__start_oauth_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.StartOAuthRequest",
+  "StartOAuthRequest",
+  "Auth__Identity__V1__StartOAuthRequest",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__StartOAuthRequest),
+  7,
+  auth__identity__v1__start_oauth_request__field_descriptors,
+  auth__identity__v1__start_oauth_request__field_indices_by_name,
+  1,  auth__identity__v1__start_oauth_request__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__start_oauth_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__identity__v1__start_oauth_response__field_descriptors[2] =
+{
+  {
+    "authorization_url",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__StartOAuthResponse, authorization_url),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expires_in",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__StartOAuthResponse, expires_in),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__identity__v1__start_oauth_response__field_indices_by_name[] = {
+  0,   /* field[0] = authorization_url */
+  1,   /* field[1] = expires_in */
+};
+static const ProtobufCIntRange auth__identity__v1__start_oauth_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor auth__identity__v1__start_oauth_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.StartOAuthResponse",
+  "StartOAuthResponse",
+  "Auth__Identity__V1__StartOAuthResponse",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__StartOAuthResponse),
+  2,
+  auth__identity__v1__start_oauth_response__field_descriptors,
+  auth__identity__v1__start_oauth_response__field_indices_by_name,
+  1,  auth__identity__v1__start_oauth_response__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__start_oauth_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__identity__v1__finish_oauth_request__field_descriptors[7] =
+{
+  {
+    "provider",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__FinishOAuthRequest, provider),
+    &auth__identity__v1__provider__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "state",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__FinishOAuthRequest, state),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "code",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__FinishOAuthRequest, code),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "error",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__FinishOAuthRequest, error),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "error_description",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__FinishOAuthRequest, error_description),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_json",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__FinishOAuthRequest, user_json),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "client_ip",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__FinishOAuthRequest, client_ip),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__identity__v1__finish_oauth_request__field_indices_by_name[] = {
+  6,   /* field[6] = client_ip */
+  2,   /* field[2] = code */
+  3,   /* field[3] = error */
+  4,   /* field[4] = error_description */
+  0,   /* field[0] = provider */
+  1,   /* field[1] = state */
+  5,   /* field[5] = user_json */
+};
+static const ProtobufCIntRange auth__identity__v1__finish_oauth_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor auth__identity__v1__finish_oauth_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.FinishOAuthRequest",
+  "FinishOAuthRequest",
+  "Auth__Identity__V1__FinishOAuthRequest",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__FinishOAuthRequest),
+  7,
+  auth__identity__v1__finish_oauth_request__field_descriptors,
+  auth__identity__v1__finish_oauth_request__field_indices_by_name,
+  1,  auth__identity__v1__finish_oauth_request__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__finish_oauth_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__identity__v1__finish_oauth_response__field_descriptors[2] =
+{
+  {
+    "redirect_url",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__FinishOAuthResponse, redirect_url),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "outcome",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__FinishOAuthResponse, outcome),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__identity__v1__finish_oauth_response__field_indices_by_name[] = {
+  1,   /* field[1] = outcome */
+  0,   /* field[0] = redirect_url */
+};
+static const ProtobufCIntRange auth__identity__v1__finish_oauth_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor auth__identity__v1__finish_oauth_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.FinishOAuthResponse",
+  "FinishOAuthResponse",
+  "Auth__Identity__V1__FinishOAuthResponse",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__FinishOAuthResponse),
+  2,
+  auth__identity__v1__finish_oauth_response__field_descriptors,
+  auth__identity__v1__finish_oauth_response__field_indices_by_name,
+  1,  auth__identity__v1__finish_oauth_response__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__finish_oauth_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__identity__v1__exchange_oauth_code_request__field_descriptors[3] =
+{
+  {
+    "code",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ExchangeOAuthCodeRequest, code),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "code_verifier",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ExchangeOAuthCodeRequest, code_verifier),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "client_ip",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ExchangeOAuthCodeRequest, client_ip),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__identity__v1__exchange_oauth_code_request__field_indices_by_name[] = {
+  2,   /* field[2] = client_ip */
+  0,   /* field[0] = code */
+  1,   /* field[1] = code_verifier */
+};
+static const ProtobufCIntRange auth__identity__v1__exchange_oauth_code_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor auth__identity__v1__exchange_oauth_code_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.ExchangeOAuthCodeRequest",
+  "ExchangeOAuthCodeRequest",
+  "Auth__Identity__V1__ExchangeOAuthCodeRequest",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__ExchangeOAuthCodeRequest),
+  3,
+  auth__identity__v1__exchange_oauth_code_request__field_descriptors,
+  auth__identity__v1__exchange_oauth_code_request__field_indices_by_name,
+  1,  auth__identity__v1__exchange_oauth_code_request__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__exchange_oauth_code_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__identity__v1__exchange_oauth_code_response__field_descriptors[3] =
+{
+  {
+    "user",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ExchangeOAuthCodeResponse, user),
+    &auth__identity__v1__user__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "created",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ExchangeOAuthCodeResponse, created),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "provider",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ExchangeOAuthCodeResponse, provider),
+    &auth__identity__v1__provider__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__identity__v1__exchange_oauth_code_response__field_indices_by_name[] = {
+  1,   /* field[1] = created */
+  2,   /* field[2] = provider */
+  0,   /* field[0] = user */
+};
+static const ProtobufCIntRange auth__identity__v1__exchange_oauth_code_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor auth__identity__v1__exchange_oauth_code_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.ExchangeOAuthCodeResponse",
+  "ExchangeOAuthCodeResponse",
+  "Auth__Identity__V1__ExchangeOAuthCodeResponse",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__ExchangeOAuthCodeResponse),
+  3,
+  auth__identity__v1__exchange_oauth_code_response__field_descriptors,
+  auth__identity__v1__exchange_oauth_code_response__field_indices_by_name,
+  1,  auth__identity__v1__exchange_oauth_code_response__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__exchange_oauth_code_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor auth__identity__v1__string_value__field_descriptors[1] =
 {
   {
@@ -3836,7 +4568,7 @@ const ProtobufCEnumDescriptor auth__identity__v1__provider__descriptor =
   auth__identity__v1__provider__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue auth__identity__v1__identity_reason__enum_values_by_number[23] =
+static const ProtobufCEnumValue auth__identity__v1__identity_reason__enum_values_by_number[26] =
 {
   { "IDENTITY_REASON_UNSPECIFIED", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_UNSPECIFIED", 0 },
   { "IDENTITY_REASON_INVALID_ARGUMENT", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_ARGUMENT", 1 },
@@ -3861,11 +4593,14 @@ static const ProtobufCEnumValue auth__identity__v1__identity_reason__enum_values
   { "IDENTITY_REASON_IDENTITY_ALREADY_LINKED", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_IDENTITY_ALREADY_LINKED", 20 },
   { "IDENTITY_REASON_LAST_IDENTITY", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_LAST_IDENTITY", 21 },
   { "IDENTITY_REASON_IDENTITY_NOT_FOUND", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_IDENTITY_NOT_FOUND", 22 },
+  { "IDENTITY_REASON_REDIRECT_NOT_ALLOWED", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_REDIRECT_NOT_ALLOWED", 23 },
+  { "IDENTITY_REASON_INVALID_STATE", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_STATE", 24 },
+  { "IDENTITY_REASON_INVALID_GRANT", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_GRANT", 25 },
 };
 static const ProtobufCIntRange auth__identity__v1__identity_reason__value_ranges[] = {
-{0, 0},{0, 23}
+{0, 0},{0, 26}
 };
-static const ProtobufCEnumValueIndex auth__identity__v1__identity_reason__enum_values_by_name[23] =
+static const ProtobufCEnumValueIndex auth__identity__v1__identity_reason__enum_values_by_name[26] =
 {
   { "IDENTITY_REASON_CANCELLED", 18 },
   { "IDENTITY_REASON_DEADLINE_EXCEEDED", 17 },
@@ -3879,12 +4614,15 @@ static const ProtobufCEnumValueIndex auth__identity__v1__identity_reason__enum_v
   { "IDENTITY_REASON_INVALID_ARGUMENT", 1 },
   { "IDENTITY_REASON_INVALID_CREDENTIALS", 6 },
   { "IDENTITY_REASON_INVALID_EMAIL", 3 },
+  { "IDENTITY_REASON_INVALID_GRANT", 25 },
   { "IDENTITY_REASON_INVALID_ID_TOKEN", 10 },
   { "IDENTITY_REASON_INVALID_NONCE", 13 },
   { "IDENTITY_REASON_INVALID_PHONE", 2 },
+  { "IDENTITY_REASON_INVALID_STATE", 24 },
   { "IDENTITY_REASON_LAST_IDENTITY", 21 },
   { "IDENTITY_REASON_PROVIDER_NOT_ENABLED", 14 },
   { "IDENTITY_REASON_PROVIDER_UNAVAILABLE", 15 },
+  { "IDENTITY_REASON_REDIRECT_NOT_ALLOWED", 23 },
   { "IDENTITY_REASON_TOO_MANY_ATTEMPTS", 7 },
   { "IDENTITY_REASON_UNAVAILABLE", 16 },
   { "IDENTITY_REASON_UNSPECIFIED", 0 },
@@ -3898,15 +4636,15 @@ const ProtobufCEnumDescriptor auth__identity__v1__identity_reason__descriptor =
   "IdentityReason",
   "Auth__Identity__V1__IdentityReason",
   "auth.identity.v1",
-  23,
+  26,
   auth__identity__v1__identity_reason__enum_values_by_number,
-  23,
+  26,
   auth__identity__v1__identity_reason__enum_values_by_name,
   1,
   auth__identity__v1__identity_reason__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_descriptors[18] =
+static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_descriptors[21] =
 {
   { "GetUser", &auth__identity__v1__get_user_request__descriptor, &auth__identity__v1__get_user_response__descriptor },
   { "GetUserByPhone", &auth__identity__v1__get_user_by_phone_request__descriptor, &auth__identity__v1__get_user_response__descriptor },
@@ -3919,6 +4657,9 @@ static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_desc
   { "SignUp", &auth__identity__v1__sign_up_request__descriptor, &auth__identity__v1__sign_up_response__descriptor },
   { "SignInWithPassword", &auth__identity__v1__sign_in_with_password_request__descriptor, &auth__identity__v1__sign_in_with_password_response__descriptor },
   { "SignInWithIDToken", &auth__identity__v1__sign_in_with_idtoken_request__descriptor, &auth__identity__v1__sign_in_with_idtoken_response__descriptor },
+  { "StartOAuth", &auth__identity__v1__start_oauth_request__descriptor, &auth__identity__v1__start_oauth_response__descriptor },
+  { "FinishOAuth", &auth__identity__v1__finish_oauth_request__descriptor, &auth__identity__v1__finish_oauth_response__descriptor },
+  { "ExchangeOAuthCode", &auth__identity__v1__exchange_oauth_code_request__descriptor, &auth__identity__v1__exchange_oauth_code_response__descriptor },
   { "UpdateProfile", &auth__identity__v1__update_profile_request__descriptor, &auth__identity__v1__update_profile_response__descriptor },
   { "ResetPassword", &auth__identity__v1__reset_password_request__descriptor, &auth__identity__v1__reset_password_response__descriptor },
   { "ChangePassword", &auth__identity__v1__change_password_request__descriptor, &auth__identity__v1__change_password_response__descriptor },
@@ -3928,24 +4669,27 @@ static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_desc
   { "UnlockPassword", &auth__identity__v1__unlock_password_request__descriptor, &auth__identity__v1__unlock_password_response__descriptor },
 };
 const unsigned auth__identity__v1__identity__method_indices_by_name[] = {
-  13,        /* ChangePassword */
+  16,        /* ChangePassword */
   6,        /* ContactExists */
-  15,        /* DeleteUser */
+  18,        /* DeleteUser */
+  13,        /* ExchangeOAuthCode */
   7,        /* FindOrCreateByContact */
+  12,        /* FinishOAuth */
   0,        /* GetUser */
   5,        /* GetUserByEmail */
   1,        /* GetUserByPhone */
   3,        /* LinkProvider */
-  16,        /* ListAuditEvents */
+  19,        /* ListAuditEvents */
   2,        /* ListIdentities */
-  12,        /* ResetPassword */
+  15,        /* ResetPassword */
   10,        /* SignInWithIDToken */
   9,        /* SignInWithPassword */
   8,        /* SignUp */
+  11,        /* StartOAuth */
   4,        /* UnlinkProvider */
-  17,        /* UnlockPassword */
-  11,        /* UpdateProfile */
-  14         /* ValidatePassword */
+  20,        /* UnlockPassword */
+  14,        /* UpdateProfile */
+  17         /* ValidatePassword */
 };
 const ProtobufCServiceDescriptor auth__identity__v1__identity__descriptor =
 {
@@ -3954,7 +4698,7 @@ const ProtobufCServiceDescriptor auth__identity__v1__identity__descriptor =
   "Identity",
   "Auth__Identity__V1__Identity",
   "auth.identity.v1",
-  18,
+  21,
   auth__identity__v1__identity__method_descriptors,
   auth__identity__v1__identity__method_indices_by_name
 };
@@ -4046,13 +4790,37 @@ void auth__identity__v1__identity__sign_in_with_idtoken(ProtobufCService *servic
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
   service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void auth__identity__v1__identity__start_oauth(ProtobufCService *service,
+                                               const Auth__Identity__V1__StartOAuthRequest *input,
+                                               Auth__Identity__V1__StartOAuthResponse_Closure closure,
+                                               void *closure_data)
+{
+  assert(service->descriptor == &auth__identity__v1__identity__descriptor);
+  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void auth__identity__v1__identity__finish_oauth(ProtobufCService *service,
+                                                const Auth__Identity__V1__FinishOAuthRequest *input,
+                                                Auth__Identity__V1__FinishOAuthResponse_Closure closure,
+                                                void *closure_data)
+{
+  assert(service->descriptor == &auth__identity__v1__identity__descriptor);
+  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void auth__identity__v1__identity__exchange_oauth_code(ProtobufCService *service,
+                                                       const Auth__Identity__V1__ExchangeOAuthCodeRequest *input,
+                                                       Auth__Identity__V1__ExchangeOAuthCodeResponse_Closure closure,
+                                                       void *closure_data)
+{
+  assert(service->descriptor == &auth__identity__v1__identity__descriptor);
+  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void auth__identity__v1__identity__update_profile(ProtobufCService *service,
                                                   const Auth__Identity__V1__UpdateProfileRequest *input,
                                                   Auth__Identity__V1__UpdateProfileResponse_Closure closure,
                                                   void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__reset_password(ProtobufCService *service,
                                                   const Auth__Identity__V1__ResetPasswordRequest *input,
@@ -4060,7 +4828,7 @@ void auth__identity__v1__identity__reset_password(ProtobufCService *service,
                                                   void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__change_password(ProtobufCService *service,
                                                    const Auth__Identity__V1__ChangePasswordRequest *input,
@@ -4068,7 +4836,7 @@ void auth__identity__v1__identity__change_password(ProtobufCService *service,
                                                    void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__validate_password(ProtobufCService *service,
                                                      const Auth__Identity__V1__ValidatePasswordRequest *input,
@@ -4076,7 +4844,7 @@ void auth__identity__v1__identity__validate_password(ProtobufCService *service,
                                                      void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__delete_user(ProtobufCService *service,
                                                const Auth__Identity__V1__DeleteUserRequest *input,
@@ -4084,7 +4852,7 @@ void auth__identity__v1__identity__delete_user(ProtobufCService *service,
                                                void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 18, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__list_audit_events(ProtobufCService *service,
                                                      const Auth__Identity__V1__ListAuditEventsRequest *input,
@@ -4092,7 +4860,7 @@ void auth__identity__v1__identity__list_audit_events(ProtobufCService *service,
                                                      void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 19, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__unlock_password(ProtobufCService *service,
                                                    const Auth__Identity__V1__UnlockPasswordRequest *input,
@@ -4100,7 +4868,7 @@ void auth__identity__v1__identity__unlock_password(ProtobufCService *service,
                                                    void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 20, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__init (Auth__Identity__V1__Identity_Service *service,
                                          Auth__Identity__V1__Identity_ServiceDestroy destroy)

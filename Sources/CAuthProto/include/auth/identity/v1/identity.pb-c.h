@@ -37,6 +37,12 @@ typedef struct Auth__Identity__V1__LinkProviderRequest Auth__Identity__V1__LinkP
 typedef struct Auth__Identity__V1__UnlinkProviderRequest Auth__Identity__V1__UnlinkProviderRequest;
 typedef struct Auth__Identity__V1__UnlinkProviderResponse Auth__Identity__V1__UnlinkProviderResponse;
 typedef struct Auth__Identity__V1__SignInWithIDTokenResponse Auth__Identity__V1__SignInWithIDTokenResponse;
+typedef struct Auth__Identity__V1__StartOAuthRequest Auth__Identity__V1__StartOAuthRequest;
+typedef struct Auth__Identity__V1__StartOAuthResponse Auth__Identity__V1__StartOAuthResponse;
+typedef struct Auth__Identity__V1__FinishOAuthRequest Auth__Identity__V1__FinishOAuthRequest;
+typedef struct Auth__Identity__V1__FinishOAuthResponse Auth__Identity__V1__FinishOAuthResponse;
+typedef struct Auth__Identity__V1__ExchangeOAuthCodeRequest Auth__Identity__V1__ExchangeOAuthCodeRequest;
+typedef struct Auth__Identity__V1__ExchangeOAuthCodeResponse Auth__Identity__V1__ExchangeOAuthCodeResponse;
 typedef struct Auth__Identity__V1__StringValue Auth__Identity__V1__StringValue;
 typedef struct Auth__Identity__V1__BoolValue Auth__Identity__V1__BoolValue;
 typedef struct Auth__Identity__V1__UpdateProfileRequest Auth__Identity__V1__UpdateProfileRequest;
@@ -164,7 +170,21 @@ typedef enum _Auth__Identity__V1__IdentityReason {
   /*
    * NOT_FOUND. No identity of that provider is linked to the account.
    */
-  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_IDENTITY_NOT_FOUND = 22
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_IDENTITY_NOT_FOUND = 22,
+  /*
+   * INVALID_ARGUMENT. StartOAuth's redirect_to is not on AUTH_OAUTH_REDIRECT_URLS.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_REDIRECT_NOT_ALLOWED = 23,
+  /*
+   * INVALID_ARGUMENT. FinishOAuth's state is unknown, expired, already used, or of another
+   * provider: there is no known place to send the browser back to.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_STATE = 24,
+  /*
+   * INVALID_ARGUMENT. ExchangeOAuthCode's code is unknown, expired or used, or the verifier
+   * does not match its challenge.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_GRANT = 25
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUTH__IDENTITY__V1__IDENTITY_REASON)
 } Auth__Identity__V1__IdentityReason;
 
@@ -489,6 +509,132 @@ struct  Auth__Identity__V1__SignInWithIDTokenResponse
 #define AUTH__IDENTITY__V1__SIGN_IN_WITH_IDTOKEN_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__sign_in_with_idtoken_response__descriptor) \
     , NULL, 0, 0 }
+
+
+/*
+ * Browser sign-in (docs/identity.md, "Browser sign-in"): starts the authorization-code flow
+ * toward a provider. The state is stored in identity's schema, so any replica finishes it.
+ */
+struct  Auth__Identity__V1__StartOAuthRequest
+{
+  ProtobufCMessage base;
+  Auth__Identity__V1__Provider provider;
+  /*
+   * Where the app wants the browser back: one of AUTH_OAUTH_REDIRECT_URLS, but for its query.
+   */
+  char *redirect_to;
+  /*
+   * the app's PKCE challenge: base64url SHA-256, 43 chars
+   */
+  char *code_challenge;
+  /*
+   * "S256" (the only one)
+   */
+  char *code_challenge_method;
+  /*
+   * the app's own state, given back as is (at most 512 bytes)
+   */
+  char *app_state;
+  /*
+   * Set: the flow links the provider to this signed-in user instead of signing in.
+   */
+  char *link_user_id;
+  char *client_ip;
+};
+#define AUTH__IDENTITY__V1__START_OAUTH_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__start_oauth_request__descriptor) \
+    , AUTH__IDENTITY__V1__PROVIDER__PROVIDER_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Auth__Identity__V1__StartOAuthResponse
+{
+  ProtobufCMessage base;
+  /*
+   * the provider's, to open in the browser
+   */
+  char *authorization_url;
+  /*
+   * seconds the flow may take
+   */
+  int64_t expires_in;
+};
+#define AUTH__IDENTITY__V1__START_OAUTH_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__start_oauth_response__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * The provider's answer, as the browser brought it to the callback (query or Apple's form_post).
+ */
+struct  Auth__Identity__V1__FinishOAuthRequest
+{
+  ProtobufCMessage base;
+  /*
+   * from the callback's path
+   */
+  Auth__Identity__V1__Provider provider;
+  char *state;
+  char *code;
+  /*
+   * the provider's refusal (e.g. access_denied)
+   */
+  char *error;
+  char *error_description;
+  /*
+   * Apple's form_post `user` (name and email, first consent only)
+   */
+  char *user_json;
+  char *client_ip;
+};
+#define AUTH__IDENTITY__V1__FINISH_OAUTH_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__finish_oauth_request__descriptor) \
+    , AUTH__IDENTITY__V1__PROVIDER__PROVIDER_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Auth__Identity__V1__FinishOAuthResponse
+{
+  ProtobufCMessage base;
+  /*
+   * Where the browser goes next: redirect_to with `code` and `state` (sign-in), `linked` and
+   * `state` (linking), or `error`, `error_description` and `state`.
+   */
+  char *redirect_url;
+  /*
+   * "signed_in", "linked", or the OAuth error sent to the app ("access_denied",
+   * "temporarily_unavailable", "server_error"): for the gateway's log and metrics.
+   */
+  char *outcome;
+};
+#define AUTH__IDENTITY__V1__FINISH_OAUTH_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__finish_oauth_response__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * The app's one-time code from FinishOAuth's redirect with its PKCE verifier.
+ */
+struct  Auth__Identity__V1__ExchangeOAuthCodeRequest
+{
+  ProtobufCMessage base;
+  char *code;
+  char *code_verifier;
+  char *client_ip;
+};
+#define AUTH__IDENTITY__V1__EXCHANGE_OAUTH_CODE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__exchange_oauth_code_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Auth__Identity__V1__ExchangeOAuthCodeResponse
+{
+  ProtobufCMessage base;
+  Auth__Identity__V1__User *user;
+  protobuf_c_boolean created;
+  Auth__Identity__V1__Provider provider;
+};
+#define AUTH__IDENTITY__V1__EXCHANGE_OAUTH_CODE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__exchange_oauth_code_response__descriptor) \
+    , NULL, 0, AUTH__IDENTITY__V1__PROVIDER__PROVIDER_UNSPECIFIED }
 
 
 /*
@@ -1117,6 +1263,120 @@ Auth__Identity__V1__SignInWithIDTokenResponse *
 void   auth__identity__v1__sign_in_with_idtoken_response__free_unpacked
                      (Auth__Identity__V1__SignInWithIDTokenResponse *message,
                       ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__StartOAuthRequest methods */
+void   auth__identity__v1__start_oauth_request__init
+                     (Auth__Identity__V1__StartOAuthRequest         *message);
+size_t auth__identity__v1__start_oauth_request__get_packed_size
+                     (const Auth__Identity__V1__StartOAuthRequest   *message);
+size_t auth__identity__v1__start_oauth_request__pack
+                     (const Auth__Identity__V1__StartOAuthRequest   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__start_oauth_request__pack_to_buffer
+                     (const Auth__Identity__V1__StartOAuthRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__StartOAuthRequest *
+       auth__identity__v1__start_oauth_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__start_oauth_request__free_unpacked
+                     (Auth__Identity__V1__StartOAuthRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__StartOAuthResponse methods */
+void   auth__identity__v1__start_oauth_response__init
+                     (Auth__Identity__V1__StartOAuthResponse         *message);
+size_t auth__identity__v1__start_oauth_response__get_packed_size
+                     (const Auth__Identity__V1__StartOAuthResponse   *message);
+size_t auth__identity__v1__start_oauth_response__pack
+                     (const Auth__Identity__V1__StartOAuthResponse   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__start_oauth_response__pack_to_buffer
+                     (const Auth__Identity__V1__StartOAuthResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__StartOAuthResponse *
+       auth__identity__v1__start_oauth_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__start_oauth_response__free_unpacked
+                     (Auth__Identity__V1__StartOAuthResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__FinishOAuthRequest methods */
+void   auth__identity__v1__finish_oauth_request__init
+                     (Auth__Identity__V1__FinishOAuthRequest         *message);
+size_t auth__identity__v1__finish_oauth_request__get_packed_size
+                     (const Auth__Identity__V1__FinishOAuthRequest   *message);
+size_t auth__identity__v1__finish_oauth_request__pack
+                     (const Auth__Identity__V1__FinishOAuthRequest   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__finish_oauth_request__pack_to_buffer
+                     (const Auth__Identity__V1__FinishOAuthRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__FinishOAuthRequest *
+       auth__identity__v1__finish_oauth_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__finish_oauth_request__free_unpacked
+                     (Auth__Identity__V1__FinishOAuthRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__FinishOAuthResponse methods */
+void   auth__identity__v1__finish_oauth_response__init
+                     (Auth__Identity__V1__FinishOAuthResponse         *message);
+size_t auth__identity__v1__finish_oauth_response__get_packed_size
+                     (const Auth__Identity__V1__FinishOAuthResponse   *message);
+size_t auth__identity__v1__finish_oauth_response__pack
+                     (const Auth__Identity__V1__FinishOAuthResponse   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__finish_oauth_response__pack_to_buffer
+                     (const Auth__Identity__V1__FinishOAuthResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__FinishOAuthResponse *
+       auth__identity__v1__finish_oauth_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__finish_oauth_response__free_unpacked
+                     (Auth__Identity__V1__FinishOAuthResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__ExchangeOAuthCodeRequest methods */
+void   auth__identity__v1__exchange_oauth_code_request__init
+                     (Auth__Identity__V1__ExchangeOAuthCodeRequest         *message);
+size_t auth__identity__v1__exchange_oauth_code_request__get_packed_size
+                     (const Auth__Identity__V1__ExchangeOAuthCodeRequest   *message);
+size_t auth__identity__v1__exchange_oauth_code_request__pack
+                     (const Auth__Identity__V1__ExchangeOAuthCodeRequest   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__exchange_oauth_code_request__pack_to_buffer
+                     (const Auth__Identity__V1__ExchangeOAuthCodeRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__ExchangeOAuthCodeRequest *
+       auth__identity__v1__exchange_oauth_code_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__exchange_oauth_code_request__free_unpacked
+                     (Auth__Identity__V1__ExchangeOAuthCodeRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__ExchangeOAuthCodeResponse methods */
+void   auth__identity__v1__exchange_oauth_code_response__init
+                     (Auth__Identity__V1__ExchangeOAuthCodeResponse         *message);
+size_t auth__identity__v1__exchange_oauth_code_response__get_packed_size
+                     (const Auth__Identity__V1__ExchangeOAuthCodeResponse   *message);
+size_t auth__identity__v1__exchange_oauth_code_response__pack
+                     (const Auth__Identity__V1__ExchangeOAuthCodeResponse   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__exchange_oauth_code_response__pack_to_buffer
+                     (const Auth__Identity__V1__ExchangeOAuthCodeResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__ExchangeOAuthCodeResponse *
+       auth__identity__v1__exchange_oauth_code_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__exchange_oauth_code_response__free_unpacked
+                     (Auth__Identity__V1__ExchangeOAuthCodeResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Auth__Identity__V1__StringValue methods */
 void   auth__identity__v1__string_value__init
                      (Auth__Identity__V1__StringValue         *message);
@@ -1505,6 +1765,24 @@ typedef void (*Auth__Identity__V1__UnlinkProviderResponse_Closure)
 typedef void (*Auth__Identity__V1__SignInWithIDTokenResponse_Closure)
                  (const Auth__Identity__V1__SignInWithIDTokenResponse *message,
                   void *closure_data);
+typedef void (*Auth__Identity__V1__StartOAuthRequest_Closure)
+                 (const Auth__Identity__V1__StartOAuthRequest *message,
+                  void *closure_data);
+typedef void (*Auth__Identity__V1__StartOAuthResponse_Closure)
+                 (const Auth__Identity__V1__StartOAuthResponse *message,
+                  void *closure_data);
+typedef void (*Auth__Identity__V1__FinishOAuthRequest_Closure)
+                 (const Auth__Identity__V1__FinishOAuthRequest *message,
+                  void *closure_data);
+typedef void (*Auth__Identity__V1__FinishOAuthResponse_Closure)
+                 (const Auth__Identity__V1__FinishOAuthResponse *message,
+                  void *closure_data);
+typedef void (*Auth__Identity__V1__ExchangeOAuthCodeRequest_Closure)
+                 (const Auth__Identity__V1__ExchangeOAuthCodeRequest *message,
+                  void *closure_data);
+typedef void (*Auth__Identity__V1__ExchangeOAuthCodeResponse_Closure)
+                 (const Auth__Identity__V1__ExchangeOAuthCodeResponse *message,
+                  void *closure_data);
 typedef void (*Auth__Identity__V1__StringValue_Closure)
                  (const Auth__Identity__V1__StringValue *message,
                   void *closure_data);
@@ -1607,6 +1885,18 @@ struct Auth__Identity__V1__Identity_Service
                                const Auth__Identity__V1__SignInWithIDTokenRequest *input,
                                Auth__Identity__V1__SignInWithIDTokenResponse_Closure closure,
                                void *closure_data);
+  void (*start_oauth)(Auth__Identity__V1__Identity_Service *service,
+                      const Auth__Identity__V1__StartOAuthRequest *input,
+                      Auth__Identity__V1__StartOAuthResponse_Closure closure,
+                      void *closure_data);
+  void (*finish_oauth)(Auth__Identity__V1__Identity_Service *service,
+                       const Auth__Identity__V1__FinishOAuthRequest *input,
+                       Auth__Identity__V1__FinishOAuthResponse_Closure closure,
+                       void *closure_data);
+  void (*exchange_oauth_code)(Auth__Identity__V1__Identity_Service *service,
+                              const Auth__Identity__V1__ExchangeOAuthCodeRequest *input,
+                              Auth__Identity__V1__ExchangeOAuthCodeResponse_Closure closure,
+                              void *closure_data);
   void (*update_profile)(Auth__Identity__V1__Identity_Service *service,
                          const Auth__Identity__V1__UpdateProfileRequest *input,
                          Auth__Identity__V1__UpdateProfileResponse_Closure closure,
@@ -1654,6 +1944,9 @@ void auth__identity__v1__identity__init (Auth__Identity__V1__Identity_Service *s
       function_prefix__ ## sign_up,\
       function_prefix__ ## sign_in_with_password,\
       function_prefix__ ## sign_in_with_idtoken,\
+      function_prefix__ ## start_oauth,\
+      function_prefix__ ## finish_oauth,\
+      function_prefix__ ## exchange_oauth_code,\
       function_prefix__ ## update_profile,\
       function_prefix__ ## reset_password,\
       function_prefix__ ## change_password,\
@@ -1705,6 +1998,18 @@ void auth__identity__v1__identity__sign_in_with_idtoken(ProtobufCService *servic
                                                         const Auth__Identity__V1__SignInWithIDTokenRequest *input,
                                                         Auth__Identity__V1__SignInWithIDTokenResponse_Closure closure,
                                                         void *closure_data);
+void auth__identity__v1__identity__start_oauth(ProtobufCService *service,
+                                               const Auth__Identity__V1__StartOAuthRequest *input,
+                                               Auth__Identity__V1__StartOAuthResponse_Closure closure,
+                                               void *closure_data);
+void auth__identity__v1__identity__finish_oauth(ProtobufCService *service,
+                                                const Auth__Identity__V1__FinishOAuthRequest *input,
+                                                Auth__Identity__V1__FinishOAuthResponse_Closure closure,
+                                                void *closure_data);
+void auth__identity__v1__identity__exchange_oauth_code(ProtobufCService *service,
+                                                       const Auth__Identity__V1__ExchangeOAuthCodeRequest *input,
+                                                       Auth__Identity__V1__ExchangeOAuthCodeResponse_Closure closure,
+                                                       void *closure_data);
 void auth__identity__v1__identity__update_profile(ProtobufCService *service,
                                                   const Auth__Identity__V1__UpdateProfileRequest *input,
                                                   Auth__Identity__V1__UpdateProfileResponse_Closure closure,
@@ -1759,6 +2064,12 @@ extern const ProtobufCMessageDescriptor auth__identity__v1__link_provider_reques
 extern const ProtobufCMessageDescriptor auth__identity__v1__unlink_provider_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__unlink_provider_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__sign_in_with_idtoken_response__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__start_oauth_request__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__start_oauth_response__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__finish_oauth_request__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__finish_oauth_response__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__exchange_oauth_code_request__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__exchange_oauth_code_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__string_value__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__bool_value__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__update_profile_request__descriptor;
