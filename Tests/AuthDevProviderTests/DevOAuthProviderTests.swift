@@ -301,7 +301,8 @@ import Foundation
             #expect(answer.status == 302)
             #expect(
                 answer.headers["location"]
-                    == Self.redirectURI + "?error=access_denied&error_description=The%20user%20denied%20the%20request&state=xyz"
+                    == Self.redirectURI
+                    + "?error=access_denied&error_description=The%20user%20denied%20the%20request&state=xyz"
             )
 
             let apple = try await http.authorize(
