@@ -85,6 +85,16 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
         "verification_not_found",
         "This code is no longer valid. Please request a new one."
     )
+    /// 409: another account has proved this phone or email.
+    static func contactTaken(phone: Bool) -> APIError {
+        APIError(
+            .conflict,
+            "contact_taken",
+            phone
+                ? "This phone number is already used by another account."
+                : "This email is already used by another account."
+        )
+    }
     static let sessionNotFound = APIError(.notFound, "session_not_found", "This session was not found.")
     static let invalidCredentials = APIError(.unauthorized, "invalid_credentials", "Invalid email or password")
     static let invalidIDToken = APIError(
@@ -183,6 +193,9 @@ enum ServiceErrorMapping {
                 "last_identity",
                 "This is the only way to sign in to your account. Add another one first."
             )
+        case IdentityReason.contactTaken:
+            // identity's message names the phone or the email, as `contactTaken(phone:)` does.
+            return make(.conflict, "contact_taken", error.message)
         case IdentityReason.redirectNotAllowed:
             return make(
                 .badRequest,

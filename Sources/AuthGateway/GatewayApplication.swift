@@ -136,6 +136,8 @@ public struct GatewayApplication: Sendable {
         router.post("/v1/me/identities", use: routes.linkIdentity)
         router.delete("/v1/me/identities/{provider}", use: routes.unlinkIdentity)
         router.post("/v1/me/identities/{provider}/authorize", use: routes.linkIdentityAuthorize)
+        router.post("/v1/me/contact", use: routes.startContactChange)
+        router.post("/v1/me/contact/verify", use: routes.verifyContactChange)
         router.get("/v1/sessions", use: routes.listSessions)
         router.delete("/v1/sessions/{id}", use: routes.revokeSession)
         router.get("/.well-known/jwks.json", use: routes.jwks)

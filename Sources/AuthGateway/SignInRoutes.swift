@@ -145,6 +145,18 @@ struct GatewayRoutes: Sendable {
         )
     }
 
+    /// A started verification's answer (`/v1/otp/send`, `/v1/me/contact`).
+    static func verificationBody(_ started: Auth_Otp_V1_StartResponse) -> VerificationBody {
+        verificationBody(
+            id: started.verificationID,
+            channel: started.channel,
+            masked: started.maskedDestination,
+            expiresIn: started.expiresIn,
+            resendAfter: started.resendAfter,
+            attemptsRemaining: started.attemptsRemaining
+        )
+    }
+
     // MARK: POST /v1/otp/send
 
     func sendCode(_ request: Request, context: GatewayRequestContext) async throws -> Response {
@@ -194,16 +206,7 @@ struct GatewayRoutes: Sendable {
                 options: options
             )
         }
-        return try JSONResponse.make(
-            Self.verificationBody(
-                id: started.verificationID,
-                channel: started.channel,
-                masked: started.maskedDestination,
-                expiresIn: started.expiresIn,
-                resendAfter: started.resendAfter,
-                attemptsRemaining: started.attemptsRemaining
-            )
-        )
+        return try JSONResponse.make(Self.verificationBody(started))
     }
 
     // MARK: POST /v1/otp/resend

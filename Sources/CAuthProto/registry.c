@@ -27,6 +27,8 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
     &auth__identity__v1__get_user_response__descriptor,
     &auth__identity__v1__contact_exists_request__descriptor,
     &auth__identity__v1__contact_exists_response__descriptor,
+    &auth__identity__v1__change_contact_request__descriptor,
+    &auth__identity__v1__change_contact_response__descriptor,
     &auth__identity__v1__find_or_create_by_contact_request__descriptor,
     &auth__identity__v1__find_or_create_by_contact_response__descriptor,
     &auth__identity__v1__sign_up_request__descriptor,
@@ -67,6 +69,8 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
     &auth__otp__v1__resend_response__descriptor,
     &auth__otp__v1__check_request__descriptor,
     &auth__otp__v1__check_response__descriptor,
+    &auth__otp__v1__send_notice_request__descriptor,
+    &auth__otp__v1__send_notice_response__descriptor,
     &auth__otp__v1__forget_destination_request__descriptor,
     &auth__otp__v1__forget_destination_response__descriptor,
     &auth__otp__v1__unlock_destination_request__descriptor,
@@ -121,6 +125,6 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
 };
 
 const ProtobufCMessageDescriptor *const *auth_proto_message_descriptors(size_t *count) {
-    *count = 103;
+    *count = 107;
     return auth_proto_message_descriptors_list;
 }

@@ -50,6 +50,8 @@ extension ServiceError.Code where Domain == IdentityErrors {
     public static let invalidState = Self(Reason.invalidState, .invalidArgument)
     /// ExchangeOAuthCode's code is unknown, expired or used, or the verifier does not match.
     public static let invalidGrant = Self(Reason.invalidGrant, .invalidArgument)
+    /// Another account has proved this phone or email.
+    public static let contactTaken = Self(Reason.contactTaken, .alreadyExists)
     /// The provider is not configured on this deployment.
     public static let providerNotEnabled = Self(Reason.providerNotEnabled, .failedPrecondition)
     /// The provider's keys could not be fetched; safe to retry.

@@ -179,6 +179,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             startOAuth: .only([CallerName.gateway]),
             finishOAuth: .only([CallerName.gateway]),
             exchangeOAuthCode: .only([CallerName.gateway]),
+            changeContact: .only([CallerName.gateway]),
             updateProfile: .only([CallerName.gateway]),
             resetPassword: .only([CallerName.gateway]),
             changePassword: .only([CallerName.gateway]),
@@ -271,7 +272,56 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             case .email(let email): try await store.user(email: email)
             case nil: nil
             }
-        return Auth_Identity_V1_ContactExistsResponse(exists: user != nil)
+        guard let user else { return Auth_Identity_V1_ContactExistsResponse(exists: false) }
+        let verified =
+            switch contact {
+            case .phone: user.phoneVerified
+            case .email: user.emailVerified
+            case nil: false
+            }
+        return Auth_Identity_V1_ContactExistsResponse(
+            exists: true,
+            verified: verified,
+            userID: user.id.uuidString.lowercased()
+        )
+    }
+
+    /// Sets a phone or email the user has just proved with a `change_contact` code.
+    public func changeContact(
+        request: Auth_Identity_V1_ChangeContactRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_ChangeContactResponse {
+        var validator = FieldValidator()
+        let userID = validator.userID(request.userID)
+        let contact = validator.contact(phone: request.phone, email: request.email)
+        let clientIP = validator.clientIP(request.clientIP, context: context)
+        try validator.check()
+        guard let userID, let contact else { throw IdentityError(.internal, "validated fields missing") }
+        let method =
+            switch contact {
+            case .phone: "phone"
+            case .email: "email"
+            }
+        switch try await store.changeContact(
+            userID: userID,
+            to: contact,
+            audit: audit(.contactChanged, method: method, clientIP, context)
+        ) {
+        case .changed(let user, let previous, let previousVerified):
+            logger.info("Contact changed", metadata: ["user.id": "\(userID)", "identity.method": "\(method)"])
+            return Auth_Identity_V1_ChangeContactResponse(
+                user: user.proto,
+                previous: previous ?? "",
+                previousVerified: previous != nil && previousVerified
+            )
+        case .taken:
+            throw IdentityError(
+                .contactTaken,
+                "This \(method == "phone" ? "phone number" : "email") is already used by another account."
+            )
+        case .noUser:
+            throw Self.notFound
+        }
     }
 
     // MARK: One-time codes

@@ -61,6 +61,11 @@ struct AuditEntry: Sendable {
         /// A code proved a contact that was unverified on an account holding a password: the
         /// password (set by whoever signed up, before anyone proved the contact) was cleared.
         static let passwordCleared = Kind(rawValue: "password_cleared")
+        /// A proved phone or email was set on the account (`method` `phone` or `email`).
+        static let contactChanged = Kind(rawValue: "contact_changed")
+        /// Another account proved the phone or email this account held unverified: it was
+        /// taken off this account.
+        static let contactReleased = Kind(rawValue: "contact_released")
         static let accountDeleted = Kind(rawValue: "account_deleted")
     }
 
@@ -303,6 +308,71 @@ struct UserStore: Sendable {
                 throw IdentityError(.internal, "The user just written is missing.")
             }
             return ContactSignIn(user: user, created: false, passwordCleared: cleared)
+        }
+    }
+
+    /// What ``changeContact(userID:to:audit:)`` did.
+    enum ContactChange: Sendable {
+        case changed(UserRecord, previous: String?, previousVerified: Bool)
+        /// Another account has proved it.
+        case taken
+        case noUser
+    }
+
+    /// Sets a proved phone or email on `userID`, verified (audit `contact_changed`). Another
+    /// account holding it unverified loses it (audit `contact_released` there); one holding it
+    /// verified keeps it: `taken`. Both rows are locked, the holder's first.
+    func changeContact(userID: UUID, to contact: Contact, audit: AuditEntry) async throws -> ContactChange {
+        let (column, verified, value): (String, String, String) =
+            switch contact {
+            case .phone(let phone): ("phone", "phone_verified", phone)
+            case .email(let email): ("email", "email_verified", email)
+            }
+        return try await pool.transaction { connection in
+            if let holder = try connection.execute(
+                """
+                SELECT id, \(identifier: verified) FROM \(schema).users
+                WHERE \(identifier: column) = \(value)::text AND deleted_at IS NULL FOR UPDATE
+                """
+            ).first, try holder[0].uuid != userID {
+                if try holder[1].bool { return .taken }
+                let holderID = try holder[0].uuid
+                try connection.execute(
+                    """
+                    UPDATE \(schema).users SET \(identifier: column) = NULL, \(identifier: verified) = false,
+                        updated_at = \(audit.occurredAt)
+                    WHERE id = \(holderID)
+                    """
+                )
+                var released = audit
+                released.kind = .contactReleased
+                released.userID = holderID
+                try self.insertAudit(released, on: connection)
+            }
+            guard
+                let current = try connection.execute(
+                    """
+                    SELECT \(identifier: column), \(identifier: verified) FROM \(schema).users
+                    WHERE id = \(userID) AND deleted_at IS NULL FOR UPDATE
+                    """
+                ).first
+            else { return .noUser }
+            let previous = try current[0].decode(String?.self)
+            let previousVerified = try current[1].bool
+            try connection.execute(
+                """
+                UPDATE \(schema).users SET \(identifier: column) = \(value)::text, \(identifier: verified) = true,
+                    updated_at = \(audit.occurredAt)
+                WHERE id = \(userID)
+                """
+            )
+            var entry = audit
+            entry.userID = userID
+            try self.insertAudit(entry, on: connection)
+            guard let user = try self.user(id: userID, on: connection) else {
+                throw IdentityError(.internal, "The user just written is missing.")
+            }
+            return .changed(user, previous: previous == value ? nil : previous, previousVerified: previousVerified)
         }
     }
 

@@ -79,6 +79,10 @@ public enum Purpose: String, Sendable {
     case signup
     case verify
     case passwordReset = "password_reset"
+    case changeContact = "change_contact"
+    /// A notice's (SendNotice): never pending, so no code is ever checked against it; not a
+    /// purpose a caller can start.
+    case contactChanged = "contact_changed"
 
     init?(_ proto: Auth_Otp_V1_Purpose) {
         switch proto {
@@ -86,6 +90,7 @@ public enum Purpose: String, Sendable {
         case .signup: self = .signup
         case .verify: self = .verify
         case .passwordReset: self = .passwordReset
+        case .changeContact: self = .changeContact
         default: return nil
         }
     }
@@ -96,6 +101,8 @@ public enum Purpose: String, Sendable {
         case .signup: .signup
         case .verify: .verify
         case .passwordReset: .passwordReset
+        case .changeContact: .changeContact
+        case .contactChanged: .unspecified
         }
     }
 }

@@ -43,6 +43,33 @@ public enum MessageTemplates {
         ),
     ]
 
+    /// A notice's text (no code): that the account's phone number or email was changed.
+    public static func renderContactChanged(channel: Channel, locale: String, appName: String) -> RenderedMessage {
+        let language = String(locale.split(separator: "-").first ?? "en").lowercased()
+        let what = channel == .sms ? "phone number" : "email address"
+        switch language {
+        case "es":
+            let queCosa = channel == .sms ? "número de teléfono" : "correo electrónico"
+            return RenderedMessage(
+                subject: channel == .email ? "Tu correo de \(appName) cambió" : nil,
+                body: "Este \(queCosa) ya no está en tu cuenta de \(appName). Si no fuiste tú, contacta con soporte."
+            )
+        case "hi":
+            let kya = channel == .sms ? "फ़ोन नंबर" : "ईमेल पता"
+            return RenderedMessage(
+                subject: channel == .email ? "आपका \(appName) ईमेल बदल गया" : nil,
+                body: "यह \(kya) अब आपके \(appName) खाते पर नहीं है। यदि यह आपने नहीं किया, तो सहायता से संपर्क करें।"
+            )
+        default:
+            return RenderedMessage(
+                subject: channel == .email ? "Your \(appName) email was changed" : nil,
+                body:
+                    "This \(what) is no longer on your \(appName) account: it was changed. "
+                    + "If this wasn't you, contact support."
+            )
+        }
+    }
+
     /// The languages with a template of their own.
     public static var languages: [String] { templates.keys.sorted() }
 

@@ -260,14 +260,21 @@ public final class OTPDispatcher: Service, Sendable {
         guard !chain.isEmpty else { return }
         let index = min(message.providerIndex, chain.count - 1)
         let provider = chain[index]
-        let text = MessageTemplates.render(
-            channel: message.channel,
-            code: message.code,
-            locale: message.locale,
-            appName: configuration.appName,
-            smsDomain: configuration.smsDomain,
-            codeLifetimeMinutes: Int(configuration.codeLifetime.components.seconds / 60)
-        )
+        let text =
+            message.purpose == Purpose.contactChanged.rawValue
+            ? MessageTemplates.renderContactChanged(
+                channel: message.channel,
+                locale: message.locale,
+                appName: configuration.appName
+            )
+            : MessageTemplates.render(
+                channel: message.channel,
+                code: message.code,
+                locale: message.locale,
+                appName: configuration.appName,
+                smsDomain: configuration.smsDomain,
+                codeLifetimeMinutes: Int(configuration.codeLifetime.components.seconds / 60)
+            )
         let outgoing = OutgoingMessage(
             id: message.id,
             verificationID: message.verificationID,

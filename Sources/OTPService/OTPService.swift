@@ -38,6 +38,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             "0002_pumping_counts.sql": PackageResources._002_pumping_counts_sql,
             "0003_decoy_verifications.sql": PackageResources._003_decoy_verifications_sql,
             "0004_consecutive_failures.sql": PackageResources._004_consecutive_failures_sql,
+            "0005_contact_change_and_notices.sql": PackageResources._005_contact_change_and_notices_sql,
         ])
     }
 
@@ -113,8 +114,38 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             reportDelivery: .only([CallerName.authctl]),
             reportTwilioStatus: .only([CallerName.gateway]),
             unlockDestination: .only([CallerName.authctl]),
-            forgetDestination: .only([CallerName.gateway])
+            forgetDestination: .only([CallerName.gateway]),
+            sendNotice: .only([CallerName.gateway])
         )
+    }
+
+    /// A message without a code to `destination` (docs/otp.md, "Notices"): through the outbox
+    /// like a code, so it is delivered at least once. A test destination gets none (its codes
+    /// are never sent either).
+    public func sendNotice(
+        request: Auth_Otp_V1_SendNoticeRequest,
+        context: ServerContext
+    ) async throws -> Auth_Otp_V1_SendNoticeResponse {
+        var validator = FieldValidator()
+        let destination = validator.destination(request.destination)
+        if request.notice != .contactChanged { validator.fail("notice", "required", "contact_changed.") }
+        let locale = validator.locale(request.locale)
+        let ip = validator.clientIP(request.clientIP, context: context)
+        guard validator.isValid, let destination else { throw OTPError(invalid: validator) }
+        guard configuration.testDestinations[destination.normalized] == nil else {
+            return Auth_Otp_V1_SendNoticeResponse()
+        }
+        let now = clock.microsecondNow()
+        try await store.writeNotice(
+            id: CodeMAC.newID(),
+            messageID: CodeMAC.newID(),
+            destination: destination,
+            locale: locale,
+            clientIP: ip,
+            now: now,
+            expiresAt: now.addingTimeInterval(configuration.codeLifetime.timeInterval)
+        )
+        return Auth_Otp_V1_SendNoticeResponse()
     }
 
     public func forgetDestination(
@@ -154,10 +185,12 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         let destination = validator.destination(request.destination)
         let purpose = Purpose(request.purpose)
         if purpose == nil {
-            validator.fail("purpose", "required", "login, signup, verify or password_reset.")
+            validator.fail("purpose", "required", "login, signup, verify, password_reset or change_contact.")
         }
         let locale = validator.locale(request.locale)
         let ip = validator.clientIP(request.clientIP, context: context)
+        if request.subject.utf8.count > 128 { validator.fail("subject", "too_long", "At most 128 bytes.") }
+        let subject = request.subject
         guard validator.isValid, let destination, let purpose else {
             throw OTPError(invalid: validator)
         }
@@ -209,7 +242,8 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                         codeMAC: mac,
                         now: now,
                         expiresAt: expiresAt,
-                        test: true
+                        test: true,
+                        subject: subject
                     )
                 }
                 return decision
@@ -246,7 +280,8 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 now: now,
                 expiresAt: expiresAt,
                 claim: reservation,
-                decoy: decoy
+                decoy: decoy,
+                subject: subject
             )
             return decision
         }
@@ -422,7 +457,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 validator.fail(
                     "accepted_purposes[\(index)]",
                     "invalid_value",
-                    "login, signup, verify or password_reset."
+                    "login, signup, verify, password_reset or change_contact."
                 )
                 continue
             }
@@ -503,7 +538,8 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             return Auth_Otp_V1_CheckResponse(
                 destination: row.destination.normalized,
                 channel: row.destination.channel.proto,
-                purpose: row.purpose.proto
+                purpose: row.purpose.proto,
+                subject: row.subject
             )
         }
     }

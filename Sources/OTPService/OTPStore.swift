@@ -1,3 +1,4 @@
+import AuthCrypto
 import AuthPostgres
 
 #if canImport(FoundationEssentials)
@@ -21,6 +22,8 @@ struct VerificationRow: Sendable {
     var testDestination: Bool
     /// Started as a decoy: counted like any other, never sent.
     var decoy: Bool
+    /// What the caller bound it to (StartRequest.subject), "" when nothing.
+    var subject: String
 }
 
 /// A message claimed by a dispatcher worker.
@@ -342,7 +345,8 @@ struct OTPStore: Sendable {
         now: Date,
         expiresAt: Date,
         claim: OutboxHandoff.Reservation?,
-        decoy: Bool = false
+        decoy: Bool = false,
+        subject: String = ""
     ) throws {
         // Two texts, each prepared once: claimed (`sending`, leased, counted as one attempt) and
         // announced (`queued`, NOTIFY).
@@ -360,9 +364,9 @@ struct OTPStore: Sendable {
             """
             WITH verification AS (
                 INSERT INTO \(t.verifications) (id, channel, destination, calling_code, purpose, locale, client_ip, code_mac,
-                    created_at, expires_at, last_sent_at, decoy)
+                    created_at, expires_at, last_sent_at, decoy, subject)
                 VALUES (\(id), \(destination.channel.rawValue), \(destination.normalized), \(destination.callingCode),
-                    \(purpose.rawValue), \(locale), \(clientIP), \(codeMAC), \(now), \(expiresAt), \(now), \(decoy))
+                    \(purpose.rawValue), \(locale), \(clientIP), \(codeMAC), \(now), \(expiresAt), \(now), \(decoy), \(subject))
                 RETURNING id
             ), events AS (
                 INSERT INTO \(t.limitEvents) (kind, key, occurred_at)
@@ -384,6 +388,40 @@ struct OTPStore: Sendable {
         )
     }
 
+    /// A notice (SendNotice): a verification that is never pending, of purpose
+    /// `contact_changed`, with a random MAC no code matches, and its message (no code) in the
+    /// outbox, announced with a NOTIFY. One statement.
+    func writeNotice(
+        id: UUID,
+        messageID: UUID,
+        destination: Destination,
+        locale: String,
+        clientIP: String,
+        now: Date,
+        expiresAt: Date
+    ) async throws {
+        let purpose = Purpose.contactChanged.rawValue
+        try await pool.query(
+            """
+            WITH verification AS (
+                INSERT INTO \(t.verifications) (id, channel, destination, calling_code, purpose, locale, client_ip, code_mac,
+                    created_at, expires_at, last_sent_at, status, verified_at)
+                VALUES (\(id), \(destination.channel.rawValue), \(destination.normalized), \(destination.callingCode),
+                    \(purpose), \(locale), \(clientIP), \(SecureRandom.bytes(count: 32)), \(now), \(expiresAt), \(now),
+                    'verified', \(now))
+                RETURNING id
+            ), message AS (
+                INSERT INTO \(t.messages) (id, verification_id, channel, destination, calling_code, code, purpose, locale,
+                    created_at, next_attempt_at, updated_at)
+                SELECT \(messageID), verification.id, \(destination.channel.rawValue), \(destination.normalized),
+                    \(destination.callingCode), '', \(purpose), \(locale), \(now), \(now), \(now)
+                FROM verification
+            )
+            SELECT pg_notify(\(notifyChannel), '')
+            """
+        )
+    }
+
     // MARK: Verifications
 
     func insertVerification(
@@ -396,14 +434,15 @@ struct OTPStore: Sendable {
         codeMAC: [UInt8],
         now: Date,
         expiresAt: Date,
-        test: Bool
+        test: Bool,
+        subject: String = ""
     ) throws {
         try connection.execute(
             """
             INSERT INTO \(t.verifications) (id, channel, destination, calling_code, purpose, locale, client_ip, code_mac,
-                created_at, expires_at, last_sent_at, test_destination)
+                created_at, expires_at, last_sent_at, test_destination, subject)
             VALUES (\(id), \(destination.channel.rawValue), \(destination.normalized), \(destination.callingCode),
-                \(purpose.rawValue), \(locale), \(clientIP), \(codeMAC), \(now), \(expiresAt), \(now), \(test))
+                \(purpose.rawValue), \(locale), \(clientIP), \(codeMAC), \(now), \(expiresAt), \(now), \(test), \(subject))
             """
         )
     }
@@ -412,7 +451,7 @@ struct OTPStore: Sendable {
         let rows = try connection.execute(
             """
             SELECT id, channel, destination, purpose, locale, code_mac, created_at, expires_at, last_sent_at, resends,
-                status, test_destination, decoy
+                status, test_destination, decoy, subject
             FROM \(t.verifications) WHERE id = \(id) FOR UPDATE
             """
         )
@@ -433,7 +472,8 @@ struct OTPStore: Sendable {
             resends: try row[9].int,
             status: try row[10].string,
             testDestination: try row[11].bool,
-            decoy: try row[12].bool
+            decoy: try row[12].bool,
+            subject: try row[13].string
         )
     }
 

@@ -166,7 +166,8 @@ import Testing
             resends: resends,
             status: status,
             testDestination: false,
-            decoy: false
+            decoy: false,
+            subject: ""
         )
     }
 

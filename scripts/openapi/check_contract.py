@@ -64,6 +64,12 @@ ROUTES = {
     ("post", "/v1/oauth/token"): dict(success="200", body=True, errors={"400": ["invalid_grant"]}),
     ("post", "/v1/me/identities/{provider}/authorize"): dict(success="200", body=True, auth=True, errors={
         "400": ["redirect_not_allowed", "provider_not_enabled"]}),
+    # Issue 21 §2: adding or changing the account's phone or email.
+    ("post", "/v1/me/contact"): dict(success="200", body=True, auth=True, errors={
+        "400": ["invalid_email", "invalid_request"], "409": ["contact_taken"], "429": ["rate_limited"]}),
+    ("post", "/v1/me/contact/verify"): dict(success="200", body=True, auth=True, errors={
+        "401": ["invalid_code"], "404": ["verification_not_found"], "409": ["contact_taken"], "410": ["code_expired"],
+        "429": ["too_many_attempts"]}),
     ("post", "/v1/password/reset"): dict(success="202", body=True, errors={"429": ["rate_limited"]}),
     ("post", "/v1/password/reset/confirm"): dict(success="200", body=True, errors={
         "401": ["invalid_code"], "410": ["code_expired"], "429": ["too_many_attempts"],

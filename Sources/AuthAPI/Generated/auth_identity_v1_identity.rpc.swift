@@ -24,6 +24,7 @@ public enum Auth_Identity_V1_Identity {
         public static let startOAuth = MethodDescriptor(service: "auth.identity.v1.Identity", method: "StartOAuth")
         public static let finishOAuth = MethodDescriptor(service: "auth.identity.v1.Identity", method: "FinishOAuth")
         public static let exchangeOAuthCode = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ExchangeOAuthCode")
+        public static let changeContact = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ChangeContact")
         public static let updateProfile = MethodDescriptor(service: "auth.identity.v1.Identity", method: "UpdateProfile")
         public static let resetPassword = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ResetPassword")
         public static let changePassword = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ChangePassword")
@@ -31,7 +32,7 @@ public enum Auth_Identity_V1_Identity {
         public static let deleteUser = MethodDescriptor(service: "auth.identity.v1.Identity", method: "DeleteUser")
         public static let listAuditEvents = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ListAuditEvents")
         public static let unlockPassword = MethodDescriptor(service: "auth.identity.v1.Identity", method: "UnlockPassword")
-        public static let all: [MethodDescriptor] = [getUser, getUserByPhone, listIdentities, linkProvider, unlinkProvider, getUserByEmail, contactExists, findOrCreateByContact, signUp, signInWithPassword, signInWithIDToken, startOAuth, finishOAuth, exchangeOAuthCode, updateProfile, resetPassword, changePassword, validatePassword, deleteUser, listAuditEvents, unlockPassword]
+        public static let all: [MethodDescriptor] = [getUser, getUserByPhone, listIdentities, linkProvider, unlinkProvider, getUserByEmail, contactExists, findOrCreateByContact, signUp, signInWithPassword, signInWithIDToken, startOAuth, finishOAuth, exchangeOAuthCode, changeContact, updateProfile, resetPassword, changePassword, validatePassword, deleteUser, listAuditEvents, unlockPassword]
     }
 
     /// The reasons this service's errors carry (`RPCStatus.reason`), from `auth.identity.v1.IdentityReason`.
@@ -92,7 +93,9 @@ public enum Auth_Identity_V1_Identity {
         /// INVALID_ARGUMENT. ExchangeOAuthCode's code is unknown, expired or used, or the verifier
         /// does not match its challenge.
         public static let invalidGrant = "invalid_grant"
-        public static let all: [String] = [invalidArgument, invalidPhone, invalidEmail, userNotFound, emailTaken, invalidCredentials, tooManyAttempts, factorLocked, wrongPassword, invalidIDToken, idTokenExpired, idTokenReplayed, invalidNonce, providerNotEnabled, providerUnavailable, unavailable, deadlineExceeded, cancelled, `internal`, identityAlreadyLinked, lastIdentity, identityNotFound, redirectNotAllowed, invalidState, invalidGrant]
+        /// ALREADY_EXISTS. Another account has proved this phone or email.
+        public static let contactTaken = "contact_taken"
+        public static let all: [String] = [invalidArgument, invalidPhone, invalidEmail, userNotFound, emailTaken, invalidCredentials, tooManyAttempts, factorLocked, wrongPassword, invalidIDToken, idTokenExpired, idTokenReplayed, invalidNonce, providerNotEnabled, providerUnavailable, unavailable, deadlineExceeded, cancelled, `internal`, identityAlreadyLinked, lastIdentity, identityNotFound, redirectNotAllowed, invalidState, invalidGrant, contactTaken]
     }
 
     /// Who may call each method of the service. The initializer takes one value per method,
@@ -112,6 +115,7 @@ public enum Auth_Identity_V1_Identity {
         public var startOAuth: AllowedCallers
         public var finishOAuth: AllowedCallers
         public var exchangeOAuthCode: AllowedCallers
+        public var changeContact: AllowedCallers
         public var updateProfile: AllowedCallers
         public var resetPassword: AllowedCallers
         public var changePassword: AllowedCallers
@@ -135,6 +139,7 @@ public enum Auth_Identity_V1_Identity {
             startOAuth: AllowedCallers,
             finishOAuth: AllowedCallers,
             exchangeOAuthCode: AllowedCallers,
+            changeContact: AllowedCallers,
             updateProfile: AllowedCallers,
             resetPassword: AllowedCallers,
             changePassword: AllowedCallers,
@@ -157,6 +162,7 @@ public enum Auth_Identity_V1_Identity {
             self.startOAuth = startOAuth
             self.finishOAuth = finishOAuth
             self.exchangeOAuthCode = exchangeOAuthCode
+            self.changeContact = changeContact
             self.updateProfile = updateProfile
             self.resetPassword = resetPassword
             self.changePassword = changePassword
@@ -251,6 +257,12 @@ public enum Auth_Identity_V1_Identity {
             request: Auth_Identity_V1_ExchangeOAuthCodeRequest,
             context: ServerContext
         ) async throws -> Auth_Identity_V1_ExchangeOAuthCodeResponse
+
+        /// Sets a proved phone or email on an account (ALREADY_EXISTS `contact_taken`). Callers: gateway.
+        func changeContact(
+            request: Auth_Identity_V1_ChangeContactRequest,
+            context: ServerContext
+        ) async throws -> Auth_Identity_V1_ChangeContactResponse
 
         func updateProfile(
             request: Auth_Identity_V1_UpdateProfileRequest,
@@ -406,6 +418,14 @@ public enum Auth_Identity_V1_Identity {
             try await self.rpc.unary(Method.exchangeOAuthCode, request: request, options: options)
         }
 
+        /// Sets a proved phone or email on an account (ALREADY_EXISTS `contact_taken`). Callers: gateway.
+        public func changeContact(
+            _ request: Auth_Identity_V1_ChangeContactRequest,
+            options: CallOptions = CallOptions()
+        ) async throws -> Auth_Identity_V1_ChangeContactResponse {
+            try await self.rpc.unary(Method.changeContact, request: request, options: options)
+        }
+
         public func updateProfile(
             _ request: Auth_Identity_V1_UpdateProfileRequest,
             options: CallOptions = CallOptions()
@@ -519,6 +539,10 @@ extension Auth_Identity_V1_Identity.ServiceProtocol {
         router.register(Auth_Identity_V1_Identity.Method.exchangeOAuthCode, allowedCallers: allowed.exchangeOAuthCode) {
             (request: Auth_Identity_V1_ExchangeOAuthCodeRequest, context: ServerContext) in
             try await self.exchangeOAuthCode(request: request, context: context)
+        }
+        router.register(Auth_Identity_V1_Identity.Method.changeContact, allowedCallers: allowed.changeContact) {
+            (request: Auth_Identity_V1_ChangeContactRequest, context: ServerContext) in
+            try await self.changeContact(request: request, context: context)
         }
         router.register(Auth_Identity_V1_Identity.Method.updateProfile, allowedCallers: allowed.updateProfile) {
             (request: Auth_Identity_V1_UpdateProfileRequest, context: ServerContext) in

@@ -18,7 +18,8 @@ public enum Auth_Otp_V1_OTP {
         public static let reportTwilioStatus = MethodDescriptor(service: "auth.otp.v1.OTP", method: "ReportTwilioStatus")
         public static let unlockDestination = MethodDescriptor(service: "auth.otp.v1.OTP", method: "UnlockDestination")
         public static let forgetDestination = MethodDescriptor(service: "auth.otp.v1.OTP", method: "ForgetDestination")
-        public static let all: [MethodDescriptor] = [start, resend, check, getDeliveryStatus, reportDelivery, reportTwilioStatus, unlockDestination, forgetDestination]
+        public static let sendNotice = MethodDescriptor(service: "auth.otp.v1.OTP", method: "SendNotice")
+        public static let all: [MethodDescriptor] = [start, resend, check, getDeliveryStatus, reportDelivery, reportTwilioStatus, unlockDestination, forgetDestination, sendNotice]
     }
 
     /// The reasons this service's errors carry (`RPCStatus.reason`), from `auth.otp.v1.OTPReason`.
@@ -73,6 +74,7 @@ public enum Auth_Otp_V1_OTP {
         public var reportTwilioStatus: AllowedCallers
         public var unlockDestination: AllowedCallers
         public var forgetDestination: AllowedCallers
+        public var sendNotice: AllowedCallers
 
         public init(
             start: AllowedCallers,
@@ -82,7 +84,8 @@ public enum Auth_Otp_V1_OTP {
             reportDelivery: AllowedCallers,
             reportTwilioStatus: AllowedCallers,
             unlockDestination: AllowedCallers,
-            forgetDestination: AllowedCallers
+            forgetDestination: AllowedCallers,
+            sendNotice: AllowedCallers
         ) {
             self.start = start
             self.resend = resend
@@ -92,6 +95,7 @@ public enum Auth_Otp_V1_OTP {
             self.reportTwilioStatus = reportTwilioStatus
             self.unlockDestination = unlockDestination
             self.forgetDestination = forgetDestination
+            self.sendNotice = sendNotice
         }
     }
 
@@ -143,6 +147,12 @@ public enum Auth_Otp_V1_OTP {
             request: Auth_Otp_V1_ForgetDestinationRequest,
             context: ServerContext
         ) async throws -> Auth_Otp_V1_ForgetDestinationResponse
+
+        /// A message without a code (docs/otp.md, "Notices"). Callers: gateway.
+        func sendNotice(
+            request: Auth_Otp_V1_SendNoticeRequest,
+            context: ServerContext
+        ) async throws -> Auth_Otp_V1_SendNoticeResponse
     }
 
     public struct Client: Sendable {
@@ -216,6 +226,14 @@ public enum Auth_Otp_V1_OTP {
         ) async throws -> Auth_Otp_V1_ForgetDestinationResponse {
             try await self.rpc.unary(Method.forgetDestination, request: request, options: options)
         }
+
+        /// A message without a code (docs/otp.md, "Notices"). Callers: gateway.
+        public func sendNotice(
+            _ request: Auth_Otp_V1_SendNoticeRequest,
+            options: CallOptions = CallOptions()
+        ) async throws -> Auth_Otp_V1_SendNoticeResponse {
+            try await self.rpc.unary(Method.sendNotice, request: request, options: options)
+        }
     }
 }
 
@@ -253,6 +271,10 @@ extension Auth_Otp_V1_OTP.ServiceProtocol {
         router.register(Auth_Otp_V1_OTP.Method.forgetDestination, allowedCallers: allowed.forgetDestination) {
             (request: Auth_Otp_V1_ForgetDestinationRequest, context: ServerContext) in
             try await self.forgetDestination(request: request, context: context)
+        }
+        router.register(Auth_Otp_V1_OTP.Method.sendNotice, allowedCallers: allowed.sendNotice) {
+            (request: Auth_Otp_V1_SendNoticeRequest, context: ServerContext) in
+            try await self.sendNotice(request: request, context: context)
         }
     }
 }

@@ -114,6 +114,8 @@ public enum Auth_Identity_V1_IdentityReason: ProtobufCEnum {
     /// INVALID_ARGUMENT. ExchangeOAuthCode's code is unknown, expired or used, or the verifier
     /// does not match its challenge.
     case invalidGrant  // IDENTITY_REASON_INVALID_GRANT = 25
+    /// ALREADY_EXISTS. Another account has proved this phone or email.
+    case contactTaken  // IDENTITY_REASON_CONTACT_TAKEN = 26
     /// A value this schema does not know; kept as is so that it survives a round trip.
     case unrecognized(Int32)
 
@@ -148,6 +150,7 @@ public enum Auth_Identity_V1_IdentityReason: ProtobufCEnum {
         case 23: self = .redirectNotAllowed
         case 24: self = .invalidState
         case 25: self = .invalidGrant
+        case 26: self = .contactTaken
         default: self = .unrecognized(rawValue)
         }
     }
@@ -180,6 +183,7 @@ public enum Auth_Identity_V1_IdentityReason: ProtobufCEnum {
         case .redirectNotAllowed: 23
         case .invalidState: 24
         case .invalidGrant: 25
+        case .contactTaken: 26
         case .unrecognized(let value): value
         }
     }
@@ -212,6 +216,7 @@ public enum Auth_Identity_V1_IdentityReason: ProtobufCEnum {
         .redirectNotAllowed,
         .invalidState,
         .invalidGrant,
+        .contactTaken,
     ]
 
     // Equal when the numbers are equal, so `.unrecognized(0)` is `.unspecified`.
@@ -914,11 +919,17 @@ public struct Auth_Identity_V1_ContactExistsResponse: ProtobufCMessage {
     public static let protoMessageName = "auth.identity.v1.ContactExistsResponse"
 
     public var exists: Bool = false
+    /// the account proved it
+    public var verified: Bool = false
+    /// the account that has it (when exists)
+    public var userID: String = ""
 
     public init() {}
 
-    public init(exists: Bool = false) {
+    public init(exists: Bool = false, verified: Bool = false, userID: String = "") {
         self.exists = exists
+        self.verified = verified
+        self.userID = userID
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -962,11 +973,184 @@ extension Auth_Identity_V1_ContactExistsResponse: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init(exists: c.pointee.exists != 0)
+        self.init(
+            exists: c.pointee.exists != 0,
+            verified: c.pointee.verified != 0,
+            userID: try _protobufCString(c.pointee.user_id, Self.self, "user_id")
+        )
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
         c.pointee.exists = self.exists ? 1 : 0
+        c.pointee.verified = self.verified ? 1 : 0
+        if !self.userID.isEmpty {
+            c.pointee.user_id = try arena.cString(self.userID, Self.self, "user_id")
+        }
+    }
+}
+
+// MARK: - auth.identity.v1.ChangeContactRequest
+
+/// A contact just proved by a code of purpose change_contact for this user becomes the user's,
+/// verified. Exactly one of phone and email. Another account's unverified claim on it is
+/// released (audit contact_released on that account): the proof decides.
+public struct Auth_Identity_V1_ChangeContactRequest: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.ChangeContactRequest"
+
+    public var userID: String = ""
+    public var phone: String = ""
+    public var email: String = ""
+    public var clientIP: String = ""
+
+    public init() {}
+
+    public init(userID: String = "", phone: String = "", email: String = "", clientIP: String = "") {
+        self.userID = userID
+        self.phone = phone
+        self.email = email
+        self.clientIP = clientIP
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_ChangeContactRequest: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__ChangeContactRequest
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__change_contact_request__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__change_contact_request__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__change_contact_request__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__change_contact_request__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__change_contact_request__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(
+            userID: try _protobufCString(c.pointee.user_id, Self.self, "user_id"),
+            phone: try _protobufCString(c.pointee.phone, Self.self, "phone"),
+            email: try _protobufCString(c.pointee.email, Self.self, "email"),
+            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip")
+        )
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.userID.isEmpty {
+            c.pointee.user_id = try arena.cString(self.userID, Self.self, "user_id")
+        }
+        if !self.phone.isEmpty {
+            c.pointee.phone = try arena.cString(self.phone, Self.self, "phone")
+        }
+        if !self.email.isEmpty {
+            c.pointee.email = try arena.cString(self.email, Self.self, "email")
+        }
+        if !self.clientIP.isEmpty {
+            c.pointee.client_ip = try arena.cString(self.clientIP, Self.self, "client_ip")
+        }
+    }
+}
+
+// MARK: - auth.identity.v1.ChangeContactResponse
+
+public struct Auth_Identity_V1_ChangeContactResponse: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.ChangeContactResponse"
+
+    public var user: Auth_Identity_V1_User? = nil
+    /// The contact it replaced ("" when none), and whether it was verified (the gateway then sends
+    /// it a notice).
+    public var previous: String = ""
+    public var previousVerified: Bool = false
+
+    public init() {}
+
+    public init(user: Auth_Identity_V1_User? = nil, previous: String = "", previousVerified: Bool = false) {
+        self.user = user
+        self.previous = previous
+        self.previousVerified = previousVerified
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_ChangeContactResponse: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__ChangeContactResponse
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__change_contact_response__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__change_contact_response__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__change_contact_response__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__change_contact_response__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__change_contact_response__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(
+            user: try _protobufCOptionalMessage(c.pointee.user, as: Auth_Identity_V1_User.self),
+            previous: try _protobufCString(c.pointee.previous, Self.self, "previous"),
+            previousVerified: c.pointee.previous_verified != 0
+        )
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if let value = self.user {
+            c.pointee.user = try arena.message(value)
+        }
+        if !self.previous.isEmpty {
+            c.pointee.previous = try arena.cString(self.previous, Self.self, "previous")
+        }
+        c.pointee.previous_verified = self.previousVerified ? 1 : 0
     }
 }
 

@@ -57,6 +57,8 @@ public enum Auth_Otp_V1_Purpose: ProtobufCEnum {
     case signup  // PURPOSE_SIGNUP = 2
     case verify  // PURPOSE_VERIFY = 3
     case passwordReset  // PURPOSE_PASSWORD_RESET = 4
+    /// A new phone or email for a signed-in account (bound to it by StartRequest.subject).
+    case changeContact  // PURPOSE_CHANGE_CONTACT = 5
     /// A value this schema does not know; kept as is so that it survives a round trip.
     case unrecognized(Int32)
 
@@ -70,6 +72,7 @@ public enum Auth_Otp_V1_Purpose: ProtobufCEnum {
         case 2: self = .signup
         case 3: self = .verify
         case 4: self = .passwordReset
+        case 5: self = .changeContact
         default: self = .unrecognized(rawValue)
         }
     }
@@ -81,6 +84,7 @@ public enum Auth_Otp_V1_Purpose: ProtobufCEnum {
         case .signup: 2
         case .verify: 3
         case .passwordReset: 4
+        case .changeContact: 5
         case .unrecognized(let value): value
         }
     }
@@ -92,6 +96,48 @@ public enum Auth_Otp_V1_Purpose: ProtobufCEnum {
         .signup,
         .verify,
         .passwordReset,
+        .changeContact,
+    ]
+
+    // Equal when the numbers are equal, so `.unrecognized(0)` is `.unspecified`.
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.rawValue == rhs.rawValue }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(self.rawValue) }
+}
+
+// MARK: - auth.otp.v1.Notice
+
+/// A message without a code (SendNotice).
+public enum Auth_Otp_V1_Notice: ProtobufCEnum {
+    case unspecified  // NOTICE_UNSPECIFIED = 0
+    /// "Your phone number / email on <app> was changed": to the contact a change replaced.
+    case contactChanged  // NOTICE_CONTACT_CHANGED = 1
+    /// A value this schema does not know; kept as is so that it survives a round trip.
+    case unrecognized(Int32)
+
+    /// The zero value, `.unspecified`.
+    public init() { self = .unspecified }
+
+    public init(rawValue: Int32) {
+        switch rawValue {
+        case 0: self = .unspecified
+        case 1: self = .contactChanged
+        default: self = .unrecognized(rawValue)
+        }
+    }
+
+    public var rawValue: Int32 {
+        switch self {
+        case .unspecified: 0
+        case .contactChanged: 1
+        case .unrecognized(let value): value
+        }
+    }
+
+    /// Every value the schema declares, in declaration order.
+    public static let allKnownCases: [Auth_Otp_V1_Notice] = [
+        .unspecified,
+        .contactChanged,
     ]
 
     // Equal when the numbers are equal, so `.unrecognized(0)` is `.unspecified`.
@@ -299,6 +345,9 @@ public struct Auth_Otp_V1_StartRequest: ProtobufCMessage {
     /// the password reset's answer for an email without an account, so that Resend and Check
     /// answer for it exactly as for a real one (docs/otp.md).
     public var decoy: Bool = false
+    /// What the caller binds the verification to (at most 128 bytes; the gateway: the user id of a
+    /// contact change), given back by Check: a code proved for one account cannot change another's.
+    public var subject: String = ""
 
     public init() {}
 
@@ -307,13 +356,15 @@ public struct Auth_Otp_V1_StartRequest: ProtobufCMessage {
         purpose: Auth_Otp_V1_Purpose = .unspecified,
         locale: String = "",
         clientIP: String = "",
-        decoy: Bool = false
+        decoy: Bool = false,
+        subject: String = ""
     ) {
         self.destination = destination
         self.purpose = purpose
         self.locale = locale
         self.clientIP = clientIP
         self.decoy = decoy
+        self.subject = subject
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -362,7 +413,8 @@ extension Auth_Otp_V1_StartRequest: ProtobufCBridged {
             purpose: Auth_Otp_V1_Purpose(rawValue: Int32(truncatingIfNeeded: c.pointee.purpose.rawValue)),
             locale: try _protobufCString(c.pointee.locale, Self.self, "locale"),
             clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip"),
-            decoy: c.pointee.decoy != 0
+            decoy: c.pointee.decoy != 0,
+            subject: try _protobufCString(c.pointee.subject, Self.self, "subject")
         )
     }
 
@@ -378,6 +430,9 @@ extension Auth_Otp_V1_StartRequest: ProtobufCBridged {
             c.pointee.client_ip = try arena.cString(self.clientIP, Self.self, "client_ip")
         }
         c.pointee.decoy = self.decoy ? 1 : 0
+        if !self.subject.isEmpty {
+            c.pointee.subject = try arena.cString(self.subject, Self.self, "subject")
+        }
     }
 }
 
@@ -759,17 +814,21 @@ public struct Auth_Otp_V1_CheckResponse: ProtobufCMessage {
     public var destination: String = ""
     public var channel: Auth_Otp_V1_Channel = .unspecified
     public var purpose: Auth_Otp_V1_Purpose = .unspecified
+    /// StartRequest.subject
+    public var subject: String = ""
 
     public init() {}
 
     public init(
         destination: String = "",
         channel: Auth_Otp_V1_Channel = .unspecified,
-        purpose: Auth_Otp_V1_Purpose = .unspecified
+        purpose: Auth_Otp_V1_Purpose = .unspecified,
+        subject: String = ""
     ) {
         self.destination = destination
         self.channel = channel
         self.purpose = purpose
+        self.subject = subject
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -816,7 +875,8 @@ extension Auth_Otp_V1_CheckResponse: ProtobufCBridged {
         self.init(
             destination: try _protobufCString(c.pointee.destination, Self.self, "destination"),
             channel: Auth_Otp_V1_Channel(rawValue: Int32(truncatingIfNeeded: c.pointee.channel.rawValue)),
-            purpose: Auth_Otp_V1_Purpose(rawValue: Int32(truncatingIfNeeded: c.pointee.purpose.rawValue))
+            purpose: Auth_Otp_V1_Purpose(rawValue: Int32(truncatingIfNeeded: c.pointee.purpose.rawValue)),
+            subject: try _protobufCString(c.pointee.subject, Self.self, "subject")
         )
     }
 
@@ -826,6 +886,155 @@ extension Auth_Otp_V1_CheckResponse: ProtobufCBridged {
         }
         c.pointee.channel = .init(rawValue: .init(truncatingIfNeeded: self.channel.rawValue))
         c.pointee.purpose = .init(rawValue: .init(truncatingIfNeeded: self.purpose.rawValue))
+        if !self.subject.isEmpty {
+            c.pointee.subject = try arena.cString(self.subject, Self.self, "subject")
+        }
+    }
+}
+
+// MARK: - auth.otp.v1.SendNoticeRequest
+
+/// A notice to a destination, through the outbox like a code (delivered at least once), with no
+/// code in it. No start limit counts it: the gateway sends one only after a proved change.
+public struct Auth_Otp_V1_SendNoticeRequest: ProtobufCMessage {
+    public static let protoMessageName = "auth.otp.v1.SendNoticeRequest"
+
+    public var destination: String = ""
+    public var notice: Auth_Otp_V1_Notice = .unspecified
+    public var locale: String = ""
+    public var clientIP: String = ""
+
+    public init() {}
+
+    public init(
+        destination: String = "",
+        notice: Auth_Otp_V1_Notice = .unspecified,
+        locale: String = "",
+        clientIP: String = ""
+    ) {
+        self.destination = destination
+        self.notice = notice
+        self.locale = locale
+        self.clientIP = clientIP
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Otp_V1_SendNoticeRequest: ProtobufCBridged {
+    typealias _CMessage = Auth__Otp__V1__SendNoticeRequest
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__otp__v1__send_notice_request__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__otp__v1__send_notice_request__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__otp__v1__send_notice_request__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__otp__v1__send_notice_request__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__otp__v1__send_notice_request__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(
+            destination: try _protobufCString(c.pointee.destination, Self.self, "destination"),
+            notice: Auth_Otp_V1_Notice(rawValue: Int32(truncatingIfNeeded: c.pointee.notice.rawValue)),
+            locale: try _protobufCString(c.pointee.locale, Self.self, "locale"),
+            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip")
+        )
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.destination.isEmpty {
+            c.pointee.destination = try arena.cString(self.destination, Self.self, "destination")
+        }
+        c.pointee.notice = .init(rawValue: .init(truncatingIfNeeded: self.notice.rawValue))
+        if !self.locale.isEmpty {
+            c.pointee.locale = try arena.cString(self.locale, Self.self, "locale")
+        }
+        if !self.clientIP.isEmpty {
+            c.pointee.client_ip = try arena.cString(self.clientIP, Self.self, "client_ip")
+        }
+    }
+}
+
+// MARK: - auth.otp.v1.SendNoticeResponse
+
+public struct Auth_Otp_V1_SendNoticeResponse: ProtobufCMessage {
+    public static let protoMessageName = "auth.otp.v1.SendNoticeResponse"
+
+    public init() {}
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Otp_V1_SendNoticeResponse: ProtobufCBridged {
+    typealias _CMessage = Auth__Otp__V1__SendNoticeResponse
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__otp__v1__send_notice_response__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__otp__v1__send_notice_response__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__otp__v1__send_notice_response__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__otp__v1__send_notice_response__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__otp__v1__send_notice_response__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        _ = c
+        self.init()
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        _ = c
     }
 }
 

@@ -458,6 +458,96 @@ void   auth__identity__v1__contact_exists_response__free_unpacked
   assert(message->base.descriptor == &auth__identity__v1__contact_exists_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   auth__identity__v1__change_contact_request__init
+                     (Auth__Identity__V1__ChangeContactRequest         *message)
+{
+  static const Auth__Identity__V1__ChangeContactRequest init_value = AUTH__IDENTITY__V1__CHANGE_CONTACT_REQUEST__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__change_contact_request__get_packed_size
+                     (const Auth__Identity__V1__ChangeContactRequest *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__change_contact_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__change_contact_request__pack
+                     (const Auth__Identity__V1__ChangeContactRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__change_contact_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__change_contact_request__pack_to_buffer
+                     (const Auth__Identity__V1__ChangeContactRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__change_contact_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__ChangeContactRequest *
+       auth__identity__v1__change_contact_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__ChangeContactRequest *)
+     protobuf_c_message_unpack (&auth__identity__v1__change_contact_request__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__change_contact_request__free_unpacked
+                     (Auth__Identity__V1__ChangeContactRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__change_contact_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__identity__v1__change_contact_response__init
+                     (Auth__Identity__V1__ChangeContactResponse         *message)
+{
+  static const Auth__Identity__V1__ChangeContactResponse init_value = AUTH__IDENTITY__V1__CHANGE_CONTACT_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__change_contact_response__get_packed_size
+                     (const Auth__Identity__V1__ChangeContactResponse *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__change_contact_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__change_contact_response__pack
+                     (const Auth__Identity__V1__ChangeContactResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__change_contact_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__change_contact_response__pack_to_buffer
+                     (const Auth__Identity__V1__ChangeContactResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__change_contact_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__ChangeContactResponse *
+       auth__identity__v1__change_contact_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__ChangeContactResponse *)
+     protobuf_c_message_unpack (&auth__identity__v1__change_contact_response__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__change_contact_response__free_unpacked
+                     (Auth__Identity__V1__ChangeContactResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__change_contact_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   auth__identity__v1__find_or_create_by_contact_request__init
                      (Auth__Identity__V1__FindOrCreateByContactRequest         *message)
 {
@@ -2525,7 +2615,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__contact_exists_request__des
   (ProtobufCMessageInit) auth__identity__v1__contact_exists_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__identity__v1__contact_exists_response__field_descriptors[1] =
+static const ProtobufCFieldDescriptor auth__identity__v1__contact_exists_response__field_descriptors[3] =
 {
   {
     "exists",
@@ -2539,14 +2629,40 @@ static const ProtobufCFieldDescriptor auth__identity__v1__contact_exists_respons
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "verified",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ContactExistsResponse, verified),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ContactExistsResponse, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__identity__v1__contact_exists_response__field_indices_by_name[] = {
   0,   /* field[0] = exists */
+  2,   /* field[2] = user_id */
+  1,   /* field[1] = verified */
 };
 static const ProtobufCIntRange auth__identity__v1__contact_exists_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor auth__identity__v1__contact_exists_response__descriptor =
 {
@@ -2556,11 +2672,152 @@ const ProtobufCMessageDescriptor auth__identity__v1__contact_exists_response__de
   "Auth__Identity__V1__ContactExistsResponse",
   "auth.identity.v1",
   sizeof(Auth__Identity__V1__ContactExistsResponse),
-  1,
+  3,
   auth__identity__v1__contact_exists_response__field_descriptors,
   auth__identity__v1__contact_exists_response__field_indices_by_name,
   1,  auth__identity__v1__contact_exists_response__number_ranges,
   (ProtobufCMessageInit) auth__identity__v1__contact_exists_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__identity__v1__change_contact_request__field_descriptors[4] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ChangeContactRequest, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "phone",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ChangeContactRequest, phone),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "email",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ChangeContactRequest, email),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "client_ip",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ChangeContactRequest, client_ip),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__identity__v1__change_contact_request__field_indices_by_name[] = {
+  3,   /* field[3] = client_ip */
+  2,   /* field[2] = email */
+  1,   /* field[1] = phone */
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange auth__identity__v1__change_contact_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor auth__identity__v1__change_contact_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.ChangeContactRequest",
+  "ChangeContactRequest",
+  "Auth__Identity__V1__ChangeContactRequest",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__ChangeContactRequest),
+  4,
+  auth__identity__v1__change_contact_request__field_descriptors,
+  auth__identity__v1__change_contact_request__field_indices_by_name,
+  1,  auth__identity__v1__change_contact_request__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__change_contact_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__identity__v1__change_contact_response__field_descriptors[3] =
+{
+  {
+    "user",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ChangeContactResponse, user),
+    &auth__identity__v1__user__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "previous",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ChangeContactResponse, previous),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "previous_verified",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ChangeContactResponse, previous_verified),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__identity__v1__change_contact_response__field_indices_by_name[] = {
+  1,   /* field[1] = previous */
+  2,   /* field[2] = previous_verified */
+  0,   /* field[0] = user */
+};
+static const ProtobufCIntRange auth__identity__v1__change_contact_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor auth__identity__v1__change_contact_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.ChangeContactResponse",
+  "ChangeContactResponse",
+  "Auth__Identity__V1__ChangeContactResponse",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__ChangeContactResponse),
+  3,
+  auth__identity__v1__change_contact_response__field_descriptors,
+  auth__identity__v1__change_contact_response__field_indices_by_name,
+  1,  auth__identity__v1__change_contact_response__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__change_contact_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor auth__identity__v1__find_or_create_by_contact_request__field_descriptors[4] =
@@ -4568,7 +4825,7 @@ const ProtobufCEnumDescriptor auth__identity__v1__provider__descriptor =
   auth__identity__v1__provider__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue auth__identity__v1__identity_reason__enum_values_by_number[26] =
+static const ProtobufCEnumValue auth__identity__v1__identity_reason__enum_values_by_number[27] =
 {
   { "IDENTITY_REASON_UNSPECIFIED", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_UNSPECIFIED", 0 },
   { "IDENTITY_REASON_INVALID_ARGUMENT", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_ARGUMENT", 1 },
@@ -4596,13 +4853,15 @@ static const ProtobufCEnumValue auth__identity__v1__identity_reason__enum_values
   { "IDENTITY_REASON_REDIRECT_NOT_ALLOWED", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_REDIRECT_NOT_ALLOWED", 23 },
   { "IDENTITY_REASON_INVALID_STATE", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_STATE", 24 },
   { "IDENTITY_REASON_INVALID_GRANT", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_GRANT", 25 },
+  { "IDENTITY_REASON_CONTACT_TAKEN", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_CONTACT_TAKEN", 26 },
 };
 static const ProtobufCIntRange auth__identity__v1__identity_reason__value_ranges[] = {
-{0, 0},{0, 26}
+{0, 0},{0, 27}
 };
-static const ProtobufCEnumValueIndex auth__identity__v1__identity_reason__enum_values_by_name[26] =
+static const ProtobufCEnumValueIndex auth__identity__v1__identity_reason__enum_values_by_name[27] =
 {
   { "IDENTITY_REASON_CANCELLED", 18 },
+  { "IDENTITY_REASON_CONTACT_TAKEN", 26 },
   { "IDENTITY_REASON_DEADLINE_EXCEEDED", 17 },
   { "IDENTITY_REASON_EMAIL_TAKEN", 5 },
   { "IDENTITY_REASON_FACTOR_LOCKED", 8 },
@@ -4636,15 +4895,15 @@ const ProtobufCEnumDescriptor auth__identity__v1__identity_reason__descriptor =
   "IdentityReason",
   "Auth__Identity__V1__IdentityReason",
   "auth.identity.v1",
-  26,
+  27,
   auth__identity__v1__identity_reason__enum_values_by_number,
-  26,
+  27,
   auth__identity__v1__identity_reason__enum_values_by_name,
   1,
   auth__identity__v1__identity_reason__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_descriptors[21] =
+static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_descriptors[22] =
 {
   { "GetUser", &auth__identity__v1__get_user_request__descriptor, &auth__identity__v1__get_user_response__descriptor },
   { "GetUserByPhone", &auth__identity__v1__get_user_by_phone_request__descriptor, &auth__identity__v1__get_user_response__descriptor },
@@ -4660,6 +4919,7 @@ static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_desc
   { "StartOAuth", &auth__identity__v1__start_oauth_request__descriptor, &auth__identity__v1__start_oauth_response__descriptor },
   { "FinishOAuth", &auth__identity__v1__finish_oauth_request__descriptor, &auth__identity__v1__finish_oauth_response__descriptor },
   { "ExchangeOAuthCode", &auth__identity__v1__exchange_oauth_code_request__descriptor, &auth__identity__v1__exchange_oauth_code_response__descriptor },
+  { "ChangeContact", &auth__identity__v1__change_contact_request__descriptor, &auth__identity__v1__change_contact_response__descriptor },
   { "UpdateProfile", &auth__identity__v1__update_profile_request__descriptor, &auth__identity__v1__update_profile_response__descriptor },
   { "ResetPassword", &auth__identity__v1__reset_password_request__descriptor, &auth__identity__v1__reset_password_response__descriptor },
   { "ChangePassword", &auth__identity__v1__change_password_request__descriptor, &auth__identity__v1__change_password_response__descriptor },
@@ -4669,9 +4929,10 @@ static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_desc
   { "UnlockPassword", &auth__identity__v1__unlock_password_request__descriptor, &auth__identity__v1__unlock_password_response__descriptor },
 };
 const unsigned auth__identity__v1__identity__method_indices_by_name[] = {
-  16,        /* ChangePassword */
+  14,        /* ChangeContact */
+  17,        /* ChangePassword */
   6,        /* ContactExists */
-  18,        /* DeleteUser */
+  19,        /* DeleteUser */
   13,        /* ExchangeOAuthCode */
   7,        /* FindOrCreateByContact */
   12,        /* FinishOAuth */
@@ -4679,17 +4940,17 @@ const unsigned auth__identity__v1__identity__method_indices_by_name[] = {
   5,        /* GetUserByEmail */
   1,        /* GetUserByPhone */
   3,        /* LinkProvider */
-  19,        /* ListAuditEvents */
+  20,        /* ListAuditEvents */
   2,        /* ListIdentities */
-  15,        /* ResetPassword */
+  16,        /* ResetPassword */
   10,        /* SignInWithIDToken */
   9,        /* SignInWithPassword */
   8,        /* SignUp */
   11,        /* StartOAuth */
   4,        /* UnlinkProvider */
-  20,        /* UnlockPassword */
-  14,        /* UpdateProfile */
-  17         /* ValidatePassword */
+  21,        /* UnlockPassword */
+  15,        /* UpdateProfile */
+  18         /* ValidatePassword */
 };
 const ProtobufCServiceDescriptor auth__identity__v1__identity__descriptor =
 {
@@ -4698,7 +4959,7 @@ const ProtobufCServiceDescriptor auth__identity__v1__identity__descriptor =
   "Identity",
   "Auth__Identity__V1__Identity",
   "auth.identity.v1",
-  21,
+  22,
   auth__identity__v1__identity__method_descriptors,
   auth__identity__v1__identity__method_indices_by_name
 };
@@ -4814,13 +5075,21 @@ void auth__identity__v1__identity__exchange_oauth_code(ProtobufCService *service
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
   service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void auth__identity__v1__identity__change_contact(ProtobufCService *service,
+                                                  const Auth__Identity__V1__ChangeContactRequest *input,
+                                                  Auth__Identity__V1__ChangeContactResponse_Closure closure,
+                                                  void *closure_data)
+{
+  assert(service->descriptor == &auth__identity__v1__identity__descriptor);
+  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void auth__identity__v1__identity__update_profile(ProtobufCService *service,
                                                   const Auth__Identity__V1__UpdateProfileRequest *input,
                                                   Auth__Identity__V1__UpdateProfileResponse_Closure closure,
                                                   void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__reset_password(ProtobufCService *service,
                                                   const Auth__Identity__V1__ResetPasswordRequest *input,
@@ -4828,7 +5097,7 @@ void auth__identity__v1__identity__reset_password(ProtobufCService *service,
                                                   void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__change_password(ProtobufCService *service,
                                                    const Auth__Identity__V1__ChangePasswordRequest *input,
@@ -4836,7 +5105,7 @@ void auth__identity__v1__identity__change_password(ProtobufCService *service,
                                                    void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__validate_password(ProtobufCService *service,
                                                      const Auth__Identity__V1__ValidatePasswordRequest *input,
@@ -4844,7 +5113,7 @@ void auth__identity__v1__identity__validate_password(ProtobufCService *service,
                                                      void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 18, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__delete_user(ProtobufCService *service,
                                                const Auth__Identity__V1__DeleteUserRequest *input,
@@ -4852,7 +5121,7 @@ void auth__identity__v1__identity__delete_user(ProtobufCService *service,
                                                void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 18, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 19, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__list_audit_events(ProtobufCService *service,
                                                      const Auth__Identity__V1__ListAuditEventsRequest *input,
@@ -4860,7 +5129,7 @@ void auth__identity__v1__identity__list_audit_events(ProtobufCService *service,
                                                      void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 19, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 20, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__unlock_password(ProtobufCService *service,
                                                    const Auth__Identity__V1__UnlockPasswordRequest *input,
@@ -4868,7 +5137,7 @@ void auth__identity__v1__identity__unlock_password(ProtobufCService *service,
                                                    void *closure_data)
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
-  service->invoke(service, 20, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 21, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__init (Auth__Identity__V1__Identity_Service *service,
                                          Auth__Identity__V1__Identity_ServiceDestroy destroy)

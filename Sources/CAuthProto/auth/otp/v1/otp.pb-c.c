@@ -278,6 +278,96 @@ void   auth__otp__v1__check_response__free_unpacked
   assert(message->base.descriptor == &auth__otp__v1__check_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   auth__otp__v1__send_notice_request__init
+                     (Auth__Otp__V1__SendNoticeRequest         *message)
+{
+  static const Auth__Otp__V1__SendNoticeRequest init_value = AUTH__OTP__V1__SEND_NOTICE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t auth__otp__v1__send_notice_request__get_packed_size
+                     (const Auth__Otp__V1__SendNoticeRequest *message)
+{
+  assert(message->base.descriptor == &auth__otp__v1__send_notice_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__otp__v1__send_notice_request__pack
+                     (const Auth__Otp__V1__SendNoticeRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__otp__v1__send_notice_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__otp__v1__send_notice_request__pack_to_buffer
+                     (const Auth__Otp__V1__SendNoticeRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__otp__v1__send_notice_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Otp__V1__SendNoticeRequest *
+       auth__otp__v1__send_notice_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Otp__V1__SendNoticeRequest *)
+     protobuf_c_message_unpack (&auth__otp__v1__send_notice_request__descriptor,
+                                allocator, len, data);
+}
+void   auth__otp__v1__send_notice_request__free_unpacked
+                     (Auth__Otp__V1__SendNoticeRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__otp__v1__send_notice_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__otp__v1__send_notice_response__init
+                     (Auth__Otp__V1__SendNoticeResponse         *message)
+{
+  static const Auth__Otp__V1__SendNoticeResponse init_value = AUTH__OTP__V1__SEND_NOTICE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t auth__otp__v1__send_notice_response__get_packed_size
+                     (const Auth__Otp__V1__SendNoticeResponse *message)
+{
+  assert(message->base.descriptor == &auth__otp__v1__send_notice_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__otp__v1__send_notice_response__pack
+                     (const Auth__Otp__V1__SendNoticeResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__otp__v1__send_notice_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__otp__v1__send_notice_response__pack_to_buffer
+                     (const Auth__Otp__V1__SendNoticeResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__otp__v1__send_notice_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Otp__V1__SendNoticeResponse *
+       auth__otp__v1__send_notice_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Otp__V1__SendNoticeResponse *)
+     protobuf_c_message_unpack (&auth__otp__v1__send_notice_response__descriptor,
+                                allocator, len, data);
+}
+void   auth__otp__v1__send_notice_response__free_unpacked
+                     (Auth__Otp__V1__SendNoticeResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__otp__v1__send_notice_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   auth__otp__v1__forget_destination_request__init
                      (Auth__Otp__V1__ForgetDestinationRequest         *message)
 {
@@ -728,7 +818,7 @@ void   auth__otp__v1__form_parameter__free_unpacked
   assert(message->base.descriptor == &auth__otp__v1__form_parameter__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor auth__otp__v1__start_request__field_descriptors[5] =
+static const ProtobufCFieldDescriptor auth__otp__v1__start_request__field_descriptors[6] =
 {
   {
     "destination",
@@ -790,6 +880,18 @@ static const ProtobufCFieldDescriptor auth__otp__v1__start_request__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "subject",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__StartRequest, subject),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__otp__v1__start_request__field_indices_by_name[] = {
   3,   /* field[3] = client_ip */
@@ -797,11 +899,12 @@ static const unsigned auth__otp__v1__start_request__field_indices_by_name[] = {
   0,   /* field[0] = destination */
   2,   /* field[2] = locale */
   1,   /* field[1] = purpose */
+  5,   /* field[5] = subject */
 };
 static const ProtobufCIntRange auth__otp__v1__start_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor auth__otp__v1__start_request__descriptor =
 {
@@ -811,7 +914,7 @@ const ProtobufCMessageDescriptor auth__otp__v1__start_request__descriptor =
   "Auth__Otp__V1__StartRequest",
   "auth.otp.v1",
   sizeof(Auth__Otp__V1__StartRequest),
-  5,
+  6,
   auth__otp__v1__start_request__field_descriptors,
   auth__otp__v1__start_request__field_indices_by_name,
   1,  auth__otp__v1__start_request__number_ranges,
@@ -1165,7 +1268,7 @@ const ProtobufCMessageDescriptor auth__otp__v1__check_request__descriptor =
   (ProtobufCMessageInit) auth__otp__v1__check_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__otp__v1__check_response__field_descriptors[3] =
+static const ProtobufCFieldDescriptor auth__otp__v1__check_response__field_descriptors[4] =
 {
   {
     "destination",
@@ -1203,16 +1306,29 @@ static const ProtobufCFieldDescriptor auth__otp__v1__check_response__field_descr
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "subject",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__CheckResponse, subject),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__otp__v1__check_response__field_indices_by_name[] = {
   1,   /* field[1] = channel */
   0,   /* field[0] = destination */
   2,   /* field[2] = purpose */
+  3,   /* field[3] = subject */
 };
 static const ProtobufCIntRange auth__otp__v1__check_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor auth__otp__v1__check_response__descriptor =
 {
@@ -1222,11 +1338,106 @@ const ProtobufCMessageDescriptor auth__otp__v1__check_response__descriptor =
   "Auth__Otp__V1__CheckResponse",
   "auth.otp.v1",
   sizeof(Auth__Otp__V1__CheckResponse),
-  3,
+  4,
   auth__otp__v1__check_response__field_descriptors,
   auth__otp__v1__check_response__field_indices_by_name,
   1,  auth__otp__v1__check_response__number_ranges,
   (ProtobufCMessageInit) auth__otp__v1__check_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__otp__v1__send_notice_request__field_descriptors[4] =
+{
+  {
+    "destination",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__SendNoticeRequest, destination),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "notice",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__SendNoticeRequest, notice),
+    &auth__otp__v1__notice__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "locale",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__SendNoticeRequest, locale),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "client_ip",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__SendNoticeRequest, client_ip),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__otp__v1__send_notice_request__field_indices_by_name[] = {
+  3,   /* field[3] = client_ip */
+  0,   /* field[0] = destination */
+  2,   /* field[2] = locale */
+  1,   /* field[1] = notice */
+};
+static const ProtobufCIntRange auth__otp__v1__send_notice_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor auth__otp__v1__send_notice_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.otp.v1.SendNoticeRequest",
+  "SendNoticeRequest",
+  "Auth__Otp__V1__SendNoticeRequest",
+  "auth.otp.v1",
+  sizeof(Auth__Otp__V1__SendNoticeRequest),
+  4,
+  auth__otp__v1__send_notice_request__field_descriptors,
+  auth__otp__v1__send_notice_request__field_indices_by_name,
+  1,  auth__otp__v1__send_notice_request__number_ranges,
+  (ProtobufCMessageInit) auth__otp__v1__send_notice_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define auth__otp__v1__send_notice_response__field_descriptors NULL
+#define auth__otp__v1__send_notice_response__field_indices_by_name NULL
+#define auth__otp__v1__send_notice_response__number_ranges NULL
+const ProtobufCMessageDescriptor auth__otp__v1__send_notice_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.otp.v1.SendNoticeResponse",
+  "SendNoticeResponse",
+  "Auth__Otp__V1__SendNoticeResponse",
+  "auth.otp.v1",
+  sizeof(Auth__Otp__V1__SendNoticeResponse),
+  0,
+  auth__otp__v1__send_notice_response__field_descriptors,
+  auth__otp__v1__send_notice_response__field_indices_by_name,
+  0,  auth__otp__v1__send_notice_response__number_ranges,
+  (ProtobufCMessageInit) auth__otp__v1__send_notice_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor auth__otp__v1__forget_destination_request__field_descriptors[1] =
@@ -1847,19 +2058,21 @@ const ProtobufCEnumDescriptor auth__otp__v1__channel__descriptor =
   auth__otp__v1__channel__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue auth__otp__v1__purpose__enum_values_by_number[5] =
+static const ProtobufCEnumValue auth__otp__v1__purpose__enum_values_by_number[6] =
 {
   { "PURPOSE_UNSPECIFIED", "AUTH__OTP__V1__PURPOSE__PURPOSE_UNSPECIFIED", 0 },
   { "PURPOSE_LOGIN", "AUTH__OTP__V1__PURPOSE__PURPOSE_LOGIN", 1 },
   { "PURPOSE_SIGNUP", "AUTH__OTP__V1__PURPOSE__PURPOSE_SIGNUP", 2 },
   { "PURPOSE_VERIFY", "AUTH__OTP__V1__PURPOSE__PURPOSE_VERIFY", 3 },
   { "PURPOSE_PASSWORD_RESET", "AUTH__OTP__V1__PURPOSE__PURPOSE_PASSWORD_RESET", 4 },
+  { "PURPOSE_CHANGE_CONTACT", "AUTH__OTP__V1__PURPOSE__PURPOSE_CHANGE_CONTACT", 5 },
 };
 static const ProtobufCIntRange auth__otp__v1__purpose__value_ranges[] = {
-{0, 0},{0, 5}
+{0, 0},{0, 6}
 };
-static const ProtobufCEnumValueIndex auth__otp__v1__purpose__enum_values_by_name[5] =
+static const ProtobufCEnumValueIndex auth__otp__v1__purpose__enum_values_by_name[6] =
 {
+  { "PURPOSE_CHANGE_CONTACT", 5 },
   { "PURPOSE_LOGIN", 1 },
   { "PURPOSE_PASSWORD_RESET", 4 },
   { "PURPOSE_SIGNUP", 2 },
@@ -1873,12 +2086,40 @@ const ProtobufCEnumDescriptor auth__otp__v1__purpose__descriptor =
   "Purpose",
   "Auth__Otp__V1__Purpose",
   "auth.otp.v1",
-  5,
+  6,
   auth__otp__v1__purpose__enum_values_by_number,
-  5,
+  6,
   auth__otp__v1__purpose__enum_values_by_name,
   1,
   auth__otp__v1__purpose__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue auth__otp__v1__notice__enum_values_by_number[2] =
+{
+  { "NOTICE_UNSPECIFIED", "AUTH__OTP__V1__NOTICE__NOTICE_UNSPECIFIED", 0 },
+  { "NOTICE_CONTACT_CHANGED", "AUTH__OTP__V1__NOTICE__NOTICE_CONTACT_CHANGED", 1 },
+};
+static const ProtobufCIntRange auth__otp__v1__notice__value_ranges[] = {
+{0, 0},{0, 2}
+};
+static const ProtobufCEnumValueIndex auth__otp__v1__notice__enum_values_by_name[2] =
+{
+  { "NOTICE_CONTACT_CHANGED", 1 },
+  { "NOTICE_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor auth__otp__v1__notice__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "auth.otp.v1.Notice",
+  "Notice",
+  "Auth__Otp__V1__Notice",
+  "auth.otp.v1",
+  2,
+  auth__otp__v1__notice__enum_values_by_number,
+  2,
+  auth__otp__v1__notice__enum_values_by_name,
+  1,
+  auth__otp__v1__notice__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
 static const ProtobufCEnumValue auth__otp__v1__delivery_state__enum_values_by_number[6] =
@@ -1973,7 +2214,7 @@ const ProtobufCEnumDescriptor auth__otp__v1__otpreason__descriptor =
   auth__otp__v1__otpreason__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor auth__otp__v1__otp__method_descriptors[8] =
+static const ProtobufCMethodDescriptor auth__otp__v1__otp__method_descriptors[9] =
 {
   { "Start", &auth__otp__v1__start_request__descriptor, &auth__otp__v1__start_response__descriptor },
   { "Resend", &auth__otp__v1__resend_request__descriptor, &auth__otp__v1__resend_response__descriptor },
@@ -1983,6 +2224,7 @@ static const ProtobufCMethodDescriptor auth__otp__v1__otp__method_descriptors[8]
   { "ReportTwilioStatus", &auth__otp__v1__twilio_status_callback__descriptor, &auth__otp__v1__report_delivery_response__descriptor },
   { "UnlockDestination", &auth__otp__v1__unlock_destination_request__descriptor, &auth__otp__v1__unlock_destination_response__descriptor },
   { "ForgetDestination", &auth__otp__v1__forget_destination_request__descriptor, &auth__otp__v1__forget_destination_response__descriptor },
+  { "SendNotice", &auth__otp__v1__send_notice_request__descriptor, &auth__otp__v1__send_notice_response__descriptor },
 };
 const unsigned auth__otp__v1__otp__method_indices_by_name[] = {
   2,        /* Check */
@@ -1991,6 +2233,7 @@ const unsigned auth__otp__v1__otp__method_indices_by_name[] = {
   4,        /* ReportDelivery */
   5,        /* ReportTwilioStatus */
   1,        /* Resend */
+  8,        /* SendNotice */
   0,        /* Start */
   6         /* UnlockDestination */
 };
@@ -2001,7 +2244,7 @@ const ProtobufCServiceDescriptor auth__otp__v1__otp__descriptor =
   "OTP",
   "Auth__Otp__V1__OTP",
   "auth.otp.v1",
-  8,
+  9,
   auth__otp__v1__otp__method_descriptors,
   auth__otp__v1__otp__method_indices_by_name
 };
@@ -2068,6 +2311,14 @@ void auth__otp__v1__otp__forget_destination(ProtobufCService *service,
 {
   assert(service->descriptor == &auth__otp__v1__otp__descriptor);
   service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void auth__otp__v1__otp__send_notice(ProtobufCService *service,
+                                     const Auth__Otp__V1__SendNoticeRequest *input,
+                                     Auth__Otp__V1__SendNoticeResponse_Closure closure,
+                                     void *closure_data)
+{
+  assert(service->descriptor == &auth__otp__v1__otp__descriptor);
+  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__otp__v1__otp__init (Auth__Otp__V1__OTP_Service *service,
                                Auth__Otp__V1__OTP_ServiceDestroy destroy)

@@ -26,6 +26,8 @@ typedef struct Auth__Identity__V1__GetUserByEmailRequest Auth__Identity__V1__Get
 typedef struct Auth__Identity__V1__GetUserResponse Auth__Identity__V1__GetUserResponse;
 typedef struct Auth__Identity__V1__ContactExistsRequest Auth__Identity__V1__ContactExistsRequest;
 typedef struct Auth__Identity__V1__ContactExistsResponse Auth__Identity__V1__ContactExistsResponse;
+typedef struct Auth__Identity__V1__ChangeContactRequest Auth__Identity__V1__ChangeContactRequest;
+typedef struct Auth__Identity__V1__ChangeContactResponse Auth__Identity__V1__ChangeContactResponse;
 typedef struct Auth__Identity__V1__FindOrCreateByContactRequest Auth__Identity__V1__FindOrCreateByContactRequest;
 typedef struct Auth__Identity__V1__FindOrCreateByContactResponse Auth__Identity__V1__FindOrCreateByContactResponse;
 typedef struct Auth__Identity__V1__SignUpRequest Auth__Identity__V1__SignUpRequest;
@@ -184,7 +186,11 @@ typedef enum _Auth__Identity__V1__IdentityReason {
    * INVALID_ARGUMENT. ExchangeOAuthCode's code is unknown, expired or used, or the verifier
    * does not match its challenge.
    */
-  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_GRANT = 25
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_GRANT = 25,
+  /*
+   * ALREADY_EXISTS. Another account has proved this phone or email.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_CONTACT_TAKEN = 26
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUTH__IDENTITY__V1__IDENTITY_REASON)
 } Auth__Identity__V1__IdentityReason;
 
@@ -342,10 +348,52 @@ struct  Auth__Identity__V1__ContactExistsResponse
 {
   ProtobufCMessage base;
   protobuf_c_boolean exists;
+  /*
+   * the account proved it
+   */
+  protobuf_c_boolean verified;
+  /*
+   * the account that has it (when exists)
+   */
+  char *user_id;
 };
 #define AUTH__IDENTITY__V1__CONTACT_EXISTS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__contact_exists_response__descriptor) \
-    , 0 }
+    , 0, 0, (char *)protobuf_c_empty_string }
+
+
+/*
+ * A contact just proved by a code of purpose change_contact for this user becomes the user's,
+ * verified. Exactly one of phone and email. Another account's unverified claim on it is
+ * released (audit contact_released on that account): the proof decides.
+ */
+struct  Auth__Identity__V1__ChangeContactRequest
+{
+  ProtobufCMessage base;
+  char *user_id;
+  char *phone;
+  char *email;
+  char *client_ip;
+};
+#define AUTH__IDENTITY__V1__CHANGE_CONTACT_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__change_contact_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Auth__Identity__V1__ChangeContactResponse
+{
+  ProtobufCMessage base;
+  Auth__Identity__V1__User *user;
+  /*
+   * The contact it replaced ("" when none), and whether it was verified (the gateway then sends
+   * it a notice).
+   */
+  char *previous;
+  protobuf_c_boolean previous_verified;
+};
+#define AUTH__IDENTITY__V1__CHANGE_CONTACT_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__change_contact_response__descriptor) \
+    , NULL, (char *)protobuf_c_empty_string, 0 }
 
 
 /*
@@ -1054,6 +1102,44 @@ Auth__Identity__V1__ContactExistsResponse *
 void   auth__identity__v1__contact_exists_response__free_unpacked
                      (Auth__Identity__V1__ContactExistsResponse *message,
                       ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__ChangeContactRequest methods */
+void   auth__identity__v1__change_contact_request__init
+                     (Auth__Identity__V1__ChangeContactRequest         *message);
+size_t auth__identity__v1__change_contact_request__get_packed_size
+                     (const Auth__Identity__V1__ChangeContactRequest   *message);
+size_t auth__identity__v1__change_contact_request__pack
+                     (const Auth__Identity__V1__ChangeContactRequest   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__change_contact_request__pack_to_buffer
+                     (const Auth__Identity__V1__ChangeContactRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__ChangeContactRequest *
+       auth__identity__v1__change_contact_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__change_contact_request__free_unpacked
+                     (Auth__Identity__V1__ChangeContactRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__ChangeContactResponse methods */
+void   auth__identity__v1__change_contact_response__init
+                     (Auth__Identity__V1__ChangeContactResponse         *message);
+size_t auth__identity__v1__change_contact_response__get_packed_size
+                     (const Auth__Identity__V1__ChangeContactResponse   *message);
+size_t auth__identity__v1__change_contact_response__pack
+                     (const Auth__Identity__V1__ChangeContactResponse   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__change_contact_response__pack_to_buffer
+                     (const Auth__Identity__V1__ChangeContactResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__ChangeContactResponse *
+       auth__identity__v1__change_contact_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__change_contact_response__free_unpacked
+                     (Auth__Identity__V1__ChangeContactResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Auth__Identity__V1__FindOrCreateByContactRequest methods */
 void   auth__identity__v1__find_or_create_by_contact_request__init
                      (Auth__Identity__V1__FindOrCreateByContactRequest         *message);
@@ -1732,6 +1818,12 @@ typedef void (*Auth__Identity__V1__ContactExistsRequest_Closure)
 typedef void (*Auth__Identity__V1__ContactExistsResponse_Closure)
                  (const Auth__Identity__V1__ContactExistsResponse *message,
                   void *closure_data);
+typedef void (*Auth__Identity__V1__ChangeContactRequest_Closure)
+                 (const Auth__Identity__V1__ChangeContactRequest *message,
+                  void *closure_data);
+typedef void (*Auth__Identity__V1__ChangeContactResponse_Closure)
+                 (const Auth__Identity__V1__ChangeContactResponse *message,
+                  void *closure_data);
 typedef void (*Auth__Identity__V1__FindOrCreateByContactRequest_Closure)
                  (const Auth__Identity__V1__FindOrCreateByContactRequest *message,
                   void *closure_data);
@@ -1897,6 +1989,10 @@ struct Auth__Identity__V1__Identity_Service
                               const Auth__Identity__V1__ExchangeOAuthCodeRequest *input,
                               Auth__Identity__V1__ExchangeOAuthCodeResponse_Closure closure,
                               void *closure_data);
+  void (*change_contact)(Auth__Identity__V1__Identity_Service *service,
+                         const Auth__Identity__V1__ChangeContactRequest *input,
+                         Auth__Identity__V1__ChangeContactResponse_Closure closure,
+                         void *closure_data);
   void (*update_profile)(Auth__Identity__V1__Identity_Service *service,
                          const Auth__Identity__V1__UpdateProfileRequest *input,
                          Auth__Identity__V1__UpdateProfileResponse_Closure closure,
@@ -1947,6 +2043,7 @@ void auth__identity__v1__identity__init (Auth__Identity__V1__Identity_Service *s
       function_prefix__ ## start_oauth,\
       function_prefix__ ## finish_oauth,\
       function_prefix__ ## exchange_oauth_code,\
+      function_prefix__ ## change_contact,\
       function_prefix__ ## update_profile,\
       function_prefix__ ## reset_password,\
       function_prefix__ ## change_password,\
@@ -2010,6 +2107,10 @@ void auth__identity__v1__identity__exchange_oauth_code(ProtobufCService *service
                                                        const Auth__Identity__V1__ExchangeOAuthCodeRequest *input,
                                                        Auth__Identity__V1__ExchangeOAuthCodeResponse_Closure closure,
                                                        void *closure_data);
+void auth__identity__v1__identity__change_contact(ProtobufCService *service,
+                                                  const Auth__Identity__V1__ChangeContactRequest *input,
+                                                  Auth__Identity__V1__ChangeContactResponse_Closure closure,
+                                                  void *closure_data);
 void auth__identity__v1__identity__update_profile(ProtobufCService *service,
                                                   const Auth__Identity__V1__UpdateProfileRequest *input,
                                                   Auth__Identity__V1__UpdateProfileResponse_Closure closure,
@@ -2053,6 +2154,8 @@ extern const ProtobufCMessageDescriptor auth__identity__v1__get_user_by_email_re
 extern const ProtobufCMessageDescriptor auth__identity__v1__get_user_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__contact_exists_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__contact_exists_response__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__change_contact_request__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__change_contact_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__find_or_create_by_contact_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__find_or_create_by_contact_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__sign_up_request__descriptor;

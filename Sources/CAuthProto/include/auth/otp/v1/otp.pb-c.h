@@ -22,6 +22,8 @@ typedef struct Auth__Otp__V1__ResendRequest Auth__Otp__V1__ResendRequest;
 typedef struct Auth__Otp__V1__ResendResponse Auth__Otp__V1__ResendResponse;
 typedef struct Auth__Otp__V1__CheckRequest Auth__Otp__V1__CheckRequest;
 typedef struct Auth__Otp__V1__CheckResponse Auth__Otp__V1__CheckResponse;
+typedef struct Auth__Otp__V1__SendNoticeRequest Auth__Otp__V1__SendNoticeRequest;
+typedef struct Auth__Otp__V1__SendNoticeResponse Auth__Otp__V1__SendNoticeResponse;
 typedef struct Auth__Otp__V1__ForgetDestinationRequest Auth__Otp__V1__ForgetDestinationRequest;
 typedef struct Auth__Otp__V1__ForgetDestinationResponse Auth__Otp__V1__ForgetDestinationResponse;
 typedef struct Auth__Otp__V1__UnlockDestinationRequest Auth__Otp__V1__UnlockDestinationRequest;
@@ -54,9 +56,24 @@ typedef enum _Auth__Otp__V1__Purpose {
   AUTH__OTP__V1__PURPOSE__PURPOSE_LOGIN = 1,
   AUTH__OTP__V1__PURPOSE__PURPOSE_SIGNUP = 2,
   AUTH__OTP__V1__PURPOSE__PURPOSE_VERIFY = 3,
-  AUTH__OTP__V1__PURPOSE__PURPOSE_PASSWORD_RESET = 4
+  AUTH__OTP__V1__PURPOSE__PURPOSE_PASSWORD_RESET = 4,
+  /*
+   * A new phone or email for a signed-in account (bound to it by StartRequest.subject).
+   */
+  AUTH__OTP__V1__PURPOSE__PURPOSE_CHANGE_CONTACT = 5
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUTH__OTP__V1__PURPOSE)
 } Auth__Otp__V1__Purpose;
+/*
+ * A message without a code (SendNotice).
+ */
+typedef enum _Auth__Otp__V1__Notice {
+  AUTH__OTP__V1__NOTICE__NOTICE_UNSPECIFIED = 0,
+  /*
+   * "Your phone number / email on <app> was changed": to the contact a change replaced.
+   */
+  AUTH__OTP__V1__NOTICE__NOTICE_CONTACT_CHANGED = 1
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUTH__OTP__V1__NOTICE)
+} Auth__Otp__V1__Notice;
 /*
  * Where the latest message of a verification is.
  */
@@ -187,10 +204,15 @@ struct  Auth__Otp__V1__StartRequest
    * answer for it exactly as for a real one (docs/otp.md).
    */
   protobuf_c_boolean decoy;
+  /*
+   * What the caller binds the verification to (at most 128 bytes; the gateway: the user id of a
+   * contact change), given back by Check: a code proved for one account cannot change another's.
+   */
+  char *subject;
 };
 #define AUTH__OTP__V1__START_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__otp__v1__start_request__descriptor) \
-    , (char *)protobuf_c_empty_string, AUTH__OTP__V1__PURPOSE__PURPOSE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+    , (char *)protobuf_c_empty_string, AUTH__OTP__V1__PURPOSE__PURPOSE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
 
 
 struct  Auth__Otp__V1__StartResponse
@@ -288,10 +310,40 @@ struct  Auth__Otp__V1__CheckResponse
   char *destination;
   Auth__Otp__V1__Channel channel;
   Auth__Otp__V1__Purpose purpose;
+  /*
+   * StartRequest.subject
+   */
+  char *subject;
 };
 #define AUTH__OTP__V1__CHECK_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__otp__v1__check_response__descriptor) \
-    , (char *)protobuf_c_empty_string, AUTH__OTP__V1__CHANNEL__CHANNEL_UNSPECIFIED, AUTH__OTP__V1__PURPOSE__PURPOSE_UNSPECIFIED }
+    , (char *)protobuf_c_empty_string, AUTH__OTP__V1__CHANNEL__CHANNEL_UNSPECIFIED, AUTH__OTP__V1__PURPOSE__PURPOSE_UNSPECIFIED, (char *)protobuf_c_empty_string }
+
+
+/*
+ * A notice to a destination, through the outbox like a code (delivered at least once), with no
+ * code in it. No start limit counts it: the gateway sends one only after a proved change.
+ */
+struct  Auth__Otp__V1__SendNoticeRequest
+{
+  ProtobufCMessage base;
+  char *destination;
+  Auth__Otp__V1__Notice notice;
+  char *locale;
+  char *client_ip;
+};
+#define AUTH__OTP__V1__SEND_NOTICE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__otp__v1__send_notice_request__descriptor) \
+    , (char *)protobuf_c_empty_string, AUTH__OTP__V1__NOTICE__NOTICE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Auth__Otp__V1__SendNoticeResponse
+{
+  ProtobufCMessage base;
+};
+#define AUTH__OTP__V1__SEND_NOTICE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__otp__v1__send_notice_response__descriptor) \
+     }
 
 
 /*
@@ -592,6 +644,44 @@ Auth__Otp__V1__CheckResponse *
 void   auth__otp__v1__check_response__free_unpacked
                      (Auth__Otp__V1__CheckResponse *message,
                       ProtobufCAllocator *allocator);
+/* Auth__Otp__V1__SendNoticeRequest methods */
+void   auth__otp__v1__send_notice_request__init
+                     (Auth__Otp__V1__SendNoticeRequest         *message);
+size_t auth__otp__v1__send_notice_request__get_packed_size
+                     (const Auth__Otp__V1__SendNoticeRequest   *message);
+size_t auth__otp__v1__send_notice_request__pack
+                     (const Auth__Otp__V1__SendNoticeRequest   *message,
+                      uint8_t             *out);
+size_t auth__otp__v1__send_notice_request__pack_to_buffer
+                     (const Auth__Otp__V1__SendNoticeRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Otp__V1__SendNoticeRequest *
+       auth__otp__v1__send_notice_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__otp__v1__send_notice_request__free_unpacked
+                     (Auth__Otp__V1__SendNoticeRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Otp__V1__SendNoticeResponse methods */
+void   auth__otp__v1__send_notice_response__init
+                     (Auth__Otp__V1__SendNoticeResponse         *message);
+size_t auth__otp__v1__send_notice_response__get_packed_size
+                     (const Auth__Otp__V1__SendNoticeResponse   *message);
+size_t auth__otp__v1__send_notice_response__pack
+                     (const Auth__Otp__V1__SendNoticeResponse   *message,
+                      uint8_t             *out);
+size_t auth__otp__v1__send_notice_response__pack_to_buffer
+                     (const Auth__Otp__V1__SendNoticeResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Otp__V1__SendNoticeResponse *
+       auth__otp__v1__send_notice_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__otp__v1__send_notice_response__free_unpacked
+                     (Auth__Otp__V1__SendNoticeResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Auth__Otp__V1__ForgetDestinationRequest methods */
 void   auth__otp__v1__forget_destination_request__init
                      (Auth__Otp__V1__ForgetDestinationRequest         *message);
@@ -802,6 +892,12 @@ typedef void (*Auth__Otp__V1__CheckRequest_Closure)
 typedef void (*Auth__Otp__V1__CheckResponse_Closure)
                  (const Auth__Otp__V1__CheckResponse *message,
                   void *closure_data);
+typedef void (*Auth__Otp__V1__SendNoticeRequest_Closure)
+                 (const Auth__Otp__V1__SendNoticeRequest *message,
+                  void *closure_data);
+typedef void (*Auth__Otp__V1__SendNoticeResponse_Closure)
+                 (const Auth__Otp__V1__SendNoticeResponse *message,
+                  void *closure_data);
 typedef void (*Auth__Otp__V1__ForgetDestinationRequest_Closure)
                  (const Auth__Otp__V1__ForgetDestinationRequest *message,
                   void *closure_data);
@@ -871,6 +967,10 @@ struct Auth__Otp__V1__OTP_Service
                              const Auth__Otp__V1__ForgetDestinationRequest *input,
                              Auth__Otp__V1__ForgetDestinationResponse_Closure closure,
                              void *closure_data);
+  void (*send_notice)(Auth__Otp__V1__OTP_Service *service,
+                      const Auth__Otp__V1__SendNoticeRequest *input,
+                      Auth__Otp__V1__SendNoticeResponse_Closure closure,
+                      void *closure_data);
 };
 typedef void (*Auth__Otp__V1__OTP_ServiceDestroy)(Auth__Otp__V1__OTP_Service *);
 void auth__otp__v1__otp__init (Auth__Otp__V1__OTP_Service *service,
@@ -886,7 +986,8 @@ void auth__otp__v1__otp__init (Auth__Otp__V1__OTP_Service *service,
       function_prefix__ ## report_delivery,\
       function_prefix__ ## report_twilio_status,\
       function_prefix__ ## unlock_destination,\
-      function_prefix__ ## forget_destination  }
+      function_prefix__ ## forget_destination,\
+      function_prefix__ ## send_notice  }
 void auth__otp__v1__otp__start(ProtobufCService *service,
                                const Auth__Otp__V1__StartRequest *input,
                                Auth__Otp__V1__StartResponse_Closure closure,
@@ -919,11 +1020,16 @@ void auth__otp__v1__otp__forget_destination(ProtobufCService *service,
                                             const Auth__Otp__V1__ForgetDestinationRequest *input,
                                             Auth__Otp__V1__ForgetDestinationResponse_Closure closure,
                                             void *closure_data);
+void auth__otp__v1__otp__send_notice(ProtobufCService *service,
+                                     const Auth__Otp__V1__SendNoticeRequest *input,
+                                     Auth__Otp__V1__SendNoticeResponse_Closure closure,
+                                     void *closure_data);
 
 /* --- descriptors --- */
 
 extern const ProtobufCEnumDescriptor    auth__otp__v1__channel__descriptor;
 extern const ProtobufCEnumDescriptor    auth__otp__v1__purpose__descriptor;
+extern const ProtobufCEnumDescriptor    auth__otp__v1__notice__descriptor;
 extern const ProtobufCEnumDescriptor    auth__otp__v1__delivery_state__descriptor;
 extern const ProtobufCEnumDescriptor    auth__otp__v1__otpreason__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__start_request__descriptor;
@@ -932,6 +1038,8 @@ extern const ProtobufCMessageDescriptor auth__otp__v1__resend_request__descripto
 extern const ProtobufCMessageDescriptor auth__otp__v1__resend_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__check_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__check_response__descriptor;
+extern const ProtobufCMessageDescriptor auth__otp__v1__send_notice_request__descriptor;
+extern const ProtobufCMessageDescriptor auth__otp__v1__send_notice_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__forget_destination_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__forget_destination_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__otp__v1__unlock_destination_request__descriptor;
