@@ -200,6 +200,22 @@ extension GatewayEndToEndTests {
             }
         }
 
+        /// A provider whose discovery cannot be read: `authorize` answers 503 (there is no flow
+        /// yet, so nothing to redirect to), and nothing is stored.
+        @Test func anUnreachableProviderIsUnavailableAtAuthorize() async throws {
+            try await Browser.with(
+                providers: ["google"],
+                providerTimeoutMS: 500,
+                identityVariables: [
+                    "AUTH_OIDC_GOOGLE_DISCOVERY_URL": "http://127.0.0.1:1/.well-known/openid-configuration"
+                ]
+            ) { browser in
+                let refused = try await browser.authorize("google", redirectTo: Self.appURL, pkce: PKCEPair())
+                #expect(refused.status == 503 && refused.error == "unavailable", "\(refused)")
+                #expect(refused.header("Location") == nil)
+            }
+        }
+
         // MARK: Linking by the redirect flow (§2)
 
         @Test func aSignedInAccountLinksGoogleInTheBrowser() async throws {
