@@ -95,6 +95,11 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
                 : "This email is already used by another account."
         )
     }
+    static let identityNotFound = APIError(
+        .notFound,
+        "identity_not_found",
+        "No such sign-in method is linked to your account."
+    )
     static let sessionNotFound = APIError(.notFound, "session_not_found", "This session was not found.")
     static let invalidCredentials = APIError(.unauthorized, "invalid_credentials", "Invalid email or password")
     static let invalidIDToken = APIError(
@@ -211,7 +216,7 @@ enum ServiceErrorMapping {
                 "The sign-in code is not valid (unknown, expired or already used) or the verifier does not match."
             )
         case IdentityReason.identityNotFound:
-            return make(.notFound, "identity_not_found", "No such sign-in method is linked to your account.")
+            return withDetail(.identityNotFound, detail)
         case IdentityReason.emailTaken:
             return make(.conflict, "email_taken", "This email is already registered. Try logging in instead.")
         case IdentityReason.invalidCredentials: return withDetail(.invalidCredentials, detail)

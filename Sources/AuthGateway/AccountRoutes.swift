@@ -134,7 +134,7 @@ extension GatewayRoutes {
     func unlinkIdentity(_ request: Request, context: GatewayRequestContext) async throws -> Response {
         let caller = try await signedIn(request, context)
         guard let name = context.parameters.get("provider"), let provider = Provider(rawValue: name) else {
-            throw APIError(.notFound, "identity_not_found", "No such sign-in method is linked to your account.")
+            throw APIError.identityNotFound
         }
         _ = try await backends.call(.identity, context) { options in
             try await backends.identity.unlinkProvider(
