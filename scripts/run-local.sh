@@ -20,12 +20,26 @@ ensure_system_packages
 mkdir -p .data
 
 pids=()
+supervisors=()
 pg_dir="$root/.data/pg-run"
 started_pg=0
 cleanup() {
     trap - INT TERM EXIT
-    if ((${#pids[@]} > 0)); then
+    # The services in order, the gateway first (it stops taking requests, then drains), each
+    # waited for; then the stand-in provider; PostgreSQL last.
+    if [[ -n "${run_dir:-}" ]]; then
+        touch "$run_dir/stopping"
         echo "Stopping services..." >&2
+        for service in gateway session otp-dispatch identity; do
+            local pid
+            pid=$(cat "$run_dir/$service.pid" 2>/dev/null || true)
+            [[ -n "$pid" ]] || continue
+            kill -TERM "$pid" 2>/dev/null || true
+            while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+        done
+        wait "${supervisors[@]}" 2>/dev/null || true
+    fi
+    if ((${#pids[@]} > 0)); then
         kill -TERM "${pids[@]}" 2>/dev/null || true
         wait "${pids[@]}" 2>/dev/null || true
     fi
@@ -110,17 +124,51 @@ if [[ "${AUTH_DEV_FAKE_PROVIDER:-0}" == 1 ]]; then
     echo "Browser sign-in: Google, Apple and Facebook are the stand-in on 127.0.0.1:${AUTH_DEV_PROVIDER_PORT:-9400}; redirect_to may be $AUTH_OAUTH_REDIRECT_URLS" >&2
 fi
 
+# Each service runs under a supervisor that starts it again when it exits unexpectedly (issue 23
+# §1): after 0.5 s, doubling to 10 s, back to 0.5 s once it has been up a minute; one line per
+# restart names the service, how it ended and the attempt. Its pid is in $run_dir/<service>.pid
+# (AUTH_RUN_LOCAL_STATE, default .data/run-local).
+# Each runs in a session of its own (setsid), so a Ctrl-C in the terminal reaches only this
+# script, which then stops them in order (cleanup above).
+run_dir="${AUTH_RUN_LOCAL_STATE:-$root/.data/run-local}"
+mkdir -p "$run_dir"
+rm -f "$run_dir"/*.pid "$run_dir/stopping"
+supervise() {
+    local service=$1
+    set +e
+    local delay_ms=500 attempt=0
+    while true; do
+        local started=$SECONDS
+        if [[ "$plaintext" == 1 ]]; then
+            setsid "$bin/$service" &
+        else
+            # Each service its own certificate (variables already set win, as everywhere).
+            AUTH_RPC_TLS_CERT="${AUTH_RPC_TLS_CERT:-$tls_dir/$service.pem}" \
+                AUTH_RPC_TLS_KEY="${AUTH_RPC_TLS_KEY:-$tls_dir/$service.key}" \
+                AUTH_RPC_TLS_CA="${AUTH_RPC_TLS_CA:-$tls_dir/ca.pem}" \
+                setsid "$bin/$service" &
+        fi
+        local pid=$!
+        echo "$pid" > "$run_dir/$service.pid"
+        wait "$pid"
+        local status=$?
+        [[ -e "$run_dir/stopping" ]] && return 0
+        local up=$((SECONDS - started))
+        if ((up >= 60)); then delay_ms=500; attempt=0; fi
+        attempt=$((attempt + 1))
+        local how="exit status $status"
+        if ((status > 128)); then how="signal $(kill -l $((status - 128)) 2>/dev/null || echo $((status - 128)))"; fi
+        echo "run-local: $service ended ($how) after ${up}s; restart $attempt in $((delay_ms / 1000)).$(printf '%03d' $((delay_ms % 1000)))s" >&2
+        sleep "$((delay_ms / 1000)).$(printf '%03d' $((delay_ms % 1000)))"
+        [[ -e "$run_dir/stopping" ]] && return 0
+        delay_ms=$((delay_ms * 2))
+        ((delay_ms > 10000)) && delay_ms=10000
+    done
+}
+supervisors=()
 for service in identity otp-dispatch session gateway; do
-    if [[ "$plaintext" == 1 ]]; then
-        "$bin/$service" &
-    else
-        # Each service its own certificate (variables already set win, as everywhere).
-        AUTH_RPC_TLS_CERT="${AUTH_RPC_TLS_CERT:-$tls_dir/$service.pem}" \
-            AUTH_RPC_TLS_KEY="${AUTH_RPC_TLS_KEY:-$tls_dir/$service.key}" \
-            AUTH_RPC_TLS_CA="${AUTH_RPC_TLS_CA:-$tls_dir/ca.pem}" \
-            "$bin/$service" &
-    fi
-    pids+=($!)
+    supervise "$service" &
+    supervisors+=($!)
 done
 echo "Running: gateway on http://127.0.0.1:$AUTH_GATEWAY_PORT (identity :$AUTH_IDENTITY_PORT, otp-dispatch :$AUTH_OTP_PORT, session :$AUTH_SESSION_PORT). Ctrl-C stops." >&2
 if [[ "$plaintext" == 1 ]]; then
@@ -128,5 +176,5 @@ if [[ "$plaintext" == 1 ]]; then
 else
     echo "RPC: mutual TLS; authctl needs AUTH_RPC_TLS_CERT=.data/tls/authctl.pem AUTH_RPC_TLS_KEY=.data/tls/authctl.key AUTH_RPC_TLS_CA=.data/tls/ca.pem" >&2
 fi
-# Stop everything when any service exits.
-wait -n "${pids[@]}" || true
+# Runs until Ctrl-C or SIGTERM (the supervisors keep the services up meanwhile).
+wait "${supervisors[@]}" || true

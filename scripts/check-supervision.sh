@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Issue 23 §1: the README's run command supervises the services. Starts scripts/run-local.sh on
+# ports of its own (and its own PostgreSQL), then kills each service with SIGKILL in turn and
+# measures how long until it answers again: a backend service when the gateway's
+# /health/ready reports it SERVING from its new process, the gateway when /health/live answers.
+# Fails if one takes longer than 3 s, or if run-local leaves a service running after its
+# SIGTERM. Prints one line per service with the time measured.
+#
+#   scripts/check-supervision.sh
+#
+# Needs `swift build` to have run (run-local.sh builds too, which is then a no-op).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+log() { echo "check-supervision: $*" >&2; }
+
+work="$ROOT/.data/supervision"
+scripts/postgres.sh stop "$work/pg" >/dev/null 2>&1 || true
+rm -rf "$work"
+mkdir -p "$work"
+export AUTH_GATEWAY_PORT=18180 AUTH_IDENTITY_PORT=17201 AUTH_OTP_PORT=17202 AUTH_SESSION_PORT=17203
+export AUTH_GATEWAY_ADMIN_PORT=19200 AUTH_OTP_METRICS_PORT=19202
+export AUTH_LOG_LEVEL=warning
+base="http://127.0.0.1:$AUTH_GATEWAY_PORT"
+run_dir="$work/state"
+export AUTH_RUN_LOCAL_STATE="$run_dir"
+pg_dir="$work/pg"
+export AUTH_DATABASE_URL="$(scripts/postgres.sh start "$pg_dir" 2>"$work/postgres.log" | tail -n 1)"
+
+scripts/run-local.sh > "$work/run-local.log" 2>&1 &
+runner=$!
+cleanup() {
+    trap - EXIT INT TERM
+    kill -TERM "$runner" 2>/dev/null || true
+    wait "$runner" 2>/dev/null || true
+    scripts/postgres.sh stop "$pg_dir" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT INT TERM
+
+ready() {
+    local body
+    body=$(curl -s --max-time 1 "$base/health/ready" 2>/dev/null) || return 1
+    [[ "$body" == *'"status":"SERVING"'* ]]
+}
+for _ in $(seq 1 1200); do
+    ready && break
+    kill -0 "$runner" 2>/dev/null || { cat "$work/run-local.log" >&2; log "FAIL: run-local.sh exited"; exit 1; }
+    sleep 0.25
+done
+ready || { log "FAIL: the system did not become ready"; exit 1; }
+
+now_ms() { date +%s%3N; }
+failed=0
+for service in identity otp-dispatch session gateway; do
+    old=$(cat "$run_dir/$service.pid")
+    start=$(now_ms)
+    kill -KILL "$old"
+    # The readiness answer is cached for a second: a new process and a fresh SERVING are both needed.
+    while true; do
+        new=$(cat "$run_dir/$service.pid" 2>/dev/null || echo "$old")
+        if [[ "$new" != "$old" ]] && kill -0 "$new" 2>/dev/null; then
+            if [[ "$service" == gateway ]]; then
+                curl -sf --max-time 1 "$base/health/live" >/dev/null 2>&1 && break
+            else
+                sleep 1.05 # past the gateway's readiness cache
+                ready && break
+            fi
+        fi
+        (($(now_ms) - start > 30000)) && break
+        sleep 0.05
+    done
+    took=$(($(now_ms) - start))
+    # A backend's time includes the 1.05 s wait past the readiness cache: subtract it.
+    [[ "$service" == gateway ]] || took=$((took - 1050))
+    line=$(grep -m1 "run-local: $service ended" "$work/run-local.log" || true)
+    log "$service: SIGKILL -> answering again in ${took} ms ($line)"
+    if ((took > 3000)) || [[ -z "$line" ]]; then failed=1; fi
+done
+
+kill -TERM "$runner"
+wait "$runner" || true
+for service in identity otp-dispatch session gateway; do
+    pid=$(cat "$run_dir/$service.pid")
+    if kill -0 "$pid" 2>/dev/null; then log "FAIL: $service ($pid) still runs after run-local's SIGTERM"; failed=1; fi
+done
+((failed == 0)) || { tail -40 "$work/run-local.log" >&2; log "FAIL"; exit 1; }
+log "OK - each service killed with SIGKILL answered again within 3 s; SIGTERM stopped everything"
