@@ -149,5 +149,8 @@ scripts/check-supervision.sh
 echo "== independent JOSE library for the session tests (joserfc in .data/jose-venv)"
 scripts/jose-check/install.sh >/dev/null
 
+echo "== Supabase's official Python client for the Supabase door's tests (.data/supabase-venv)"
+scripts/supabase-check/install.sh >/dev/null
+
 echo "== all tests"
 swift test --disable-xctest

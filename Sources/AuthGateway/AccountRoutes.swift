@@ -90,15 +90,23 @@ extension GatewayRoutes {
     /// the linked providers.
     func myIdentities(_ request: Request, context: GatewayRequestContext) async throws -> Response {
         let caller = try await signedIn(request, context)
-        var rules = ServiceErrorMapping.Rules()
-        rules.signedInUser = true
-        let listed = try await backends.call(.identity, context, rules: rules) { options in
+        let identities = try await identities(of: caller.userID, context: context)
+        return try JSONResponse.make(IdentityListBody(identities: identities.map(IdentityBody.init)))
+    }
+
+    /// identity's ListIdentities for a signed-in user (gone: 401 `invalid_token`).
+    func identities(
+        of userID: String,
+        context: GatewayRequestContext
+    ) async throws
+        -> [Auth_Identity_V1_SignInIdentity]
+    {
+        try await backends.call(.identity, context, rules: Self.signedInUserRules) { options in
             try await backends.identity.listIdentities(
-                Auth_Identity_V1_ListIdentitiesRequest(userID: caller.userID),
+                Auth_Identity_V1_ListIdentitiesRequest(userID: userID),
                 options: options
             )
-        }
-        return try JSONResponse.make(IdentityListBody(identities: listed.identities.map(IdentityBody.init)))
+        }.identities
     }
 
     // MARK: POST /v1/me/identities, DELETE /v1/me/identities/{provider}

@@ -90,6 +90,7 @@ public struct GatewayApplication: Sendable {
             jwksMaxAge: gateway.jwksMaxAge,
             reauthenticationWindow: gateway.reauthenticationWindow,
             publicURL: gateway.publicURL,
+            supabaseAnonKeys: gateway.supabaseAnonKeys,
             logger: logger
         )
 
@@ -142,6 +143,15 @@ public struct GatewayApplication: Sendable {
         router.delete("/v1/sessions/{id}", use: routes.revokeSession)
         router.get("/.well-known/jwks.json", use: routes.jwks)
         router.post("/v1/hooks/twilio/status", use: routes.twilioStatus)
+        // The Supabase Auth door (docs/supabase.md).
+        router.get("/auth/v1/health", use: routes.supabaseHealth)
+        router.get("/auth/v1/.well-known/jwks.json", use: routes.supabaseJWKS)
+        router.post("/auth/v1/token", use: routes.supabaseToken)
+        router.get("/auth/v1/user", use: routes.supabaseGetUser)
+        router.post("/auth/v1/logout", use: routes.supabaseLogout)
+        for method in [HTTPRequest.Method.get, .post, .put, .delete, .patch] {
+            router.on("/auth/v1/**", method: method, use: routes.supabaseNotFound)
+        }
 
         let live = try? JSONResponse.make(HealthReport(status: "SERVING", services: [:]))
         router.get("/health/live") { _, _ in

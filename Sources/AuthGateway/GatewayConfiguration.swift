@@ -54,6 +54,9 @@ public struct GatewayConfiguration: Sendable {
     /// `https://auth.example.com`, no trailing slash): what Twilio signs its status callbacks
     /// against. Unset: `POST /v1/hooks/twilio/status` refuses every callback (403).
     public var publicURL: String?
+    /// The anon keys the Supabase door accepts in `apikey` (`AUTH_SUPABASE_ANON_KEYS`,
+    /// comma-separated opaque strings or Supabase-style JWTs); empty: any.
+    public var supabaseAnonKeys: Set<String> = []
 
     public init() {}
 
@@ -93,6 +96,19 @@ public struct GatewayConfiguration: Sendable {
             try reader.integer("AUTH_GATEWAY_REAUTH_SECONDS", default: 300, in: 1...86_400, unit: " of seconds")
         )
         self.publicURL = try reader.publicURL()
+        self.supabaseAnonKeys = try reader.value(
+            "AUTH_SUPABASE_ANON_KEYS",
+            default: [],
+            expected: "a comma-separated list of keys of 1-4096 printable ASCII characters without spaces"
+        ) { text in
+            let keys = text.split(separator: ",").map { String($0.trimmingWhitespace()) }
+            guard
+                keys.allSatisfy({ key in
+                    (1...4096).contains(key.utf8.count) && key.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }
+                })
+            else { return nil }
+            return Set(keys)
+        }
         self.accessLog = try reader.value("AUTH_GATEWAY_ACCESS_LOG", default: true, expected: "`true` or `false`") {
             ["true": true, "false": false][$0]
         }

@@ -25,6 +25,8 @@ struct GatewayRoutes: Sendable {
     var reauthenticationWindow: Duration = .seconds(300)
     /// `AUTH_PUBLIC_URL`: the URL providers sign their callbacks against.
     var publicURL: String?
+    /// `AUTH_SUPABASE_ANON_KEYS`: the `apikey` values the Supabase door accepts (empty: any).
+    var supabaseAnonKeys: Set<String> = []
     let logger: Logger
 
     enum Purpose: String, CaseIterable { case login, signup, auto }
@@ -50,8 +52,8 @@ struct GatewayRoutes: Sendable {
     /// Takes one request from the client's budget for this operation, or answers 429
     /// `rate_limited`. Budgets are kept per operation, not per path: the seed apps' alias
     /// `/api/auth/login` spends `/v1/login`'s (two paths were once two budgets, twice the guesses).
-    func limit(_ context: GatewayRequestContext) throws {
-        let route = context.endpointPath ?? ""
+    func limit(_ context: GatewayRequestContext, as operationPath: String? = nil) throws {
+        let route = operationPath ?? context.endpointPath ?? ""
         let operation = Self.operationAliases[route] ?? route
         let decision = routeLimiter.acquire("\(operation) \(IPAddress.rateLimitKey(of: context.clientIP))", now: .now)
         guard decision.allowed else { throw APIError.rateLimited(retryAfter: decision.retryAfterSeconds) }
@@ -94,6 +96,24 @@ struct GatewayRoutes: Sendable {
         return device
     }
 
+    /// Starts a session for `user` (session's Issue): both doors' sign-ins.
+    func issueSession(
+        _ user: Auth_Identity_V1_User,
+        amr: String,
+        device: Auth_Session_V1_Device,
+        context: GatewayRequestContext
+    ) async throws -> Auth_Session_V1_TokenPair {
+        AuthDecisionNote.record(userID: user.id)
+        let issued = try await backends.call(.session, context) { options in
+            try await backends.session.issue(
+                Auth_Session_V1_IssueRequest(userID: user.id, amr: [amr], device: device, clientIP: context.clientIP),
+                options: options
+            )
+        }
+        guard let tokens = issued.tokens else { throw APIError.internalError }
+        return tokens
+    }
+
     /// Starts a session for `user` and answers with the session body.
     func signIn(
         _ user: Auth_Identity_V1_User,
@@ -104,19 +124,7 @@ struct GatewayRoutes: Sendable {
         status: HTTPResponse.Status = .ok,
         verificationID: String?? = nil
     ) async throws -> Response {
-        AuthDecisionNote.record(userID: user.id)
-        let issued = try await backends.call(.session, context) { options in
-            try await backends.session.issue(
-                Auth_Session_V1_IssueRequest(
-                    userID: user.id,
-                    amr: [amr],
-                    device: device,
-                    clientIP: context.clientIP
-                ),
-                options: options
-            )
-        }
-        guard let tokens = issued.tokens else { throw APIError.internalError }
+        let tokens = try await issueSession(user, amr: amr, device: device, context: context)
         return try JSONResponse.make(
             SessionBody(tokens: tokens, user: user, isNewUser: isNewUser, verificationID: verificationID),
             status: status
@@ -422,6 +430,19 @@ struct GatewayRoutes: Sendable {
         let email = try body.requiredString("email")
         let password = try body.requiredString("password")
         AuthDecisionNote.record(contact: email, method: "password")
+        let user = try await checkPassword(email: email, password: password, context: context)
+        return try await signIn(user, amr: "pwd", isNewUser: false, device: device, context: context)
+    }
+
+    /// identity's SignInWithPassword (an email that is not an address is `invalid_credentials`,
+    /// like a wrong password): both doors' password sign-in.
+    func checkPassword(
+        email: String,
+        password: String,
+        context: GatewayRequestContext
+    ) async throws
+        -> Auth_Identity_V1_User
+    {
         var rules = ServiceErrorMapping.Rules()
         rules.credentialsRoute = true
         let signedIn = try await backends.call(.identity, context, rules: rules) { options in
@@ -435,7 +456,7 @@ struct GatewayRoutes: Sendable {
             )
         }
         guard let user = signedIn.user else { throw APIError.internalError }
-        return try await signIn(user, amr: "pwd", isNewUser: false, device: device, context: context)
+        return user
     }
 
     // MARK: POST /v1/idtoken

@@ -185,6 +185,9 @@ public final class ServiceProcess: Sendable {
     }
 
     /// The port a service logged as listening on (it logs `port=N` at start-up).
+    /// The process's pid.
+    public var processIdentifier: Int32 { process.processIdentifier }
+
     public func listeningPort() async throws -> Int {
         let text = try await waitForLog(#"port=(\d+)[^\n]*RPC server listening"#)
         guard let port = Int(text) else { throw ServiceProcessError(message: "bad port \(text)") }

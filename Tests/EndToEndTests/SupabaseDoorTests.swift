@@ -1,0 +1,118 @@
+import AuthTestSupport
+import Foundation
+import Testing
+
+/// Issue 22 (first part): the Supabase Auth door under /auth/v1, through the fixture's gateway:
+/// Supabase's official Python client (supabase-auth, pinned) signs in, refreshes, reads the user
+/// and signs out; the error shapes and the anon key checked by hand.
+extension GatewayEndToEndTests {
+    @Suite(.timeLimit(.minutes(2))) struct SupabaseDoor {
+        static let projectRoot = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+        /// An account made on the /v1 door with its email confirmed by the sign-up's code.
+        static func confirmedAccount(_ fixture: GatewayFixture) async throws -> String {
+            let email = GatewayFixture.newEmail("supabase")
+            let created = try await fixture.signUp(email: email)
+            let code = try await fixture.code(to: email)
+            let verified = try await fixture.post(
+                "/v1/otp/verify",
+                ["verification_id": try #require(created.string("verification_id")), "code": code]
+            )
+            #expect(verified.status == 200, "\(verified)")
+            return email
+        }
+
+        @Test func theOfficialPythonClientSignsInRefreshesAndSignsOut() async throws {
+            let fixture = try #require(GatewayFixture.current)
+            let install = try await ChildProcess.run(
+                URL(fileURLWithPath: "/bin/bash"),
+                [Self.projectRoot.appendingPathComponent("scripts/supabase-check/install.sh").path],
+                currentDirectory: Self.projectRoot
+            )
+            try #require(install.status == 0, "scripts/supabase-check/install.sh failed: \(install.standardError)")
+            let python = URL(fileURLWithPath: install.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines))
+            let email = try await Self.confirmedAccount(fixture)
+            let result = try await ChildProcess.run(
+                python,
+                [
+                    Self.projectRoot.appendingPathComponent("scripts/supabase-check/journeys.py").path,
+                    fixture.baseURL, email, GatewayFixture.password,
+                ],
+                currentDirectory: Self.projectRoot,
+                timeout: .seconds(90)
+            )
+            #expect(result.status == 0, "journeys.py: \(result.standardOutput)\n\(result.standardError)")
+            let seen = try JSONSerialization.jsonObject(with: Data(result.output)) as? [String: Any]
+            #expect(seen?["wrong_password"] as? String == "invalid_credentials", "\(result.standardOutput)")
+            #expect(seen?["refresh_reuse"] as? String == "refresh_token_already_used")
+            #expect(seen?["signed_out"] as? Bool == true)
+        }
+
+        @Test func errorsComeInSupabasesTwoShapes() async throws {
+            let fixture = try #require(GatewayFixture.current)
+            let path = "/auth/v1/token?grant_type=password"
+            let body =
+                ["email": GatewayFixture.newEmail("nobody"), "password": "Wrong-Password-1", "data": NSNull()]
+                as [String: Any]
+            // Without the API version header: {code: status, error_code, msg} and x-sb-error-code.
+            let legacy = try await fixture.send(.POST, path, json: body)
+            #expect(legacy.status == 400, "\(legacy)")
+            #expect(legacy.int("code") == 400)
+            #expect(legacy.string("error_code") == "invalid_credentials")
+            #expect(legacy.string("msg") == "Invalid login credentials")
+            #expect(legacy.header("x-sb-error-code") == "invalid_credentials")
+            // With X-Supabase-Api-Version 2024-01-01: {code: error_code, message}, the header echoed.
+            let modern = try await fixture.send(
+                .POST,
+                path,
+                json: body,
+                headers: [("X-Supabase-Api-Version", "2024-01-01")]
+            )
+            #expect(modern.status == 400)
+            #expect(modern.string("code") == "invalid_credentials")
+            #expect(modern.string("message") == "Invalid login credentials")
+            #expect(modern.header("X-Supabase-Api-Version") == "2024-01-01")
+
+            // An account whose email is not confirmed: email_not_confirmed (Supabase confirms first).
+            let unconfirmed = GatewayFixture.newEmail("unconfirmed")
+            _ = try await fixture.signUp(email: unconfirmed)
+            let early = try await fixture.send(
+                .POST,
+                path,
+                json: ["email": unconfirmed, "password": GatewayFixture.password, "gotrue_meta_security": [:]]
+            )
+            #expect(early.status == 400 && early.string("error_code") == "email_not_confirmed", "\(early)")
+
+            // Without a token, a token that is no session's, and what is not served.
+            let noToken = try await fixture.send(.GET, "/auth/v1/user")
+            #expect(noToken.status == 401 && noToken.string("error_code") == "no_authorization", "\(noToken)")
+            let anonAsUser = try await fixture.send(.GET, "/auth/v1/user", authorization: "Bearer anon-key")
+            #expect(anonAsUser.status == 403 && anonAsUser.string("error_code") == "bad_jwt", "\(anonAsUser)")
+            let saml = try await fixture.send(.POST, "/auth/v1/sso", json: [:])
+            #expect(saml.status == 404 && saml.string("error_code") == "not_found", "\(saml)")
+            let health = try await fixture.get("/auth/v1/health")
+            #expect(health.status == 200 && health.string("name") == "GoTrue", "\(health)")
+            let jwks = try await fixture.get("/auth/v1/.well-known/jwks.json")
+            #expect(jwks.status == 200 && (jwks["keys"] as? [Any])?.isEmpty == false, "\(jwks)")
+        }
+
+        /// With AUTH_SUPABASE_ANON_KEYS, the `apikey` must be one of them.
+        @Test func configuredAnonKeysAreRequired() async throws {
+            let fixture = try #require(GatewayFixture.current)
+            let (gateway, base) = try await fixture.startGateway(["AUTH_SUPABASE_ANON_KEYS": "anon-1,anon-2"])
+            let email = try await Self.confirmedAccount(fixture)
+            let path = "/auth/v1/token?grant_type=password"
+            let body: [String: Any] = ["email": email, "password": GatewayFixture.password]
+            let missing = try await fixture.send(.POST, path, json: body, base: base)
+            #expect(missing.status == 401 && missing.string("error_code") == "no_authorization", "\(missing)")
+            let wrong = try await fixture.send(.POST, path, json: body, headers: [("apikey", "anon-3")], base: base)
+            #expect(wrong.status == 401, "\(wrong)")
+            let right = try await fixture.send(.POST, path, json: body, headers: [("apikey", "anon-2")], base: base)
+            #expect(right.status == 200, "\(right)")
+            #expect((right["user"] as? [String: Any])?["email"] as? String == email)
+            #expect((right["expires_at"] as? NSNumber) != nil)
+            await gateway.terminate(grace: .seconds(5))
+        }
+    }
+}
