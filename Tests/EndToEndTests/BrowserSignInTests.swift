@@ -467,6 +467,9 @@ struct Browser {
     private func raw(_ method: HTTPMethod, _ url: String) async throws -> (Int, HTTPHeaders, String) {
         var request = HTTPClientRequest(url: url)
         request.method = method
+        // The stand-in provider lives for one test: no pooled connection may outlive it (see
+        // GatewayFixture.send).
+        request.headers.add(name: "Connection", value: "close")
         let response = try await fixture.http.execute(request, timeout: .seconds(30))
         let body = try await response.body.collect(upTo: 1 << 20)
         return (Int(response.status.code), response.headers, String(buffer: body))

@@ -333,6 +333,12 @@ final class GatewayFixture: Sendable {
         var request = HTTPClientRequest(url: (base ?? baseURL) + path)
         request.method = method
         for (name, value) in headers { request.headers.add(name: name, value: value) }
+        // A test's own gateway lives shorter than the client's connection pool, which is keyed by
+        // host and port: once it has stopped listening, a new gateway can get its port while a
+        // pooled connection still reaches the old process, still draining, and a request meant
+        // for one test's gateway would be answered by another's. Only the fixture's own
+        // gateway, up for the whole suite, keeps connections.
+        if let base, base != baseURL { request.headers.add(name: "Connection", value: "close") }
         if let json {
             let data = try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys])
             request.body = .bytes(ByteBuffer(bytes: Array(data)))
