@@ -143,6 +143,31 @@ public final class ServiceProcess: Sendable {
         }
     }
 
+    /// Stops the process (SIGSTOP) and returns once every one of its threads is stopped: `kill`
+    /// returns before that, and on a loaded machine a thread of a stopped service still read
+    /// and even answered a request that the test sent after the `kill` (the Lifecycle tests'
+    /// flake: a call that never reached the "stopped" session's receive queue, a 200 from it).
+    /// Returns false if the threads were not all stopped within a minute.
+    @discardableResult
+    public func pause() async -> Bool {
+        send(SIGSTOP)
+        let pid = process.processIdentifier
+        return await eventually(interval: .milliseconds(5)) { Self.allThreadsStopped(pid: pid) }
+    }
+
+    /// Whether every thread of `pid` is in state `T` (stopped) in /proc.
+    static func allThreadsStopped(pid: Int32) -> Bool {
+        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task"), !tasks.isEmpty
+        else { return false }
+        return tasks.allSatisfy { task in
+            // "<tid> (<name>) <state> ...": the state follows the last ')'.
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { return false }
+            return stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("T")
+        }
+    }
+
     /// Sends `signal` (e.g. SIGINT, as Ctrl-C does) to the process.
     public func send(_ signal: Int32) {
         guard isRunning else { return }
