@@ -21,6 +21,8 @@ mkdir -p "$work"
 export AUTH_GATEWAY_PORT=18180 AUTH_IDENTITY_PORT=17201 AUTH_OTP_PORT=17202 AUTH_SESSION_PORT=17203
 export AUTH_GATEWAY_ADMIN_PORT=19200 AUTH_OTP_METRICS_PORT=19202
 export AUTH_LOG_LEVEL=warning
+# The load signs in as fast as one client can: cheap hashes, no per-IP budget in the way.
+export AUTH_IDENTITY_SCRYPT_LOG_N=10 AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE=1000000
 base="http://127.0.0.1:$AUTH_GATEWAY_PORT"
 run_dir="$work/state"
 export AUTH_RUN_LOCAL_STATE="$run_dir"
@@ -51,6 +53,22 @@ ready || { log "FAIL: the system did not become ready"; exit 1; }
 
 now_ms() { date +%s%3N; }
 failed=0
+
+# The load: one account, then sign-ins back to back until told to stop (at most 100,000).
+email="supervision-$RANDOM@example.com"
+password="Supervision-Check-42"
+created=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$base/v1/signup" -H 'content-type: application/json' \
+    -d "{\"display_name\":\"Load\",\"email\":\"$email\",\"password\":\"$password\"}")
+[[ "$created" == 201 ]] || { log "FAIL: the load's account was not created (HTTP $created)"; exit 1; }
+(
+    for _ in $(seq 1 100000); do
+        [[ -e "$work/stop-load" ]] && break
+        curl -s -o /dev/null --max-time 10 -w '%{http_code} %{time_total}\n' -X POST "$base/v1/login" \
+            -H 'content-type: application/json' -d "{\"email\":\"$email\",\"password\":\"$password\"}" || true
+    done
+) > "$work/load.txt" 2>/dev/null &
+load=$!
+sleep 1
 for service in identity otp-dispatch session gateway; do
     old=$(cat "$run_dir/$service.pid")
     start=$(now_ms)
@@ -77,6 +95,20 @@ for service in identity otp-dispatch session gateway; do
     if ((took > 3000)) || [[ -z "$line" ]]; then failed=1; fi
 done
 
+touch "$work/stop-load"
+wait "$load" || true
+# 200: signed in; 503: a backend it needed was dead at that moment; 000: no gateway to connect to.
+total=$(wc -l < "$work/load.txt")
+ok=$(awk '$1 == 200' "$work/load.txt" | wc -l)
+unavailable=$(awk '$1 == 503' "$work/load.txt" | wc -l)
+refused=$(awk '$1 == "000"' "$work/load.txt" | wc -l)
+other=$(awk '$1 != 200 && $1 != 503 && $1 != "000"' "$work/load.txt" | wc -l)
+slowest=$(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { printf "%.3f", m }' "$work/load.txt")
+log "load: $total sign-ins: $ok 200, $unavailable 503, $refused refused (gateway down), $other other; slowest ${slowest}s"
+if ((other > 0)); then log "FAIL: sign-ins answered otherwise:"; awk '$1 != 200 && $1 != 503 && $1 != "000"' "$work/load.txt" | sort | uniq -c | head >&2; failed=1; fi
+if awk -v m="$slowest" 'BEGIN { exit !(m > 6) }'; then log "FAIL: a sign-in took ${slowest}s, past the RPC deadline"; failed=1; fi
+((ok > 0)) || { log "FAIL: no sign-in succeeded"; failed=1; }
+
 kill -TERM "$runner"
 wait "$runner" || true
 for service in identity otp-dispatch session gateway; do
@@ -84,4 +116,4 @@ for service in identity otp-dispatch session gateway; do
     if kill -0 "$pid" 2>/dev/null; then log "FAIL: $service ($pid) still runs after run-local's SIGTERM"; failed=1; fi
 done
 ((failed == 0)) || { tail -40 "$work/run-local.log" >&2; log "FAIL"; exit 1; }
-log "OK - each service killed with SIGKILL answered again within 3 s; SIGTERM stopped everything"
+log "OK - each service killed with SIGKILL answered again within 3 s under the load; SIGTERM stopped everything"
