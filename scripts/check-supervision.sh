@@ -71,7 +71,21 @@ created=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$base/v1/signup" -H 'c
 ) > "$work/load.txt" 2>/dev/null &
 load=$!
 sleep 1
+# Sign-ins succeed again (the gateway reconnects to a restarted service with backoff, after
+# its readiness already says SERVING): waited for before each kill, so that a kill's window
+# holds only what that kill caused. At most 30 s.
+signing_in() {
+    local since=$1
+    for _ in $(seq 1 600); do
+        if tail -n 1 "$work/load.txt" 2>/dev/null | awk -v since="$since" '$1 == 200 && $3 >= since { found = 1 } END { exit !found }'; then
+            return 0
+        fi
+        sleep 0.05
+    done
+    return 1
+}
 for service in identity otp-dispatch session gateway; do
+    signing_in "$(now_ms)" || { log "FAIL: sign-ins did not succeed again before killing $service"; failed=1; }
     old=$(cat "$run_dir/$service.pid")
     start=$(now_ms)
     kill -KILL "$old"
