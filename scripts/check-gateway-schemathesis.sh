@@ -110,6 +110,9 @@ token=$(curl -sf "$base/v1/otp/verify" -H 'content-type: application/json' \
     -d "{\"verification_id\":\"$verification\",\"code\":\"123456\"}" |
     "$venv/bin/python" -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
 
+# One worker: with two (threads), hypothesis parsed lambda sources with `ast` on both at once
+# and Python 3.11's parser failed inside the tool ("SystemError: AST constructor recursion
+# depth mismatch", a Runtime Error of schemathesis, not an answer of ours) in a CI run.
 checks=not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance
 status=0
 run() {
@@ -117,7 +120,7 @@ run() {
     shift
     log "schemathesis $label (up to ${max_time}s)"
     "$venv/bin/schemathesis" run "$ROOT/Sources/AuthGateway/openapi.yaml" --url "$base" \
-        --checks "$checks" --max-time "$max_time" --workers 2 --no-color \
+        --checks "$checks" --max-time "$max_time" --workers 1 --no-color \
         --suppress-health-check all "$@" > "$work/logs/schemathesis-$label.log" 2>&1 || status=$?
     tail -n 25 "$work/logs/schemathesis-$label.log" >&2
 }
