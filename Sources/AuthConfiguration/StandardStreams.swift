@@ -7,6 +7,9 @@ import Darwin
 /// Standard error and standard input as bytes, for the executables' messages and authctl's
 /// `-` arguments (Foundation's `FileHandle` is not in FoundationEssentials).
 public enum StandardStreams {
+    /// Whether standard error is a terminal (progress lines may then overwrite each other).
+    public static var errorIsTerminal: Bool { isatty(2) == 1 }
+
     /// Writes `text` to standard error, all of it (short writes and EINTR are retried; other
     /// errors drop the rest: there is nowhere left to report them).
     public static func writeError(_ text: String) {
@@ -39,7 +42,13 @@ public enum StandardStreams {
     /// Prints `<program>: configuration error: <error>` to standard error and exits with status
     /// 2, the status every executable gives a bad setting (README, "Configuration").
     public static func exitWithConfigurationError(_ program: String, _ error: any Error) -> Never {
-        writeError("\(program): configuration error: \(error)\n")
+        exitWithUsageError(program, "configuration error: \(error)")
+    }
+
+    /// Prints `<program>: <message>` to standard error and exits with status 2 (bad input or
+    /// settings: nothing was done).
+    public static func exitWithUsageError(_ program: String, _ message: String) -> Never {
+        writeError("\(program): \(message)\n")
         exit(2)
     }
 }

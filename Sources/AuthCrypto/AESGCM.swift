@@ -51,31 +51,15 @@ public enum AESGCM {
         try self.checkSizes(key: key, nonce: nonce)
         let context = try EVPCipherContext()
         guard Self.initialize(context, encrypt: true, key: key, nonce: nonce) else {
-            throw CryptoError.openSSL(.internalError, "EVP_EncryptInit_ex2(AES-256-GCM) failed")
+            throw CryptoError.openSSL(.internalError, "EVP_CipherInit_ex2(AES-256-GCM, encrypt) failed")
         }
-        var ciphertext = [UInt8](repeating: 0, count: plaintext.count)
         var tag = [UInt8](repeating: 0, count: self.tagByteCount)
-        var outLength: Int32 = 0
-        var ok = Self.update(context, encrypt: true, aad: aad)
-        if ok, !plaintext.isEmpty {
-            ok =
-                Self.checkedLength(plaintext.count)
-                && plaintext.withUnsafeBufferPointer { input in
-                    ciphertext.withUnsafeMutableBufferPointer { output in
-                        EVP_EncryptUpdate(
-                            context.pointer,
-                            output.baseAddress,
-                            &outLength,
-                            input.baseAddress,
-                            Int32(input.count)
-                        )
-                    }
-                } == 1 && Int(outLength) == plaintext.count
-        }
+        var ciphertext = [UInt8](repeating: 0, count: plaintext.count)
+        var ok = Self.authenticate(context, aad: aad) && Self.transform(context, plaintext, into: &ciphertext)
         if ok {
             var finalLength: Int32 = 0
             var scratch = [UInt8](repeating: 0, count: 16)
-            ok = EVP_EncryptFinal_ex(context.pointer, &scratch, &finalLength) == 1 && finalLength == 0
+            ok = EVP_CipherFinal_ex(context.pointer, &scratch, &finalLength) == 1 && finalLength == 0
         }
         if ok {
             ok = EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_AEAD_GET_TAG, Int32(self.tagByteCount), &tag) == 1
@@ -104,26 +88,10 @@ public enum AESGCM {
         }
         let context = try EVPCipherContext()
         guard Self.initialize(context, encrypt: false, key: key, nonce: nonce) else {
-            throw CryptoError.openSSL(.internalError, "EVP_DecryptInit_ex2(AES-256-GCM) failed")
+            throw CryptoError.openSSL(.internalError, "EVP_CipherInit_ex2(AES-256-GCM, decrypt) failed")
         }
         var plaintext = [UInt8](repeating: 0, count: ciphertext.count)
-        var outLength: Int32 = 0
-        var ok = Self.update(context, encrypt: false, aad: aad)
-        if ok, !ciphertext.isEmpty {
-            ok =
-                Self.checkedLength(ciphertext.count)
-                && ciphertext.withUnsafeBufferPointer { input in
-                    plaintext.withUnsafeMutableBufferPointer { output in
-                        EVP_DecryptUpdate(
-                            context.pointer,
-                            output.baseAddress,
-                            &outLength,
-                            input.baseAddress,
-                            Int32(input.count)
-                        )
-                    }
-                } == 1 && Int(outLength) == ciphertext.count
-        }
+        let ok = Self.authenticate(context, aad: aad) && Self.transform(context, ciphertext, into: &plaintext)
         guard ok else {
             secureZero(&plaintext)
             throw CryptoError.openSSL(.internalError, "AES-256-GCM decryption failed")
@@ -132,7 +100,7 @@ public enum AESGCM {
         var finalLength: Int32 = 0
         var scratch = [UInt8](repeating: 0, count: 16)
         guard EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_AEAD_SET_TAG, Int32(self.tagByteCount), &expectedTag) == 1,
-            EVP_DecryptFinal_ex(context.pointer, &scratch, &finalLength) == 1
+            EVP_CipherFinal_ex(context.pointer, &scratch, &finalLength) == 1
         else {
             // Unauthenticated plaintext must not escape, not even in memory we free.
             secureZero(&plaintext)
@@ -156,41 +124,51 @@ public enum AESGCM {
         count <= Int(Int32.max) - 32
     }
 
+    /// Sets up AES-256-GCM in one direction: the `EVP_Cipher*` calls that follow encrypt or
+    /// decrypt as chosen here.
     private static func initialize(_ context: EVPCipherContext, encrypt: Bool, key: [UInt8], nonce: [UInt8]) -> Bool {
         // 12 bytes is OpenSSL's default GCM IV length, so no IV-length parameter is needed.
         key.withUnsafeBufferPointer { keyBytes in
             nonce.withUnsafeBufferPointer { nonceBytes in
-                if encrypt {
-                    EVP_EncryptInit_ex2(
-                        context.pointer,
-                        EVPCipher.aes256GCM.pointer,
-                        keyBytes.baseAddress,
-                        nonceBytes.baseAddress,
-                        nil
-                    ) == 1
-                } else {
-                    EVP_DecryptInit_ex2(
-                        context.pointer,
-                        EVPCipher.aes256GCM.pointer,
-                        keyBytes.baseAddress,
-                        nonceBytes.baseAddress,
-                        nil
-                    ) == 1
-                }
+                EVP_CipherInit_ex2(
+                    context.pointer,
+                    EVPCipher.aes256GCM.pointer,
+                    keyBytes.baseAddress,
+                    nonceBytes.baseAddress,
+                    encrypt ? 1 : 0,
+                    nil
+                ) == 1
             }
         }
     }
 
-    private static func update(_ context: EVPCipherContext, encrypt: Bool, aad: [UInt8]) -> Bool {
+    /// Feeds the additional authenticated data (nothing comes out for it).
+    private static func authenticate(_ context: EVPCipherContext, aad: [UInt8]) -> Bool {
         guard !aad.isEmpty else { return true }
         guard self.checkedLength(aad.count) else { return false }
         var outLength: Int32 = 0
         return aad.withUnsafeBufferPointer { bytes in
-            if encrypt {
-                EVP_EncryptUpdate(context.pointer, nil, &outLength, bytes.baseAddress, Int32(bytes.count)) == 1
-            } else {
-                EVP_DecryptUpdate(context.pointer, nil, &outLength, bytes.baseAddress, Int32(bytes.count)) == 1
+            EVP_CipherUpdate(context.pointer, nil, &outLength, bytes.baseAddress, Int32(bytes.count)) == 1
+        }
+    }
+
+    /// Encrypts or decrypts (as the context was initialized) all of `input` into `output`, which
+    /// has `input`'s size: GCM is a stream mode, so every byte comes out of the update.
+    private static func transform(_ context: EVPCipherContext, _ input: [UInt8], into output: inout [UInt8]) -> Bool {
+        guard !input.isEmpty else { return true }
+        guard self.checkedLength(input.count) else { return false }
+        var outLength: Int32 = 0
+        let result = input.withUnsafeBufferPointer { inputBytes in
+            output.withUnsafeMutableBufferPointer { outputBytes in
+                EVP_CipherUpdate(
+                    context.pointer,
+                    outputBytes.baseAddress,
+                    &outLength,
+                    inputBytes.baseAddress,
+                    Int32(inputBytes.count)
+                )
             }
         }
+        return result == 1 && Int(outLength) == input.count
     }
 }

@@ -36,6 +36,16 @@ public struct LoadOptions: ParsableArguments, Sendable {
         return levels
     }
 
+    /// The measurements a `--calls` list names (comma-separated, white space ignored): at least
+    /// one, each one of `known`.
+    public static func selection(_ list: String, of known: [String]) throws -> Set<String> {
+        let selected = Set(list.split(separator: ",").map { String($0.trimmingWhitespace()) })
+        guard !selected.isEmpty, selected.isSubset(of: known) else {
+            throw ValidationError("--calls takes " + known.joined(separator: ", "))
+        }
+        return selected
+    }
+
     /// A closed-loop load with this warm-up and measured time.
     public var closedLoop: ClosedLoopLoad {
         ClosedLoopLoad(

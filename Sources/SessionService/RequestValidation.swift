@@ -96,9 +96,7 @@ extension FieldValidator {
 struct IssueInput: Sendable {
     var userID: String
     var amr: [String]
-    var devicePlatform: String
-    var deviceName: String
-    var deviceUserAgent: String
+    var device: Auth_Session_V1_Device
     var clientIP: String
 
     init(validating request: Auth_Session_V1_IssueRequest, context: ServerContext?) throws(SessionError) {
@@ -113,9 +111,7 @@ struct IssueInput: Sendable {
         try validator.check()
         self.userID = request.userID
         self.amr = request.amr
-        self.devicePlatform = device.platform
-        self.deviceName = device.name
-        self.deviceUserAgent = device.userAgent
+        self.device = device
         self.clientIP = clientIP
     }
 }

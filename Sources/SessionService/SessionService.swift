@@ -131,9 +131,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
                 id: sessionID,
                 userID: input.userID,
                 amr: input.amr,
-                devicePlatform: input.devicePlatform,
-                deviceName: input.deviceName,
-                deviceUserAgent: input.deviceUserAgent,
+                device: input.device,
                 clientIP: input.clientIP,
                 createdAt: now,
                 expiresAt: expiresAt,
@@ -439,11 +437,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
                 Auth_Session_V1_SessionInfo(
                     sessionID: session.id.uuidString.lowercased(),
                     amr: session.amr,
-                    device: Auth_Session_V1_Device(
-                        platform: session.devicePlatform,
-                        name: session.deviceName,
-                        userAgent: session.deviceUserAgent
-                    ),
+                    device: session.device,
                     clientIP: session.clientIP,
                     createdAt: session.createdAt.unixSeconds,
                     lastRefreshedAt: session.lastRefreshedAt?.unixSeconds ?? 0,

@@ -1,4 +1,5 @@
 import AuthPostgres
+import AuthProtobuf
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -10,9 +11,7 @@ import Foundation
 struct SessionRecord: Sendable, Equatable {
     var id: UUID
     var amr: [String]
-    var devicePlatform: String
-    var deviceName: String
-    var deviceUserAgent: String
+    var device: Auth_Session_V1_Device
     /// Where the session was last used from (start or last refresh).
     var clientIP: String
     var createdAt: Date
@@ -25,9 +24,7 @@ struct NewSession: Sendable {
     var id: UUID
     var userID: String
     var amr: [String]
-    var devicePlatform: String
-    var deviceName: String
-    var deviceUserAgent: String
+    var device: Auth_Session_V1_Device
     var clientIP: String
     var createdAt: Date
     var expiresAt: Date
@@ -69,7 +66,7 @@ struct SessionStore: Sendable {
                 INSERT INTO \(schema).sessions (id, user_id, amr, device_platform, device_name, device_user_agent,
                     client_ip, last_client_ip, created_at, expires_at, refresh_expires_at)
                 VALUES (\(session.id), \(session.userID), string_to_array(\(session.amr.joined(separator: " "))::text, ' '),
-                    \(session.devicePlatform), \(session.deviceName), \(session.deviceUserAgent), \(session.clientIP)::text,
+                    \(session.device.platform), \(session.device.name), \(session.device.userAgent), \(session.clientIP)::text,
                     \(session.clientIP)::text, \(session.createdAt), \(session.expiresAt), \(session.refreshTokenExpiresAt))
                 RETURNING id
             )
@@ -283,9 +280,11 @@ struct SessionStore: Sendable {
             SessionRecord(
                 id: try row[0].uuid,
                 amr: try row[1].string.split(separator: " ").map(String.init),
-                devicePlatform: try row[2].string,
-                deviceName: try row[3].string,
-                deviceUserAgent: try row[4].string,
+                device: Auth_Session_V1_Device(
+                    platform: try row[2].string,
+                    name: try row[3].string,
+                    userAgent: try row[4].string
+                ),
                 clientIP: try row[5].string,
                 createdAt: try row[6].date,
                 lastRefreshedAt: try row[7].decode(Date?.self),

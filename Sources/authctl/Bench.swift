@@ -11,9 +11,6 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-#if canImport(Glibc)
-import Glibc
-#endif
 
 extension AuthCtl {
     struct Bench: AsyncParsableCommand {
@@ -163,7 +160,7 @@ extension AuthCtl {
             StandardStreams.writeError(
                 "authctl: calling \(method.path) for \(until) after \(LoadOptions.format(warmup)) s warm-up; Ctrl-C stops and reports\n"
             )
-            let terminal = isatty(STDERR_FILENO) == 1
+            let terminal = StandardStreams.errorIsTerminal
             let progressTask =
                 terminal || progress ? run.showProgress(overwriting: terminal, linePrefix: "authctl: ") : nil
             let setupResponse = setup

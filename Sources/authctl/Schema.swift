@@ -10,9 +10,6 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-#if canImport(Glibc)
-import Glibc
-#endif
 
 // `list`, `describe` and `call`: any method of any service, from the protobuf-c descriptors of
 // proto/ (AuthProtobuf's ProtobufSchema and DynamicMessage), with no code per method.
@@ -200,6 +197,5 @@ enum CallOutput {
 
 /// Prints `authctl: <what>` to standard error and exits with status 2.
 func fail(_ what: Any) -> Never {
-    StandardStreams.writeError("authctl: \(what)\n")
-    exit(2)
+    StandardStreams.exitWithUsageError("authctl", "\(what)")
 }

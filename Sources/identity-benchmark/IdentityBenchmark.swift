@@ -37,11 +37,7 @@ struct IdentityBenchmark: AsyncParsableCommand {
 
     func run() async throws {
         let levels = try load.levels(default: [16], limit: 1024)
-        let known: Set<String> = ["hash", "signin", "phone"]
-        let selected = Set(calls.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
-        guard !selected.isEmpty, selected.isSubset(of: known) else {
-            throw ValidationError("--calls takes hash, signin, phone")
-        }
+        let selected = try LoadOptions.selection(calls, of: ["hash", "signin", "phone"])
         guard (10...20).contains(scryptLogN), (1...64).contains(hashConcurrency) else {
             throw ValidationError("--scrypt-log-n in 10...20, --hash-concurrency in 1...64")
         }
@@ -59,8 +55,8 @@ struct IdentityBenchmark: AsyncParsableCommand {
             let service = try await IdentityService.start(database: pool, configuration: configuration, logger: logger)
             let outcome: Result<Void, any Error>
             do {
-                try await benchmark(
-                    service: service,
+                try await measure(
+                    service,
                     pool: pool,
                     configuration: configuration,
                     levels: levels,
@@ -76,8 +72,8 @@ struct IdentityBenchmark: AsyncParsableCommand {
         }
     }
 
-    func benchmark(
-        service: IdentityService,
+    func measure(
+        _ service: IdentityService,
         pool: PostgresPool,
         configuration: IdentityServiceConfiguration,
         levels: [Int],

@@ -44,10 +44,7 @@ struct OTPBenchmark: AsyncParsableCommand {
 
     func run() async throws {
         let levels = try load.levels(default: [16, 64], limit: 1024)
-        let selected = Set(calls.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
-        guard !selected.isEmpty, selected.isSubset(of: ["start", "check", "deliver"]) else {
-            throw ValidationError("--calls takes start, check, deliver")
-        }
+        let selected = try LoadOptions.selection(calls, of: ["start", "check", "deliver"])
         guard (1...16).contains(connections), (1...200_000).contains(messages), (1...256).contains(workers) else {
             throw ValidationError("--connections in 1...16, --messages in 1...200000, --workers in 1...256")
         }

@@ -38,11 +38,7 @@ struct SessionBenchmark: AsyncParsableCommand {
 
     func run() async throws {
         let levels = try load.levels(default: [16, 64], limit: 1024)
-        let known: Set<String> = ["issue", "refresh", "validate", "check", "local"]
-        let selected = Set(calls.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
-        guard !selected.isEmpty, selected.isSubset(of: known) else {
-            throw ValidationError("--calls takes issue, refresh, validate, check, local")
-        }
+        let selected = try LoadOptions.selection(calls, of: ["issue", "refresh", "validate", "check", "local"])
         guard (1...16).contains(connections) else {
             throw ValidationError("--connections in 1...16")
         }
