@@ -32,7 +32,16 @@ struct IDTokenVerifier: Sendable {
         IdentityError(.invalidIDToken, "The sign-in token is not valid (\(why)).")
     }
 
-    func verify(_ token: String, rawNonce: String, now: Date) async throws -> VerifiedIDToken {
+    /// `nonceHashed`: the token's `nonce` is hex SHA-256 of `rawNonce` whatever the provider
+    /// (the Supabase door); otherwise the provider's own rule (``checkNonce``).
+    func verify(
+        _ token: String,
+        rawNonce: String,
+        nonceHashed: Bool = false,
+        now: Date
+    ) async throws
+        -> VerifiedIDToken
+    {
         let parts: JWS.Parts
         do {
             parts = try JWS.parse(token)
@@ -84,7 +93,12 @@ struct IDTokenVerifier: Sendable {
         guard let subject = claims["sub"]?.stringValue, !subject.isEmpty, subject.utf8.count <= 255 else {
             throw invalid("no subject")
         }
-        try checkNonce(claims["nonce"]?.stringValue, rawNonce: rawNonce, claimPresent: claims["nonce"] != nil)
+        try checkNonce(
+            claims["nonce"]?.stringValue,
+            rawNonce: rawNonce,
+            hashed: nonceHashed || configuration.provider == .apple,
+            claimPresent: claims["nonce"] != nil
+        )
 
         var email: String?
         if let text = claims["email"]?.stringValue, let address = EmailAddress(text) {
@@ -128,14 +142,14 @@ struct IDTokenVerifier: Sendable {
     }
 
     /// Apple: the token's `nonce` is hex SHA-256 of the raw nonce the app sends (seed 002 §2.5);
-    /// Google and Facebook: the raw nonce itself. Required for Apple and Google; for Facebook,
-    /// checked when either side has one.
-    private func checkNonce(_ claim: String?, rawNonce: String, claimPresent: Bool) throws {
+    /// Google and Facebook: the raw nonce itself, unless `hashed` (the Supabase door hashes every
+    /// provider's). Required for Apple and Google; for Facebook, checked when either side has one.
+    private func checkNonce(_ claim: String?, rawNonce: String, hashed: Bool, claimPresent: Bool) throws {
         let provider = configuration.provider
         if !provider.requiresNonce && rawNonce.isEmpty && !claimPresent { return }
         let refused = IdentityError(.invalidNonce, "The sign-in could not be verified. Please try again.")
         guard !rawNonce.isEmpty, rawNonce.utf8.count <= 512, let claim, !claim.isEmpty else { throw refused }
-        let expected = provider == .apple ? hex(SHA256.hash(rawNonce)) : rawNonce
+        let expected = hashed ? hex(SHA256.hash(rawNonce)) : rawNonce
         guard ConstantTime.equals(Array(expected.utf8), Array(claim.utf8)) else { throw refused }
     }
 }

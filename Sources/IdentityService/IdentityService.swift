@@ -571,14 +571,15 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
 
     // MARK: ID tokens
 
-    /// Verifies an ID token of `provider` (issuer, audience, expiry, nonce) and spends it (a
-    /// token presented again is `id_token_replayed`): the identity it proves.
-    /// Verifies an ID token and spends it (a second presentation is `id_token_replayed`), with
-    /// `verifier` or else the provider's ID-token sign-in verifier.
+    /// Verifies an ID token of `provider` (issuer, audience, expiry, nonce: hashed for every
+    /// provider when `nonceHashed`) and spends it (a second presentation is
+    /// `id_token_replayed`), with `redirectFlowVerifier` or else the provider's ID-token sign-in
+    /// verifier: the identity it proves.
     func verifiedIdentity(
         _ provider: IdentityProvider,
         _ idToken: String,
         rawNonce: String,
+        nonceHashed: Bool = false,
         _ context: ServerContext,
         now: Date,
         using redirectFlowVerifier: IDTokenVerifier? = nil
@@ -589,7 +590,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
                 "Sign in with \(provider.rawValue.capitalized) is not available."
             )
         }
-        let verified = try await verifier.verify(idToken, rawNonce: rawNonce, now: now)
+        let verified = try await verifier.verify(idToken, rawNonce: rawNonce, nonceHashed: nonceHashed, now: now)
         guard
             try await store.rememberToken(
                 provider: provider,
@@ -660,6 +661,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             provider,
             request.idToken,
             rawNonce: request.rawNonce,
+            nonceHashed: request.nonceHashed,
             context,
             now: now
         )
@@ -729,6 +731,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             provider,
             request.idToken,
             rawNonce: request.rawNonce,
+            nonceHashed: request.nonceHashed,
             context,
             now: now
         )

@@ -83,6 +83,9 @@ public enum Purpose: String, Sendable {
     /// A notice's (SendNotice): never pending, so no code is ever checked against it; not a
     /// purpose a caller can start.
     case contactChanged = "contact_changed"
+    /// The notice that a sign-up named a contact an account has (SendNotice, like
+    /// `contact_changed`).
+    case signupAttempted = "signup_attempted"
 
     init?(_ proto: Auth_Otp_V1_Purpose) {
         switch proto {
@@ -102,7 +105,7 @@ public enum Purpose: String, Sendable {
         case .verify: .verify
         case .passwordReset: .passwordReset
         case .changeContact: .changeContact
-        case .contactChanged: .unspecified
+        case .contactChanged, .signupAttempted: .unspecified
         }
     }
 }

@@ -70,6 +70,52 @@ public enum MessageTemplates {
         }
     }
 
+    /// A notice's text (no code): that someone tried to sign up with this phone number or email,
+    /// which an account already has.
+    public static func renderSignupAttempted(channel: Channel, locale: String, appName: String) -> RenderedMessage {
+        let language = String(locale.split(separator: "-").first ?? "en").lowercased()
+        switch language {
+        case "es":
+            let queCosa = channel == .sms ? "este número de teléfono" : "este correo"
+            return RenderedMessage(
+                subject: channel == .email ? "Intento de registro en \(appName)" : nil,
+                body: "Alguien intentó registrarse en \(appName) con \(queCosa), que ya tiene una cuenta. "
+                    + "Si fuiste tú, inicia sesión o restablece tu contraseña; si no, ignora este mensaje."
+            )
+        case "hi":
+            let kya = channel == .sms ? "इस फ़ोन नंबर" : "इस ईमेल"
+            return RenderedMessage(
+                subject: channel == .email ? "\(appName) पर साइन-अप का प्रयास" : nil,
+                body: "किसी ने \(kya) से \(appName) पर साइन अप करने का प्रयास किया, जिसका खाता पहले से है। "
+                    + "यदि यह आप थे, तो साइन इन करें या पासवर्ड रीसेट करें; अन्यथा इस संदेश को अनदेखा करें।"
+            )
+        default:
+            let what = channel == .sms ? "phone number" : "email address"
+            return RenderedMessage(
+                subject: channel == .email ? "Someone tried to sign up to \(appName)" : nil,
+                body:
+                    "Someone tried to sign up to \(appName) with this \(what), which already has an account. "
+                    + "If it was you, sign in or reset your password; if not, you can ignore this message."
+            )
+        }
+    }
+
+    /// The text of a notice (a message without a code) of `purpose`, nil for a code's purpose.
+    public static func renderNotice(
+        _ purpose: String,
+        channel: Channel,
+        locale: String,
+        appName: String
+    ) -> RenderedMessage? {
+        switch purpose {
+        case Purpose.contactChanged.rawValue:
+            renderContactChanged(channel: channel, locale: locale, appName: appName)
+        case Purpose.signupAttempted.rawValue:
+            renderSignupAttempted(channel: channel, locale: locale, appName: appName)
+        default: nil
+        }
+    }
+
     /// The languages with a template of their own.
     public static var languages: [String] { templates.keys.sorted() }
 

@@ -261,13 +261,13 @@ public final class OTPDispatcher: Service, Sendable {
         let index = min(message.providerIndex, chain.count - 1)
         let provider = chain[index]
         let text =
-            message.purpose == Purpose.contactChanged.rawValue
-            ? MessageTemplates.renderContactChanged(
+            MessageTemplates.renderNotice(
+                message.purpose,
                 channel: message.channel,
                 locale: message.locale,
                 appName: configuration.appName
             )
-            : MessageTemplates.render(
+            ?? MessageTemplates.render(
                 channel: message.channel,
                 code: message.code,
                 locale: message.locale,

@@ -39,6 +39,8 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             "0003_decoy_verifications.sql": PackageResources._003_decoy_verifications_sql,
             "0004_consecutive_failures.sql": PackageResources._004_consecutive_failures_sql,
             "0005_contact_change_and_notices.sql": PackageResources._005_contact_change_and_notices_sql,
+            "0006_check_by_destination_and_signup_notice.sql":
+                PackageResources._006_check_by_destination_and_signup_notice_sql,
         ])
     }
 
@@ -128,10 +130,17 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
     ) async throws -> Auth_Otp_V1_SendNoticeResponse {
         var validator = FieldValidator()
         let destination = validator.destination(request.destination)
-        if request.notice != .contactChanged { validator.fail("notice", "required", "contact_changed.") }
+        let purpose: Purpose?
+        switch request.notice {
+        case .contactChanged: purpose = .contactChanged
+        case .signupAttempted: purpose = .signupAttempted
+        default:
+            purpose = nil
+            validator.fail("notice", "required", "contact_changed or signup_attempted.")
+        }
         let locale = validator.locale(request.locale)
         let ip = validator.clientIP(request.clientIP, context: context)
-        guard validator.isValid, let destination else { throw OTPError(invalid: validator) }
+        guard validator.isValid, let destination, let purpose else { throw OTPError(invalid: validator) }
         guard configuration.testDestinations[destination.normalized] == nil else {
             return Auth_Otp_V1_SendNoticeResponse()
         }
@@ -139,6 +148,9 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         try await store.writeNotice(
             id: CodeMAC.newID(),
             messageID: CodeMAC.newID(),
+            purpose: purpose,
+            // A sign-up attempt is anyone's to make: one notice an hour is enough to warn.
+            unlessWrittenSince: purpose == .signupAttempted ? now.addingTimeInterval(-3600) : nil,
             destination: destination,
             locale: locale,
             clientIP: ip,
@@ -444,7 +456,19 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         context: ServerContext
     ) async throws -> Auth_Otp_V1_CheckResponse {
         var validator = FieldValidator()
-        let id = validator.uuid(request.verificationID, field: "verification_id", name: "a verification id")
+        // By id, or (the Supabase door) by the destination's newest pending verification.
+        var id: UUID?
+        var byDestination: Destination?
+        if request.destination.isEmpty {
+            id = validator.uuid(request.verificationID, field: "verification_id", name: "a verification id")
+        } else if !request.verificationID.isEmpty {
+            validator.fail("destination", "invalid_value", "Give verification_id or destination, not both.")
+        } else {
+            byDestination = validator.destination(request.destination)
+            if request.acceptedPurposes.isEmpty {
+                validator.fail("accepted_purposes", "required", "Required with destination.")
+            }
+        }
         if request.code.isEmpty {
             validator.fail("code", "required", "The code is required.")
         } else if request.code.utf8.count > 32 {
@@ -463,21 +487,36 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             }
             accepted.insert(purpose)
         }
-        guard validator.isValid, let id else {
+        guard validator.isValid, id != nil || byDestination != nil else {
             throw OTPError(invalid: validator)
         }
         let acceptedPurposes = accepted
+        let verificationID = id
+        let lookedUp = byDestination
         let presented = request.code.trimmingWhitespace()
         let now = clock.microsecondNow()
         let configuration = self.configuration
         let store = self.store
         let codes = self.codes
         let outcome = try await store.pool.transaction { connection -> CheckOutcome in
-            guard let row = try store.lockVerification(connection, id: id), row.status != "verified",
+            let found =
+                if let verificationID {
+                    try store.lockVerification(connection, id: verificationID)
+                } else if let lookedUp {
+                    try store.lockNewestPendingVerification(
+                        connection,
+                        destination: lookedUp,
+                        purposes: acceptedPurposes
+                    )
+                } else {
+                    VerificationRow?.none
+                }
+            guard let row = found, row.status != "verified",
                 acceptedPurposes.isEmpty || acceptedPurposes.contains(row.purpose)
             else {
                 return .refused(Self.notFound())
             }
+            let id = row.id
             let destination = row.destination.normalized
             try store.lock(connection, "destination:\(destination)")
             if let refusal = try store.locks(connection, destination: destination, now: now)
@@ -527,7 +566,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 logger.notice(
                     "A destination entered too many wrong codes and is locked",
                     metadata: [
-                        "otp.verification_id": "\(id)", "otp.destination": "\(row.destination.masked)",
+                        "otp.verification_id": "\(row.id)", "otp.destination": "\(row.destination.masked)",
                         "otp.locked_seconds": "\(configuration.lockout.components.seconds)",
                     ]
                 )

@@ -388,38 +388,50 @@ struct OTPStore: Sendable {
         )
     }
 
-    /// A notice (SendNotice): a verification that is never pending, of purpose
-    /// `contact_changed`, with a random MAC no code matches, and its message (no code) in the
-    /// outbox, announced with a NOTIFY. One statement.
+    /// A notice (SendNotice): a verification of the notice's `purpose` that is never pending,
+    /// with a random MAC no code matches, and its message (no code) in the outbox, announced
+    /// with a NOTIFY. With `unlessWrittenSince`, nothing is written when a notice of that purpose
+    /// went to the destination after it (the check and the write under the destination's lock).
     func writeNotice(
         id: UUID,
         messageID: UUID,
+        purpose: Purpose,
+        unlessWrittenSince since: Date?,
         destination: Destination,
         locale: String,
         clientIP: String,
         now: Date,
         expiresAt: Date
     ) async throws {
-        let purpose = Purpose.contactChanged.rawValue
-        try await pool.query(
-            """
+        let statement: PostgresStatement = """
             WITH verification AS (
                 INSERT INTO \(t.verifications) (id, channel, destination, calling_code, purpose, locale, client_ip, code_mac,
                     created_at, expires_at, last_sent_at, status, verified_at)
-                VALUES (\(id), \(destination.channel.rawValue), \(destination.normalized), \(destination.callingCode),
-                    \(purpose), \(locale), \(clientIP), \(SecureRandom.bytes(count: 32)), \(now), \(expiresAt), \(now),
-                    'verified', \(now))
+                SELECT \(id), \(destination.channel.rawValue), \(destination.normalized), \(destination.callingCode),
+                    \(purpose.rawValue), \(locale), \(clientIP), \(SecureRandom.bytes(count: 32)), \(now), \(expiresAt), \(now),
+                    'verified', \(now)
+                WHERE NOT EXISTS (
+                    SELECT 1 FROM \(t.verifications) WHERE destination = \(destination.normalized)
+                        AND purpose = \(purpose.rawValue) AND created_at > \(since)
+                )
                 RETURNING id
             ), message AS (
                 INSERT INTO \(t.messages) (id, verification_id, channel, destination, calling_code, code, purpose, locale,
                     created_at, next_attempt_at, updated_at)
                 SELECT \(messageID), verification.id, \(destination.channel.rawValue), \(destination.normalized),
-                    \(destination.callingCode), '', \(purpose), \(locale), \(now), \(now), \(now)
+                    \(destination.callingCode), '', \(purpose.rawValue), \(locale), \(now), \(now), \(now)
                 FROM verification
             )
-            SELECT pg_notify(\(notifyChannel), '')
+            SELECT pg_notify(\(notifyChannel), '') FROM verification
             """
-        )
+        guard since != nil else {
+            try await pool.query(statement)
+            return
+        }
+        try await pool.transaction { connection in
+            try lock(connection, "notice:\(destination.normalized)")
+            try connection.execute(statement)
+        }
     }
 
     // MARK: Verifications
@@ -448,13 +460,38 @@ struct OTPStore: Sendable {
     }
 
     func lockVerification(_ connection: PostgresConnection, id: UUID) throws -> VerificationRow? {
-        let rows = try connection.execute(
-            """
-            SELECT id, channel, destination, purpose, locale, code_mac, created_at, expires_at, last_sent_at, resends,
-                status, test_destination, decoy, subject
-            FROM \(t.verifications) WHERE id = \(id) FOR UPDATE
-            """
+        try verificationRow(connection.execute("\(Self.verificationColumns(t)) WHERE id = \(id) FOR UPDATE"))
+    }
+
+    /// The newest pending verification of `destination` among `purposes`, locked (Check by
+    /// destination: the Supabase door verifies by contact and code).
+    func lockNewestPendingVerification(
+        _ connection: PostgresConnection,
+        destination: Destination,
+        purposes: Set<Purpose>
+    ) throws -> VerificationRow? {
+        let purposeNames = purposes.map(\.rawValue).sorted().joined(separator: ",")
+        return try verificationRow(
+            connection.execute(
+                """
+                \(Self.verificationColumns(t))
+                WHERE destination = \(destination.normalized) AND status = 'pending'
+                    AND purpose = ANY(string_to_array(\(purposeNames)::text, ','))
+                ORDER BY created_at DESC LIMIT 1 FOR UPDATE
+                """
+            )
         )
+    }
+
+    private static func verificationColumns(_ t: Tables) -> PostgresStatement {
+        """
+        SELECT id, channel, destination, purpose, locale, code_mac, created_at, expires_at, last_sent_at, resends,
+            status, test_destination, decoy, subject
+        FROM \(t.verifications)
+        """
+    }
+
+    private func verificationRow(_ rows: PostgresRows) throws -> VerificationRow? {
         guard let row = rows.first else { return nil }
         let destination = Destination(stored: try row[2].string)
         guard let purpose = Purpose(rawValue: try row[3].string) else {

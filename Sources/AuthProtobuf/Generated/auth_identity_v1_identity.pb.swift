@@ -1622,6 +1622,9 @@ public struct Auth_Identity_V1_SignInWithIDTokenRequest: ProtobufCMessage {
     /// user when the token has no name.
     public var displayName: String = ""
     public var clientIP: String = ""
+    /// The token's nonce is hex SHA-256 of raw_nonce for every provider, Google's too (the
+    /// Supabase door, as Supabase hashes every nonce); false: the rule above.
+    public var nonceHashed: Bool = false
 
     public init() {}
 
@@ -1630,13 +1633,15 @@ public struct Auth_Identity_V1_SignInWithIDTokenRequest: ProtobufCMessage {
         idToken: String = "",
         rawNonce: String = "",
         displayName: String = "",
-        clientIP: String = ""
+        clientIP: String = "",
+        nonceHashed: Bool = false
     ) {
         self.provider = provider
         self.idToken = idToken
         self.rawNonce = rawNonce
         self.displayName = displayName
         self.clientIP = clientIP
+        self.nonceHashed = nonceHashed
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -1685,7 +1690,8 @@ extension Auth_Identity_V1_SignInWithIDTokenRequest: ProtobufCBridged {
             idToken: try _protobufCString(c.pointee.id_token, Self.self, "id_token"),
             rawNonce: try _protobufCString(c.pointee.raw_nonce, Self.self, "raw_nonce"),
             displayName: try _protobufCString(c.pointee.display_name, Self.self, "display_name"),
-            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip")
+            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip"),
+            nonceHashed: c.pointee.nonce_hashed != 0
         )
     }
 
@@ -1703,6 +1709,7 @@ extension Auth_Identity_V1_SignInWithIDTokenRequest: ProtobufCBridged {
         if !self.clientIP.isEmpty {
             c.pointee.client_ip = try arena.cString(self.clientIP, Self.self, "client_ip")
         }
+        c.pointee.nonce_hashed = self.nonceHashed ? 1 : 0
     }
 }
 
@@ -1718,6 +1725,8 @@ public struct Auth_Identity_V1_LinkProviderRequest: ProtobufCMessage {
     public var idToken: String = ""
     public var rawNonce: String = ""
     public var clientIP: String = ""
+    /// as SignInWithIDTokenRequest.nonce_hashed
+    public var nonceHashed: Bool = false
 
     public init() {}
 
@@ -1726,13 +1735,15 @@ public struct Auth_Identity_V1_LinkProviderRequest: ProtobufCMessage {
         provider: Auth_Identity_V1_Provider = .unspecified,
         idToken: String = "",
         rawNonce: String = "",
-        clientIP: String = ""
+        clientIP: String = "",
+        nonceHashed: Bool = false
     ) {
         self.userID = userID
         self.provider = provider
         self.idToken = idToken
         self.rawNonce = rawNonce
         self.clientIP = clientIP
+        self.nonceHashed = nonceHashed
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -1781,7 +1792,8 @@ extension Auth_Identity_V1_LinkProviderRequest: ProtobufCBridged {
             provider: Auth_Identity_V1_Provider(rawValue: Int32(truncatingIfNeeded: c.pointee.provider.rawValue)),
             idToken: try _protobufCString(c.pointee.id_token, Self.self, "id_token"),
             rawNonce: try _protobufCString(c.pointee.raw_nonce, Self.self, "raw_nonce"),
-            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip")
+            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip"),
+            nonceHashed: c.pointee.nonce_hashed != 0
         )
     }
 
@@ -1799,6 +1811,7 @@ extension Auth_Identity_V1_LinkProviderRequest: ProtobufCBridged {
         if !self.clientIP.isEmpty {
             c.pointee.client_ip = try arena.cString(self.clientIP, Self.self, "client_ip")
         }
+        c.pointee.nonce_hashed = self.nonceHashed ? 1 : 0
     }
 }
 

@@ -112,6 +112,11 @@ public enum Auth_Otp_V1_Notice: ProtobufCEnum {
     case unspecified  // NOTICE_UNSPECIFIED = 0
     /// "Your phone number / email on <app> was changed": to the contact a change replaced.
     case contactChanged  // NOTICE_CONTACT_CHANGED = 1
+    /// "Someone tried to sign up to <app> with this email/phone number": to the owner of a contact
+    /// a sign-up named that an account already has (the Supabase door's sign-up answers as for a
+    /// new account, so that it does not tell whether one exists). At most one per destination per
+    /// hour: more are accepted and not sent.
+    case signupAttempted  // NOTICE_SIGNUP_ATTEMPTED = 2
     /// A value this schema does not know; kept as is so that it survives a round trip.
     case unrecognized(Int32)
 
@@ -122,6 +127,7 @@ public enum Auth_Otp_V1_Notice: ProtobufCEnum {
         switch rawValue {
         case 0: self = .unspecified
         case 1: self = .contactChanged
+        case 2: self = .signupAttempted
         default: self = .unrecognized(rawValue)
         }
     }
@@ -130,6 +136,7 @@ public enum Auth_Otp_V1_Notice: ProtobufCEnum {
         switch self {
         case .unspecified: 0
         case .contactChanged: 1
+        case .signupAttempted: 2
         case .unrecognized(let value): value
         }
     }
@@ -138,6 +145,7 @@ public enum Auth_Otp_V1_Notice: ProtobufCEnum {
     public static let allKnownCases: [Auth_Otp_V1_Notice] = [
         .unspecified,
         .contactChanged,
+        .signupAttempted,
     ]
 
     // Equal when the numbers are equal, so `.unrecognized(0)` is `.unspecified`.
@@ -716,6 +724,7 @@ extension Auth_Otp_V1_ResendResponse: ProtobufCBridged {
 public struct Auth_Otp_V1_CheckRequest: ProtobufCMessage {
     public static let protoMessageName = "auth.otp.v1.CheckRequest"
 
+    /// The verification, or empty with `destination` set.
     public var verificationID: String = ""
     public var code: String = ""
     public var clientIP: String = ""
@@ -723,6 +732,10 @@ public struct Auth_Otp_V1_CheckRequest: ProtobufCMessage {
     /// if it did not exist, and is left untouched (its code not compared, not consumed, no wrong
     /// attempt counted). The gateway gives the purposes of the route the code was sent to.
     public var acceptedPurposes: [Auth_Otp_V1_Purpose] = []
+    /// Instead of `verification_id` (exactly one of the two): the newest pending verification of
+    /// this phone number or email among `accepted_purposes` (required then), as Supabase verifies
+    /// by contact and code. NOT_FOUND verification_not_found when there is none.
+    public var destination: String = ""
 
     public init() {}
 
@@ -730,12 +743,14 @@ public struct Auth_Otp_V1_CheckRequest: ProtobufCMessage {
         verificationID: String = "",
         code: String = "",
         clientIP: String = "",
-        acceptedPurposes: [Auth_Otp_V1_Purpose] = []
+        acceptedPurposes: [Auth_Otp_V1_Purpose] = [],
+        destination: String = ""
     ) {
         self.verificationID = verificationID
         self.code = code
         self.clientIP = clientIP
         self.acceptedPurposes = acceptedPurposes
+        self.destination = destination
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -783,7 +798,8 @@ extension Auth_Otp_V1_CheckRequest: ProtobufCBridged {
             verificationID: try _protobufCString(c.pointee.verification_id, Self.self, "verification_id"),
             code: try _protobufCString(c.pointee.code, Self.self, "code"),
             clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip"),
-            acceptedPurposes: _protobufCEnums(c.pointee.accepted_purposes, count: c.pointee.n_accepted_purposes)
+            acceptedPurposes: _protobufCEnums(c.pointee.accepted_purposes, count: c.pointee.n_accepted_purposes),
+            destination: try _protobufCString(c.pointee.destination, Self.self, "destination")
         )
     }
 
@@ -800,6 +816,9 @@ extension Auth_Otp_V1_CheckRequest: ProtobufCBridged {
         if !self.acceptedPurposes.isEmpty {
             c.pointee.n_accepted_purposes = self.acceptedPurposes.count
             c.pointee.accepted_purposes = try arena.enums(self.acceptedPurposes, Self.self, "accepted_purposes")
+        }
+        if !self.destination.isEmpty {
+            c.pointee.destination = try arena.cString(self.destination, Self.self, "destination")
         }
     }
 }

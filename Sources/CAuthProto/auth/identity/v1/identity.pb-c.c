@@ -3178,7 +3178,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__sign_in_with_password_respo
   (ProtobufCMessageInit) auth__identity__v1__sign_in_with_password_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__identity__v1__sign_in_with_idtoken_request__field_descriptors[5] =
+static const ProtobufCFieldDescriptor auth__identity__v1__sign_in_with_idtoken_request__field_descriptors[6] =
 {
   {
     "provider",
@@ -3240,18 +3240,31 @@ static const ProtobufCFieldDescriptor auth__identity__v1__sign_in_with_idtoken_r
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "nonce_hashed",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__SignInWithIDTokenRequest, nonce_hashed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__identity__v1__sign_in_with_idtoken_request__field_indices_by_name[] = {
   4,   /* field[4] = client_ip */
   3,   /* field[3] = display_name */
   1,   /* field[1] = id_token */
+  5,   /* field[5] = nonce_hashed */
   0,   /* field[0] = provider */
   2,   /* field[2] = raw_nonce */
 };
 static const ProtobufCIntRange auth__identity__v1__sign_in_with_idtoken_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor auth__identity__v1__sign_in_with_idtoken_request__descriptor =
 {
@@ -3261,14 +3274,14 @@ const ProtobufCMessageDescriptor auth__identity__v1__sign_in_with_idtoken_reques
   "Auth__Identity__V1__SignInWithIDTokenRequest",
   "auth.identity.v1",
   sizeof(Auth__Identity__V1__SignInWithIDTokenRequest),
-  5,
+  6,
   auth__identity__v1__sign_in_with_idtoken_request__field_descriptors,
   auth__identity__v1__sign_in_with_idtoken_request__field_indices_by_name,
   1,  auth__identity__v1__sign_in_with_idtoken_request__number_ranges,
   (ProtobufCMessageInit) auth__identity__v1__sign_in_with_idtoken_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__identity__v1__link_provider_request__field_descriptors[5] =
+static const ProtobufCFieldDescriptor auth__identity__v1__link_provider_request__field_descriptors[6] =
 {
   {
     "user_id",
@@ -3330,10 +3343,23 @@ static const ProtobufCFieldDescriptor auth__identity__v1__link_provider_request_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "nonce_hashed",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__LinkProviderRequest, nonce_hashed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__identity__v1__link_provider_request__field_indices_by_name[] = {
   4,   /* field[4] = client_ip */
   2,   /* field[2] = id_token */
+  5,   /* field[5] = nonce_hashed */
   1,   /* field[1] = provider */
   3,   /* field[3] = raw_nonce */
   0,   /* field[0] = user_id */
@@ -3341,7 +3367,7 @@ static const unsigned auth__identity__v1__link_provider_request__field_indices_b
 static const ProtobufCIntRange auth__identity__v1__link_provider_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor auth__identity__v1__link_provider_request__descriptor =
 {
@@ -3351,7 +3377,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__link_provider_request__desc
   "Auth__Identity__V1__LinkProviderRequest",
   "auth.identity.v1",
   sizeof(Auth__Identity__V1__LinkProviderRequest),
-  5,
+  6,
   auth__identity__v1__link_provider_request__field_descriptors,
   auth__identity__v1__link_provider_request__field_indices_by_name,
   1,  auth__identity__v1__link_provider_request__number_ranges,

@@ -1191,7 +1191,7 @@ const ProtobufCMessageDescriptor auth__otp__v1__resend_response__descriptor =
   (ProtobufCMessageInit) auth__otp__v1__resend_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__otp__v1__check_request__field_descriptors[4] =
+static const ProtobufCFieldDescriptor auth__otp__v1__check_request__field_descriptors[5] =
 {
   {
     "verification_id",
@@ -1241,17 +1241,30 @@ static const ProtobufCFieldDescriptor auth__otp__v1__check_request__field_descri
     0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "destination",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__CheckRequest, destination),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__otp__v1__check_request__field_indices_by_name[] = {
   3,   /* field[3] = accepted_purposes */
   2,   /* field[2] = client_ip */
   1,   /* field[1] = code */
+  4,   /* field[4] = destination */
   0,   /* field[0] = verification_id */
 };
 static const ProtobufCIntRange auth__otp__v1__check_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor auth__otp__v1__check_request__descriptor =
 {
@@ -1261,7 +1274,7 @@ const ProtobufCMessageDescriptor auth__otp__v1__check_request__descriptor =
   "Auth__Otp__V1__CheckRequest",
   "auth.otp.v1",
   sizeof(Auth__Otp__V1__CheckRequest),
-  4,
+  5,
   auth__otp__v1__check_request__field_descriptors,
   auth__otp__v1__check_request__field_indices_by_name,
   1,  auth__otp__v1__check_request__number_ranges,
@@ -2094,17 +2107,19 @@ const ProtobufCEnumDescriptor auth__otp__v1__purpose__descriptor =
   auth__otp__v1__purpose__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue auth__otp__v1__notice__enum_values_by_number[2] =
+static const ProtobufCEnumValue auth__otp__v1__notice__enum_values_by_number[3] =
 {
   { "NOTICE_UNSPECIFIED", "AUTH__OTP__V1__NOTICE__NOTICE_UNSPECIFIED", 0 },
   { "NOTICE_CONTACT_CHANGED", "AUTH__OTP__V1__NOTICE__NOTICE_CONTACT_CHANGED", 1 },
+  { "NOTICE_SIGNUP_ATTEMPTED", "AUTH__OTP__V1__NOTICE__NOTICE_SIGNUP_ATTEMPTED", 2 },
 };
 static const ProtobufCIntRange auth__otp__v1__notice__value_ranges[] = {
-{0, 0},{0, 2}
+{0, 0},{0, 3}
 };
-static const ProtobufCEnumValueIndex auth__otp__v1__notice__enum_values_by_name[2] =
+static const ProtobufCEnumValueIndex auth__otp__v1__notice__enum_values_by_name[3] =
 {
   { "NOTICE_CONTACT_CHANGED", 1 },
+  { "NOTICE_SIGNUP_ATTEMPTED", 2 },
   { "NOTICE_UNSPECIFIED", 0 },
 };
 const ProtobufCEnumDescriptor auth__otp__v1__notice__descriptor =
@@ -2114,9 +2129,9 @@ const ProtobufCEnumDescriptor auth__otp__v1__notice__descriptor =
   "Notice",
   "Auth__Otp__V1__Notice",
   "auth.otp.v1",
-  2,
+  3,
   auth__otp__v1__notice__enum_values_by_number,
-  2,
+  3,
   auth__otp__v1__notice__enum_values_by_name,
   1,
   auth__otp__v1__notice__value_ranges,

@@ -496,10 +496,15 @@ struct  Auth__Identity__V1__SignInWithIDTokenRequest
    */
   char *display_name;
   char *client_ip;
+  /*
+   * The token's nonce is hex SHA-256 of raw_nonce for every provider, Google's too (the
+   * Supabase door, as Supabase hashes every nonce); false: the rule above.
+   */
+  protobuf_c_boolean nonce_hashed;
 };
 #define AUTH__IDENTITY__V1__SIGN_IN_WITH_IDTOKEN_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__sign_in_with_idtoken_request__descriptor) \
-    , AUTH__IDENTITY__V1__PROVIDER__PROVIDER_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , AUTH__IDENTITY__V1__PROVIDER__PROVIDER_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
 
 
 /*
@@ -514,10 +519,14 @@ struct  Auth__Identity__V1__LinkProviderRequest
   char *id_token;
   char *raw_nonce;
   char *client_ip;
+  /*
+   * as SignInWithIDTokenRequest.nonce_hashed
+   */
+  protobuf_c_boolean nonce_hashed;
 };
 #define AUTH__IDENTITY__V1__LINK_PROVIDER_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__link_provider_request__descriptor) \
-    , (char *)protobuf_c_empty_string, AUTH__IDENTITY__V1__PROVIDER__PROVIDER_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, AUTH__IDENTITY__V1__PROVIDER__PROVIDER_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Auth__Identity__V1__UnlinkProviderRequest

@@ -71,7 +71,14 @@ typedef enum _Auth__Otp__V1__Notice {
   /*
    * "Your phone number / email on <app> was changed": to the contact a change replaced.
    */
-  AUTH__OTP__V1__NOTICE__NOTICE_CONTACT_CHANGED = 1
+  AUTH__OTP__V1__NOTICE__NOTICE_CONTACT_CHANGED = 1,
+  /*
+   * "Someone tried to sign up to <app> with this email/phone number": to the owner of a contact
+   * a sign-up named that an account already has (the Supabase door's sign-up answers as for a
+   * new account, so that it does not tell whether one exists). At most one per destination per
+   * hour: more are accepted and not sent.
+   */
+  AUTH__OTP__V1__NOTICE__NOTICE_SIGNUP_ATTEMPTED = 2
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUTH__OTP__V1__NOTICE)
 } Auth__Otp__V1__Notice;
 /*
@@ -284,6 +291,9 @@ struct  Auth__Otp__V1__ResendResponse
 struct  Auth__Otp__V1__CheckRequest
 {
   ProtobufCMessage base;
+  /*
+   * The verification, or empty with `destination` set.
+   */
   char *verification_id;
   char *code;
   char *client_ip;
@@ -294,10 +304,16 @@ struct  Auth__Otp__V1__CheckRequest
    */
   size_t n_accepted_purposes;
   Auth__Otp__V1__Purpose *accepted_purposes;
+  /*
+   * Instead of `verification_id` (exactly one of the two): the newest pending verification of
+   * this phone number or email among `accepted_purposes` (required then), as Supabase verifies
+   * by contact and code. NOT_FOUND verification_not_found when there is none.
+   */
+  char *destination;
 };
 #define AUTH__OTP__V1__CHECK_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__otp__v1__check_request__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string }
 
 
 struct  Auth__Otp__V1__CheckResponse
