@@ -60,6 +60,14 @@ struct AuthDecisionMiddleware: RouterMiddleware {
         "POST /v1/logout": "session_revoked",
         "DELETE /v1/sessions/{id}": "session_revoked",
         "DELETE /v1/me": "account_deleted",
+        // The Supabase door (docs/supabase.md): its token route grants by password, refresh token
+        // or ID token, told apart by `auth.method`.
+        "POST /auth/v1/signup": "sign_up",
+        "POST /auth/v1/otp": "code_sent",
+        "POST /auth/v1/resend": "code_sent",
+        "POST /auth/v1/verify": "sign_in",
+        "POST /auth/v1/token": "token_grant",
+        "POST /auth/v1/logout": "session_revoked",
     ]
 
     func handle(

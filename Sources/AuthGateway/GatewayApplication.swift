@@ -149,6 +149,10 @@ public struct GatewayApplication: Sendable {
         router.post("/auth/v1/token", use: routes.supabaseToken)
         router.get("/auth/v1/user", use: routes.supabaseGetUser)
         router.post("/auth/v1/logout", use: routes.supabaseLogout)
+        router.post("/auth/v1/signup", use: routes.supabaseSignUp)
+        router.post("/auth/v1/otp", use: routes.supabaseSendCode)
+        router.post("/auth/v1/verify", use: routes.supabaseVerify)
+        router.post("/auth/v1/resend", use: routes.supabaseResend)
         for method in [HTTPRequest.Method.get, .post, .put, .delete, .patch] {
             router.on("/auth/v1/**", method: method, use: routes.supabaseNotFound)
         }

@@ -291,8 +291,11 @@ struct GatewayRoutes: Sendable {
 
     /// Checks a code with otp-dispatch; `purposes` are the ones this route accepts: another
     /// purpose's verification is not a live one here (404), and otp-dispatch leaves it untouched.
+    /// otp-dispatch's Check of `code` against the verification `verificationID`, or (the
+    /// Supabase door) against the newest pending one of `destination`.
     func checkCode(
-        verificationID: String,
+        verificationID: String = "",
+        destination: String = "",
         code: String,
         purposes: Set<Auth_Otp_V1_Purpose>,
         context: GatewayRequestContext
@@ -306,7 +309,8 @@ struct GatewayRoutes: Sendable {
                     verificationID: verificationID,
                     code: code,
                     clientIP: context.clientIP,
-                    acceptedPurposes: purposes.sorted { $0.rawValue < $1.rawValue }
+                    acceptedPurposes: purposes.sorted { $0.rawValue < $1.rawValue },
+                    destination: destination
                 ),
                 options: options
             )
@@ -335,10 +339,27 @@ struct GatewayRoutes: Sendable {
             purposes: [.login, .signup, .verify],
             context: context
         )
+        let (user, created) = try await account(provedBy: checked, context: context)
+        return try await signIn(
+            user,
+            amr: checked.channel == .sms ? "otp_sms" : "otp_email",
+            isNewUser: created,
+            device: device,
+            context: context
+        )
+    }
+
+    /// The account a proved sign-in code signs in to (both doors): identity's
+    /// FindOrCreateByContact marks the phone or email verified, creating the account if none has
+    /// it. Only a sign-up's own `verify` code proves the email for the person who set the
+    /// password; any other proves it for the code's holder, and identity then clears a password
+    /// set before the proof (docs/security.md, pre-hijacking), ending every session of whoever
+    /// set it.
+    func account(
+        provedBy checked: Auth_Otp_V1_CheckResponse,
+        context: GatewayRequestContext
+    ) async throws -> (user: Auth_Identity_V1_User, created: Bool) {
         let isSMS = checked.channel == .sms
-        // Only POST /v1/signup starts `verify` codes: its own code proves the email for the
-        // person who set the password; any other proves it for the code's holder, and identity
-        // then clears a password set before the proof (docs/security.md, pre-hijacking).
         let found = try await backends.call(.identity, context) { options in
             try await backends.identity.findOrCreateByContact(
                 Auth_Identity_V1_FindOrCreateByContactRequest(
@@ -352,16 +373,9 @@ struct GatewayRoutes: Sendable {
         }
         guard let user = found.user else { throw APIError.internalError }
         if found.passwordCleared {
-            // Whoever set that password may hold sessions: none outlives the proof.
             try await backends.revokeAllSessions(userID: user.id, reason: "contact_proved_password_cleared", context)
         }
-        return try await signIn(
-            user,
-            amr: isSMS ? "otp_sms" : "otp_email",
-            isNewUser: found.created,
-            device: device,
-            context: context
-        )
+        return (user, found.created)
     }
 
     // MARK: POST /v1/signup
@@ -379,20 +393,10 @@ struct GatewayRoutes: Sendable {
         AuthDecisionNote.record(contact: email, method: "password")
         // 409 `email_taken` tells whether an account exists (issue 19, item 7).
         try spendAccountCheck(context)
-        var rules = ServiceErrorMapping.Rules()
-        rules.validationFields = ["display_name": "display_name", "email": "email", "password": "password"]
-        let created = try await backends.call(.identity, context, rules: rules) { options in
-            try await backends.identity.signUp(
-                Auth_Identity_V1_SignUpRequest(
-                    displayName: displayName,
-                    email: email,
-                    password: password,
-                    clientIP: context.clientIP
-                ),
-                options: options
-            )
-        }
-        guard let user = created.user else { throw APIError.internalError }
+        let user = try await createAccount(
+            Auth_Identity_V1_SignUpRequest(displayName: displayName, email: email, password: password),
+            context: context
+        )
         // The email verification code. The account exists already: if the code cannot be sent
         // now, the app asks for one later (`verification_id` null), the sign-up still stands.
         var verificationID: String?? = .some(nil)
@@ -419,6 +423,23 @@ struct GatewayRoutes: Sendable {
             status: .created,
             verificationID: verificationID
         )
+    }
+
+    /// identity's SignUp (both doors): a refused field is 422 `validation_failed` with `fields`
+    /// named as the request's members; a taken email 409 `email_taken`.
+    func createAccount(
+        _ signUp: Auth_Identity_V1_SignUpRequest,
+        context: GatewayRequestContext
+    ) async throws -> Auth_Identity_V1_User {
+        var request = signUp
+        request.clientIP = context.clientIP
+        var rules = ServiceErrorMapping.Rules()
+        rules.validationFields = ["display_name": "display_name", "email": "email", "password": "password"]
+        let created = try await backends.call(.identity, context, rules: rules) { options in
+            try await backends.identity.signUp(request, options: options)
+        }
+        guard let user = created.user else { throw APIError.internalError }
+        return user
     }
 
     // MARK: POST /v1/login, POST /api/auth/login

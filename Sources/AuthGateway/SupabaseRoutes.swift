@@ -76,13 +76,12 @@ extension GatewayRoutes {
             let grant = try OAuthQuery(query: request)["grant_type"] ?? ""
             // The same budgets as the /v1 door's routes for the same operations: two doors are
             // not twice the guesses.
-            try limit(
-                context,
-                as: grant == "password" ? "/v1/login" : grant == "refresh_token" ? "/v1/token/refresh" : nil
-            )
+            let operations = ["password": "/v1/login", "refresh_token": "/v1/token/refresh", "id_token": "/v1/idtoken"]
+            try limit(context, as: operations[grant])
             switch grant {
             case "password": return try await supabasePasswordGrant(body, request, context)
             case "refresh_token": return try await supabaseRefreshGrant(body, request, context)
+            case "id_token": return try await supabaseIDTokenGrant(body, request, context)
             default:
                 throw SupabaseError(.badRequest, "validation_failed", "unsupported_grant_type")
             }
@@ -143,7 +142,7 @@ extension GatewayRoutes {
         return try await supabaseSession(tokens, user: user, context: context)
     }
 
-    private func supabaseSession(
+    func supabaseSession(
         _ tokens: Auth_Session_V1_TokenPair,
         user: Auth_Identity_V1_User,
         context: GatewayRequestContext
@@ -268,6 +267,18 @@ struct SupabaseRequest: Sendable {
     }
 
     func string(_ name: String) -> String? { members[name]?.stringValue }
+
+    /// A boolean member; nil when absent, null or not a boolean.
+    func bool(_ name: String) -> Bool? {
+        if case .bool(let value)? = members[name] { return value }
+        return nil
+    }
+
+    /// An object member's members (`data`); empty when absent, null or not an object.
+    func object(_ name: String) -> [String: JSONValue] {
+        if case .object(let value)? = members[name] { return value }
+        return [:]
+    }
 }
 
 /// A Supabase Auth error: since API version 2024-01-01 (the request's `X-Supabase-Api-Version`,
@@ -278,6 +289,9 @@ struct SupabaseError: Error, Sendable {
     var code: String
     var message: String
     var retryAfter: Int?
+    /// `weak_password`: why (Supabase's `length`, `characters`, `pwned`), sent as
+    /// `weak_password: {reasons}`.
+    var weakPasswordReasons: [String]?
 
     init(_ status: HTTPResponse.Status, _ code: String, _ message: String, retryAfter: Int? = nil) {
         self.status = status
@@ -322,22 +336,30 @@ struct SupabaseError: Error, Sendable {
             HTTPField.Name("Pragma")!: "no-cache",
         ]
         if let retryAfter { headers[.retryAfter] = "\(retryAfter)" }
+        struct WeakPassword: Encodable {
+            var reasons: [String]
+        }
         struct Modern: Encodable {
             var code: String
             var message: String
+            var weak_password: WeakPassword?
         }
         struct Legacy: Encodable {
             var code: Int
             var error_code: String
             var msg: String
+            var weak_password: WeakPassword?
         }
+        let weak = weakPasswordReasons.map(WeakPassword.init)
         let data: Data?
         if modern {
             headers[GatewayRoutes.supabaseAPIVersion] = "2024-01-01"
-            data = try? JSONEncoder().encode(Modern(code: code, message: message))
+            data = try? JSONEncoder().encode(Modern(code: code, message: message, weak_password: weak))
         } else {
             headers[GatewayRoutes.supabaseErrorCode] = code
-            data = try? JSONEncoder().encode(Legacy(code: Int(status.code), error_code: code, msg: message))
+            data = try? JSONEncoder().encode(
+                Legacy(code: Int(status.code), error_code: code, msg: message, weak_password: weak)
+            )
         }
         let bytes = data ?? Data("{}".utf8)
         return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))

@@ -367,7 +367,9 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         context: ServerContext
     ) async throws -> Auth_Identity_V1_SignUpResponse {
         var validator = FieldValidator()
-        validator.displayName(request.displayName)
+        if !(request.displayNameOptional && request.displayName.isEmpty) {
+            validator.displayName(request.displayName)
+        }
         let email = validator.email(request.email)
         let password = validator.newPassword(request.password, policy: policy)
         let clientIP = validator.clientIP(request.clientIP, context: context)
@@ -375,8 +377,10 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         guard let email, let password else {
             throw IdentityError(.internal, "validated fields missing")
         }
-        // A cheap check first, so a taken email costs no hash; the unique index decides races.
+        // A cheap check first, so a taken email costs no hash unless the caller must not let the
+        // time tell; the unique index decides races.
         if try await store.user(email: email) != nil {
+            if request.hashWhenTaken { _ = try await hashing.hash(password) }
             throw IdentityError(.emailTaken, IdentityError.emailTakenMessage)
         }
         let hash = try await hashing.hash(password)

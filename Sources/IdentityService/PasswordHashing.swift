@@ -24,11 +24,14 @@ public final class PasswordHashing: Sendable {
     /// Hashes running now, and the most that ever ran at once (tests check the bound).
     private let running = Atomic<Int>(0)
     private let peak = Atomic<Int>(0)
+    /// Hashes and verifications computed since the start (tests check that a path paid one).
+    private let computed = Atomic<Int>(0)
     /// The threads hashes ran on (`pthread_self`) and their names (tests check they are the
     /// pool's own); a thread's name is read once, the first time it hashes.
     private let threadsSeen = Mutex<(ids: Set<UInt>, names: Set<String>)>(([], []))
 
     var peakConcurrency: Int { peak.load(ordering: .relaxed) }
+    var computedCount: Int { computed.load(ordering: .relaxed) }
     var hashingThreadNames: Set<String> { threadsSeen.withLock { $0.names } }
 
     /// Starts the threads and computes the dummy hash (one hash's time).
@@ -55,6 +58,7 @@ public final class PasswordHashing: Sendable {
     private func counted<R>(_ body: () throws -> R) rethrows -> R {
         let now = running.add(1, ordering: .relaxed).newValue
         defer { running.subtract(1, ordering: .relaxed) }
+        computed.add(1, ordering: .relaxed)
         var seen = peak.load(ordering: .relaxed)
         while now > seen {
             let (exchanged, current) = peak.compareExchange(expected: seen, desired: now, ordering: .relaxed)

@@ -1,4 +1,6 @@
+import AuthCrypto
 import AuthTestSupport
+import AuthText
 import Foundation
 import Testing
 
@@ -23,8 +25,9 @@ extension GatewayEndToEndTests {
             return email
         }
 
-        @Test func theOfficialPythonClientSignsInRefreshesAndSignsOut() async throws {
-            let fixture = try #require(GatewayFixture.current)
+        /// Runs `scripts/supabase-check/journeys.py` with `arguments` (installing the pinned
+        /// client first): the JSON object it printed, after expecting it to exit 0.
+        static func journeys(_ arguments: [String]) async throws -> [String: Any] {
             let install = try await ChildProcess.run(
                 URL(fileURLWithPath: "/bin/bash"),
                 [Self.projectRoot.appendingPathComponent("scripts/supabase-check/install.sh").path],
@@ -32,21 +35,71 @@ extension GatewayEndToEndTests {
             )
             try #require(install.status == 0, "scripts/supabase-check/install.sh failed: \(install.standardError)")
             let python = URL(fileURLWithPath: install.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines))
-            let email = try await Self.confirmedAccount(fixture)
             let result = try await ChildProcess.run(
                 python,
-                [
-                    Self.projectRoot.appendingPathComponent("scripts/supabase-check/journeys.py").path,
-                    fixture.baseURL, email, GatewayFixture.password,
-                ],
+                [Self.projectRoot.appendingPathComponent("scripts/supabase-check/journeys.py").path] + arguments,
                 currentDirectory: Self.projectRoot,
                 timeout: .seconds(90)
             )
-            #expect(result.status == 0, "journeys.py: \(result.standardOutput)\n\(result.standardError)")
-            let seen = try JSONSerialization.jsonObject(with: Data(result.output)) as? [String: Any]
-            #expect(seen?["wrong_password"] as? String == "invalid_credentials", "\(result.standardOutput)")
-            #expect(seen?["refresh_reuse"] as? String == "refresh_token_already_used")
-            #expect(seen?["signed_out"] as? Bool == true)
+            try #require(result.status == 0, "journeys.py: \(result.standardOutput)\n\(result.standardError)")
+            return try #require(
+                try JSONSerialization.jsonObject(with: Data(result.output)) as? [String: Any],
+                "journeys.py printed no JSON object: \(result.standardOutput)"
+            )
+        }
+
+        @Test func theOfficialPythonClientSignsInRefreshesAndSignsOut() async throws {
+            let fixture = try #require(GatewayFixture.current)
+            let email = try await Self.confirmedAccount(fixture)
+            let seen = try await Self.journeys([fixture.baseURL, email, GatewayFixture.password])
+            #expect(seen["wrong_password"] as? String == "invalid_credentials", "\(seen)")
+            #expect(seen["refresh_reuse"] as? String == "refresh_token_already_used")
+            #expect(seen["signed_out"] as? Bool == true)
+        }
+
+        /// signUp (the email confirmed first), a taken email answered like a new one (its owner
+        /// gets a notice), a weak password, signInWithOtp by phone, otp_disabled; then verifyOtp
+        /// of the sign-up's code and of the phone's, a wrong code, resend.
+        @Test func theOfficialPythonClientSignsUpAndSignsInWithCodes() async throws {
+            let fixture = try #require(GatewayFixture.current)
+            let email = GatewayFixture.newEmail("supabase-signup")
+            let phone = GatewayFixture.newPhone()
+            let sent = try await Self.journeys(["codes-send", fixture.baseURL, email, phone])
+            #expect(sent["taken_email_answered_like_new"] as? Bool == true, "\(sent)")
+            #expect(sent["weak_password"] as? String == "weak_password")
+            #expect(sent["otp_disabled"] as? String == "otp_disabled")
+            let emailCode = try await fixture.code(to: email)
+            let phoneCode = try await fixture.code(to: phone)
+            // The taken email's owner got a notice (no code), once.
+            let notified = await fixture.webhook.wait(timeout: .seconds(30)) { requests in
+                GatewayFixture.messages(to: email, in: requests).contains { $0["purpose"] == "signup_attempted" }
+            }
+            #expect(notified, "\(fixture.messages(to: email))")
+            #expect(fixture.messages(to: email).filter { $0["purpose"] == "signup_attempted" }.count == 1)
+
+            let verified = try await Self.journeys([
+                "codes-verify", fixture.baseURL, email, emailCode, phone, phoneCode,
+            ])
+            #expect(verified["signup_confirmed"] as? Bool == true, "\(verified)")
+            #expect(verified["phone_signed_in"] as? Bool == true)
+            #expect(verified["resent"] as? Bool == true)
+            // The resend was a new code to the phone.
+            _ = try await fixture.code(to: phone, index: 1)
+        }
+
+        /// signInWithIdToken for Apple with the raw nonce (the token carries its SHA-256), and
+        /// the same token again: bad_oidc_token (spent).
+        @Test func theOfficialPythonClientSignsInWithAnIDToken() async throws {
+            let fixture = try #require(GatewayFixture.current)
+            let nonce = Base64URL.encode(SecureRandom.bytes(count: 16))
+            let token = try fixture.apple.idToken(
+                subject: "supabase-" + Base64URL.encode(SecureRandom.bytes(count: 8)),
+                nonce: AppleStandIn.hashedNonce(nonce),
+                email: GatewayFixture.newEmail("supabase-apple")
+            )
+            let seen = try await Self.journeys(["id-token", fixture.baseURL, "apple", token, nonce])
+            #expect(seen["id_token"] as? String == "apple", "\(seen)")
+            #expect(seen["replay"] as? String == "bad_oidc_token")
         }
 
         @Test func errorsComeInSupabasesTwoShapes() async throws {

@@ -66,6 +66,21 @@ import Testing
         }
     }
 
+    /// `nonce_hashed` (the Supabase door): every provider's token carries hex SHA-256 of the raw
+    /// nonce, Google's too; its raw nonce in the token is then refused.
+    @Test func aHashedNonceRuleHoldsForEveryProvider() async throws {
+        let provider = try TestProvider()
+        let clock = ManualClock()
+        try await withProviderService(provider, clock: clock) { fixture in
+            let hashed = try provider.token(provider.claims(subject: "g-h1", nonce: appleNonce("n"), now: clock.now()))
+            #expect(try await fixture.signIn(.google, token: hashed, rawNonce: "n", nonceHashed: true).created)
+            let raw = try provider.token(provider.claims(subject: "g-h2", nonce: "n", now: clock.now()))
+            await expectRPCError(.unauthenticated, "invalid_nonce") {
+                try await fixture.signIn(.google, token: raw, rawNonce: "n", nonceHashed: true)
+            }
+        }
+    }
+
     @Test func badTokensAreRefused() async throws {
         let provider = try TestProvider()
         let clock = ManualClock()

@@ -39,6 +39,47 @@ import Testing
         }
     }
 
+    /// The Supabase door's sign-up: no name is needed, and a taken email costs a hash as a new
+    /// one does (the answer's time does not tell that the email has an account).
+    @Test func theSupabaseDoorsSignUpNeedsNoNameAndHashesATakenEmail() async throws {
+        try await withIdentityService { fixture in
+            let request = Auth_Identity_V1_SignUpRequest(
+                email: "noname@example.com",
+                password: goodPassword,
+                clientIP: "203.0.113.7",
+                displayNameOptional: true,
+                hashWhenTaken: true
+            )
+            let user = try #require(try await fixture.client.signUp(request).user)
+            #expect(user.displayName.isEmpty)
+            let before = fixture.service.hashing.computedCount
+            await expectRPCError(.alreadyExists, "email_taken") { try await fixture.client.signUp(request) }
+            #expect(fixture.service.hashing.computedCount == before + 1)
+            // Without the flags: a name is required, and a taken email is answered before any hash.
+            let unnamed = await expectRPCError(.invalidArgument, "invalid_argument") {
+                try await fixture.client.signUp(
+                    Auth_Identity_V1_SignUpRequest(
+                        email: "other@example.com",
+                        password: goodPassword,
+                        clientIP: "203.0.113.7"
+                    )
+                )
+            }
+            #expect(unnamed?.fieldViolations.map(\.field) == ["display_name"])
+            let plain = fixture.service.hashing.computedCount
+            await expectRPCError(.alreadyExists, "email_taken") {
+                try await fixture.client.signUp(
+                    Auth_Identity_V1_SignUpRequest(
+                        displayName: "Asha K",
+                        email: "noname@example.com",
+                        password: goodPassword
+                    )
+                )
+            }
+            #expect(fixture.service.hashing.computedCount == plain)
+        }
+    }
+
     @Test func twoConcurrentSignUpsWithOneEmailExactlyOneWins() async throws {
         try await withIdentityService { fixture in
             for round in 0..<5 {

@@ -282,7 +282,8 @@ extension IdentityFixture {
         _ provider: Auth_Identity_V1_Provider,
         token: String,
         rawNonce: String = "",
-        displayName: String = ""
+        displayName: String = "",
+        nonceHashed: Bool = false
     ) async throws -> Auth_Identity_V1_SignInWithIDTokenResponse {
         try await client.signInWithIDToken(
             Auth_Identity_V1_SignInWithIDTokenRequest(
@@ -290,7 +291,8 @@ extension IdentityFixture {
                 idToken: token,
                 rawNonce: rawNonce,
                 displayName: displayName,
-                clientIP: "198.51.100.4"
+                clientIP: "198.51.100.4",
+                nonceHashed: nonceHashed
             )
         )
     }

@@ -4,6 +4,12 @@ docs/supabase.md that this backend serves so far. Exits 0 and prints one JSON li
 saw; any difference from what Supabase answers raises (exit 1).
 
     python journeys.py <gateway base URL> <email of a confirmed account> <its password>
+    python journeys.py codes-send <base URL> <new email> <new phone>
+    python journeys.py codes-verify <base URL> <email> <its sign-up code> <phone> <its code>
+    python journeys.py id-token <base URL> <provider> <ID token> <raw nonce>
+
+The code journeys come in two steps because the codes reach the test's webhook receiver, not
+this script: the test runs `codes-send`, reads the codes, then runs `codes-verify`.
 """
 import json
 import sys
@@ -31,7 +37,106 @@ def expect_error(call, code, status):
     raise AssertionError(f"expected {code}, the call succeeded")
 
 
+def codes_send(base, email, phone):
+    """Sign-up (confirm first), a taken email, a weak password, a phone code, otp_disabled."""
+    seen = {}
+    auth = client(base)
+    password = "Sign-Up-Password-7"
+    signed_up = auth.sign_up(
+        {"email": email, "password": password, "options": {"data": {"display_name": "Asha Rao"}}}
+    )
+    assert signed_up.session is None, "sign-up confirms the email first: no session"
+    user = signed_up.user
+    assert user is not None and user.email == email and user.email_confirmed_at is None
+    assert user.user_metadata.get("display_name") == "Asha Rao", user.user_metadata
+    seen["signup_identities"] = len(user.identities or [])
+
+    # The same email again: answered like a new account (another id), nothing else told.
+    taken = auth.sign_up({"email": email, "password": password})
+    assert taken.session is None and taken.user is not None and taken.user.id != user.id
+    assert taken.user.email == email and len(taken.user.identities or []) == seen["signup_identities"]
+    seen["taken_email_answered_like_new"] = True
+
+    # Not confirmed yet: email_not_confirmed.
+    expect_error(
+        lambda: auth.sign_in_with_password({"email": email, "password": password}), "email_not_confirmed", 400
+    )
+
+    # A weak password: 422 weak_password with its reasons.
+    try:
+        auth.sign_up({"email": "weak-" + email, "password": "short"})
+        raise AssertionError("a weak password was accepted")
+    except Exception as error:  # AuthWeakPasswordError is an AuthApiError with reasons
+        assert getattr(error, "code", None) == "weak_password", repr(error)
+        assert getattr(error, "status", None) == 422, repr(error)
+        assert getattr(error, "reasons", None) == ["length"], repr(error)
+    seen["weak_password"] = "weak_password"
+
+    # A phone code, the phone written without its "+" as Supabase's clients allow.
+    answer = auth.sign_in_with_otp({"phone": phone.lstrip("+")})
+    assert answer.user is None and answer.session is None
+    # Codes to an unknown email with should_create_user false: otp_disabled.
+    expect_error(
+        lambda: auth.sign_in_with_otp(
+            {"email": "nobody-" + email, "options": {"should_create_user": False}}
+        ),
+        "otp_disabled",
+        422,
+    )
+    seen["otp_disabled"] = "otp_disabled"
+    print(json.dumps(seen, sort_keys=True))
+
+
+def codes_verify(base, email, email_code, phone, phone_code):
+    """verifyOtp for the sign-up's email and the phone code; a wrong code; resend."""
+    seen = {}
+    auth = client(base)
+    wrong = "000000" if phone_code != "000000" else "000001"
+    expect_error(
+        lambda: auth.verify_otp({"phone": phone, "token": wrong, "type": "sms"}), "otp_expired", 403
+    )
+    confirmed = auth.verify_otp({"email": email, "token": email_code, "type": "signup"})
+    assert confirmed.session is not None and confirmed.user.email == email
+    assert confirmed.user.email_confirmed_at is not None
+    assert confirmed.user.user_metadata.get("display_name") == "Asha Rao"
+    # Confirmed: the password signs in now.
+    signed_in = client(base).sign_in_with_password({"email": email, "password": "Sign-Up-Password-7"})
+    assert signed_in.session is not None
+    seen["signup_confirmed"] = True
+
+    by_phone = auth.verify_otp({"phone": phone, "token": phone_code, "type": "sms"})
+    assert by_phone.session is not None and by_phone.user.phone == phone.lstrip("+")
+    assert by_phone.user.phone_confirmed_at is not None
+    # A code is spent once.
+    expect_error(
+        lambda: auth.verify_otp({"phone": phone, "token": phone_code, "type": "sms"}), "otp_expired", 403
+    )
+    seen["phone_signed_in"] = True
+
+    answer = auth.resend({"type": "sms", "phone": phone})
+    assert answer.user is None and answer.session is None
+    seen["resent"] = True
+    print(json.dumps(seen, sort_keys=True))
+
+
+def id_token(base, provider, token, nonce):
+    """signInWithIdToken with the raw nonce (the token carries its SHA-256), then again: replayed."""
+    auth = client(base)
+    signed_in = auth.sign_in_with_id_token({"provider": provider, "token": token, "nonce": nonce})
+    assert signed_in.session is not None and signed_in.user is not None
+    assert provider in signed_in.user.app_metadata["providers"], signed_in.user.app_metadata
+    error = expect_error(
+        lambda: auth.sign_in_with_id_token({"provider": provider, "token": token, "nonce": nonce}),
+        "bad_oidc_token",
+        400,
+    )
+    print(json.dumps({"id_token": provider, "replay": error.code}, sort_keys=True))
+
+
 def main():
+    commands = {"codes-send": codes_send, "codes-verify": codes_verify, "id-token": id_token}
+    if sys.argv[1] in commands:
+        return commands[sys.argv[1]](*sys.argv[2:])
     base, email, password = sys.argv[1:4]
     seen = {}
     auth = client(base)

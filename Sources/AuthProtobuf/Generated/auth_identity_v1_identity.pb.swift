@@ -1327,14 +1327,30 @@ public struct Auth_Identity_V1_SignUpRequest: ProtobufCMessage {
     public var email: String = ""
     public var password: String = ""
     public var clientIP: String = ""
+    /// An empty display_name is accepted (the account has no name until one is set): the
+    /// Supabase door, whose sign-up carries the name only in optional user metadata.
+    public var displayNameOptional: Bool = false
+    /// A taken email still costs a password hash before ALREADY_EXISTS email_taken, so that the
+    /// time of the answer does not tell that the email has an account (the Supabase door answers
+    /// a taken email like a new one).
+    public var hashWhenTaken: Bool = false
 
     public init() {}
 
-    public init(displayName: String = "", email: String = "", password: String = "", clientIP: String = "") {
+    public init(
+        displayName: String = "",
+        email: String = "",
+        password: String = "",
+        clientIP: String = "",
+        displayNameOptional: Bool = false,
+        hashWhenTaken: Bool = false
+    ) {
         self.displayName = displayName
         self.email = email
         self.password = password
         self.clientIP = clientIP
+        self.displayNameOptional = displayNameOptional
+        self.hashWhenTaken = hashWhenTaken
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -1382,7 +1398,9 @@ extension Auth_Identity_V1_SignUpRequest: ProtobufCBridged {
             displayName: try _protobufCString(c.pointee.display_name, Self.self, "display_name"),
             email: try _protobufCString(c.pointee.email, Self.self, "email"),
             password: try _protobufCString(c.pointee.password, Self.self, "password"),
-            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip")
+            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip"),
+            displayNameOptional: c.pointee.display_name_optional != 0,
+            hashWhenTaken: c.pointee.hash_when_taken != 0
         )
     }
 
@@ -1399,6 +1417,8 @@ extension Auth_Identity_V1_SignUpRequest: ProtobufCBridged {
         if !self.clientIP.isEmpty {
             c.pointee.client_ip = try arena.cString(self.clientIP, Self.self, "client_ip")
         }
+        c.pointee.display_name_optional = self.displayNameOptional ? 1 : 0
+        c.pointee.hash_when_taken = self.hashWhenTaken ? 1 : 0
     }
 }
 

@@ -2961,7 +2961,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__find_or_create_by_contact_r
   (ProtobufCMessageInit) auth__identity__v1__find_or_create_by_contact_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__identity__v1__sign_up_request__field_descriptors[4] =
+static const ProtobufCFieldDescriptor auth__identity__v1__sign_up_request__field_descriptors[6] =
 {
   {
     "display_name",
@@ -3011,17 +3011,43 @@ static const ProtobufCFieldDescriptor auth__identity__v1__sign_up_request__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "display_name_optional",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__SignUpRequest, display_name_optional),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "hash_when_taken",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__SignUpRequest, hash_when_taken),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__identity__v1__sign_up_request__field_indices_by_name[] = {
   3,   /* field[3] = client_ip */
   0,   /* field[0] = display_name */
+  4,   /* field[4] = display_name_optional */
   1,   /* field[1] = email */
+  5,   /* field[5] = hash_when_taken */
   2,   /* field[2] = password */
 };
 static const ProtobufCIntRange auth__identity__v1__sign_up_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor auth__identity__v1__sign_up_request__descriptor =
 {
@@ -3031,7 +3057,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__sign_up_request__descriptor
   "Auth__Identity__V1__SignUpRequest",
   "auth.identity.v1",
   sizeof(Auth__Identity__V1__SignUpRequest),
-  4,
+  6,
   auth__identity__v1__sign_up_request__field_descriptors,
   auth__identity__v1__sign_up_request__field_indices_by_name,
   1,  auth__identity__v1__sign_up_request__number_ranges,

@@ -442,10 +442,21 @@ struct  Auth__Identity__V1__SignUpRequest
   char *email;
   char *password;
   char *client_ip;
+  /*
+   * An empty display_name is accepted (the account has no name until one is set): the
+   * Supabase door, whose sign-up carries the name only in optional user metadata.
+   */
+  protobuf_c_boolean display_name_optional;
+  /*
+   * A taken email still costs a password hash before ALREADY_EXISTS email_taken, so that the
+   * time of the answer does not tell that the email has an account (the Supabase door answers
+   * a taken email like a new one).
+   */
+  protobuf_c_boolean hash_when_taken;
 };
 #define AUTH__IDENTITY__V1__SIGN_UP_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__sign_up_request__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 struct  Auth__Identity__V1__SignUpResponse

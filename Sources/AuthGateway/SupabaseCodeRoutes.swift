@@ -1,0 +1,392 @@
+import AuthProtobuf
+import AuthText
+import HTTPTypes
+import Hummingbird
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The Supabase door's sign-up and codes (docs/supabase.md): `POST /auth/v1/signup`, `/otp`,
+/// `/verify`, `/resend` and the `id_token` grant, on the same services and limits as `/v1`.
+extension GatewayRoutes {
+    // MARK: POST /auth/v1/signup
+
+    /// Sign-up confirms the email first (Supabase's default): the user without a session, and a
+    /// confirmation code (otp purpose `verify`, as `/v1/signup`'s). A taken email answers the
+    /// same way, with a user of no account behind it, and its owner gets a notice instead: this
+    /// door does not tell whether an account exists.
+    func supabaseSignUp(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        await supabase(request, context) {
+            try limit(context, as: "/v1/signup")
+            let body = try await SupabaseRequest.read(request)
+            let password = body.string("password") ?? ""
+            guard let email = body.string("email"), !email.isEmpty else {
+                if body.string("phone") != nil {
+                    throw SupabaseError(.badRequest, "phone_provider_disabled", "Phone signups are disabled")
+                }
+                throw SupabaseError(.badRequest, "validation_failed", "To signup, please provide your email")
+            }
+            AuthDecisionNote.record(contact: email, method: "password")
+            let metadata = body.object("data")
+            let displayName = metadata["display_name"]?.stringValue ?? metadata["full_name"]?.stringValue ?? ""
+            let user: Auth_Identity_V1_User
+            do {
+                user = try await createAccount(
+                    Auth_Identity_V1_SignUpRequest(
+                        displayName: displayName,
+                        email: email,
+                        password: password,
+                        displayNameOptional: true,
+                        hashWhenTaken: true
+                    ),
+                    context: context
+                )
+            } catch let error as APIError where error.reason == "email_taken" {
+                await sendNotice(.signupAttempted, to: email, context: context)
+                return try JSONResponse.make(Self.unconfirmedUser(obfuscatedFor: email))
+            } catch let error as APIError where error.reason == "validation_failed" {
+                throw Self.supabaseValidation(error)
+            }
+            // The confirmation code. The account stands if it cannot be sent now: `resend` asks
+            // for another.
+            do {
+                _ = try await backends.call(.otpDispatch, context) { options in
+                    try await backends.otp.start(
+                        Auth_Otp_V1_StartRequest(destination: user.email, purpose: .verify, clientIP: context.clientIP),
+                        options: options
+                    )
+                }
+            } catch let error as APIError {
+                logger.warning(
+                    "Supabase sign-up: the confirmation code was not sent",
+                    metadata: ["error": "\(error)", "user.id": "\(user.id)"]
+                )
+            }
+            return try JSONResponse.make(Self.unconfirmedUser(user))
+        }
+    }
+
+    /// A signed-up user before confirmation, as this door answers it: its only identity the
+    /// email and password. A taken email's answer has the same shape (``unconfirmedUser(obfuscatedFor:)``).
+    static func unconfirmedUser(_ user: Auth_Identity_V1_User) -> SupabaseUserBody {
+        SupabaseUserBody(
+            user: user,
+            identities: [
+                Auth_Identity_V1_SignInIdentity(
+                    provider: "password",
+                    id: user.email,
+                    email: user.email,
+                    createdAt: user.createdAt
+                )
+            ]
+        )
+    }
+
+    /// The answer to a sign-up whose email an account has: a new random id, the email as given
+    /// (lower-cased, as identity stores it), now as its times, nothing confirmed.
+    static func unconfirmedUser(obfuscatedFor email: String) -> SupabaseUserBody {
+        let now = Int64(Date().timeIntervalSince1970)
+        var user = Auth_Identity_V1_User()
+        user.id = UUID().uuidString.lowercased()
+        user.email = EmailAddress(email)?.normalized ?? email.lowercased()
+        user.createdAt = now
+        user.updatedAt = now
+        return unconfirmedUser(user)
+    }
+
+    /// Supabase's answer to a refused field: a weak password is 422 `weak_password` with its
+    /// reasons, anything else 400 `validation_failed`.
+    static func supabaseValidation(_ error: APIError) -> SupabaseError {
+        if let why = error.fields?["password"] {
+            var weak = SupabaseError(.unprocessableContent, "weak_password", why)
+            // Supabase's reasons from identity's messages (docs/identity.md, passwords).
+            weak.weakPasswordReasons = [
+                why.contains("common") ? "pwned" : why.contains("uppercase") ? "characters" : "length"
+            ]
+            return weak
+        }
+        let text = error.fields?.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "; ")
+        return SupabaseError(.badRequest, "validation_failed", text ?? error.message)
+    }
+
+    /// otp-dispatch's SendNotice, best effort (logged): the answer does not wait on its outcome
+    /// being known to the client.
+    func sendNotice(_ notice: Auth_Otp_V1_Notice, to destination: String, context: GatewayRequestContext) async {
+        do {
+            _ = try await backends.call(.otpDispatch, context) { options in
+                try await backends.otp.sendNotice(
+                    Auth_Otp_V1_SendNoticeRequest(destination: destination, notice: notice, clientIP: context.clientIP),
+                    options: options
+                )
+            }
+        } catch {
+            logger.warning("A notice was not written", metadata: ["error": "\(error)", "notice": "\(notice)"])
+        }
+    }
+
+    // MARK: POST /auth/v1/otp
+
+    /// A sign-in code by SMS or email (`signInWithOtp`): `login` for an account's contact,
+    /// `signup` for a new one unless `create_user` is false (then 422 `otp_disabled`, which tells
+    /// whether an account exists: one of the IP's account checks).
+    func supabaseSendCode(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        await supabase(request, context) {
+            try limit(context, as: "/v1/otp/send")
+            let body = try await SupabaseRequest.read(request)
+            let destination = try Self.supabaseContact(body)
+            if let channel = body.string("channel"), channel != "sms" {
+                throw SupabaseError(.badRequest, "validation_failed", "Unsupported channel: only sms is served")
+            }
+            let createUser = body.bool("create_user") ?? true
+            AuthDecisionNote.record(contact: destination.text, method: destination.isPhone ? "otp_sms" : "otp_email")
+            if !createUser { try spendAccountCheck(context) }
+            let exists = try await contactExists(destination, context: context).exists
+            guard exists || createUser else {
+                throw SupabaseError(.unprocessableContent, "otp_disabled", "Signups not allowed for otp")
+            }
+            try await supabaseStart(destination, purpose: exists ? .login : .signup, context: context)
+            return try JSONResponse.make([String: String]())
+        }
+    }
+
+    // MARK: POST /auth/v1/resend
+
+    /// Another code (`resend`): a new verification of the same purpose, counted by otp-dispatch's
+    /// limits like any start. `signup` resends the email's confirmation; `sms` a phone sign-in
+    /// code. Answered alike whether or not the contact has an account.
+    func supabaseResend(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        await supabase(request, context) {
+            try limit(context, as: "/v1/otp/resend")
+            let body = try await SupabaseRequest.read(request)
+            let destination = try Self.supabaseContact(body)
+            let type = body.string("type") ?? ""
+            AuthDecisionNote.record(contact: destination.text, method: destination.isPhone ? "otp_sms" : "otp_email")
+            let exists = try await contactExists(destination, context: context)
+            switch type {
+            case "signup" where !destination.isPhone:
+                // Only an account whose email is not confirmed yet gets one; the answer is the same.
+                if exists.exists, !exists.verified {
+                    try await supabaseStart(destination, purpose: .verify, context: context)
+                }
+            case "sms" where destination.isPhone:
+                try await supabaseStart(destination, purpose: exists.exists ? .login : .signup, context: context)
+            case "email_change", "phone_change":
+                throw SupabaseError(
+                    .badRequest,
+                    "validation_failed",
+                    "\(type) is not served on this door: change a contact with POST /v1/me/contact"
+                )
+            default:
+                throw SupabaseError(.badRequest, "validation_failed", "Missing one of these types: signup, sms")
+            }
+            return try JSONResponse.make([String: String]())
+        }
+    }
+
+    /// identity's ContactExists for the request's phone or email.
+    private func contactExists(
+        _ destination: SupabaseContact,
+        context: GatewayRequestContext
+    ) async throws -> Auth_Identity_V1_ContactExistsResponse {
+        try await backends.call(.identity, context) { options in
+            try await backends.identity.contactExists(
+                Auth_Identity_V1_ContactExistsRequest(
+                    phone: destination.isPhone ? destination.text : "",
+                    email: destination.isPhone ? "" : destination.text
+                ),
+                options: options
+            )
+        }
+    }
+
+    /// otp-dispatch's Start, its limits as Supabase names them (`over_email_send_rate_limit`,
+    /// `over_sms_send_rate_limit`).
+    private func supabaseStart(
+        _ destination: SupabaseContact,
+        purpose: Auth_Otp_V1_Purpose,
+        context: GatewayRequestContext
+    ) async throws {
+        do {
+            _ = try await backends.call(.otpDispatch, context) { options in
+                try await backends.otp.start(
+                    Auth_Otp_V1_StartRequest(
+                        destination: destination.text,
+                        purpose: purpose,
+                        clientIP: context.clientIP
+                    ),
+                    options: options
+                )
+            }
+        } catch let error as APIError
+            where ["rate_limited", "resend_too_soon", "country_throttled", "too_many_attempts"].contains(error.reason)
+        {
+            throw SupabaseError(
+                .tooManyRequests,
+                destination.isPhone ? "over_sms_send_rate_limit" : "over_email_send_rate_limit",
+                "For security purposes, you can only request this after \(error.retryAfter ?? 60) seconds.",
+                retryAfter: error.retryAfter
+            )
+        } catch let error as APIError where error.reason == "destination_not_allowed" {
+            throw SupabaseError(.badRequest, "sms_send_failed", error.message)
+        }
+    }
+
+    // MARK: POST /auth/v1/verify
+
+    /// A code by contact and code (`verifyOtp`): `sms`, `email`, `magiclink` and `signup` sign in
+    /// (the account is created or its contact confirmed as by `/v1/otp/verify`); a wrong,
+    /// expired or unknown code is 403 `otp_expired`, our lockout 429 `over_request_rate_limit`.
+    func supabaseVerify(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        await supabase(request, context) {
+            try limit(context, as: "/v1/otp/verify")
+            let body = try await SupabaseRequest.read(request)
+            let type = body.string("type") ?? ""
+            guard ["sms", "email", "magiclink", "signup"].contains(type) else {
+                if ["recovery", "email_change", "phone_change", "invite"].contains(type) {
+                    throw SupabaseError(.badRequest, "validation_failed", "Verify type \(type) is not served yet")
+                }
+                throw SupabaseError(.badRequest, "validation_failed", "Verify requires a verification type")
+            }
+            guard body.string("token_hash") == nil else {
+                throw SupabaseError(
+                    .badRequest,
+                    "validation_failed",
+                    "Verify by token_hash is not served: send the code"
+                )
+            }
+            let destination = try Self.supabaseContact(body)
+            guard (type == "sms") == destination.isPhone else {
+                throw SupabaseError(
+                    .badRequest,
+                    "validation_failed",
+                    type == "sms"
+                        ? "Only a phone is verified with type sms" : "Only an email is verified with type \(type)"
+                )
+            }
+            let token = (body.string("token") ?? "").trimmingWhitespace()
+            let checked: Auth_Otp_V1_CheckResponse
+            do {
+                guard Self.isSixDigitCode(token) else { throw APIError.verificationNotFound }
+                checked = try await checkCode(
+                    destination: destination.text,
+                    code: token,
+                    purposes: [.login, .signup, .verify],
+                    context: context
+                )
+            } catch let error as APIError
+                where ["verification_not_found", "invalid_code", "code_expired", "invalid_request"].contains(
+                    error.reason
+                )
+            {
+                throw SupabaseError(.forbidden, "otp_expired", "Token has expired or is invalid")
+            }
+            let (user, _) = try await account(provedBy: checked, context: context)
+            let tokens = try await issueSession(
+                user,
+                amr: checked.channel == .sms ? "otp_sms" : "otp_email",
+                device: try device(request, JSONRequest(members: [:])),
+                context: context
+            )
+            return try await supabaseSession(tokens, user: user, context: context)
+        }
+    }
+
+    /// The `email` or `phone` of a request (exactly one): a phone is taken with or without its
+    /// `+`, as Supabase's clients send it.
+    static func supabaseContact(_ body: SupabaseRequest) throws -> SupabaseContact {
+        let email = body.string("email").flatMap { $0.isEmpty ? nil : $0 }
+        let phone = body.string("phone").flatMap { $0.isEmpty ? nil : $0 }
+        switch (email, phone) {
+        case (let email?, nil):
+            guard EmailAddress(email) != nil else {
+                throw SupabaseError(
+                    .badRequest,
+                    "validation_failed",
+                    "Unable to validate email address: invalid format"
+                )
+            }
+            return SupabaseContact(text: email, isPhone: false)
+        case (nil, let phone?):
+            let e164 = phone.hasPrefix("+") ? phone : "+" + phone
+            guard PhoneNumber(e164) != nil else {
+                throw SupabaseError(.badRequest, "validation_failed", "Invalid phone number format (E.164 required)")
+            }
+            return SupabaseContact(text: e164, isPhone: true)
+        case (nil, nil):
+            throw SupabaseError(
+                .badRequest,
+                "validation_failed",
+                "Only an email address or phone number should be provided"
+            )
+        default:
+            throw SupabaseError(
+                .badRequest,
+                "validation_failed",
+                "Only an email address or phone number should be provided"
+            )
+        }
+    }
+
+    // MARK: POST /auth/v1/token?grant_type=id_token
+
+    /// `signInWithIdToken`: Apple, Google or Facebook ID tokens, verified and spent as on
+    /// `/v1/idtoken`, the nonce hashed for every provider (Supabase's rule).
+    func supabaseIDTokenGrant(
+        _ body: SupabaseRequest,
+        _ request: Request,
+        _ context: GatewayRequestContext
+    ) async throws -> Response {
+        let name = body.string("provider") ?? ""
+        guard let provider = Provider(rawValue: name) else {
+            throw SupabaseError(
+                .badRequest,
+                "validation_failed",
+                "Custom OIDC provider \"\(name.prefix(32))\" not allowed"
+            )
+        }
+        guard let idToken = body.string("id_token"), !idToken.isEmpty else {
+            throw SupabaseError(.badRequest, "validation_failed", "id_token required")
+        }
+        AuthDecisionNote.record(method: "oidc_\(provider.rawValue)")
+        let signedIn: Auth_Identity_V1_SignInWithIDTokenResponse
+        do {
+            signedIn = try await backends.call(.identity, context) { options in
+                try await backends.identity.signInWithIDToken(
+                    Auth_Identity_V1_SignInWithIDTokenRequest(
+                        provider: provider.proto,
+                        idToken: idToken,
+                        rawNonce: body.string("nonce") ?? "",
+                        clientIP: context.clientIP,
+                        nonceHashed: true
+                    ),
+                    options: options
+                )
+            }
+        } catch let error as APIError where error.reason == "provider_not_enabled" {
+            throw SupabaseError(
+                .badRequest,
+                "provider_disabled",
+                "Provider (issuer) \(provider.rawValue) is not enabled"
+            )
+        } catch let error as APIError where error.reason == "invalid_id_token" {
+            throw SupabaseError(.badRequest, "bad_oidc_token", error.message)
+        }
+        guard let user = signedIn.user else { throw APIError.internalError }
+        let tokens = try await issueSession(
+            user,
+            amr: "oidc_\(provider.rawValue)",
+            device: try device(request, JSONRequest(members: [:])),
+            context: context
+        )
+        return try await supabaseSession(tokens, user: user, context: context)
+    }
+}
+
+/// A request's phone (E.164, `+` added when the client left it out) or email.
+struct SupabaseContact: Sendable {
+    var text: String
+    var isPhone: Bool
+}
