@@ -68,6 +68,8 @@ struct AuthDecisionMiddleware: RouterMiddleware {
         "POST /auth/v1/verify": "sign_in",
         "POST /auth/v1/token": "token_grant",
         "POST /auth/v1/logout": "session_revoked",
+        "POST /auth/v1/recover": "password_reset_requested",
+        "PUT /auth/v1/user": "user_updated",
     ]
 
     func handle(

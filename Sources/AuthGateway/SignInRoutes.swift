@@ -97,16 +97,19 @@ struct GatewayRoutes: Sendable {
     }
 
     /// Starts a session for `user` (session's Issue): both doors' sign-ins.
+    /// `also`: more methods the session records (the Supabase door's `recovery`).
     func issueSession(
         _ user: Auth_Identity_V1_User,
         amr: String,
+        also: [String] = [],
         device: Auth_Session_V1_Device,
         context: GatewayRequestContext
     ) async throws -> Auth_Session_V1_TokenPair {
         AuthDecisionNote.record(userID: user.id)
+        let methods = [amr] + also
         let issued = try await backends.call(.session, context) { options in
             try await backends.session.issue(
-                Auth_Session_V1_IssueRequest(userID: user.id, amr: [amr], device: device, clientIP: context.clientIP),
+                Auth_Session_V1_IssueRequest(userID: user.id, amr: methods, device: device, clientIP: context.clientIP),
                 options: options
             )
         }

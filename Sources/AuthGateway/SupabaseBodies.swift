@@ -145,3 +145,22 @@ struct SupabaseSessionBody: Encodable, Sendable {
         try container.encode(user, forKey: .user)
     }
 }
+
+/// `GET /auth/v1/settings`, as Supabase answers it.
+struct SupabaseSettingsBody: Encodable, Sendable {
+    var external: [String: Bool]
+    var disableSignup: Bool
+    var mailerAutoconfirm: Bool
+    var phoneAutoconfirm: Bool
+    var smsProvider: String
+    var samlEnabled: Bool
+
+    enum CodingKeys: String, CodingKey {
+        case external
+        case disableSignup = "disable_signup"
+        case mailerAutoconfirm = "mailer_autoconfirm"
+        case phoneAutoconfirm = "phone_autoconfirm"
+        case smsProvider = "sms_provider"
+        case samlEnabled = "saml_enabled"
+    }
+}

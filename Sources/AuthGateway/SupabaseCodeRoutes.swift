@@ -187,7 +187,7 @@ extension GatewayRoutes {
     }
 
     /// identity's ContactExists for the request's phone or email.
-    private func contactExists(
+    func contactExists(
         _ destination: SupabaseContact,
         context: GatewayRequestContext
     ) async throws -> Auth_Identity_V1_ContactExistsResponse {
@@ -204,9 +204,11 @@ extension GatewayRoutes {
 
     /// otp-dispatch's Start, its limits as Supabase names them (`over_email_send_rate_limit`,
     /// `over_sms_send_rate_limit`).
-    private func supabaseStart(
+    /// `decoy`: a verification never sent (`recover` for an email without an account).
+    func supabaseStart(
         _ destination: SupabaseContact,
         purpose: Auth_Otp_V1_Purpose,
+        decoy: Bool = false,
         context: GatewayRequestContext
     ) async throws {
         do {
@@ -215,7 +217,8 @@ extension GatewayRoutes {
                     Auth_Otp_V1_StartRequest(
                         destination: destination.text,
                         purpose: purpose,
-                        clientIP: context.clientIP
+                        clientIP: context.clientIP,
+                        decoy: decoy
                     ),
                     options: options
                 )
@@ -244,8 +247,8 @@ extension GatewayRoutes {
             try limit(context, as: "/v1/otp/verify")
             let body = try await SupabaseRequest.read(request)
             let type = body.string("type") ?? ""
-            guard ["sms", "email", "magiclink", "signup"].contains(type) else {
-                if ["recovery", "email_change", "phone_change", "invite"].contains(type) {
+            guard ["sms", "email", "magiclink", "signup", "recovery"].contains(type) else {
+                if ["email_change", "phone_change", "invite"].contains(type) {
                     throw SupabaseError(.badRequest, "validation_failed", "Verify type \(type) is not served yet")
                 }
                 throw SupabaseError(.badRequest, "validation_failed", "Verify requires a verification type")
@@ -267,30 +270,38 @@ extension GatewayRoutes {
                 )
             }
             let token = (body.string("token") ?? "").trimmingWhitespace()
-            let checked: Auth_Otp_V1_CheckResponse
-            do {
-                guard Self.isSixDigitCode(token) else { throw APIError.verificationNotFound }
-                checked = try await checkCode(
-                    destination: destination.text,
-                    code: token,
-                    purposes: [.login, .signup, .verify],
-                    context: context
-                )
-            } catch let error as APIError
-                where ["verification_not_found", "invalid_code", "code_expired", "invalid_request"].contains(
-                    error.reason
-                )
-            {
-                throw SupabaseError(.forbidden, "otp_expired", "Token has expired or is invalid")
+            let device = try device(request, JSONRequest(members: [:]))
+            if type == "recovery" {
+                let checked = try await supabaseCheck(token, destination, [.passwordReset], context)
+                return try await supabaseRecoverySession(checked, device: device, context: context)
             }
+            let checked = try await supabaseCheck(token, destination, [.login, .signup, .verify], context)
             let (user, _) = try await account(provedBy: checked, context: context)
             let tokens = try await issueSession(
                 user,
                 amr: checked.channel == .sms ? "otp_sms" : "otp_email",
-                device: try device(request, JSONRequest(members: [:])),
+                device: device,
                 context: context
             )
             return try await supabaseSession(tokens, user: user, context: context)
+        }
+    }
+
+    /// otp-dispatch's Check by destination: any wrong, expired, spent or unknown code is 403
+    /// `otp_expired` (Supabase's one code for all); the lockout stays 429.
+    private func supabaseCheck(
+        _ token: String,
+        _ destination: SupabaseContact,
+        _ purposes: Set<Auth_Otp_V1_Purpose>,
+        _ context: GatewayRequestContext
+    ) async throws -> Auth_Otp_V1_CheckResponse {
+        do {
+            guard Self.isSixDigitCode(token) else { throw APIError.verificationNotFound }
+            return try await checkCode(destination: destination.text, code: token, purposes: purposes, context: context)
+        } catch let error as APIError
+            where ["verification_not_found", "invalid_code", "code_expired", "invalid_request"].contains(error.reason)
+        {
+            throw SupabaseError(.forbidden, "otp_expired", "Token has expired or is invalid")
         }
     }
 

@@ -68,6 +68,47 @@ extension GatewayRoutes {
         await supabase(request, context) { try await jwks(request, context: context) }
     }
 
+    // MARK: GET /auth/v1/settings
+
+    /// What this deployment signs in with, as Supabase's `settings`: `external` names every
+    /// provider Supabase knows (the clients read the ones they offer), on for `email` and `phone`
+    /// (codes and passwords), for Apple, Google and Facebook when identity has their ID-token or
+    /// browser sign-in, off for the rest; sign-up open, the email and phone confirmed first.
+    func supabaseSettings(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+        await supabase(request, context) {
+            try limit(context)
+            let methods = try await backends.call(.identity, context) { options in
+                try await backends.identity.getSignInMethods(
+                    Auth_Identity_V1_GetSignInMethodsRequest(),
+                    options: options
+                )
+            }
+            let enabled = Set(methods.idTokenProviders + methods.redirectProviders)
+            var external: [String: Bool] = [:]
+            for name in Self.supabaseExternalProviders { external[name] = false }
+            external["email"] = true
+            external["phone"] = true
+            for provider in Provider.allCases { external[provider.rawValue] = enabled.contains(provider.proto) }
+            return try JSONResponse.make(
+                SupabaseSettingsBody(
+                    external: external,
+                    disableSignup: false,
+                    mailerAutoconfirm: false,
+                    phoneAutoconfirm: false,
+                    smsProvider: "",
+                    samlEnabled: false
+                )
+            )
+        }
+    }
+
+    /// The providers Supabase's `settings.external` lists (supabase/auth's `ProviderSettings`).
+    static let supabaseExternalProviders = [
+        "anonymous_users", "apple", "azure", "bitbucket", "discord", "email", "facebook", "figma", "fly", "github",
+        "gitlab", "google", "kakao", "keycloak", "linkedin", "linkedin_oidc", "notion", "phone", "slack", "slack_oidc",
+        "snapchat", "spotify", "twitch", "twitter", "workos", "zoom",
+    ]
+
     // MARK: POST /auth/v1/token?grant_type=password|refresh_token
 
     func supabaseToken(_ request: Request, context: GatewayRequestContext) async throws -> Response {
@@ -156,7 +197,7 @@ extension GatewayRoutes {
         )
     }
 
-    private func supabaseUser(
+    func supabaseUser(
         _ user: Auth_Identity_V1_User,
         context: GatewayRequestContext
     ) async throws
@@ -218,7 +259,7 @@ extension GatewayRoutes {
 
     /// The caller of an authenticated route: no `Authorization` is 401 `no_authorization`; a token
     /// that is not a live session's (an anon key included) is 403 `bad_jwt`, as Supabase answers.
-    private func supabaseSignedIn(
+    func supabaseSignedIn(
         _ request: Request,
         _ context: GatewayRequestContext
     ) async throws -> AccessTokenAuthenticator.SignedIn {

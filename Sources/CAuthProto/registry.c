@@ -58,6 +58,8 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
     &auth__identity__v1__validate_password_response__descriptor,
     &auth__identity__v1__unlock_password_request__descriptor,
     &auth__identity__v1__unlock_password_response__descriptor,
+    &auth__identity__v1__get_sign_in_methods_request__descriptor,
+    &auth__identity__v1__get_sign_in_methods_response__descriptor,
     &auth__identity__v1__delete_user_request__descriptor,
     &auth__identity__v1__delete_user_response__descriptor,
     &auth__identity__v1__list_audit_events_request__descriptor,
@@ -125,6 +127,6 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
 };
 
 const ProtobufCMessageDescriptor *const *auth_proto_message_descriptors(size_t *count) {
-    *count = 107;
+    *count = 109;
     return auth_proto_message_descriptors_list;
 }

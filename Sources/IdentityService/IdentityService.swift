@@ -186,7 +186,8 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             validatePassword: .only([CallerName.gateway]),
             deleteUser: .only([CallerName.gateway, CallerName.authctl]),
             listAuditEvents: .only([CallerName.authctl]),
-            unlockPassword: .only([CallerName.authctl])
+            unlockPassword: .only([CallerName.authctl]),
+            getSignInMethods: .only([CallerName.gateway])
         )
     }
 
@@ -571,6 +572,17 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             maxConsecutive: configuration.maxConsecutiveFailures
         )
         return Auth_Identity_V1_UnlockPasswordResponse(wasLocked: wasLocked)
+    }
+
+    /// The providers ID-token sign-in and browser sign-in are configured for, in a fixed order.
+    public func getSignInMethods(
+        request: Auth_Identity_V1_GetSignInMethodsRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_GetSignInMethodsResponse {
+        Auth_Identity_V1_GetSignInMethodsResponse(
+            idTokenProviders: IdentityProvider.allCases.filter { verifiers[$0] != nil }.map(Self.proto),
+            redirectProviders: IdentityProvider.allCases.filter { oauthClients[$0] != nil }.map(Self.proto)
+        )
     }
 
     // MARK: ID tokens

@@ -22,10 +22,11 @@ public enum SessionLimits {
     /// Revocation reasons: 1-64 of `a-z 0-9 _`.
     public static let maxReasonBytes = 64
 
-    /// The `amr` values a session may record: ours (how this backend signs people in) and the
-    /// RFC 8176 values a client or a later step-up might add.
+    /// The `amr` values a session may record: ours (how this backend signs people in; `recovery`
+    /// beside `otp_email` for the Supabase door's password recovery) and the RFC 8176 values a
+    /// client or a later step-up might add.
     public static let authenticationMethods: Set<String> = [
-        "otp_sms", "otp_email", "pwd", "oidc_apple", "oidc_google", "oidc_facebook",
+        "otp_sms", "otp_email", "pwd", "oidc_apple", "oidc_google", "oidc_facebook", "recovery",
         "otp", "sms", "mfa", "face", "fpt", "pin", "hwk", "swk", "user",
     ]
 }

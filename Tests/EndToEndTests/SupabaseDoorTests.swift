@@ -87,6 +87,25 @@ extension GatewayEndToEndTests {
             _ = try await fixture.code(to: phone, index: 1)
         }
 
+        /// resetPasswordForEmail (an unknown email answered alike, nothing sent to it), verifyOtp of
+        /// type recovery, updateUser's password (without the old one in the recovery session,
+        /// with it elsewhere) and metadata.
+        @Test func theOfficialPythonClientRecoversAPassword() async throws {
+            let fixture = try #require(GatewayFixture.current)
+            let email = try await Self.confirmedAccount(fixture)
+            let before = fixture.messages(to: email).count
+            let sent = try await Self.journeys(["recover-send", fixture.baseURL, email])
+            #expect(sent["recover_sent"] as? Bool == true, "\(sent)")
+            let code = try await fixture.code(to: email, index: before)
+            #expect(fixture.messages(to: "nobody-" + email).isEmpty)
+            let seen = try await Self.journeys([
+                "recover-verify", fixture.baseURL, email, code, GatewayFixture.password,
+            ])
+            #expect(seen["recovered"] as? Bool == true, "\(seen)")
+            #expect(seen["current_password_rules"] as? Bool == true)
+            #expect(seen["metadata_updated"] as? Bool == true)
+        }
+
         /// signInWithIdToken for Apple with the raw nonce (the token carries its SHA-256), and
         /// the same token again: bad_oidc_token (spent).
         @Test func theOfficialPythonClientSignsInWithAnIDToken() async throws {
@@ -144,6 +163,13 @@ extension GatewayEndToEndTests {
             #expect(anonAsUser.status == 403 && anonAsUser.string("error_code") == "bad_jwt", "\(anonAsUser)")
             let saml = try await fixture.send(.POST, "/auth/v1/sso", json: [:])
             #expect(saml.status == 404 && saml.string("error_code") == "not_found", "\(saml)")
+            // Settings: the fixture's identity has Apple's ID-token sign-in only.
+            let settings = try await fixture.get("/auth/v1/settings")
+            let external = settings["external"] as? [String: Bool] ?? [:]
+            #expect(settings.status == 200, "\(settings)")
+            #expect(external["apple"] == true && external["google"] == false && external["facebook"] == false)
+            #expect(external["email"] == true && external["phone"] == true && external["github"] == false)
+            #expect(settings["mailer_autoconfirm"] as? Bool == false && settings["disable_signup"] as? Bool == false)
             let health = try await fixture.get("/auth/v1/health")
             #expect(health.status == 200 && health.string("name") == "GoTrue", "\(health)")
             let jwks = try await fixture.get("/auth/v1/.well-known/jwks.json")

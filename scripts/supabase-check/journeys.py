@@ -7,6 +7,8 @@ saw; any difference from what Supabase answers raises (exit 1).
     python journeys.py codes-send <base URL> <new email> <new phone>
     python journeys.py codes-verify <base URL> <email> <its sign-up code> <phone> <its code>
     python journeys.py id-token <base URL> <provider> <ID token> <raw nonce>
+    python journeys.py recover-send <base URL> <email of an account>
+    python journeys.py recover-verify <base URL> <email> <its recovery code> <its password>
 
 The code journeys come in two steps because the codes reach the test's webhook receiver, not
 this script: the test runs `codes-send`, reads the codes, then runs `codes-verify`.
@@ -133,8 +135,57 @@ def id_token(base, provider, token, nonce):
     print(json.dumps({"id_token": provider, "replay": error.code}, sort_keys=True))
 
 
+def recover_send(base, email):
+    """resetPasswordForEmail for an account's email and for an unknown one: the same answer."""
+    auth = client(base)
+    auth.reset_password_for_email(email)
+    auth.reset_password_for_email("nobody-" + email)
+    print(json.dumps({"recover_sent": True}))
+
+
+def recover_verify(base, email, code, old_password):
+    """verifyOtp of type recovery, then updateUser's password rules and metadata."""
+    seen = {}
+    auth = client(base)
+    recovered = auth.verify_otp({"email": email, "token": code, "type": "recovery"})
+    assert recovered.session is not None and recovered.user.email == email
+    new_password = "Recovered-Password-8"
+    updated = auth.update_user({"password": new_password})
+    assert updated.user.email == email
+    expect_error(
+        lambda: client(base).sign_in_with_password({"email": email, "password": old_password}),
+        "invalid_credentials",
+        400,
+    )
+    ordinary = client(base)
+    ordinary.sign_in_with_password({"email": email, "password": new_password})
+    seen["recovered"] = True
+
+    # A session that is not a recovery's needs the current password.
+    expect_error(lambda: ordinary.update_user({"password": "Another-Password-9"}), "current_password_required", 400)
+    expect_error(
+        lambda: ordinary.update_user({"password": "Another-Password-9", "current_password": "Wrong-Password-1"}),
+        "current_password_mismatch",
+        400,
+    )
+    changed = ordinary.update_user({"password": "Another-Password-9", "current_password": new_password})
+    assert changed.user.id == updated.user.id
+    seen["current_password_rules"] = True
+
+    renamed = ordinary.update_user({"data": {"display_name": "Asha Renamed"}})
+    assert renamed.user.user_metadata.get("display_name") == "Asha Renamed", renamed.user.user_metadata
+    seen["metadata_updated"] = True
+    print(json.dumps(seen, sort_keys=True))
+
+
 def main():
-    commands = {"codes-send": codes_send, "codes-verify": codes_verify, "id-token": id_token}
+    commands = {
+        "codes-send": codes_send,
+        "codes-verify": codes_verify,
+        "id-token": id_token,
+        "recover-send": recover_send,
+        "recover-verify": recover_verify,
+    }
     if sys.argv[1] in commands:
         return commands[sys.argv[1]](*sys.argv[2:])
     base, email, password = sys.argv[1:4]

@@ -32,7 +32,8 @@ public enum Auth_Identity_V1_Identity {
         public static let deleteUser = MethodDescriptor(service: "auth.identity.v1.Identity", method: "DeleteUser")
         public static let listAuditEvents = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ListAuditEvents")
         public static let unlockPassword = MethodDescriptor(service: "auth.identity.v1.Identity", method: "UnlockPassword")
-        public static let all: [MethodDescriptor] = [getUser, getUserByPhone, listIdentities, linkProvider, unlinkProvider, getUserByEmail, contactExists, findOrCreateByContact, signUp, signInWithPassword, signInWithIDToken, startOAuth, finishOAuth, exchangeOAuthCode, changeContact, updateProfile, resetPassword, changePassword, validatePassword, deleteUser, listAuditEvents, unlockPassword]
+        public static let getSignInMethods = MethodDescriptor(service: "auth.identity.v1.Identity", method: "GetSignInMethods")
+        public static let all: [MethodDescriptor] = [getUser, getUserByPhone, listIdentities, linkProvider, unlinkProvider, getUserByEmail, contactExists, findOrCreateByContact, signUp, signInWithPassword, signInWithIDToken, startOAuth, finishOAuth, exchangeOAuthCode, changeContact, updateProfile, resetPassword, changePassword, validatePassword, deleteUser, listAuditEvents, unlockPassword, getSignInMethods]
     }
 
     /// The reasons this service's errors carry (`RPCStatus.reason`), from `auth.identity.v1.IdentityReason`.
@@ -123,6 +124,7 @@ public enum Auth_Identity_V1_Identity {
         public var deleteUser: AllowedCallers
         public var listAuditEvents: AllowedCallers
         public var unlockPassword: AllowedCallers
+        public var getSignInMethods: AllowedCallers
 
         public init(
             getUser: AllowedCallers,
@@ -146,7 +148,8 @@ public enum Auth_Identity_V1_Identity {
             validatePassword: AllowedCallers,
             deleteUser: AllowedCallers,
             listAuditEvents: AllowedCallers,
-            unlockPassword: AllowedCallers
+            unlockPassword: AllowedCallers,
+            getSignInMethods: AllowedCallers
         ) {
             self.getUser = getUser
             self.getUserByPhone = getUserByPhone
@@ -170,6 +173,7 @@ public enum Auth_Identity_V1_Identity {
             self.deleteUser = deleteUser
             self.listAuditEvents = listAuditEvents
             self.unlockPassword = unlockPassword
+            self.getSignInMethods = getSignInMethods
         }
     }
 
@@ -302,6 +306,12 @@ public enum Auth_Identity_V1_Identity {
             request: Auth_Identity_V1_UnlockPasswordRequest,
             context: ServerContext
         ) async throws -> Auth_Identity_V1_UnlockPasswordResponse
+
+        /// The providers this deployment signs in with (the Supabase door's settings). Callers: gateway.
+        func getSignInMethods(
+            request: Auth_Identity_V1_GetSignInMethodsRequest,
+            context: ServerContext
+        ) async throws -> Auth_Identity_V1_GetSignInMethodsResponse
     }
 
     public struct Client: Sendable {
@@ -478,6 +488,14 @@ public enum Auth_Identity_V1_Identity {
         ) async throws -> Auth_Identity_V1_UnlockPasswordResponse {
             try await self.rpc.unary(Method.unlockPassword, request: request, options: options)
         }
+
+        /// The providers this deployment signs in with (the Supabase door's settings). Callers: gateway.
+        public func getSignInMethods(
+            _ request: Auth_Identity_V1_GetSignInMethodsRequest,
+            options: CallOptions = CallOptions()
+        ) async throws -> Auth_Identity_V1_GetSignInMethodsResponse {
+            try await self.rpc.unary(Method.getSignInMethods, request: request, options: options)
+        }
     }
 }
 
@@ -571,6 +589,10 @@ extension Auth_Identity_V1_Identity.ServiceProtocol {
         router.register(Auth_Identity_V1_Identity.Method.unlockPassword, allowedCallers: allowed.unlockPassword) {
             (request: Auth_Identity_V1_UnlockPasswordRequest, context: ServerContext) in
             try await self.unlockPassword(request: request, context: context)
+        }
+        router.register(Auth_Identity_V1_Identity.Method.getSignInMethods, allowedCallers: allowed.getSignInMethods) {
+            (request: Auth_Identity_V1_GetSignInMethodsRequest, context: ServerContext) in
+            try await self.getSignInMethods(request: request, context: context)
         }
     }
 }

@@ -3401,6 +3401,143 @@ extension Auth_Identity_V1_UnlockPasswordResponse: ProtobufCBridged {
     }
 }
 
+// MARK: - auth.identity.v1.GetSignInMethodsRequest
+
+public struct Auth_Identity_V1_GetSignInMethodsRequest: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.GetSignInMethodsRequest"
+
+    public init() {}
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_GetSignInMethodsRequest: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__GetSignInMethodsRequest
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__get_sign_in_methods_request__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__get_sign_in_methods_request__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__get_sign_in_methods_request__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__get_sign_in_methods_request__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__get_sign_in_methods_request__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        _ = c
+        self.init()
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        _ = c
+    }
+}
+
+// MARK: - auth.identity.v1.GetSignInMethodsResponse
+
+/// How accounts can sign in on this deployment, besides codes and passwords (always on).
+public struct Auth_Identity_V1_GetSignInMethodsResponse: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.GetSignInMethodsResponse"
+
+    /// Providers whose ID tokens SignInWithIDToken accepts (AUTH_OIDC_<PROVIDER>_CLIENT_IDS).
+    public var idTokenProviders: [Auth_Identity_V1_Provider] = []
+    /// Providers with a browser sign-in (AUTH_OAUTH_<PROVIDER>_CLIENT_ID and the callback URL).
+    public var redirectProviders: [Auth_Identity_V1_Provider] = []
+
+    public init() {}
+
+    public init(
+        idTokenProviders: [Auth_Identity_V1_Provider] = [],
+        redirectProviders: [Auth_Identity_V1_Provider] = []
+    ) {
+        self.idTokenProviders = idTokenProviders
+        self.redirectProviders = redirectProviders
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_GetSignInMethodsResponse: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__GetSignInMethodsResponse
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__get_sign_in_methods_response__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__get_sign_in_methods_response__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__get_sign_in_methods_response__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__get_sign_in_methods_response__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__get_sign_in_methods_response__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(
+            idTokenProviders: _protobufCEnums(c.pointee.id_token_providers, count: c.pointee.n_id_token_providers),
+            redirectProviders: _protobufCEnums(c.pointee.redirect_providers, count: c.pointee.n_redirect_providers)
+        )
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.idTokenProviders.isEmpty {
+            c.pointee.n_id_token_providers = self.idTokenProviders.count
+            c.pointee.id_token_providers = try arena.enums(self.idTokenProviders, Self.self, "id_token_providers")
+        }
+        if !self.redirectProviders.isEmpty {
+            c.pointee.n_redirect_providers = self.redirectProviders.count
+            c.pointee.redirect_providers = try arena.enums(self.redirectProviders, Self.self, "redirect_providers")
+        }
+    }
+}
+
 // MARK: - auth.identity.v1.DeleteUserRequest
 
 public struct Auth_Identity_V1_DeleteUserRequest: ProtobufCMessage {

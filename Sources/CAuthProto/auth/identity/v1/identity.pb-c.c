@@ -1853,6 +1853,96 @@ void   auth__identity__v1__unlock_password_response__free_unpacked
   assert(message->base.descriptor == &auth__identity__v1__unlock_password_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   auth__identity__v1__get_sign_in_methods_request__init
+                     (Auth__Identity__V1__GetSignInMethodsRequest         *message)
+{
+  static const Auth__Identity__V1__GetSignInMethodsRequest init_value = AUTH__IDENTITY__V1__GET_SIGN_IN_METHODS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__get_sign_in_methods_request__get_packed_size
+                     (const Auth__Identity__V1__GetSignInMethodsRequest *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__get_sign_in_methods_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__get_sign_in_methods_request__pack
+                     (const Auth__Identity__V1__GetSignInMethodsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__get_sign_in_methods_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__get_sign_in_methods_request__pack_to_buffer
+                     (const Auth__Identity__V1__GetSignInMethodsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__get_sign_in_methods_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__GetSignInMethodsRequest *
+       auth__identity__v1__get_sign_in_methods_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__GetSignInMethodsRequest *)
+     protobuf_c_message_unpack (&auth__identity__v1__get_sign_in_methods_request__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__get_sign_in_methods_request__free_unpacked
+                     (Auth__Identity__V1__GetSignInMethodsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__get_sign_in_methods_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__identity__v1__get_sign_in_methods_response__init
+                     (Auth__Identity__V1__GetSignInMethodsResponse         *message)
+{
+  static const Auth__Identity__V1__GetSignInMethodsResponse init_value = AUTH__IDENTITY__V1__GET_SIGN_IN_METHODS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__get_sign_in_methods_response__get_packed_size
+                     (const Auth__Identity__V1__GetSignInMethodsResponse *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__get_sign_in_methods_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__get_sign_in_methods_response__pack
+                     (const Auth__Identity__V1__GetSignInMethodsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__get_sign_in_methods_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__get_sign_in_methods_response__pack_to_buffer
+                     (const Auth__Identity__V1__GetSignInMethodsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__get_sign_in_methods_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__GetSignInMethodsResponse *
+       auth__identity__v1__get_sign_in_methods_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__GetSignInMethodsResponse *)
+     protobuf_c_message_unpack (&auth__identity__v1__get_sign_in_methods_response__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__get_sign_in_methods_response__free_unpacked
+                     (Auth__Identity__V1__GetSignInMethodsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__get_sign_in_methods_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   auth__identity__v1__delete_user_request__init
                      (Auth__Identity__V1__DeleteUserRequest         *message)
 {
@@ -4551,6 +4641,75 @@ const ProtobufCMessageDescriptor auth__identity__v1__unlock_password_response__d
   (ProtobufCMessageInit) auth__identity__v1__unlock_password_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+#define auth__identity__v1__get_sign_in_methods_request__field_descriptors NULL
+#define auth__identity__v1__get_sign_in_methods_request__field_indices_by_name NULL
+#define auth__identity__v1__get_sign_in_methods_request__number_ranges NULL
+const ProtobufCMessageDescriptor auth__identity__v1__get_sign_in_methods_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.GetSignInMethodsRequest",
+  "GetSignInMethodsRequest",
+  "Auth__Identity__V1__GetSignInMethodsRequest",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__GetSignInMethodsRequest),
+  0,
+  auth__identity__v1__get_sign_in_methods_request__field_descriptors,
+  auth__identity__v1__get_sign_in_methods_request__field_indices_by_name,
+  0,  auth__identity__v1__get_sign_in_methods_request__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__get_sign_in_methods_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__identity__v1__get_sign_in_methods_response__field_descriptors[2] =
+{
+  {
+    "id_token_providers",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_ENUM,
+    offsetof(Auth__Identity__V1__GetSignInMethodsResponse, n_id_token_providers),
+    offsetof(Auth__Identity__V1__GetSignInMethodsResponse, id_token_providers),
+    &auth__identity__v1__provider__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "redirect_providers",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_ENUM,
+    offsetof(Auth__Identity__V1__GetSignInMethodsResponse, n_redirect_providers),
+    offsetof(Auth__Identity__V1__GetSignInMethodsResponse, redirect_providers),
+    &auth__identity__v1__provider__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__identity__v1__get_sign_in_methods_response__field_indices_by_name[] = {
+  0,   /* field[0] = id_token_providers */
+  1,   /* field[1] = redirect_providers */
+};
+static const ProtobufCIntRange auth__identity__v1__get_sign_in_methods_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor auth__identity__v1__get_sign_in_methods_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.GetSignInMethodsResponse",
+  "GetSignInMethodsResponse",
+  "Auth__Identity__V1__GetSignInMethodsResponse",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__GetSignInMethodsResponse),
+  2,
+  auth__identity__v1__get_sign_in_methods_response__field_descriptors,
+  auth__identity__v1__get_sign_in_methods_response__field_indices_by_name,
+  1,  auth__identity__v1__get_sign_in_methods_response__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__get_sign_in_methods_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor auth__identity__v1__delete_user_request__field_descriptors[2] =
 {
   {
@@ -4955,7 +5114,7 @@ const ProtobufCEnumDescriptor auth__identity__v1__identity_reason__descriptor =
   auth__identity__v1__identity_reason__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_descriptors[22] =
+static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_descriptors[23] =
 {
   { "GetUser", &auth__identity__v1__get_user_request__descriptor, &auth__identity__v1__get_user_response__descriptor },
   { "GetUserByPhone", &auth__identity__v1__get_user_by_phone_request__descriptor, &auth__identity__v1__get_user_response__descriptor },
@@ -4979,6 +5138,7 @@ static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_desc
   { "DeleteUser", &auth__identity__v1__delete_user_request__descriptor, &auth__identity__v1__delete_user_response__descriptor },
   { "ListAuditEvents", &auth__identity__v1__list_audit_events_request__descriptor, &auth__identity__v1__list_audit_events_response__descriptor },
   { "UnlockPassword", &auth__identity__v1__unlock_password_request__descriptor, &auth__identity__v1__unlock_password_response__descriptor },
+  { "GetSignInMethods", &auth__identity__v1__get_sign_in_methods_request__descriptor, &auth__identity__v1__get_sign_in_methods_response__descriptor },
 };
 const unsigned auth__identity__v1__identity__method_indices_by_name[] = {
   14,        /* ChangeContact */
@@ -4988,6 +5148,7 @@ const unsigned auth__identity__v1__identity__method_indices_by_name[] = {
   13,        /* ExchangeOAuthCode */
   7,        /* FindOrCreateByContact */
   12,        /* FinishOAuth */
+  22,        /* GetSignInMethods */
   0,        /* GetUser */
   5,        /* GetUserByEmail */
   1,        /* GetUserByPhone */
@@ -5011,7 +5172,7 @@ const ProtobufCServiceDescriptor auth__identity__v1__identity__descriptor =
   "Identity",
   "Auth__Identity__V1__Identity",
   "auth.identity.v1",
-  22,
+  23,
   auth__identity__v1__identity__method_descriptors,
   auth__identity__v1__identity__method_indices_by_name
 };
@@ -5190,6 +5351,14 @@ void auth__identity__v1__identity__unlock_password(ProtobufCService *service,
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
   service->invoke(service, 21, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void auth__identity__v1__identity__get_sign_in_methods(ProtobufCService *service,
+                                                       const Auth__Identity__V1__GetSignInMethodsRequest *input,
+                                                       Auth__Identity__V1__GetSignInMethodsResponse_Closure closure,
+                                                       void *closure_data)
+{
+  assert(service->descriptor == &auth__identity__v1__identity__descriptor);
+  service->invoke(service, 22, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__init (Auth__Identity__V1__Identity_Service *service,
                                          Auth__Identity__V1__Identity_ServiceDestroy destroy)

@@ -57,6 +57,8 @@ typedef struct Auth__Identity__V1__ValidatePasswordRequest Auth__Identity__V1__V
 typedef struct Auth__Identity__V1__ValidatePasswordResponse Auth__Identity__V1__ValidatePasswordResponse;
 typedef struct Auth__Identity__V1__UnlockPasswordRequest Auth__Identity__V1__UnlockPasswordRequest;
 typedef struct Auth__Identity__V1__UnlockPasswordResponse Auth__Identity__V1__UnlockPasswordResponse;
+typedef struct Auth__Identity__V1__GetSignInMethodsRequest Auth__Identity__V1__GetSignInMethodsRequest;
+typedef struct Auth__Identity__V1__GetSignInMethodsResponse Auth__Identity__V1__GetSignInMethodsResponse;
 typedef struct Auth__Identity__V1__DeleteUserRequest Auth__Identity__V1__DeleteUserRequest;
 typedef struct Auth__Identity__V1__DeleteUserResponse Auth__Identity__V1__DeleteUserResponse;
 typedef struct Auth__Identity__V1__ListAuditEventsRequest Auth__Identity__V1__ListAuditEventsRequest;
@@ -853,6 +855,37 @@ struct  Auth__Identity__V1__UnlockPasswordResponse
 #define AUTH__IDENTITY__V1__UNLOCK_PASSWORD_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__unlock_password_response__descriptor) \
     , 0 }
+
+
+struct  Auth__Identity__V1__GetSignInMethodsRequest
+{
+  ProtobufCMessage base;
+};
+#define AUTH__IDENTITY__V1__GET_SIGN_IN_METHODS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__get_sign_in_methods_request__descriptor) \
+     }
+
+
+/*
+ * How accounts can sign in on this deployment, besides codes and passwords (always on).
+ */
+struct  Auth__Identity__V1__GetSignInMethodsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * Providers whose ID tokens SignInWithIDToken accepts (AUTH_OIDC_<PROVIDER>_CLIENT_IDS).
+   */
+  size_t n_id_token_providers;
+  Auth__Identity__V1__Provider *id_token_providers;
+  /*
+   * Providers with a browser sign-in (AUTH_OAUTH_<PROVIDER>_CLIENT_ID and the callback URL).
+   */
+  size_t n_redirect_providers;
+  Auth__Identity__V1__Provider *redirect_providers;
+};
+#define AUTH__IDENTITY__V1__GET_SIGN_IN_METHODS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__get_sign_in_methods_response__descriptor) \
+    , 0,NULL, 0,NULL }
 
 
 struct  Auth__Identity__V1__DeleteUserRequest
@@ -1711,6 +1744,44 @@ Auth__Identity__V1__UnlockPasswordResponse *
 void   auth__identity__v1__unlock_password_response__free_unpacked
                      (Auth__Identity__V1__UnlockPasswordResponse *message,
                       ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__GetSignInMethodsRequest methods */
+void   auth__identity__v1__get_sign_in_methods_request__init
+                     (Auth__Identity__V1__GetSignInMethodsRequest         *message);
+size_t auth__identity__v1__get_sign_in_methods_request__get_packed_size
+                     (const Auth__Identity__V1__GetSignInMethodsRequest   *message);
+size_t auth__identity__v1__get_sign_in_methods_request__pack
+                     (const Auth__Identity__V1__GetSignInMethodsRequest   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__get_sign_in_methods_request__pack_to_buffer
+                     (const Auth__Identity__V1__GetSignInMethodsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__GetSignInMethodsRequest *
+       auth__identity__v1__get_sign_in_methods_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__get_sign_in_methods_request__free_unpacked
+                     (Auth__Identity__V1__GetSignInMethodsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__GetSignInMethodsResponse methods */
+void   auth__identity__v1__get_sign_in_methods_response__init
+                     (Auth__Identity__V1__GetSignInMethodsResponse         *message);
+size_t auth__identity__v1__get_sign_in_methods_response__get_packed_size
+                     (const Auth__Identity__V1__GetSignInMethodsResponse   *message);
+size_t auth__identity__v1__get_sign_in_methods_response__pack
+                     (const Auth__Identity__V1__GetSignInMethodsResponse   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__get_sign_in_methods_response__pack_to_buffer
+                     (const Auth__Identity__V1__GetSignInMethodsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__GetSignInMethodsResponse *
+       auth__identity__v1__get_sign_in_methods_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__get_sign_in_methods_response__free_unpacked
+                     (Auth__Identity__V1__GetSignInMethodsResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Auth__Identity__V1__DeleteUserRequest methods */
 void   auth__identity__v1__delete_user_request__init
                      (Auth__Identity__V1__DeleteUserRequest         *message);
@@ -1931,6 +2002,12 @@ typedef void (*Auth__Identity__V1__UnlockPasswordRequest_Closure)
 typedef void (*Auth__Identity__V1__UnlockPasswordResponse_Closure)
                  (const Auth__Identity__V1__UnlockPasswordResponse *message,
                   void *closure_data);
+typedef void (*Auth__Identity__V1__GetSignInMethodsRequest_Closure)
+                 (const Auth__Identity__V1__GetSignInMethodsRequest *message,
+                  void *closure_data);
+typedef void (*Auth__Identity__V1__GetSignInMethodsResponse_Closure)
+                 (const Auth__Identity__V1__GetSignInMethodsResponse *message,
+                  void *closure_data);
 typedef void (*Auth__Identity__V1__DeleteUserRequest_Closure)
                  (const Auth__Identity__V1__DeleteUserRequest *message,
                   void *closure_data);
@@ -2041,6 +2118,10 @@ struct Auth__Identity__V1__Identity_Service
                           const Auth__Identity__V1__UnlockPasswordRequest *input,
                           Auth__Identity__V1__UnlockPasswordResponse_Closure closure,
                           void *closure_data);
+  void (*get_sign_in_methods)(Auth__Identity__V1__Identity_Service *service,
+                              const Auth__Identity__V1__GetSignInMethodsRequest *input,
+                              Auth__Identity__V1__GetSignInMethodsResponse_Closure closure,
+                              void *closure_data);
 };
 typedef void (*Auth__Identity__V1__Identity_ServiceDestroy)(Auth__Identity__V1__Identity_Service *);
 void auth__identity__v1__identity__init (Auth__Identity__V1__Identity_Service *service,
@@ -2070,7 +2151,8 @@ void auth__identity__v1__identity__init (Auth__Identity__V1__Identity_Service *s
       function_prefix__ ## validate_password,\
       function_prefix__ ## delete_user,\
       function_prefix__ ## list_audit_events,\
-      function_prefix__ ## unlock_password  }
+      function_prefix__ ## unlock_password,\
+      function_prefix__ ## get_sign_in_methods  }
 void auth__identity__v1__identity__get_user(ProtobufCService *service,
                                             const Auth__Identity__V1__GetUserRequest *input,
                                             Auth__Identity__V1__GetUserResponse_Closure closure,
@@ -2159,6 +2241,10 @@ void auth__identity__v1__identity__unlock_password(ProtobufCService *service,
                                                    const Auth__Identity__V1__UnlockPasswordRequest *input,
                                                    Auth__Identity__V1__UnlockPasswordResponse_Closure closure,
                                                    void *closure_data);
+void auth__identity__v1__identity__get_sign_in_methods(ProtobufCService *service,
+                                                       const Auth__Identity__V1__GetSignInMethodsRequest *input,
+                                                       Auth__Identity__V1__GetSignInMethodsResponse_Closure closure,
+                                                       void *closure_data);
 
 /* --- descriptors --- */
 
@@ -2205,6 +2291,8 @@ extern const ProtobufCMessageDescriptor auth__identity__v1__validate_password_re
 extern const ProtobufCMessageDescriptor auth__identity__v1__validate_password_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__unlock_password_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__unlock_password_response__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__get_sign_in_methods_request__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__get_sign_in_methods_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__delete_user_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__delete_user_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__list_audit_events_request__descriptor;
