@@ -24,8 +24,11 @@ public struct AccessTokenClaims: Sendable, Equatable {
     public var expiresAt: Int64
     /// `jti`: unique token id.
     public var tokenID: String
-    /// `amr`: how the user authenticated.
+    /// `amr`: how the user authenticated (ours: `pwd`, `otp_sms`, …; read back from a Supabase
+    /// token, the methods of its objects: `password`, `otp`, `oauth`, `recovery`).
     public var amr: [String]
+    /// The claims Supabase's clients read, for a session of the Supabase door; nil for ours.
+    public var supabase: SupabaseClaims?
 
     public init(
         issuer: String,
@@ -35,7 +38,8 @@ public struct AccessTokenClaims: Sendable, Equatable {
         issuedAt: Int64,
         expiresAt: Int64,
         tokenID: String,
-        amr: [String]
+        amr: [String],
+        supabase: SupabaseClaims? = nil
     ) {
         self.issuer = issuer
         self.audience = audience
@@ -45,6 +49,35 @@ public struct AccessTokenClaims: Sendable, Equatable {
         self.expiresAt = expiresAt
         self.tokenID = tokenID
         self.amr = amr
+        self.supabase = supabase
+    }
+}
+
+/// What a Supabase-format access token adds (docs/session.md, "Access tokens"): `role`
+/// `authenticated`, `session_id` (the `sid`), `aal` `aal1`, `is_anonymous` false, `email`, `phone`
+/// (without `+`), `aud` also `authenticated`, and `amr` as `[{"method", "timestamp"}]`.
+public struct SupabaseClaims: Sendable, Equatable {
+    /// `email` ("" for none).
+    public var email: String
+    /// `phone`, without its `+` as Supabase writes it ("" for none).
+    public var phone: String
+    /// Each `amr` entry's `timestamp`: when the session was signed in to (Unix seconds).
+    public var authenticatedAt: Int64
+
+    public init(email: String, phone: String, authenticatedAt: Int64) {
+        self.email = email
+        self.phone = phone.hasPrefix("+") ? String(phone.dropFirst()) : phone
+        self.authenticatedAt = authenticatedAt
+    }
+
+    /// Supabase's name of one of our methods.
+    public static func method(_ ours: String) -> String {
+        switch ours {
+        case "pwd": "password"
+        case "otp_sms", "otp_email": "otp"
+        case _ where ours.hasPrefix("oidc_"): "oauth"
+        default: ours
+        }
     }
 }
 
@@ -92,17 +125,42 @@ public enum AccessTokenCodec {
 
     /// The JSON payload, members sorted, written by hand (no JSONEncoder on the hot path).
     public static func payload(_ claims: AccessTokenClaims) -> [UInt8] {
-        var json = #"{"amr":["#
-        for (index, method) in claims.amr.enumerated() {
-            if index > 0 { json += "," }
-            appendJSONString(method, to: &json)
+        var json = "{"
+        if let supabase = claims.supabase {
+            json += #""aal":"aal1","amr":["#
+            for (index, method) in claims.amr.enumerated() {
+                if index > 0 { json += "," }
+                json += #"{"method":"#
+                appendJSONString(SupabaseClaims.method(method), to: &json)
+                json += #","timestamp":\#(supabase.authenticatedAt)}"#
+            }
+            json += #"],"aud":["#
+            appendJSONString(claims.audience, to: &json)
+            json += #","authenticated"],"email":"#
+            appendJSONString(supabase.email, to: &json)
+            json += ","
+        } else {
+            json += #""amr":["#
+            for (index, method) in claims.amr.enumerated() {
+                if index > 0 { json += "," }
+                appendJSONString(method, to: &json)
+            }
+            json += #"],"aud":"#
+            appendJSONString(claims.audience, to: &json)
+            json += ","
         }
-        json += #"],"aud":"#
-        appendJSONString(claims.audience, to: &json)
-        json += #","exp":\#(claims.expiresAt),"iat":\#(claims.issuedAt),"iss":"#
+        json += #""exp":\#(claims.expiresAt),"iat":\#(claims.issuedAt),"#
+        if claims.supabase != nil { json += #""is_anonymous":false,"# }
+        json += #""iss":"#
         appendJSONString(claims.issuer, to: &json)
         json += #","jti":"#
         appendJSONString(claims.tokenID, to: &json)
+        if let supabase = claims.supabase {
+            json += #","phone":"#
+            appendJSONString(supabase.phone, to: &json)
+            json += #","role":"authenticated","session_id":"#
+            appendJSONString(claims.sessionID, to: &json)
+        }
         json += #","sid":"#
         appendJSONString(claims.sessionID, to: &json)
         json += #","sub":"#
@@ -138,7 +196,35 @@ public enum AccessTokenCodec {
         var exp: Int64
         var nbf: Int64?
         var jti: String
-        var amr: [String]?
+        var amr: Methods?
+        /// Supabase-format members (present together).
+        var role: String?
+        var email: String?
+        var phone: String?
+
+        /// `amr`: our strings, or Supabase's `{"method", "timestamp"}` objects.
+        struct Methods: Decodable {
+            var methods: [String]
+            /// The first object's `timestamp` (Supabase's shape only).
+            var timestamp: Int64?
+
+            struct Entry: Decodable {
+                var method: String
+                var timestamp: Int64
+            }
+
+            init(from decoder: any Decoder) throws {
+                let container = try decoder.singleValueContainer()
+                if let strings = try? container.decode([String].self) {
+                    self.methods = strings
+                    self.timestamp = nil
+                } else {
+                    let entries = try container.decode([Entry].self)
+                    self.methods = entries.map(\.method)
+                    self.timestamp = entries.first?.timestamp
+                }
+            }
+        }
 
         enum Audience: Decodable {
             case one(String)
@@ -248,7 +334,14 @@ public struct AccessTokenVerifier: Sendable {
             issuedAt: decoded.iat,
             expiresAt: decoded.exp,
             tokenID: decoded.jti,
-            amr: decoded.amr ?? []
+            amr: decoded.amr?.methods ?? [],
+            supabase: decoded.role == nil
+                ? nil
+                : SupabaseClaims(
+                    email: decoded.email ?? "",
+                    phone: decoded.phone ?? "",
+                    authenticatedAt: decoded.amr?.timestamp ?? decoded.iat
+                )
         )
     }
 

@@ -97,8 +97,11 @@ struct GatewayRoutes: Sendable {
     }
 
     /// Starts a session for `user` (session's Issue): both doors' sign-ins.
-    /// `also`: more methods the session records (the Supabase door's `recovery`).
+    /// `also`: more methods the session records (the Supabase door's `recovery`); `format`
+    /// `.supabase`: the access tokens carry the claims Supabase's clients read, with the user's
+    /// email and phone.
     func issueSession(
+        format: Auth_Session_V1_AccessTokenFormat = .standard,
         _ user: Auth_Identity_V1_User,
         amr: String,
         also: [String] = [],
@@ -106,12 +109,20 @@ struct GatewayRoutes: Sendable {
         context: GatewayRequestContext
     ) async throws -> Auth_Session_V1_TokenPair {
         AuthDecisionNote.record(userID: user.id)
-        let methods = [amr] + also
+        var issue = Auth_Session_V1_IssueRequest(
+            userID: user.id,
+            amr: [amr] + also,
+            device: device,
+            clientIP: context.clientIP,
+            tokenFormat: format
+        )
+        if format == .supabase {
+            issue.email = user.email
+            issue.phone = user.phone
+        }
+        let request = issue
         let issued = try await backends.call(.session, context) { options in
-            try await backends.session.issue(
-                Auth_Session_V1_IssueRequest(userID: user.id, amr: methods, device: device, clientIP: context.clientIP),
-                options: options
-            )
+            try await backends.session.issue(request, options: options)
         }
         guard let tokens = issued.tokens else { throw APIError.internalError }
         return tokens

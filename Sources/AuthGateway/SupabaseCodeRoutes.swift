@@ -278,6 +278,7 @@ extension GatewayRoutes {
             let checked = try await supabaseCheck(token, destination, [.login, .signup, .verify], context)
             let (user, _) = try await account(provedBy: checked, context: context)
             let tokens = try await issueSession(
+                format: .supabase,
                 user,
                 amr: checked.channel == .sms ? "otp_sms" : "otp_email",
                 device: device,
@@ -387,6 +388,7 @@ extension GatewayRoutes {
         }
         guard let user = signedIn.user else { throw APIError.internalError }
         let tokens = try await issueSession(
+            format: .supabase,
             user,
             amr: "oidc_\(provider.rawValue)",
             device: try device(request, JSONRequest(members: [:])),

@@ -148,6 +148,7 @@ extension GatewayRoutes {
             throw SupabaseError(.badRequest, "email_not_confirmed", "Email not confirmed")
         }
         let tokens = try await issueSession(
+            format: .supabase,
             user,
             amr: "pwd",
             device: try device(request, JSONRequest(members: [:])),

@@ -59,6 +59,7 @@ extension GatewayRoutes {
         }
         try await backends.revokeAllSessions(userID: owner.id, reason: "password_reset", context)
         let tokens = try await issueSession(
+            format: .supabase,
             owner,
             amr: "otp_email",
             also: ["recovery"],

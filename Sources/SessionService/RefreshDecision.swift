@@ -1,3 +1,4 @@
+import AuthAccessToken
 import AuthTime
 
 #if canImport(FoundationEssentials)
@@ -22,6 +23,8 @@ struct RefreshTokenState: Sendable, Equatable {
     var sessionGeneration: Int64
     var sessionExpiresAt: Date
     var revokedAt: Date?
+    /// The session's Supabase-format claims (nil: our format): every refresh mints the same.
+    var supabase: SupabaseClaims? = nil
 }
 
 /// What to do with a presented refresh token. A pure function of the snapshot, the time and

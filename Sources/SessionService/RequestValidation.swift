@@ -99,6 +99,8 @@ struct IssueInput: Sendable {
     var amr: [String]
     var device: Auth_Session_V1_Device
     var clientIP: String
+    /// The Supabase format's email and phone (nil: our format).
+    var supabase: (email: String, phone: String)?
 
     init(validating request: Auth_Session_V1_IssueRequest, context: ServerContext?) throws(SessionError) {
         var validator = FieldValidator()
@@ -109,7 +111,19 @@ struct IssueInput: Sendable {
         validator.text(device.name, field: "device.name", maxBytes: SessionLimits.maxDeviceNameBytes)
         validator.text(device.userAgent, field: "device.user_agent", maxBytes: SessionLimits.maxUserAgentBytes)
         let clientIP = validator.clientIP(request.clientIP, context: context)
+        switch request.tokenFormat {
+        case .standard:
+            if !request.email.isEmpty || !request.phone.isEmpty {
+                validator.fail("token_format", "invalid_value", "email and phone are for the Supabase format.")
+            }
+        case .supabase:
+            validator.text(request.email, field: "email", maxBytes: 320)
+            validator.text(request.phone, field: "phone", maxBytes: 32)
+        default:
+            validator.fail("token_format", "invalid_value", "ACCESS_TOKEN_FORMAT_STANDARD or _SUPABASE.")
+        }
         try validator.check()
+        self.supabase = request.tokenFormat == .supabase ? (request.email, request.phone) : nil
         self.userID = request.userID
         self.amr = request.amr
         self.device = device

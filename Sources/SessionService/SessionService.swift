@@ -40,6 +40,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
             "0001_create_session_schema.sql": PackageResources._001_create_session_schema_sql,
             "0002_refresh_hot_path.sql": PackageResources._002_refresh_hot_path_sql,
             "0003_security_events_without_user.sql": PackageResources._003_security_events_without_user_sql,
+            "0004_supabase_token_format.sql": PackageResources._004_supabase_token_format_sql,
         ])
     }
 
@@ -120,6 +121,9 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         let tokens = try issueTokens(
             userID: input.userID,
             amr: input.amr,
+            supabase: input.supabase.map {
+                SupabaseClaims(email: $0.email, phone: $0.phone, authenticatedAt: now.unixSeconds)
+            },
             sessionID: sessionID,
             refresh: refresh,
             refreshExpiresAt: refreshExpiresAt,
@@ -136,7 +140,8 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
                 createdAt: now,
                 expiresAt: expiresAt,
                 refreshTokenHash: refresh.hash,
-                refreshTokenExpiresAt: refreshExpiresAt
+                refreshTokenExpiresAt: refreshExpiresAt,
+                supabase: input.supabase
             )
         )
         return Auth_Session_V1_IssueResponse(tokens: tokenPair(tokens, sessionID: sessionID, now: now))
@@ -234,6 +239,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
                 let tokens = try issueTokens(
                     userID: state.userID,
                     amr: state.amr,
+                    supabase: state.supabase,
                     sessionID: state.sessionID,
                     refresh: successor,
                     refreshExpiresAt: successorExpiresAt,
@@ -575,6 +581,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
     private func issueTokens(
         userID: String,
         amr: [String],
+        supabase: SupabaseClaims?,
         sessionID: UUID,
         refresh: RefreshToken,
         refreshExpiresAt: Date,
@@ -591,7 +598,8 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
             issuedAt: issuedAt,
             expiresAt: expiresAt,
             tokenID: Base64URL.encode(SecureRandom.bytes(count: 16)),
-            amr: amr
+            amr: amr,
+            supabase: supabase
         )
         return IssuedTokens(
             refreshToken: refresh,

@@ -1,3 +1,4 @@
+import AuthAccessToken
 import AuthPostgres
 import AuthProtobuf
 
@@ -30,6 +31,8 @@ struct NewSession: Sendable {
     var expiresAt: Date
     var refreshTokenHash: [UInt8]
     var refreshTokenExpiresAt: Date
+    /// The Supabase format's email and phone (nil: our format).
+    var supabase: (email: String, phone: String)?
 }
 
 /// The compare-and-set that moves a session from `fromGeneration` to the next.
@@ -64,10 +67,13 @@ struct SessionStore: Sendable {
             """
             WITH created AS (
                 INSERT INTO \(schema).sessions (id, user_id, amr, device_platform, device_name, device_user_agent,
-                    client_ip, last_client_ip, created_at, expires_at, refresh_expires_at)
+                    client_ip, last_client_ip, created_at, expires_at, refresh_expires_at, token_format, claims_email,
+                    claims_phone)
                 VALUES (\(session.id), \(session.userID), string_to_array(\(session.amr.joined(separator: " "))::text, ' '),
                     \(session.device.platform), \(session.device.name), \(session.device.userAgent), \(session.clientIP)::text,
-                    \(session.clientIP)::text, \(session.createdAt), \(session.expiresAt), \(session.refreshTokenExpiresAt))
+                    \(session.clientIP)::text, \(session.createdAt), \(session.expiresAt), \(session.refreshTokenExpiresAt),
+                    \(session.supabase == nil ? "standard" : "supabase"), \(session.supabase?.email ?? ""),
+                    \(session.supabase?.phone ?? ""))
                 RETURNING id
             )
             INSERT INTO \(schema).refresh_tokens (token_hash, session_id, generation, issued_at, expires_at)
@@ -97,7 +103,8 @@ struct SessionStore: Sendable {
             let rows = try connection.execute(
                 """
                 SELECT t.session_id, t.generation, t.expires_at, n.issued_at, n.sealed_for_predecessor,
-                    s.user_id, array_to_string(s.amr, ' '), s.generation, s.expires_at, s.revoked_at
+                    s.user_id, array_to_string(s.amr, ' '), s.generation, s.expires_at, s.revoked_at,
+                    s.token_format, s.claims_email, s.claims_phone, s.created_at
                 FROM \(schema).refresh_tokens t
                 JOIN \(schema).sessions s ON s.id = t.session_id
                 LEFT JOIN \(schema).refresh_tokens n ON n.session_id = t.session_id AND n.generation = t.generation + 1
@@ -115,7 +122,14 @@ struct SessionStore: Sendable {
                 successorSealed: try row[4].decode([UInt8]?.self),
                 sessionGeneration: try row[7].int64,
                 sessionExpiresAt: try row[8].date,
-                revokedAt: try row[9].decode(Date?.self)
+                revokedAt: try row[9].decode(Date?.self),
+                supabase: try row[10].string == "supabase"
+                    ? SupabaseClaims(
+                        email: try row[11].string,
+                        phone: try row[12].string,
+                        authenticatedAt: try row[13].date.unixSeconds
+                    )
+                    : nil
             )
         }
 

@@ -55,6 +55,7 @@ extension GatewayEndToEndTests {
             #expect(seen["wrong_password"] as? String == "invalid_credentials", "\(seen)")
             #expect(seen["refresh_reuse"] as? String == "refresh_token_already_used")
             #expect(seen["signed_out"] as? Bool == true)
+            #expect(seen["claims_verified"] as? Bool == true)
         }
 
         /// signUp (the email confirmed first), a taken email answered like a new one (its owner
@@ -191,6 +192,10 @@ extension GatewayEndToEndTests {
             #expect(right.status == 200, "\(right)")
             #expect((right["user"] as? [String: Any])?["email"] as? String == email)
             #expect((right["expires_at"] as? NSNumber) != nil)
+            // The door's Supabase-format token is one of our sessions on /v1 too.
+            let session = try await fixture.get("/v1/session", token: right.accessToken, base: base)
+            #expect(session.status == 200, "\(session)")
+            #expect((session["session"] as? [String: Any])?["amr"] as? [String] == ["password"])
             await gateway.terminate(grace: .seconds(5))
         }
     }

@@ -2,6 +2,7 @@ import AuthAPI
 import AuthCrypto
 import AuthProtobuf
 import AuthRPC
+import AuthTestSupport
 import AuthTime
 import Foundation
 import Testing
@@ -57,6 +58,65 @@ import Testing
             #expect(try row[9].bool)
             let stored = try await fixture.query("SELECT token_hash FROM @refresh_tokens")
             #expect(try stored[0][0].bytes == SHA256.hash(try #require(RefreshToken(string: pair.refreshToken)).bytes))
+        }
+    }
+
+    /// ACCESS_TOKEN_FORMAT_SUPABASE (the Supabase door): the claims Supabase's clients read, in
+    /// every token of the session, refreshes included; Validate reads them back.
+    @Test func aSupabaseFormatSessionMintsSupabasesClaimsOnEveryRefresh() async throws {
+        try await withSessionService { fixture in
+            let signedInAt = fixture.clock.now().unixSeconds
+            let response = try await fixture.client.issue(
+                Auth_Session_V1_IssueRequest(
+                    userID: "user-sb",
+                    amr: ["otp_email", "recovery"],
+                    clientIP: "203.0.113.7",
+                    tokenFormat: .supabase,
+                    email: "asha@example.com",
+                    phone: "+919999912345"
+                )
+            )
+            let issued = try #require(response.tokens)
+            fixture.clock.advance(seconds: 60)
+            let refreshed = try await fixture.refresh(issued.refreshToken)
+            for pair in [issued, refreshed] {
+                let (_, claims) = try decodeJWT(pair.accessToken)
+                #expect(claims["role"] as? String == "authenticated")
+                #expect(claims["session_id"] as? String == issued.sessionID)
+                #expect(claims["sid"] as? String == issued.sessionID)
+                #expect(claims["aal"] as? String == "aal1")
+                #expect(claims["is_anonymous"] as? Bool == false)
+                #expect(claims["email"] as? String == "asha@example.com")
+                #expect(claims["phone"] as? String == "919999912345")
+                #expect(claims["aud"] as? [String] == ["auth.api", "authenticated"])
+                let amr = try #require(claims["amr"] as? [[String: Any]])
+                #expect(amr.map { $0["method"] as? String } == ["otp", "recovery"])
+                #expect(amr.map { ($0["timestamp"] as? NSNumber)?.int64Value } == [signedInAt, signedInAt])
+                // Our own verifier reads them back.
+                let validated = try await fixture.validate(pair.accessToken, checkSession: true)
+                #expect(validated.sessionLive)
+                #expect(validated.claims?.amr == ["otp", "recovery"])
+            }
+            // Our format has none of them.
+            let ours = try await fixture.issue()
+            let (_, claims) = try decodeJWT(ours.accessToken)
+            #expect(claims["role"] == nil && claims["session_id"] == nil && claims["aud"] as? String == "auth.api")
+        }
+    }
+
+    @Test func emailAndPhoneAreOnlyForTheSupabaseFormat() async throws {
+        try await withSessionService { fixture in
+            let refused = await expectRPCError(.invalidArgument, "invalid_argument") {
+                try await fixture.client.issue(
+                    Auth_Session_V1_IssueRequest(
+                        userID: "user-1",
+                        amr: ["pwd"],
+                        clientIP: "203.0.113.7",
+                        email: "asha@example.com"
+                    )
+                )
+            }
+            #expect(refused?.fieldViolations.map(\.field) == ["token_format"])
         }
     }
 

@@ -216,6 +216,14 @@ def main():
     fetched = auth.get_user()
     assert fetched is not None and fetched.user.id == user.id
 
+    # The access token's claims, verified locally against the JWK Set (getClaims).
+    claims = auth.get_claims()["claims"]
+    assert claims["sub"] == user.id and claims["role"] == "authenticated" and claims["aal"] == "aal1"
+    assert claims["session_id"] and claims["email"] == email and claims["is_anonymous"] is False
+    assert [entry["method"] for entry in claims["amr"]] == ["password"], claims["amr"]
+    assert isinstance(claims["exp"], int) and isinstance(claims["iat"], int)
+    seen["claims_verified"] = True
+
     # Refresh: new tokens; the old refresh token used again is refresh_token_already_used.
     refreshed = auth.refresh_session()
     assert refreshed.session is not None

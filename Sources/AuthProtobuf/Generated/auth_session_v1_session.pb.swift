@@ -3,6 +3,50 @@
 
 internal import CAuthProto
 
+// MARK: - auth.session.v1.AccessTokenFormat
+
+/// The shape of a session's access tokens (docs/session.md, "Access tokens").
+public enum Auth_Session_V1_AccessTokenFormat: ProtobufCEnum {
+    /// Our claims: iss, aud, sub, sid, iat, exp, jti, amr as strings.
+    case standard  // ACCESS_TOKEN_FORMAT_STANDARD = 0
+    /// The same, plus the claims Supabase's clients read: role, session_id, aal, is_anonymous,
+    /// email, phone, aud also "authenticated", and amr as Supabase's objects
+    /// ({"method", "timestamp"}). The Supabase door's sessions; every refresh keeps it.
+    case supabase  // ACCESS_TOKEN_FORMAT_SUPABASE = 1
+    /// A value this schema does not know; kept as is so that it survives a round trip.
+    case unrecognized(Int32)
+
+    /// The zero value, `.standard`.
+    public init() { self = .standard }
+
+    public init(rawValue: Int32) {
+        switch rawValue {
+        case 0: self = .standard
+        case 1: self = .supabase
+        default: self = .unrecognized(rawValue)
+        }
+    }
+
+    public var rawValue: Int32 {
+        switch self {
+        case .standard: 0
+        case .supabase: 1
+        case .unrecognized(let value): value
+        }
+    }
+
+    /// Every value the schema declares, in declaration order.
+    public static let allKnownCases: [Auth_Session_V1_AccessTokenFormat] = [
+        .standard,
+        .supabase,
+    ]
+
+    // Equal when the numbers are equal, so `.unrecognized(0)` is `.standard`.
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.rawValue == rhs.rawValue }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(self.rawValue) }
+}
+
 // MARK: - auth.session.v1.SessionReason
 
 /// The reasons the Session service's errors carry (`RPCStatus.reason`), each with the status it
@@ -313,14 +357,29 @@ public struct Auth_Session_V1_IssueRequest: ProtobufCMessage {
     public var amr: [String] = []
     public var device: Auth_Session_V1_Device? = nil
     public var clientIP: String = ""
+    public var tokenFormat: Auth_Session_V1_AccessTokenFormat = .standard
+    /// ACCESS_TOKEN_FORMAT_SUPABASE's email and phone claims (as at sign-in; "" for none).
+    public var email: String = ""
+    public var phone: String = ""
 
     public init() {}
 
-    public init(userID: String = "", amr: [String] = [], device: Auth_Session_V1_Device? = nil, clientIP: String = "") {
+    public init(
+        userID: String = "",
+        amr: [String] = [],
+        device: Auth_Session_V1_Device? = nil,
+        clientIP: String = "",
+        tokenFormat: Auth_Session_V1_AccessTokenFormat = .standard,
+        email: String = "",
+        phone: String = ""
+    ) {
         self.userID = userID
         self.amr = amr
         self.device = device
         self.clientIP = clientIP
+        self.tokenFormat = tokenFormat
+        self.email = email
+        self.phone = phone
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -368,7 +427,10 @@ extension Auth_Session_V1_IssueRequest: ProtobufCBridged {
             userID: try _protobufCString(c.pointee.user_id, Self.self, "user_id"),
             amr: try _protobufCStrings(c.pointee.amr, count: c.pointee.n_amr, Self.self, "amr"),
             device: try _protobufCOptionalMessage(c.pointee.device, as: Auth_Session_V1_Device.self),
-            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip")
+            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip"),
+            tokenFormat: Auth_Session_V1_AccessTokenFormat(rawValue: Int32(truncatingIfNeeded: c.pointee.token_format.rawValue)),
+            email: try _protobufCString(c.pointee.email, Self.self, "email"),
+            phone: try _protobufCString(c.pointee.phone, Self.self, "phone")
         )
     }
 
@@ -385,6 +447,13 @@ extension Auth_Session_V1_IssueRequest: ProtobufCBridged {
         }
         if !self.clientIP.isEmpty {
             c.pointee.client_ip = try arena.cString(self.clientIP, Self.self, "client_ip")
+        }
+        c.pointee.token_format = .init(rawValue: .init(truncatingIfNeeded: self.tokenFormat.rawValue))
+        if !self.email.isEmpty {
+            c.pointee.email = try arena.cString(self.email, Self.self, "email")
+        }
+        if !self.phone.isEmpty {
+            c.pointee.phone = try arena.cString(self.phone, Self.self, "phone")
         }
     }
 }

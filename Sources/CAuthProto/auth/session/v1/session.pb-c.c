@@ -1255,7 +1255,7 @@ const ProtobufCMessageDescriptor auth__session__v1__token_pair__descriptor =
   (ProtobufCMessageInit) auth__session__v1__token_pair__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__session__v1__issue_request__field_descriptors[4] =
+static const ProtobufCFieldDescriptor auth__session__v1__issue_request__field_descriptors[7] =
 {
   {
     "user_id",
@@ -1305,17 +1305,56 @@ static const ProtobufCFieldDescriptor auth__session__v1__issue_request__field_de
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "token_format",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Session__V1__IssueRequest, token_format),
+    &auth__session__v1__access_token_format__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "email",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Session__V1__IssueRequest, email),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "phone",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Session__V1__IssueRequest, phone),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__session__v1__issue_request__field_indices_by_name[] = {
   1,   /* field[1] = amr */
   3,   /* field[3] = client_ip */
   2,   /* field[2] = device */
+  5,   /* field[5] = email */
+  6,   /* field[6] = phone */
+  4,   /* field[4] = token_format */
   0,   /* field[0] = user_id */
 };
 static const ProtobufCIntRange auth__session__v1__issue_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor auth__session__v1__issue_request__descriptor =
 {
@@ -1325,7 +1364,7 @@ const ProtobufCMessageDescriptor auth__session__v1__issue_request__descriptor =
   "Auth__Session__V1__IssueRequest",
   "auth.session.v1",
   sizeof(Auth__Session__V1__IssueRequest),
-  4,
+  7,
   auth__session__v1__issue_request__field_descriptors,
   auth__session__v1__issue_request__field_indices_by_name,
   1,  auth__session__v1__issue_request__number_ranges,
@@ -2511,6 +2550,34 @@ const ProtobufCMessageDescriptor auth__session__v1__rewrap_signing_keys_response
   1,  auth__session__v1__rewrap_signing_keys_response__number_ranges,
   (ProtobufCMessageInit) auth__session__v1__rewrap_signing_keys_response__init,
   NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCEnumValue auth__session__v1__access_token_format__enum_values_by_number[2] =
+{
+  { "ACCESS_TOKEN_FORMAT_STANDARD", "AUTH__SESSION__V1__ACCESS_TOKEN_FORMAT__ACCESS_TOKEN_FORMAT_STANDARD", 0 },
+  { "ACCESS_TOKEN_FORMAT_SUPABASE", "AUTH__SESSION__V1__ACCESS_TOKEN_FORMAT__ACCESS_TOKEN_FORMAT_SUPABASE", 1 },
+};
+static const ProtobufCIntRange auth__session__v1__access_token_format__value_ranges[] = {
+{0, 0},{0, 2}
+};
+static const ProtobufCEnumValueIndex auth__session__v1__access_token_format__enum_values_by_name[2] =
+{
+  { "ACCESS_TOKEN_FORMAT_STANDARD", 0 },
+  { "ACCESS_TOKEN_FORMAT_SUPABASE", 1 },
+};
+const ProtobufCEnumDescriptor auth__session__v1__access_token_format__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "auth.session.v1.AccessTokenFormat",
+  "AccessTokenFormat",
+  "Auth__Session__V1__AccessTokenFormat",
+  "auth.session.v1",
+  2,
+  auth__session__v1__access_token_format__enum_values_by_number,
+  2,
+  auth__session__v1__access_token_format__enum_values_by_name,
+  1,
+  auth__session__v1__access_token_format__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
 static const ProtobufCEnumValue auth__session__v1__session_reason__enum_values_by_number[15] =
 {

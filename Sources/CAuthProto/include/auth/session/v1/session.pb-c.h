@@ -45,6 +45,22 @@ typedef struct Auth__Session__V1__RewrapSigningKeysResponse Auth__Session__V1__R
 /* --- enums --- */
 
 /*
+ * The shape of a session's access tokens (docs/session.md, "Access tokens").
+ */
+typedef enum _Auth__Session__V1__AccessTokenFormat {
+  /*
+   * Our claims: iss, aud, sub, sid, iat, exp, jti, amr as strings.
+   */
+  AUTH__SESSION__V1__ACCESS_TOKEN_FORMAT__ACCESS_TOKEN_FORMAT_STANDARD = 0,
+  /*
+   * The same, plus the claims Supabase's clients read: role, session_id, aal, is_anonymous,
+   * email, phone, aud also "authenticated", and amr as Supabase's objects
+   * ({"method", "timestamp"}). The Supabase door's sessions; every refresh keeps it.
+   */
+  AUTH__SESSION__V1__ACCESS_TOKEN_FORMAT__ACCESS_TOKEN_FORMAT_SUPABASE = 1
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUTH__SESSION__V1__ACCESS_TOKEN_FORMAT)
+} Auth__Session__V1__AccessTokenFormat;
+/*
  * The reasons the Session service's errors carry (`RPCStatus.reason`), each with the status it
  * travels as. Never sent as this enum: the reason is the value's name after the prefix,
  * lower-cased (SESSION_REASON_INVALID_ARGUMENT is "invalid_argument"). Listed here so that every
@@ -183,10 +199,16 @@ struct  Auth__Session__V1__IssueRequest
   char **amr;
   Auth__Session__V1__Device *device;
   char *client_ip;
+  Auth__Session__V1__AccessTokenFormat token_format;
+  /*
+   * ACCESS_TOKEN_FORMAT_SUPABASE's email and phone claims (as at sign-in; "" for none).
+   */
+  char *email;
+  char *phone;
 };
 #define AUTH__SESSION__V1__ISSUE_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__session__v1__issue_request__descriptor) \
-    , (char *)protobuf_c_empty_string, 0,NULL, NULL, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, 0,NULL, NULL, (char *)protobuf_c_empty_string, AUTH__SESSION__V1__ACCESS_TOKEN_FORMAT__ACCESS_TOKEN_FORMAT_STANDARD, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 struct  Auth__Session__V1__IssueResponse
@@ -1170,6 +1192,7 @@ void auth__session__v1__session__check_session(ProtobufCService *service,
 
 /* --- descriptors --- */
 
+extern const ProtobufCEnumDescriptor    auth__session__v1__access_token_format__descriptor;
 extern const ProtobufCEnumDescriptor    auth__session__v1__session_reason__descriptor;
 extern const ProtobufCMessageDescriptor auth__session__v1__device__descriptor;
 extern const ProtobufCMessageDescriptor auth__session__v1__token_pair__descriptor;
