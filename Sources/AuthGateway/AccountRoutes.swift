@@ -122,19 +122,39 @@ extension GatewayRoutes {
         if provider != .facebook, nonce.isEmpty {
             throw APIError.invalidRequest("`nonce` is required for \(provider.rawValue).")
         }
-        let linked = try await backends.call(.identity, context) { options in
+        let linked = try await linkProvider(
+            provider,
+            idToken: idToken,
+            nonce: nonce,
+            to: caller.userID,
+            context: context
+        )
+        return try JSONResponse.make(IdentityListBody(identities: linked.identities.map(IdentityBody.init)))
+    }
+
+    /// identity's LinkProvider (both doors): the ID token's identity joins `userID`'s account;
+    /// `nonceHashed` as the Supabase door's ID tokens.
+    func linkProvider(
+        _ provider: Provider,
+        idToken: String,
+        nonce: String,
+        nonceHashed: Bool = false,
+        to userID: String,
+        context: GatewayRequestContext
+    ) async throws -> Auth_Identity_V1_ListIdentitiesResponse {
+        try await backends.call(.identity, context) { options in
             try await backends.identity.linkProvider(
                 Auth_Identity_V1_LinkProviderRequest(
-                    userID: caller.userID,
+                    userID: userID,
                     provider: provider.proto,
                     idToken: idToken,
                     rawNonce: nonce,
-                    clientIP: context.clientIP
+                    clientIP: context.clientIP,
+                    nonceHashed: nonceHashed
                 ),
                 options: options
             )
         }
-        return try JSONResponse.make(IdentityListBody(identities: linked.identities.map(IdentityBody.init)))
     }
 
     /// Unlinks the account's identity of a provider: 204; 404 `identity_not_found`; 409
@@ -144,17 +164,22 @@ extension GatewayRoutes {
         guard let name = context.parameters.get("provider"), let provider = Provider(rawValue: name) else {
             throw APIError.identityNotFound
         }
+        try await unlinkProvider(provider, of: caller.userID, context: context)
+        return JSONResponse.noContent
+    }
+
+    /// identity's UnlinkProvider (both doors).
+    func unlinkProvider(_ provider: Provider, of userID: String, context: GatewayRequestContext) async throws {
         _ = try await backends.call(.identity, context) { options in
             try await backends.identity.unlinkProvider(
                 Auth_Identity_V1_UnlinkProviderRequest(
-                    userID: caller.userID,
+                    userID: userID,
                     provider: provider.proto,
                     clientIP: context.clientIP
                 ),
                 options: options
             )
         }
-        return JSONResponse.noContent
     }
 
     // MARK: GET /v1/session

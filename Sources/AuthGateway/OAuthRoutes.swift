@@ -83,16 +83,7 @@ extension GatewayRoutes {
         let device = try device(request, body)
         let code = try body.requiredString("code")
         let verifier = try body.requiredString("code_verifier")
-        let exchanged = try await backends.call(.identity, context) { options in
-            try await backends.identity.exchangeOAuthCode(
-                Auth_Identity_V1_ExchangeOAuthCodeRequest(
-                    code: code,
-                    codeVerifier: verifier,
-                    clientIP: context.clientIP
-                ),
-                options: options
-            )
-        }
+        let exchanged = try await exchangeOAuthCode(code, verifier: verifier, context: context)
         guard let user = exchanged.user, let provider = Provider(exchanged.provider) else {
             throw APIError.internalError
         }
@@ -104,6 +95,24 @@ extension GatewayRoutes {
             device: device,
             context: context
         )
+    }
+
+    /// identity's ExchangeOAuthCode (both doors): the app's one-time code and its verifier.
+    func exchangeOAuthCode(
+        _ code: String,
+        verifier: String,
+        context: GatewayRequestContext
+    ) async throws -> Auth_Identity_V1_ExchangeOAuthCodeResponse {
+        try await backends.call(.identity, context) { options in
+            try await backends.identity.exchangeOAuthCode(
+                Auth_Identity_V1_ExchangeOAuthCodeRequest(
+                    code: code,
+                    codeVerifier: verifier,
+                    clientIP: context.clientIP
+                ),
+                options: options
+            )
+        }
     }
 
     // MARK: POST /v1/me/identities/{provider}/authorize
@@ -132,7 +141,7 @@ extension GatewayRoutes {
 
     // MARK: Shared
 
-    private func startOAuth(
+    func startOAuth(
         _ provider: Provider,
         redirectTo: String,
         codeChallenge: String,

@@ -270,21 +270,18 @@ extension GatewayRoutes {
                 )
             }
             let token = (body.string("token") ?? "").trimmingWhitespace()
-            let device = try device(request, JSONRequest(members: [:]))
             if type == "recovery" {
                 let checked = try await supabaseCheck(token, destination, [.passwordReset], context)
-                return try await supabaseRecoverySession(checked, device: device, context: context)
+                return try await supabaseRecoverySession(checked, request, context)
             }
             let checked = try await supabaseCheck(token, destination, [.login, .signup, .verify], context)
             let (user, _) = try await account(provedBy: checked, context: context)
-            let tokens = try await issueSession(
-                format: .supabase,
+            return try await supabaseSignIn(
                 user,
                 amr: checked.channel == .sms ? "otp_sms" : "otp_email",
-                device: device,
-                context: context
+                request,
+                context
             )
-            return try await supabaseSession(tokens, user: user, context: context)
         }
     }
 
@@ -363,6 +360,15 @@ extension GatewayRoutes {
             throw SupabaseError(.badRequest, "validation_failed", "id_token required")
         }
         AuthDecisionNote.record(method: "oidc_\(provider.rawValue)")
+        if body.bool("link_identity") == true {
+            return try await supabaseLinkIDToken(
+                provider,
+                idToken: idToken,
+                nonce: body.string("nonce") ?? "",
+                request,
+                context
+            )
+        }
         let signedIn: Auth_Identity_V1_SignInWithIDTokenResponse
         do {
             signedIn = try await backends.call(.identity, context) { options in
@@ -387,14 +393,7 @@ extension GatewayRoutes {
             throw SupabaseError(.badRequest, "bad_oidc_token", error.message)
         }
         guard let user = signedIn.user else { throw APIError.internalError }
-        let tokens = try await issueSession(
-            format: .supabase,
-            user,
-            amr: "oidc_\(provider.rawValue)",
-            device: try device(request, JSONRequest(members: [:])),
-            context: context
-        )
-        return try await supabaseSession(tokens, user: user, context: context)
+        return try await supabaseSignIn(user, amr: "oidc_\(provider.rawValue)", request, context)
     }
 }
 

@@ -19,14 +19,16 @@ extension GatewayRoutes {
     static let apikey = HTTPField.Name("apikey")!
 
     /// Runs `body` with Supabase's error shapes: any failure becomes a ``SupabaseError``.
+    /// `anonKey` false: the route takes no `apikey` (a browser opens it).
     func supabase(
         _ request: Request,
         _ context: GatewayRequestContext,
+        anonKey: Bool = true,
         _ body: () async throws -> Response
     ) async -> Response {
         let modern = request.headers[Self.supabaseAPIVersion].map { $0 >= "2024-01-01" } ?? false
         do {
-            try checkAnonKey(request)
+            if anonKey { try checkAnonKey(request) }
             return try await body()
         } catch let error as SupabaseError {
             return error.response(modern: modern)
@@ -117,12 +119,16 @@ extension GatewayRoutes {
             let grant = try OAuthQuery(query: request)["grant_type"] ?? ""
             // The same budgets as the /v1 door's routes for the same operations: two doors are
             // not twice the guesses.
-            let operations = ["password": "/v1/login", "refresh_token": "/v1/token/refresh", "id_token": "/v1/idtoken"]
+            let operations = [
+                "password": "/v1/login", "refresh_token": "/v1/token/refresh", "id_token": "/v1/idtoken",
+                "pkce": "/v1/oauth/token",
+            ]
             try limit(context, as: operations[grant])
             switch grant {
             case "password": return try await supabasePasswordGrant(body, request, context)
             case "refresh_token": return try await supabaseRefreshGrant(body, request, context)
             case "id_token": return try await supabaseIDTokenGrant(body, request, context)
+            case "pkce": return try await supabasePKCEGrant(body, request, context)
             default:
                 throw SupabaseError(.badRequest, "validation_failed", "unsupported_grant_type")
             }
@@ -147,14 +153,7 @@ extension GatewayRoutes {
         guard user.emailVerified else {
             throw SupabaseError(.badRequest, "email_not_confirmed", "Email not confirmed")
         }
-        let tokens = try await issueSession(
-            format: .supabase,
-            user,
-            amr: "pwd",
-            device: try device(request, JSONRequest(members: [:])),
-            context: context
-        )
-        return try await supabaseSession(tokens, user: user, context: context)
+        return try await supabaseSignIn(user, amr: "pwd", request, context)
     }
 
     private func supabaseRefreshGrant(
@@ -181,6 +180,26 @@ extension GatewayRoutes {
         }
         guard let tokens = refreshed.tokens else { throw APIError.internalError }
         let user = try await getUser(refreshed.userID, context: context)
+        return try await supabaseSession(tokens, user: user, context: context)
+    }
+
+    /// Starts a Supabase-format session for `user` (the device from the request's
+    /// `User-Agent`) and answers the session body: every sign-in of this door.
+    func supabaseSignIn(
+        _ user: Auth_Identity_V1_User,
+        amr: String,
+        also: [String] = [],
+        _ request: Request,
+        _ context: GatewayRequestContext
+    ) async throws -> Response {
+        let tokens = try await issueSession(
+            format: .supabase,
+            user,
+            amr: amr,
+            also: also,
+            device: try device(request, JSONRequest(members: [:])),
+            context: context
+        )
         return try await supabaseSession(tokens, user: user, context: context)
     }
 

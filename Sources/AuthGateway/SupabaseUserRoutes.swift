@@ -40,8 +40,8 @@ extension GatewayRoutes {
     /// (``supabaseUpdateUser(_:context:)``) for ``recoveryWindowSeconds``.
     func supabaseRecoverySession(
         _ checked: Auth_Otp_V1_CheckResponse,
-        device: Auth_Session_V1_Device,
-        context: GatewayRequestContext
+        _ request: Request,
+        _ context: GatewayRequestContext
     ) async throws -> Response {
         let owner: Auth_Identity_V1_User
         do {
@@ -58,15 +58,7 @@ extension GatewayRoutes {
             throw SupabaseError(.forbidden, "otp_expired", "Token has expired or is invalid")
         }
         try await backends.revokeAllSessions(userID: owner.id, reason: "password_reset", context)
-        let tokens = try await issueSession(
-            format: .supabase,
-            owner,
-            amr: "otp_email",
-            also: ["recovery"],
-            device: device,
-            context: context
-        )
-        return try await supabaseSession(tokens, user: owner, context: context)
+        return try await supabaseSignIn(owner, amr: "otp_email", also: ["recovery"], request, context)
     }
 
     // MARK: PUT /auth/v1/user

@@ -63,6 +63,81 @@ extension GatewayEndToEndTests {
             }
         }
 
+        /// Supabase's official client on the browser sign-in (issue 22): signInWithOAuth with
+        /// PKCE through `/auth/v1/authorize`, exchangeCodeForSession (the `pkce` grant), then
+        /// linkIdentity for Facebook through the same flow, and getUserIdentities/unlinkIdentity.
+        @Test func theSupabaseClientSignsInLinksAndUnlinksThroughTheBrowser() async throws {
+            try await Browser.with { browser in
+                let email = GatewayFixture.newEmail("supabase-google")
+                let started = try await GatewayEndToEndTests.SupabaseDoor.journeys([
+                    "oauth-url", browser.gateway, "google", Self.appURL,
+                ])
+                let url = try #require(started["url"] as? String)
+                let verifier = try #require(started["verifier"] as? String)
+                // The browser opens the client's URL (no apikey): the gateway sends it to Google.
+                let authorize = try await browser.fixture.get(
+                    String(url.dropFirst(browser.gateway.count)),
+                    base: browser.gateway
+                )
+                let consent = try #require(authorize.header("Location"), "\(authorize)")
+                let landed = try await browser.finish(consent, loginHint: email)
+                let code = try #require(landed.query["code"], "\(landed)")
+
+                let exchanged = try await GatewayEndToEndTests.SupabaseDoor.journeys([
+                    "oauth-exchange", browser.gateway, code, verifier, "facebook", Self.appURL,
+                ])
+                #expect(exchanged["email"] as? String == email, "\(exchanged)")
+                #expect((exchanged["providers"] as? [String])?.contains("google") == true)
+                let linkURL = try #require(exchanged["link_url"] as? String)
+                let linked = try await browser.finish(linkURL, loginHint: email)
+                #expect(linked.query["linked"] == "facebook", "\(linked)")
+
+                let listed = try await GatewayEndToEndTests.SupabaseDoor.journeys([
+                    "identities", browser.gateway,
+                    try #require(exchanged["access_token"] as? String),
+                    try #require(exchanged["refresh_token"] as? String),
+                ])
+                #expect(listed["before"] as? [String] == ["email", "facebook", "google"], "\(listed)")
+                #expect(listed["after"] as? [String] == ["email", "facebook"])
+
+                // An account whose only way in is Facebook (its email is not taken as proved):
+                // its identity cannot be unlinked.
+                let pkce = PKCEPair()
+                let onlyFacebook = try await browser.signIn(
+                    "facebook",
+                    pkce: pkce,
+                    loginHint: GatewayFixture.newEmail("supabase-facebook")
+                )
+                let session = try await browser.exchange(
+                    code: try #require(onlyFacebook.query["code"]),
+                    verifier: pkce.verifier
+                )
+                let user = try await browser.fixture.get(
+                    "/auth/v1/user",
+                    token: session.accessToken,
+                    base: browser.gateway
+                )
+                let identities = try #require(user["identities"] as? [[String: Any]], "\(user)")
+                #expect(identities.map { $0["provider"] as? String } == ["facebook"])
+                let identityID = try #require(identities.first?["identity_id"] as? String)
+                let refused = try await browser.fixture.send(
+                    .DELETE,
+                    "/auth/v1/user/identities/\(identityID)",
+                    authorization: "Bearer \(session.accessToken)",
+                    base: browser.gateway
+                )
+                #expect(refused.status == 422, "\(refused)")
+                #expect(refused.string("error_code") == "single_identity_not_deletable")
+                let unknown = try await browser.fixture.send(
+                    .DELETE,
+                    "/auth/v1/user/identities/00000000-0000-8000-8000-000000000000",
+                    authorization: "Bearer \(session.accessToken)",
+                    base: browser.gateway
+                )
+                #expect(unknown.status == 404 && unknown.string("error_code") == "identity_not_found", "\(unknown)")
+            }
+        }
+
         @Test func appleFormPostNamesTheNewUserOnFirstConsent() async throws {
             try await Browser.with { browser in
                 let email = GatewayFixture.newEmail("apple")
@@ -447,6 +522,16 @@ struct Browser {
     ) async throws -> Landing {
         let started = try await start(provider, pkce: pkce, redirectTo: redirectTo, appState: appState)
         let reply = try await callback(try await consent(started, loginHint: loginHint))
+        guard reply.status == 302, let location = reply.header("Location") else {
+            throw ServiceProcessError(message: "callback: \(reply)")
+        }
+        return Landing(location)
+    }
+
+    /// From the provider's consent URL to the app's URL: consent as `loginHint`, then the
+    /// callback on this gateway.
+    func finish(_ consentURL: String, loginHint: String?) async throws -> Landing {
+        let reply = try await callback(try await consent(consentURL, loginHint: loginHint))
         guard reply.status == 302, let location = reply.header("Location") else {
             throw ServiceProcessError(message: "callback: \(reply)")
         }

@@ -177,6 +177,32 @@ extension GatewayEndToEndTests {
             #expect(jwks.status == 200 && (jwks["keys"] as? [Any])?.isEmpty == false, "\(jwks)")
         }
 
+        /// The `id_token` grant with `link_identity`: the token's Apple identity joins the
+        /// signed-in account, and a new session of it answers.
+        @Test func anIDTokenLinksToTheSignedInAccount() async throws {
+            let fixture = try #require(GatewayFixture.current)
+            let email = try await Self.confirmedAccount(fixture)
+            let signedIn = try await fixture.post(
+                "/auth/v1/token?grant_type=password",
+                ["email": email, "password": GatewayFixture.password]
+            )
+            #expect(signedIn.status == 200, "\(signedIn)")
+            let nonce = Base64URL.encode(SecureRandom.bytes(count: 16))
+            let token = try fixture.apple.idToken(
+                subject: "supabase-link-" + Base64URL.encode(SecureRandom.bytes(count: 8)),
+                nonce: AppleStandIn.hashedNonce(nonce)
+            )
+            let body: [String: Any] = ["provider": "apple", "id_token": token, "nonce": nonce, "link_identity": true]
+            let linked = try await fixture.post("/auth/v1/token?grant_type=id_token", body, token: signedIn.accessToken)
+            #expect(linked.status == 200, "\(linked)")
+            #expect(linked.user["id"] as? String == signedIn.user["id"] as? String)
+            let providers = (linked.user["identities"] as? [[String: Any]])?.compactMap { $0["provider"] as? String }
+            #expect(providers?.contains("apple") == true, "\(linked.user)")
+            // Without a signed-in user there is no one to link to.
+            let anonymous = try await fixture.post("/auth/v1/token?grant_type=id_token", body)
+            #expect(anonymous.status == 401 && anonymous.string("error_code") == "no_authorization", "\(anonymous)")
+        }
+
         /// With AUTH_SUPABASE_ANON_KEYS, the `apikey` must be one of them.
         @Test func configuredAnonKeysAreRequired() async throws {
             let fixture = try #require(GatewayFixture.current)

@@ -7,6 +7,9 @@ saw; any difference from what Supabase answers raises (exit 1).
     python journeys.py codes-send <base URL> <new email> <new phone>
     python journeys.py codes-verify <base URL> <email> <its sign-up code> <phone> <its code>
     python journeys.py id-token <base URL> <provider> <ID token> <raw nonce>
+    python journeys.py oauth-url <base URL> <provider> <redirect_to>
+    python journeys.py oauth-exchange <base URL> <code> <verifier> <provider to link> <redirect_to>
+    python journeys.py identities <base URL> <access token> <refresh token>
     python journeys.py recover-send <base URL> <email of an account>
     python journeys.py recover-verify <base URL> <email> <its recovery code> <its password>
 
@@ -20,12 +23,13 @@ from supabase_auth import SyncGoTrueClient
 from supabase_auth.errors import AuthApiError
 
 
-def client(base):
+def client(base, flow_type="implicit"):
     return SyncGoTrueClient(
         url=base + "/auth/v1",
         headers={"apikey": "anon-key-of-the-tests", "Authorization": "Bearer anon-key-of-the-tests"},
         auto_refresh_token=False,
         persist_session=False,
+        flow_type=flow_type,
     )
 
 
@@ -135,6 +139,59 @@ def id_token(base, provider, token, nonce):
     print(json.dumps({"id_token": provider, "replay": error.code}, sort_keys=True))
 
 
+def oauth_url(base, provider, redirect_to):
+    """signInWithOAuth (PKCE): the URL the app opens, and the verifier the client kept."""
+    auth = client(base, flow_type="pkce")
+    started = auth.sign_in_with_oauth({"provider": provider, "options": {"redirect_to": redirect_to}})
+    assert started.provider == provider and "/auth/v1/authorize?" in started.url
+    verifier = auth._storage.get_item(f"{auth._storage_key}-code-verifier")
+    assert verifier, "the client kept no PKCE verifier"
+    print(json.dumps({"url": started.url, "verifier": verifier}))
+
+
+def oauth_exchange(base, code, verifier, link_provider, redirect_to):
+    """exchangeCodeForSession, then linkIdentity's URL for another provider."""
+    auth = client(base, flow_type="pkce")
+    exchanged = auth.exchange_code_for_session({"auth_code": code, "code_verifier": verifier})
+    session, user = exchanged.session, exchanged.user
+    assert session is not None and user is not None
+    # The same code again: spent.
+    expect_error(
+        lambda: client(base, flow_type="pkce").exchange_code_for_session(
+            {"auth_code": code, "code_verifier": verifier}
+        ),
+        "flow_state_not_found",
+        404,
+    )
+    linking = auth.link_identity({"provider": link_provider, "options": {"redirect_to": redirect_to}})
+    assert "/" in linking.url
+    print(
+        json.dumps(
+            {
+                "email": user.email,
+                "providers": user.app_metadata["providers"],
+                "access_token": session.access_token,
+                "refresh_token": session.refresh_token,
+                "link_url": linking.url,
+            }
+        )
+    )
+
+
+def identities(base, access_token, refresh_token):
+    """getUserIdentities, unlinkIdentity of a provider, and of an email (refused)."""
+    auth = client(base)
+    auth.set_session(access_token, refresh_token)
+    listed = auth.get_user_identities().identities
+    providers = sorted(identity.provider for identity in listed)
+    google = next(identity for identity in listed if identity.provider == "google")
+    auth.unlink_identity(google)
+    after = sorted(identity.provider for identity in auth.get_user_identities().identities)
+    email = next(identity for identity in listed if identity.provider == "email")
+    expect_error(lambda: auth.unlink_identity(email), "validation_failed", 422)
+    print(json.dumps({"before": providers, "after": after}))
+
+
 def recover_send(base, email):
     """resetPasswordForEmail for an account's email and for an unknown one: the same answer."""
     auth = client(base)
@@ -183,6 +240,9 @@ def main():
         "codes-send": codes_send,
         "codes-verify": codes_verify,
         "id-token": id_token,
+        "oauth-url": oauth_url,
+        "oauth-exchange": oauth_exchange,
+        "identities": identities,
         "recover-send": recover_send,
         "recover-verify": recover_verify,
     }
