@@ -27,7 +27,12 @@ extension GatewayRoutes {
                 if body.string("phone") != nil {
                     throw SupabaseError(.badRequest, "phone_provider_disabled", "Phone signups are disabled")
                 }
-                throw SupabaseError(.badRequest, "validation_failed", "To signup, please provide your email")
+                // No contact at all is signInAnonymously.
+                throw SupabaseError(
+                    .unprocessableContent,
+                    "anonymous_provider_disabled",
+                    "Anonymous sign-ins are disabled"
+                )
             }
             AuthDecisionNote.record(contact: email, method: "password")
             let metadata = body.object("data")

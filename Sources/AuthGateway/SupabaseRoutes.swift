@@ -299,9 +299,26 @@ extension GatewayRoutes {
 
     // MARK: Everything else under /auth/v1
 
-    /// What this door does not serve: Supabase's JSON 404, which its clients decode.
+    /// What this door does not serve, answered as Supabase answers it when the feature is off:
+    /// the admin API 403 `not_admin`; MFA 422 `mfa_totp_enroll_not_enabled` to enrol (POST
+    /// `/factors`), 404 `mfa_factor_not_found` for a factor; anything else (SAML's `/sso`
+    /// included) Supabase's JSON 404, which its clients decode.
     func supabaseNotFound(_ request: Request, context: GatewayRequestContext) async throws -> Response {
         await supabase(request, context) {
+            let path = request.uri.path
+            if path == "/auth/v1/admin" || path.hasPrefix("/auth/v1/admin/") {
+                throw SupabaseError(.forbidden, "not_admin", "User not allowed")
+            }
+            if path == "/auth/v1/factors" {
+                throw SupabaseError(
+                    .unprocessableContent,
+                    "mfa_totp_enroll_not_enabled",
+                    "MFA enroll is disabled for TOTP"
+                )
+            }
+            if path.hasPrefix("/auth/v1/factors/") {
+                throw SupabaseError(.notFound, "mfa_factor_not_found", "Factor not found")
+            }
             throw SupabaseError(.notFound, "not_found", "Not Found: this Supabase Auth endpoint is not served here")
         }
     }

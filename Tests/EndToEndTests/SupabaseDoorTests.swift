@@ -56,6 +56,7 @@ extension GatewayEndToEndTests {
             #expect(seen["refresh_reuse"] as? String == "refresh_token_already_used")
             #expect(seen["signed_out"] as? Bool == true)
             #expect(seen["claims_verified"] as? Bool == true)
+            #expect(seen["disabled_features"] as? Bool == true)
         }
 
         /// signUp (the email confirmed first), a taken email answered like a new one (its owner

@@ -284,6 +284,12 @@ def main():
     assert isinstance(claims["exp"], int) and isinstance(claims["iat"], int)
     seen["claims_verified"] = True
 
+    # What this backend does not do answers as Supabase does with it disabled.
+    expect_error(lambda: client(base).sign_in_anonymously(), "anonymous_provider_disabled", 422)
+    expect_error(lambda: auth.mfa.enroll({"factor_type": "totp"}), "mfa_totp_enroll_not_enabled", 422)
+    expect_error(lambda: auth.admin.list_users(), "not_admin", 403)
+    seen["disabled_features"] = True
+
     # Refresh: new tokens; the old refresh token used again is refresh_token_already_used.
     refreshed = auth.refresh_session()
     assert refreshed.session is not None
