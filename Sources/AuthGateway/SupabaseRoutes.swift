@@ -179,8 +179,7 @@ extension GatewayRoutes {
             )
         }
         guard let tokens = refreshed.tokens else { throw APIError.internalError }
-        let user = try await getUser(refreshed.userID, context: context)
-        return try await supabaseSession(tokens, user: user, context: context)
+        return try await supabaseSession(tokens, userID: refreshed.userID, context: context)
     }
 
     /// Starts a Supabase-format session for `user` (the device from the request's
@@ -200,30 +199,30 @@ extension GatewayRoutes {
             device: try device(request, JSONRequest(members: [:])),
             context: context
         )
-        return try await supabaseSession(tokens, user: user, context: context)
+        return try await supabaseSession(tokens, userID: user.id, context: context)
     }
 
+    /// The session body, its user read afresh (``supabaseUser(_:context:)``).
     func supabaseSession(
         _ tokens: Auth_Session_V1_TokenPair,
-        user: Auth_Identity_V1_User,
+        userID: String,
         context: GatewayRequestContext
     ) async throws -> Response {
         try JSONResponse.make(
-            SupabaseSessionBody(
-                tokens: tokens,
-                user: try await supabaseUser(user, context: context),
-                now: Date()
-            )
+            SupabaseSessionBody(tokens: tokens, user: try await supabaseUser(userID, context: context), now: Date())
         )
     }
 
-    func supabaseUser(
-        _ user: Auth_Identity_V1_User,
-        context: GatewayRequestContext
-    ) async throws
-        -> SupabaseUserBody
-    {
-        SupabaseUserBody(user: user, identities: try await identities(of: user.id, context: context))
+    /// The user with its identities, in one identity call (GetUser `with_identities`).
+    func supabaseUser(_ userID: String, context: GatewayRequestContext) async throws -> SupabaseUserBody {
+        let response = try await backends.call(.identity, context, rules: Self.signedInUserRules) { options in
+            try await backends.identity.getUser(
+                Auth_Identity_V1_GetUserRequest(userID: userID, withIdentities: true),
+                options: options
+            )
+        }
+        guard let user = response.user else { throw APIError.internalError }
+        return SupabaseUserBody(user: user, identities: response.identities)
     }
 
     // MARK: GET /auth/v1/user
@@ -231,8 +230,7 @@ extension GatewayRoutes {
     func supabaseGetUser(_ request: Request, context: GatewayRequestContext) async throws -> Response {
         await supabase(request, context) {
             let caller = try await supabaseSignedIn(request, context)
-            let user = try await getUser(caller.userID, context: context)
-            return try JSONResponse.make(try await supabaseUser(user, context: context))
+            return try JSONResponse.make(try await supabaseUser(caller.userID, context: context))
         }
     }
 

@@ -78,10 +78,9 @@ extension GatewayRoutes {
                     "Changing the email or phone is not served on this door yet: use POST /v1/me/contact"
                 )
             }
-            var user: Auth_Identity_V1_User?
             let metadata = body.object("data")
             if !metadata.isEmpty {
-                user = try await updateProfile(metadata, caller: caller, context: context)
+                try await updateProfile(metadata, caller: caller, context: context)
             }
             if let password = body.string("password") {
                 try await setPassword(
@@ -91,9 +90,7 @@ extension GatewayRoutes {
                     context: context
                 )
             }
-            let current: Auth_Identity_V1_User
-            if let user { current = user } else { current = try await getUser(caller.userID, context: context) }
-            return try JSONResponse.make(try await supabaseUser(current, context: context))
+            return try JSONResponse.make(try await supabaseUser(caller.userID, context: context))
         }
     }
 
@@ -101,7 +98,7 @@ extension GatewayRoutes {
         _ metadata: [String: JSONValue],
         caller: AccessTokenAuthenticator.SignedIn,
         context: GatewayRequestContext
-    ) async throws -> Auth_Identity_V1_User? {
+    ) async throws {
         var update = Auth_Identity_V1_UpdateProfileRequest()
         update.userID = caller.userID
         update.clientIP = context.clientIP
@@ -111,13 +108,13 @@ extension GatewayRoutes {
         if let avatar = metadata["avatar_url"] {
             update.photoURL = Auth_Identity_V1_StringValue(value: avatar.stringValue ?? "")
         }
-        guard update.displayName != nil || update.photoURL != nil else { return nil }
+        guard update.displayName != nil || update.photoURL != nil else { return }
         var rules = Self.signedInUserRules
         rules.validationFields = ["display_name": "display_name", "photo_url": "avatar_url"]
         do {
-            return try await backends.call(.identity, context, rules: rules) { options in
+            _ = try await backends.call(.identity, context, rules: rules) { options in
                 try await backends.identity.updateProfile(update, options: options)
-            }.user
+            }
         } catch let error as APIError where error.reason == "validation_failed" {
             throw Self.supabaseValidation(error)
         }

@@ -200,8 +200,13 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         var validator = FieldValidator()
         let id = validator.userID(request.userID)
         try validator.check()
-        guard let id, let user = try await store.user(id: id) else { throw Self.notFound }
-        return Auth_Identity_V1_GetUserResponse(user: user.proto)
+        guard let id else { throw Self.notFound }
+        guard request.withIdentities else {
+            guard let user = try await store.user(id: id) else { throw Self.notFound }
+            return Auth_Identity_V1_GetUserResponse(user: user.proto)
+        }
+        guard let (user, linked) = try await store.userWithProviderIdentities(id: id) else { throw Self.notFound }
+        return Auth_Identity_V1_GetUserResponse(user: user.proto, identities: Self.identities(of: user, linked: linked))
     }
 
     /// The verified phone, the verified email, the password and the linked providers of a live
@@ -214,6 +219,13 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         let id = validator.userID(request.userID)
         try validator.check()
         guard let id, let user = try await store.user(id: id) else { throw Self.notFound }
+        let identities = Self.identities(of: user, linked: try await store.providerIdentities(userID: id))
+        return Auth_Identity_V1_ListIdentitiesResponse(identities: identities)
+    }
+
+    /// The verified phone, the verified email, the password and the linked providers, in that
+    /// order: ListIdentities' answer and GetUser's with `with_identities`.
+    static func identities(of user: UserRecord, linked: [LinkedIdentity]) -> [Auth_Identity_V1_SignInIdentity] {
         let created = user.createdAt.unixSeconds
         var identities: [Auth_Identity_V1_SignInIdentity] = []
         if let phone = user.phone, user.phoneVerified {
@@ -225,17 +237,17 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         if user.passwordHash != nil, let email = user.email {
             identities.append(.init(provider: "password", id: email, email: email, createdAt: created))
         }
-        for linked in try await store.providerIdentities(userID: id) {
+        for identity in linked {
             identities.append(
                 .init(
-                    provider: linked.provider,
-                    id: linked.subject,
-                    email: linked.email ?? "",
-                    createdAt: linked.createdAt.unixSeconds
+                    provider: identity.provider,
+                    id: identity.subject,
+                    email: identity.email ?? "",
+                    createdAt: identity.createdAt.unixSeconds
                 )
             )
         }
-        return Auth_Identity_V1_ListIdentitiesResponse(identities: identities)
+        return identities
     }
 
     public func getUserByPhone(

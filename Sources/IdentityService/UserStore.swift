@@ -2,6 +2,7 @@ import AuthAPI
 import AuthCrypto
 import AuthPostgres
 import AuthProtobuf
+import AuthText
 import AuthTime
 
 #if canImport(FoundationEssentials)
@@ -102,6 +103,14 @@ struct ProviderIdentity: Sendable {
     var pictureURL: String?
 }
 
+/// A provider identity linked to an account.
+struct LinkedIdentity: Sendable, Equatable {
+    var provider: String
+    var subject: String
+    var email: String?
+    var createdAt: Date
+}
+
 /// The identity service's SQL. Every statement names its tables with the configured schema.
 struct UserStore: Sendable {
     let pool: PostgresPool
@@ -156,6 +165,41 @@ struct UserStore: Sendable {
     func user(email: String) async throws -> UserRecord? {
         try await pool.query("\(selectUser) WHERE u.email = \(email)::text AND u.deleted_at IS NULL").first
             .map(Self.record)
+    }
+
+    /// A live user and its linked provider identities (provider, then linking time), in one
+    /// statement.
+    func userWithProviderIdentities(id: UUID) async throws -> (UserRecord, [LinkedIdentity])? {
+        let rows = try await pool.query(
+            """
+            SELECT \(userColumns),
+                (SELECT json_agg(json_build_object('provider', p.provider, 'subject', p.subject, 'email', p.email,
+                    'created_at', floor(extract(epoch FROM p.created_at))::bigint) ORDER BY p.provider, p.created_at)
+                FROM \(schema).provider_identities p WHERE p.user_id = u.id)::text
+            FROM \(schema).users u WHERE u.id = \(id) AND u.deleted_at IS NULL
+            """
+        )
+        guard let row = rows.first else { return nil }
+        var linked: [LinkedIdentity] = []
+        if let text = try row[12].decode(String?.self), case .array(let items)? = try? JSONValue.parse(Array(text.utf8))
+        {
+            for case .object(let item) in items {
+                guard let provider = item["provider"]?.stringValue, let subject = item["subject"]?.stringValue,
+                    case .integer(let text)? = item["created_at"], let seconds = Double(text)
+                else {
+                    throw PostgresError(code: .decodingFailed, message: "a provider identity could not be read")
+                }
+                linked.append(
+                    LinkedIdentity(
+                        provider: provider,
+                        subject: subject,
+                        email: item["email"]?.stringValue,
+                        createdAt: Date(timeIntervalSince1970: seconds)
+                    )
+                )
+            }
+        }
+        return (try Self.record(row), linked)
     }
 
     private func user(id: UUID, on connection: PostgresConnection) throws -> UserRecord? {
@@ -725,15 +769,20 @@ struct UserStore: Sendable {
     }
 
     /// The provider identities linked to `userID`, by provider name then link time.
-    func providerIdentities(
-        userID: UUID
-    ) async throws -> [(provider: String, subject: String, email: String?, createdAt: Date)] {
+    func providerIdentities(userID: UUID) async throws -> [LinkedIdentity] {
         try await pool.query(
             """
             SELECT provider, subject, email, created_at FROM \(schema).provider_identities
             WHERE user_id = \(userID) ORDER BY provider, created_at
             """
-        ).map { row in (try row[0].string, try row[1].string, try row[2].decode(String?.self), try row[3].date) }
+        ).map { row in
+            LinkedIdentity(
+                provider: try row[0].string,
+                subject: try row[1].string,
+                email: try row[2].decode(String?.self),
+                createdAt: try row[3].date
+            )
+        }
     }
 
     /// Remembers a used ID token until it expires; false when it was already used.

@@ -81,6 +81,38 @@ import Testing
         }
     }
 
+    /// GetUser with `with_identities` (the Supabase door's user) answers what ListIdentities
+    /// answers, in one statement.
+    @Test func getUserWithIdentitiesAnswersAsListIdentities() async throws {
+        let provider = try TestProvider()
+        let clock = ManualClock()
+        try await withProviderService(provider, clock: clock) { fixture in
+            let token = try provider.token(
+                provider.claims(
+                    subject: "g-ids",
+                    nonce: "n",
+                    email: "ids@example.com",
+                    emailVerified: true,
+                    now: clock.now()
+                )
+            )
+            let user = try #require(try await fixture.signIn(.google, token: token, rawNonce: "n").user)
+            let listed = try await fixture.client.listIdentities(
+                Auth_Identity_V1_ListIdentitiesRequest(userID: user.id)
+            )
+            let got = try await fixture.client.getUser(
+                Auth_Identity_V1_GetUserRequest(userID: user.id, withIdentities: true)
+            )
+            #expect(got.user == user)
+            #expect(got.identities == listed.identities)
+            #expect(got.identities.map(\.provider) == ["email", "google"])
+            #expect(got.identities.last?.id == "g-ids")
+            // Without the flag, no identities.
+            let plain = try await fixture.client.getUser(Auth_Identity_V1_GetUserRequest(userID: user.id))
+            #expect(plain.identities.isEmpty)
+        }
+    }
+
     @Test func badTokensAreRefused() async throws {
         let provider = try TestProvider()
         let clock = ManualClock()

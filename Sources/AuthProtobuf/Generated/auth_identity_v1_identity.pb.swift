@@ -372,11 +372,15 @@ public struct Auth_Identity_V1_GetUserRequest: ProtobufCMessage {
     public static let protoMessageName = "auth.identity.v1.GetUserRequest"
 
     public var userID: String = ""
+    /// Also the account's identities (GetUserResponse.identities, as ListIdentities answers), read
+    /// in the same statement: the Supabase door's user has them.
+    public var withIdentities: Bool = false
 
     public init() {}
 
-    public init(userID: String = "") {
+    public init(userID: String = "", withIdentities: Bool = false) {
         self.userID = userID
+        self.withIdentities = withIdentities
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -420,13 +424,17 @@ extension Auth_Identity_V1_GetUserRequest: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init(userID: try _protobufCString(c.pointee.user_id, Self.self, "user_id"))
+        self.init(
+            userID: try _protobufCString(c.pointee.user_id, Self.self, "user_id"),
+            withIdentities: c.pointee.with_identities != 0
+        )
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
         if !self.userID.isEmpty {
             c.pointee.user_id = try arena.cString(self.userID, Self.self, "user_id")
         }
+        c.pointee.with_identities = self.withIdentities ? 1 : 0
     }
 }
 
@@ -782,11 +790,14 @@ public struct Auth_Identity_V1_GetUserResponse: ProtobufCMessage {
     public static let protoMessageName = "auth.identity.v1.GetUserResponse"
 
     public var user: Auth_Identity_V1_User? = nil
+    /// with GetUserRequest.with_identities only
+    public var identities: [Auth_Identity_V1_SignInIdentity] = []
 
     public init() {}
 
-    public init(user: Auth_Identity_V1_User? = nil) {
+    public init(user: Auth_Identity_V1_User? = nil, identities: [Auth_Identity_V1_SignInIdentity] = []) {
         self.user = user
+        self.identities = identities
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -830,12 +841,19 @@ extension Auth_Identity_V1_GetUserResponse: ProtobufCBridged {
     }
 
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
-        self.init(user: try _protobufCOptionalMessage(c.pointee.user, as: Auth_Identity_V1_User.self))
+        self.init(
+            user: try _protobufCOptionalMessage(c.pointee.user, as: Auth_Identity_V1_User.self),
+            identities: try _protobufCMessages(c.pointee.identities, count: c.pointee.n_identities)
+        )
     }
 
     func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
         if let value = self.user {
             c.pointee.user = try arena.message(value)
+        }
+        if !self.identities.isEmpty {
+            c.pointee.n_identities = self.identities.count
+            c.pointee.identities = try arena.messages(self.identities, Self.self, "identities")
         }
     }
 }

@@ -2349,7 +2349,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__user__descriptor =
   (ProtobufCMessageInit) auth__identity__v1__user__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__identity__v1__get_user_request__field_descriptors[1] =
+static const ProtobufCFieldDescriptor auth__identity__v1__get_user_request__field_descriptors[2] =
 {
   {
     "user_id",
@@ -2363,14 +2363,27 @@ static const ProtobufCFieldDescriptor auth__identity__v1__get_user_request__fiel
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "with_identities",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__GetUserRequest, with_identities),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__identity__v1__get_user_request__field_indices_by_name[] = {
   0,   /* field[0] = user_id */
+  1,   /* field[1] = with_identities */
 };
 static const ProtobufCIntRange auth__identity__v1__get_user_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor auth__identity__v1__get_user_request__descriptor =
 {
@@ -2380,7 +2393,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__get_user_request__descripto
   "Auth__Identity__V1__GetUserRequest",
   "auth.identity.v1",
   sizeof(Auth__Identity__V1__GetUserRequest),
-  1,
+  2,
   auth__identity__v1__get_user_request__field_descriptors,
   auth__identity__v1__get_user_request__field_indices_by_name,
   1,  auth__identity__v1__get_user_request__number_ranges,
@@ -2616,7 +2629,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__get_user_by_email_request__
   (ProtobufCMessageInit) auth__identity__v1__get_user_by_email_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__identity__v1__get_user_response__field_descriptors[1] =
+static const ProtobufCFieldDescriptor auth__identity__v1__get_user_response__field_descriptors[2] =
 {
   {
     "user",
@@ -2630,14 +2643,27 @@ static const ProtobufCFieldDescriptor auth__identity__v1__get_user_response__fie
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "identities",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Auth__Identity__V1__GetUserResponse, n_identities),
+    offsetof(Auth__Identity__V1__GetUserResponse, identities),
+    &auth__identity__v1__sign_in_identity__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__identity__v1__get_user_response__field_indices_by_name[] = {
+  1,   /* field[1] = identities */
   0,   /* field[0] = user */
 };
 static const ProtobufCIntRange auth__identity__v1__get_user_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor auth__identity__v1__get_user_response__descriptor =
 {
@@ -2647,7 +2673,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__get_user_response__descript
   "Auth__Identity__V1__GetUserResponse",
   "auth.identity.v1",
   sizeof(Auth__Identity__V1__GetUserResponse),
-  1,
+  2,
   auth__identity__v1__get_user_response__field_descriptors,
   auth__identity__v1__get_user_response__field_indices_by_name,
   1,  auth__identity__v1__get_user_response__number_ranges,

@@ -245,10 +245,15 @@ struct  Auth__Identity__V1__GetUserRequest
 {
   ProtobufCMessage base;
   char *user_id;
+  /*
+   * Also the account's identities (GetUserResponse.identities, as ListIdentities answers), read
+   * in the same statement: the Supabase door's user has them.
+   */
+  protobuf_c_boolean with_identities;
 };
 #define AUTH__IDENTITY__V1__GET_USER_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__get_user_request__descriptor) \
-    , (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Auth__Identity__V1__ListIdentitiesRequest
@@ -326,10 +331,15 @@ struct  Auth__Identity__V1__GetUserResponse
 {
   ProtobufCMessage base;
   Auth__Identity__V1__User *user;
+  /*
+   * with GetUserRequest.with_identities only
+   */
+  size_t n_identities;
+  Auth__Identity__V1__SignInIdentity **identities;
 };
 #define AUTH__IDENTITY__V1__GET_USER_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__get_user_response__descriptor) \
-    , NULL }
+    , NULL, 0,NULL }
 
 
 /*
