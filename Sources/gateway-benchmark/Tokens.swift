@@ -34,6 +34,19 @@ extension GatewayBenchmark {
         @Option(help: "Calls in flight, 1-1024.")
         var concurrency = 32
 
+        @Option(help: "The sessions' access-token format: standard (/v1) or supabase (the /auth/v1 door's).")
+        var format: TokenFormat = .standard
+
+        @Option(help: "Also make an account with this email, confirmed, whose password is \(Self.benchPassword).")
+        var passwordEmail: String?
+
+        /// The password of `--password-email`'s account.
+        static let benchPassword = "Bench-Password-42"
+
+        enum TokenFormat: String, ExpressibleByArgument {
+            case standard, supabase
+        }
+
         func validate() throws {
             guard (1...1_000_000).contains(count) else { throw ValidationError("--count must be in 1...1000000") }
             guard (1...1000).contains(sessionsPerUser) else {
@@ -58,6 +71,25 @@ extension GatewayBenchmark {
                 wrapping: configuration.rpcClient(for: .session, logger: logger)
             )
 
+            if let passwordEmail {
+                // Signed up, then its email proved by the sign-up's own code (the password kept).
+                _ = try await identity.signUp(
+                    Auth_Identity_V1_SignUpRequest(
+                        displayName: "Bench User",
+                        email: passwordEmail,
+                        password: Self.benchPassword,
+                        clientIP: "127.0.0.1"
+                    )
+                )
+                _ = try await identity.findOrCreateByContact(
+                    Auth_Identity_V1_FindOrCreateByContactRequest(
+                        email: passwordEmail,
+                        clientIP: "127.0.0.1",
+                        signupVerification: true
+                    )
+                )
+            }
+            let tokenFormat: Auth_Session_V1_AccessTokenFormat = format == .supabase ? .supabase : .standard
             let users = (count + sessionsPerUser - 1) / sessionsPerUser
             let next = SequenceCounter()
             let started = ContinuousClock.now
@@ -68,25 +100,24 @@ extension GatewayBenchmark {
                         while true {
                             let user = next.take()
                             guard user < users else { return made }
+                            let phone = randomIndianMobile()
                             let found = try await identity.findOrCreateByContact(
-                                Auth_Identity_V1_FindOrCreateByContactRequest(
-                                    phone: randomIndianMobile(),
-                                    clientIP: "127.0.0.1"
-                                )
+                                Auth_Identity_V1_FindOrCreateByContactRequest(phone: phone, clientIP: "127.0.0.1")
                             )
                             guard let userID = found.user?.id else {
                                 throw ValidationError("FindOrCreateByContact answered no user")
                             }
                             let sessions = min(sessionsPerUser, count - user * sessionsPerUser)
                             for _ in 0..<sessions {
-                                let issued = try await session.issue(
-                                    Auth_Session_V1_IssueRequest(
-                                        userID: userID,
-                                        amr: ["otp_sms"],
-                                        device: Auth_Session_V1_Device(userAgent: "gateway-benchmark"),
-                                        clientIP: "127.0.0.1"
-                                    )
+                                var request = Auth_Session_V1_IssueRequest(
+                                    userID: userID,
+                                    amr: ["otp_sms"],
+                                    device: Auth_Session_V1_Device(userAgent: "gateway-benchmark"),
+                                    clientIP: "127.0.0.1",
+                                    tokenFormat: tokenFormat
                                 )
+                                if tokenFormat == .supabase { request.phone = phone }
+                                let issued = try await session.issue(request)
                                 guard let tokens = issued.tokens else {
                                     throw ValidationError("Issue answered no tokens")
                                 }

@@ -23,6 +23,12 @@
 #   .data/gateway-wrk-perf/perf.data; =session or =refresh does so during that wrk load instead,
 #   GATEWAY_BENCH_STATEMENTS=1 loads pg_stat_statements and prints the statements of the closed-loop
 #   sign-ins (calls per sign-in, PostgreSQL time per call and per sign-in),
+#   GATEWAY_BENCH_SUPABASE=1 adds the Supabase door's refresh and password grants beside /v1's
+#   (POST /auth/v1/token?grant_type=refresh_token on Supabase-format sessions, POST /v1/login and
+#   POST /auth/v1/token?grant_type=password with one confirmed account),
+#   GATEWAY_BENCH_SUPABASE=1 adds the Supabase door's refresh and password grants beside /v1's
+#   (POST /auth/v1/token?grant_type=refresh_token on Supabase-format sessions; POST /v1/login and
+#   POST /auth/v1/token?grant_type=password with one confirmed account),
 #   GATEWAY_BENCH_SKIP_BUILD=1 uses the existing release build. AUTH_* variables already set win.
 set -euo pipefail
 export AUTH_BENCHMARKS=1   # the benchmark executables are in the package only with it (Package.swift)
@@ -35,6 +41,7 @@ token_count="${GATEWAY_BENCH_TOKENS:-20000}"
 signin_concurrency="${GATEWAY_BENCH_SIGNINS:-16}"
 profile="${GATEWAY_BENCH_PROFILE:-0}"
 statements="${GATEWAY_BENCH_STATEMENTS:-0}"
+supabase="${GATEWAY_BENCH_SUPABASE:-0}"
 
 log() { echo "gateway-wrk: $*" >&2; }
 
@@ -271,6 +278,19 @@ run_wrk "GET /health/live, bare Hummingbird (ceiling)" "http://127.0.0.1:$bare_p
 run_wrk "GET /health/live, gateway" "$gateway/health/live" plain.lua -
 run_wrk "GET /v1/session" "$gateway" session.lua session "$work/tokens/access-tokens.txt" "$threads"
 run_wrk "POST /v1/token/refresh" "$gateway" refresh.lua refresh "$work/tokens/refresh-tokens.txt" "$threads"
+
+if [[ "$supabase" == 1 ]]; then
+    # The Supabase door beside /v1 (docs/supabase.md, "Cost"): its refresh grant on sessions of
+    # its own token format, and both doors' password sign-in with one confirmed account.
+    log "making $token_count Supabase-format sessions and a password account over RPC"
+    timeout 900 "$bin/gateway-benchmark" tokens --count "$token_count" --format supabase \
+        --password-email bench-password@example.com --out "$work/tokens-supabase" >&2
+    run_wrk "POST /auth/v1/token?grant_type=refresh_token" "$gateway" refresh.lua - \
+        "$work/tokens-supabase/refresh-tokens.txt" "$threads" "/auth/v1/token?grant_type=refresh_token"
+    run_wrk "POST /v1/login" "$gateway" login.lua - /v1/login bench-password@example.com Bench-Password-42
+    run_wrk "POST /auth/v1/token?grant_type=password" "$gateway" login.lua - \
+        "/auth/v1/token?grant_type=password" bench-password@example.com Bench-Password-42
+fi
 
 # Sign-ins: closed loop, then open loop at half its rate.
 signin_row() {
