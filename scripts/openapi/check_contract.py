@@ -15,6 +15,11 @@ openapi-spec-validator says the document is valid OpenAPI 3.1; this says it is *
   - request bodies closed (`additionalProperties: false`) with snake_case members;
   - every example valid against its schema (this catches YAML that does not mean what it seems).
 
+The Supabase door (`/auth/v1`, tag `supabase`, issue 22) follows Supabase's API, not these
+conventions: its operations are checked against SUPABASE_ROUTES instead (each route once, its
+success status, the error codes listed as `error_code` examples of SupabaseError answers,
+X-Request-Id everywhere, `supabaseUser` security on exactly its authenticated routes).
+
 Usage: check_contract.py [path/to/openapi.yaml]   (default: Sources/AuthGateway/openapi.yaml)
 Prints one line per problem ("check_contract: FAIL: ...") and exits 1, or one OK line.
 """
@@ -96,6 +101,79 @@ ROUTES = {
     ("get", "/health/ready"): dict(success="200", errors={"503": []}),
     ("get", "/openapi.json"): dict(success="200", service=False, errors={}),
 }
+
+# The Supabase door (issue 22; docs/supabase.md): success status, the error codes each listed
+# status must show, and whether the route takes the user's token.
+SUPABASE_ROUTES = {
+    ("get", "/auth/v1/health"): dict(success="200", errors={}),
+    ("get", "/auth/v1/.well-known/jwks.json"): dict(success="200", errors={"503": []}),
+    ("get", "/auth/v1/settings"): dict(success="200", errors={"503": []}),
+    ("post", "/auth/v1/signup"): dict(success="200", errors={
+        "400": ["validation_failed", "phone_provider_disabled"], "422": ["weak_password", "anonymous_provider_disabled"],
+        "429": ["over_request_rate_limit"]}),
+    ("post", "/auth/v1/token"): dict(success="200", errors={
+        "400": ["invalid_credentials", "email_not_confirmed", "refresh_token_not_found", "refresh_token_already_used",
+                "validation_failed", "provider_disabled", "bad_oidc_token"],
+        "404": ["flow_state_not_found"], "429": ["over_request_rate_limit"]}),
+    ("post", "/auth/v1/otp"): dict(success="200", errors={
+        "422": ["otp_disabled"], "429": ["over_sms_send_rate_limit", "over_email_send_rate_limit"]}),
+    ("post", "/auth/v1/verify"): dict(success="200", errors={"403": ["otp_expired"], "429": ["over_request_rate_limit"]}),
+    ("post", "/auth/v1/resend"): dict(success="200", errors={"400": ["validation_failed"]}),
+    ("post", "/auth/v1/recover"): dict(success="200", errors={"400": ["validation_failed"]}),
+    ("get", "/auth/v1/user"): dict(success="200", auth=True, errors={}),
+    ("put", "/auth/v1/user"): dict(success="200", auth=True, errors={
+        "400": ["current_password_required", "current_password_mismatch"], "422": ["weak_password"]}),
+    ("post", "/auth/v1/logout"): dict(success="204", auth=True, errors={}),
+    ("get", "/auth/v1/authorize"): dict(success="302", errors={"400": ["provider_disabled"]}),
+    ("get", "/auth/v1/user/identities/authorize"): dict(success="200", auth=True, errors={}),
+    ("delete", "/auth/v1/user/identities/{identity_id}"): dict(success="200", auth=True, errors={
+        "404": ["identity_not_found"], "422": ["single_identity_not_deletable"]}),
+}
+
+
+def check_supabase_route(doc, method, path, operation):
+    """One operation of the Supabase door against SUPABASE_ROUTES."""
+    where = f"{method.upper()} {path}"
+    route = SUPABASE_ROUTES.get((method, path))
+    if route is None:
+        fail(f"{where}: not a route of the Supabase door (SUPABASE_ROUTES)")
+        return
+    if operation.get("tags") != ["supabase"]:
+        fail(f"{where}: tags {operation.get('tags')!r}, the door's are ['supabase']")
+    responses = operation.get("responses", {})
+    if route["success"] not in responses:
+        fail(f"{where}: no {route['success']} response")
+    expected = dict(route["errors"])
+    if route.get("auth"):
+        expected.setdefault("401", ["no_authorization"])
+        expected.setdefault("403", ["bad_jwt"])
+    for status, codes in expected.items():
+        response = responses.get(status)
+        if response is None:
+            fail(f"{where}: no {status} response")
+            continue
+        content = (response.get("content") or {}).get("application/json", {})
+        found = {v.get("error_code") for v in example_values(content) if isinstance(v, dict)}
+        for code in codes:
+            if code not in found:
+                fail(f"{where} {status}: no example with error_code {code!r}")
+    for status, response in responses.items():
+        if not (response.get("headers") or {}).get("X-Request-Id", {}).get("required"):
+            fail(f"{where} {status}: no required X-Request-Id header")
+        if status.startswith(("4", "5")):
+            content = (response.get("content") or {}).get("application/json", {})
+            if "oneOf" not in content.get("schema", {}):
+                fail(f"{where} {status}: the body is not the SupabaseError schema")
+        for media in (response.get("content") or {}).values():
+            validator = Draft202012Validator(media.get("schema", {}), format_checker=FormatChecker())
+            for value in example_values(media):
+                for error in validator.iter_errors(value):
+                    fail(f"{where} {status}: example {value!r} does not match its schema: {error.message}")
+    security = operation.get("security") or []
+    has_user = any("supabaseUser" in requirement for requirement in security)
+    if bool(route.get("auth")) != has_user:
+        fail(f"{where}: supabaseUser security {'missing' if route.get('auth') else 'on a route without a user'}")
+
 
 # The exact app-facing messages issue 11 gives, by (route or None for every route, reason).
 MESSAGES = {
@@ -206,10 +284,19 @@ def main():
 
     # --- the routes -----------------------------------------------------------------------------
     operations = {}
+    supabase_operations = 0
     for path, item in doc.get("paths", {}).items():
         for method, operation in item.items():
-            if method in HTTP_METHODS:
+            if method not in HTTP_METHODS:
+                continue
+            if path.startswith("/auth/v1/"):
+                check_supabase_route(doc, method, path, operation)
+                supabase_operations += 1
+            else:
                 operations[(method, path)] = operation
+    documented = {key for key in SUPABASE_ROUTES if key[1] in doc.get("paths", {}) and key[0] in doc["paths"][key[1]]}
+    for key in sorted(set(SUPABASE_ROUTES) - documented):
+        fail(f"{key[0].upper()} {key[1]}: a route of the Supabase door missing from the document")
     for key in ROUTES:
         if key not in operations:
             fail(f"{key[0].upper()} {key[1]}: missing (a route of issue 11)")
@@ -376,7 +463,10 @@ def main():
             print(f"check_contract: FAIL: {problem}")
         print(f"check_contract: {len(problems)} problem(s) in {spec_path}")
         return 1
-    print(f"check_contract: OK - {len(operations)} operations, {checked_responses} responses hold issue 11's contract")
+    print(
+        f"check_contract: OK - {len(operations)} operations, {checked_responses} responses hold issue 11's contract;"
+        f" {supabase_operations} Supabase-door operations hold issue 22's"
+    )
     return 0
 
 
