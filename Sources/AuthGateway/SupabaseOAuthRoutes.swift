@@ -121,7 +121,8 @@ extension GatewayRoutes {
     func supabaseUnlinkIdentity(_ request: Request, context: GatewayRequestContext) async throws -> Response {
         await supabase(request, context) {
             let caller = try await supabaseSignedIn(request, context)
-            let wanted = context.parameters.get("identity_id") ?? ""
+            // Supabase's Swift client writes the UUID in upper case.
+            let wanted = (context.parameters.get("identity_id") ?? "").lowercased()
             let identities = try await identities(of: caller.userID, context: context)
             guard
                 let identity = identities.first(where: {
