@@ -22,28 +22,47 @@ extension GatewayRoutes {
         guard locale.isEmpty || LanguageTag.isValid(locale) else {
             throw APIError.invalidRequest("`locale` must be a language tag such as en-IN.")
         }
+        let started = try await startContactChange(
+            of: caller.userID,
+            phone: phone,
+            email: email,
+            locale: locale,
+            context: context
+        )
+        return try JSONResponse.make(Self.verificationBody(started))
+    }
+
+    /// The code of a contact change for `userID` (both doors): 409 `contact_taken` when another
+    /// account has proved the contact, before any code; otherwise otp-dispatch's Start of purpose
+    /// `change_contact` bound to the account.
+    func startContactChange(
+        of userID: String,
+        phone: String?,
+        email: String?,
+        locale: String = "",
+        context: GatewayRequestContext
+    ) async throws -> Auth_Otp_V1_StartResponse {
         let holder = try await backends.call(.identity, context) { options in
             try await backends.identity.contactExists(
                 Auth_Identity_V1_ContactExistsRequest(phone: phone ?? "", email: email ?? ""),
                 options: options
             )
         }
-        if holder.exists, holder.verified, holder.userID != caller.userID {
+        if holder.exists, holder.verified, holder.userID != userID {
             throw APIError.contactTaken(phone: phone != nil)
         }
-        let started = try await backends.call(.otpDispatch, context) { options in
+        return try await backends.call(.otpDispatch, context) { options in
             try await backends.otp.start(
                 Auth_Otp_V1_StartRequest(
                     destination: phone ?? email ?? "",
                     purpose: .changeContact,
                     locale: locale,
                     clientIP: context.clientIP,
-                    subject: caller.userID
+                    subject: userID
                 ),
                 options: options
             )
         }
-        return try JSONResponse.make(Self.verificationBody(started))
     }
 
     // MARK: POST /v1/me/contact/verify
@@ -68,11 +87,23 @@ extension GatewayRoutes {
             notFound.detail = "a contact change started by another account"
             throw notFound
         }
+        let user = try await changeContact(of: caller.userID, provedBy: checked, context: context)
+        return try JSONResponse.make(UserBody(user))
+    }
+
+    /// Sets the contact a `change_contact` code proved on `userID`'s account (both doors): identity
+    /// ChangeContact; the contact it replaced, if it was verified, gets a notice (best effort:
+    /// the change stands if otp-dispatch refuses it). The user as changed.
+    func changeContact(
+        of userID: String,
+        provedBy checked: Auth_Otp_V1_CheckResponse,
+        context: GatewayRequestContext
+    ) async throws -> Auth_Identity_V1_User {
         let isPhone = checked.channel == .sms
         let changed = try await backends.call(.identity, context, rules: Self.signedInUserRules) { options in
             try await backends.identity.changeContact(
                 Auth_Identity_V1_ChangeContactRequest(
-                    userID: caller.userID,
+                    userID: userID,
                     phone: isPhone ? checked.destination : "",
                     email: isPhone ? "" : checked.destination,
                     clientIP: context.clientIP
@@ -82,25 +113,9 @@ extension GatewayRoutes {
         }
         guard let user = changed.user else { throw APIError.internalError }
         if changed.previousVerified, !changed.previous.isEmpty {
-            do {
-                _ = try await backends.call(.otpDispatch, context) { options in
-                    try await backends.otp.sendNotice(
-                        Auth_Otp_V1_SendNoticeRequest(
-                            destination: changed.previous,
-                            notice: .contactChanged,
-                            clientIP: context.clientIP
-                        ),
-                        options: options
-                    )
-                }
-            } catch {
-                logger.warning(
-                    "The notice to a replaced contact was not sent",
-                    metadata: ["user.id": "\(caller.userID)", "error": "\(error)"]
-                )
-            }
+            await sendNotice(.contactChanged, to: changed.previous, context: context)
         }
-        return try JSONResponse.make(UserBody(user))
+        return user
     }
 
     /// The signed-in user is gone: 401 `invalid_token`.

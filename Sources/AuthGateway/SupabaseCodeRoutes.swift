@@ -228,32 +228,44 @@ extension GatewayRoutes {
                     options: options
                 )
             }
-        } catch let error as APIError
-            where ["rate_limited", "resend_too_soon", "country_throttled", "too_many_attempts"].contains(error.reason)
-        {
-            throw SupabaseError(
-                .tooManyRequests,
-                destination.isPhone ? "over_sms_send_rate_limit" : "over_email_send_rate_limit",
-                "For security purposes, you can only request this after \(error.retryAfter ?? 60) seconds.",
-                retryAfter: error.retryAfter
-            )
+        } catch let error as APIError where Self.isSendLimit(error) {
+            throw Self.sendLimitError(error, phone: destination.isPhone)
         } catch let error as APIError where error.reason == "destination_not_allowed" {
             throw SupabaseError(.badRequest, "sms_send_failed", error.message)
         }
     }
 
+    /// otp-dispatch's start limits, as the gateway names them.
+    static func isSendLimit(_ error: APIError) -> Bool {
+        ["rate_limited", "resend_too_soon", "country_throttled", "too_many_attempts"].contains(error.reason)
+    }
+
+    /// A start limit as Supabase names it: `over_sms_send_rate_limit` or
+    /// `over_email_send_rate_limit`, with `Retry-After`.
+    static func sendLimitError(_ error: APIError, phone: Bool) -> SupabaseError {
+        SupabaseError(
+            .tooManyRequests,
+            phone ? "over_sms_send_rate_limit" : "over_email_send_rate_limit",
+            "For security purposes, you can only request this after \(error.retryAfter ?? 60) seconds.",
+            retryAfter: error.retryAfter
+        )
+    }
+
     // MARK: POST /auth/v1/verify
 
     /// A code by contact and code (`verifyOtp`): `sms`, `email`, `magiclink` and `signup` sign in
-    /// (the account is created or its contact confirmed as by `/v1/otp/verify`); a wrong,
-    /// expired or unknown code is 403 `otp_expired`, our lockout 429 `over_request_rate_limit`.
+    /// (the account is created or its contact confirmed as by `/v1/otp/verify`); `recovery`
+    /// signs in for a new password; `email_change` and `phone_change` set the contact a
+    /// `PUT /auth/v1/user` asked for and sign in. A wrong, expired or unknown code is 403
+    /// `otp_expired`, our lockout 429 `over_request_rate_limit`.
     func supabaseVerify(_ request: Request, context: GatewayRequestContext) async throws -> Response {
         await supabase(request, context) {
             try limit(context, as: "/v1/otp/verify")
             let body = try await SupabaseRequest.read(request)
             let type = body.string("type") ?? ""
-            guard ["sms", "email", "magiclink", "signup", "recovery"].contains(type) else {
-                if ["email_change", "phone_change", "invite"].contains(type) {
+            let served = ["sms", "email", "magiclink", "signup", "recovery", "email_change", "phone_change"]
+            guard served.contains(type) else {
+                if type == "invite" {
                     throw SupabaseError(.badRequest, "validation_failed", "Verify type \(type) is not served yet")
                 }
                 throw SupabaseError(.badRequest, "validation_failed", "Verify requires a verification type")
@@ -266,18 +278,40 @@ extension GatewayRoutes {
                 )
             }
             let destination = try Self.supabaseContact(body)
-            guard (type == "sms") == destination.isPhone else {
+            guard ["sms", "phone_change"].contains(type) == destination.isPhone else {
                 throw SupabaseError(
                     .badRequest,
                     "validation_failed",
-                    type == "sms"
-                        ? "Only a phone is verified with type sms" : "Only an email is verified with type \(type)"
+                    destination.isPhone
+                        ? "A phone is verified with type sms or phone_change"
+                        : "An email is not verified with type \(type)"
                 )
             }
             let token = (body.string("token") ?? "").trimmingWhitespace()
-            if type == "recovery" {
+            switch type {
+            case "recovery":
                 let checked = try await supabaseCheck(token, destination, [.passwordReset], context)
                 return try await supabaseRecoverySession(checked, request, context)
+            case "email_change", "phone_change":
+                // The code binds the change to the account that asked for it (PUT /auth/v1/user).
+                let checked = try await supabaseCheck(token, destination, [.changeContact], context)
+                let user: Auth_Identity_V1_User
+                do {
+                    user = try await changeContact(of: checked.subject, provedBy: checked, context: context)
+                } catch let error as APIError where error.reason == "contact_taken" {
+                    throw SupabaseError(
+                        .unprocessableContent,
+                        destination.isPhone ? "phone_exists" : "email_exists",
+                        "Another account has confirmed this \(destination.isPhone ? "phone number" : "email address")"
+                    )
+                }
+                return try await supabaseSignIn(
+                    user,
+                    amr: checked.channel == .sms ? "otp_sms" : "otp_email",
+                    request,
+                    context
+                )
+            default: break
             }
             let checked = try await supabaseCheck(token, destination, [.login, .signup, .verify], context)
             let (user, _) = try await account(provedBy: checked, context: context)

@@ -71,12 +71,10 @@ extension GatewayRoutes {
         await supabase(request, context) {
             let caller = try await supabaseSignedIn(request, context)
             let body = try await SupabaseRequest.read(request)
-            if body.string("email") != nil || body.string("phone") != nil {
-                throw SupabaseError(
-                    .badRequest,
-                    "validation_failed",
-                    "Changing the email or phone is not served on this door yet: use POST /v1/me/contact"
-                )
+            let newEmail = body.string("email").flatMap { $0.isEmpty ? nil : $0 }
+            let newPhone = body.string("phone").flatMap { $0.isEmpty ? nil : $0 }
+            if newEmail != nil || newPhone != nil {
+                try await startContactChange(email: newEmail, phone: newPhone, caller: caller, context: context)
             }
             let metadata = body.object("data")
             if !metadata.isEmpty {
@@ -91,6 +89,40 @@ extension GatewayRoutes {
                 )
             }
             return try JSONResponse.make(try await supabaseUser(caller.userID, context: context))
+        }
+    }
+
+    /// A new email or phone: a code to it (verified with `verify` of type `email_change` or
+    /// `phone_change`), as `POST /v1/me/contact`; the account keeps its contact until then.
+    /// Another account's proved contact is 422 `email_exists` / `phone_exists`.
+    private func startContactChange(
+        email: String?,
+        phone: String?,
+        caller: AccessTokenAuthenticator.SignedIn,
+        context: GatewayRequestContext
+    ) async throws {
+        guard email == nil || phone == nil else {
+            throw SupabaseError(.badRequest, "validation_failed", "Change the email or the phone, one at a time")
+        }
+        let members: [String: JSONValue] = email.map { ["email": .string($0)] } ?? ["phone": .string(phone ?? "")]
+        let contact = try Self.supabaseContact(SupabaseRequest(members: members))
+        do {
+            _ = try await startContactChange(
+                of: caller.userID,
+                phone: contact.isPhone ? contact.text : nil,
+                email: contact.isPhone ? nil : contact.text,
+                context: context
+            )
+        } catch let error as APIError where error.reason == "contact_taken" {
+            throw SupabaseError(
+                .unprocessableContent,
+                contact.isPhone ? "phone_exists" : "email_exists",
+                contact.isPhone
+                    ? "A user with this phone number has already been registered"
+                    : "A user with this email address has already been registered"
+            )
+        } catch let error as APIError where Self.isSendLimit(error) {
+            throw Self.sendLimitError(error, phone: contact.isPhone)
         }
     }
 

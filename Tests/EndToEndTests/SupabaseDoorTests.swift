@@ -108,6 +108,27 @@ extension GatewayEndToEndTests {
             #expect(seen["metadata_updated"] as? Bool == true)
         }
 
+        /// updateUser({email}) sends a code to the new email (another account's proved email is
+        /// email_exists); verifyOtp of type email_change makes it the account's, and the old one
+        /// gets a notice.
+        @Test func theOfficialPythonClientChangesTheEmail() async throws {
+            let fixture = try #require(GatewayFixture.current)
+            let email = try await Self.confirmedAccount(fixture)
+            let taken = try await Self.confirmedAccount(fixture)
+            let newEmail = GatewayFixture.newEmail("supabase-new")
+            let sent = try await Self.journeys([
+                "email-change-send", fixture.baseURL, email, GatewayFixture.password, newEmail, taken,
+            ])
+            #expect(sent["requested"] as? Bool == true, "\(sent)")
+            let code = try await fixture.code(to: newEmail)
+            let changed = try await Self.journeys(["email-change-verify", fixture.baseURL, newEmail, code])
+            #expect(changed["changed"] as? Bool == true, "\(changed)")
+            let notified = await fixture.webhook.wait(timeout: .seconds(30)) { requests in
+                GatewayFixture.messages(to: email, in: requests).contains { $0["purpose"] == "contact_changed" }
+            }
+            #expect(notified, "\(fixture.messages(to: email))")
+        }
+
         /// signInWithIdToken for Apple with the raw nonce (the token carries its SHA-256), and
         /// the same token again: bad_oidc_token (spent).
         @Test func theOfficialPythonClientSignsInWithAnIDToken() async throws {

@@ -10,6 +10,8 @@ saw; any difference from what Supabase answers raises (exit 1).
     python journeys.py oauth-url <base URL> <provider> <redirect_to>
     python journeys.py oauth-exchange <base URL> <code> <verifier> <provider to link> <redirect_to>
     python journeys.py identities <base URL> <access token> <refresh token>
+    python journeys.py email-change-send <base URL> <email> <password> <new email> <another account's email>
+    python journeys.py email-change-verify <base URL> <new email> <its code>
     python journeys.py recover-send <base URL> <email of an account>
     python journeys.py recover-verify <base URL> <email> <its recovery code> <its password>
 
@@ -192,6 +194,25 @@ def identities(base, access_token, refresh_token):
     print(json.dumps({"before": providers, "after": after}))
 
 
+def email_change_send(base, email, password, new_email, taken_email):
+    """updateUser({email}): a code to the new email; another account's email: email_exists."""
+    auth = client(base)
+    auth.sign_in_with_password({"email": email, "password": password})
+    expect_error(lambda: auth.update_user({"email": taken_email}), "email_exists", 422)
+    answered = auth.update_user({"email": new_email})
+    # The account keeps its email until the new one is proved.
+    assert answered.user.email == email, answered.user.email
+    print(json.dumps({"requested": True}))
+
+
+def email_change_verify(base, new_email, code):
+    """verifyOtp of type email_change: the new email is the account's, and a session answers."""
+    changed = client(base).verify_otp({"email": new_email, "token": code, "type": "email_change"})
+    assert changed.session is not None and changed.user.email == new_email, changed
+    assert changed.user.email_confirmed_at is not None
+    print(json.dumps({"changed": True}))
+
+
 def recover_send(base, email):
     """resetPasswordForEmail for an account's email and for an unknown one: the same answer."""
     auth = client(base)
@@ -243,6 +264,8 @@ def main():
         "oauth-url": oauth_url,
         "oauth-exchange": oauth_exchange,
         "identities": identities,
+        "email-change-send": email_change_send,
+        "email-change-verify": email_change_verify,
         "recover-send": recover_send,
         "recover-verify": recover_verify,
     }
