@@ -401,6 +401,31 @@ extension DevOAuthProvider {
         }
     }
 
+    /// An ID token as a provider's native SDK hands it to an app (Sign in with Google or Apple
+    /// on the device, no redirect): `email`'s person, audience `clientID`, `nonce` as given
+    /// (the app's choice: raw, or hex SHA-256 of its raw nonce). Signed with the key of this
+    /// provider's JWK Set.
+    public func nativeIDToken(
+        _ provider: Provider,
+        email: String,
+        clientID: String,
+        nonce: String?
+    ) throws(CryptoError) -> String {
+        try idToken(
+            provider,
+            PendingCode(
+                provider: provider,
+                clientID: clientID,
+                redirectURI: "",
+                nonce: nonce,
+                codeChallenge: nil,
+                codeChallengeMethod: nil,
+                person: Self.person(loginHint: email),
+                expiresAt: .now
+            )
+        )
+    }
+
     private func idToken(_ provider: Provider, _ pending: PendingCode) throws(CryptoError) -> String {
         let now = Int64(Date().timeIntervalSince1970)
         let claims = IDTokenClaims(

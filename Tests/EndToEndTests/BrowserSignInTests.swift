@@ -63,6 +63,39 @@ extension GatewayEndToEndTests {
             }
         }
 
+        /// Supabase's official client signs in with a Google ID token from the stand-in (as
+        /// Google's native SDK hands one to the app): the door takes the token's nonce as the
+        /// SHA-256 of the raw one for Google too (Supabase's rule), and refuses the raw nonce.
+        @Test func theSupabaseClientSignsInWithAGoogleIDTokenWhoseNonceIsHashed() async throws {
+            try await Browser.with(googleIDTokenClientID: "dev-google-native") { browser in
+                let email = GatewayFixture.newEmail("supabase-google-native")
+                let nonce = Base64URL.encode(SecureRandom.bytes(count: 16))
+                let token = try browser.provider.nativeIDToken(
+                    .google,
+                    email: email,
+                    clientID: "dev-google-native",
+                    nonce: AppleStandIn.hashedNonce(nonce)
+                )
+                let seen = try await GatewayEndToEndTests.SupabaseDoor.journeys([
+                    "id-token", browser.gateway, "google", token, nonce,
+                ])
+                #expect(seen["id_token"] as? String == "google", "\(seen)")
+                // The raw nonce in the token (the /v1 door's rule for Google) is refused here.
+                let raw = try browser.provider.nativeIDToken(
+                    .google,
+                    email: email,
+                    clientID: "dev-google-native",
+                    nonce: nonce
+                )
+                let refused = try await browser.fixture.post(
+                    "/auth/v1/token?grant_type=id_token",
+                    ["provider": "google", "id_token": raw, "nonce": nonce],
+                    base: browser.gateway
+                )
+                #expect(refused.status == 400 && refused.string("error_code") == "bad_oidc_token", "\(refused)")
+            }
+        }
+
         /// Supabase's official client on the browser sign-in (issue 22): signInWithOAuth with
         /// PKCE through `/auth/v1/authorize`, exchangeCodeForSession (the `pkce` grant), then
         /// linkIdentity for Facebook through the same flow, and getUserIdentities/unlinkIdentity.
@@ -386,6 +419,7 @@ struct Browser {
         providers: Set<String> = ["google", "apple", "facebook"],
         providerTimeoutMS: Int = 10_000,
         identityVariables: [String: String] = [:],
+        googleIDTokenClientID: String? = nil,
         _ body: (Browser) async throws -> Void
     ) async throws {
         let fixture = try fixtureOrFail()
@@ -416,6 +450,12 @@ struct Browser {
                 variables["AUTH_OAUTH_FACEBOOK_AUTHORIZE_URL"] = provider.facebookAuthorizeURL
                 variables["AUTH_OAUTH_FACEBOOK_TOKEN_URL"] = provider.facebookTokenURL
                 variables["AUTH_OAUTH_FACEBOOK_GRAPH_URL"] = provider.facebookGraphURL
+            }
+            if let googleIDTokenClientID {
+                // Google's ID-token sign-in (native SDK tokens) against the stand-in's keys.
+                variables["AUTH_OIDC_GOOGLE_CLIENT_IDS"] = googleIDTokenClientID
+                variables["AUTH_OIDC_GOOGLE_ISSUER"] = provider.issuer(.google)
+                variables["AUTH_OIDC_GOOGLE_JWKS_URL"] = provider.issuer(.google) + "/jwks"
             }
             variables.merge(identityVariables) { $1 }
             let (identity, identityPort) = try await fixture.startIdentity(variables)

@@ -4,8 +4,8 @@ docs/supabase.md that this backend serves so far. Exits 0 and prints one JSON li
 saw; any difference from what Supabase answers raises (exit 1).
 
     python journeys.py <gateway base URL> <email of a confirmed account> <its password>
-    python journeys.py codes-send <base URL> <new email> <new phone>
-    python journeys.py codes-verify <base URL> <email> <its sign-up code> <phone> <its code>
+    python journeys.py codes-send <base URL> <new email> <new phone> <another new email>
+    python journeys.py codes-verify <base URL> <email> <its sign-up code> <phone> <its code> <other email> <its code>
     python journeys.py id-token <base URL> <provider> <ID token> <raw nonce>
     python journeys.py oauth-url <base URL> <provider> <redirect_to>
     python journeys.py oauth-exchange <base URL> <code> <verifier> <provider to link> <redirect_to>
@@ -45,7 +45,7 @@ def expect_error(call, code, status):
     raise AssertionError(f"expected {code}, the call succeeded")
 
 
-def codes_send(base, email, phone):
+def codes_send(base, email, phone, otp_email):
     """Sign-up (confirm first), a taken email, a weak password, a phone code, otp_disabled."""
     seen = {}
     auth = client(base)
@@ -83,6 +83,9 @@ def codes_send(base, email, phone):
     # A phone code, the phone written without its "+" as Supabase's clients allow.
     answer = auth.sign_in_with_otp({"phone": phone.lstrip("+")})
     assert answer.user is None and answer.session is None
+    # An email code to a new address (create_user defaults to true).
+    answer = auth.sign_in_with_otp({"email": otp_email})
+    assert answer.user is None and answer.session is None
     # Codes to an unknown email with should_create_user false: otp_disabled.
     expect_error(
         lambda: auth.sign_in_with_otp(
@@ -95,7 +98,7 @@ def codes_send(base, email, phone):
     print(json.dumps(seen, sort_keys=True))
 
 
-def codes_verify(base, email, email_code, phone, phone_code):
+def codes_verify(base, email, email_code, phone, phone_code, otp_email, otp_code):
     """verifyOtp for the sign-up's email and the phone code; a wrong code; resend."""
     seen = {}
     auth = client(base)
@@ -120,6 +123,11 @@ def codes_verify(base, email, email_code, phone, phone_code):
         lambda: auth.verify_otp({"phone": phone, "token": phone_code, "type": "sms"}), "otp_expired", 403
     )
     seen["phone_signed_in"] = True
+
+    by_email = client(base).verify_otp({"email": otp_email, "token": otp_code, "type": "email"})
+    assert by_email.session is not None and by_email.user.email == otp_email
+    assert by_email.user.email_confirmed_at is not None
+    seen["email_signed_in"] = True
 
     answer = auth.resend({"type": "sms", "phone": phone})
     assert answer.user is None and answer.session is None
