@@ -228,6 +228,16 @@ extension GatewayEndToEndTests {
             #expect(anonymous.status == 401 && anonymous.string("error_code") == "no_authorization", "\(anonymous)")
         }
 
+        /// The door spends /v1's per-IP budgets: past them the client's typed error is
+        /// over_request_rate_limit (429).
+        @Test func theOfficialPythonClientIsRateLimited() async throws {
+            let fixture = try #require(GatewayFixture.current)
+            let (gateway, base) = try await fixture.startGateway(["AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE": "3"])
+            let seen = try await Self.journeys(["rate-limit", base, GatewayFixture.newEmail("limited")])
+            #expect(seen["limited_after"] as? Int == 3, "\(seen)")
+            await gateway.terminate(grace: .seconds(5))
+        }
+
         /// With AUTH_SUPABASE_ANON_KEYS, the `apikey` must be one of them.
         @Test func configuredAnonKeysAreRequired() async throws {
             let fixture = try #require(GatewayFixture.current)

@@ -12,6 +12,7 @@ saw; any difference from what Supabase answers raises (exit 1).
     python journeys.py identities <base URL> <access token> <refresh token>
     python journeys.py email-change-send <base URL> <email> <password> <new email> <another account's email>
     python journeys.py email-change-verify <base URL> <new email> <its code>
+    python journeys.py rate-limit <base URL> <email>
     python journeys.py recover-send <base URL> <email of an account>
     python journeys.py recover-verify <base URL> <email> <its recovery code> <its password>
 
@@ -221,6 +222,21 @@ def email_change_verify(base, new_email, code):
     print(json.dumps({"changed": True}))
 
 
+def rate_limit(base, email):
+    """Password sign-ins past the per-IP budget: over_request_rate_limit (429), with Retry-After."""
+    auth = client(base)
+    for attempt in range(20):
+        try:
+            auth.sign_in_with_password({"email": email, "password": "Not-The-Password-9"})
+        except AuthApiError as error:
+            if error.code == "over_request_rate_limit":
+                assert error.status == 429, error.status
+                print(json.dumps({"limited_after": attempt}))
+                return
+            assert error.code == "invalid_credentials", error.code
+    raise AssertionError("20 sign-ins were not limited")
+
+
 def recover_send(base, email):
     """resetPasswordForEmail for an account's email and for an unknown one: the same answer."""
     auth = client(base)
@@ -274,6 +290,7 @@ def main():
         "identities": identities,
         "email-change-send": email_change_send,
         "email-change-verify": email_change_verify,
+        "rate-limit": rate_limit,
         "recover-send": recover_send,
         "recover-verify": recover_verify,
     }
