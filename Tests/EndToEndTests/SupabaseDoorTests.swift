@@ -55,6 +55,7 @@ extension GatewayEndToEndTests {
             #expect(seen["wrong_password"] as? String == "invalid_credentials", "\(seen)")
             #expect(seen["refresh_reuse"] as? String == "refresh_token_already_used")
             #expect(seen["signed_out"] as? Bool == true)
+            #expect(seen["scopes"] as? [String] == ["global", "others", "local"])
             #expect(seen["claims_verified"] as? Bool == true)
             #expect(seen["disabled_features"] as? Bool == true)
         }

@@ -354,6 +354,25 @@ def main():
     expect_error(lambda: client(base).get_user(token), "bad_jwt", 403)
     seen["signed_out"] = True
 
+    # The other scopes, with three sessions: `others` ends every session but the caller's,
+    # `local` the caller's only.
+    first, second, third = client(base), client(base), client(base)
+    for each in (first, second, third):
+        each.sign_in_with_password({"email": email, "password": password})
+    first_token = first.get_session().access_token
+    third_token = third.get_session().access_token
+    second.sign_out({"scope": "others"})
+    expect_error(lambda: client(base).get_user(first_token), "bad_jwt", 403)
+    expect_error(lambda: client(base).get_user(third_token), "bad_jwt", 403)
+    assert second.get_user() is not None
+    second_token = second.get_session().access_token
+    kept = client(base)
+    kept.sign_in_with_password({"email": email, "password": password})
+    second.sign_out({"scope": "local"})
+    expect_error(lambda: client(base).get_user(second_token), "bad_jwt", 403)
+    assert kept.get_user() is not None
+    seen["scopes"] = ["global", "others", "local"]
+
     # An unknown grant: validation_failed.
     expect_error(
         lambda: auth._request("POST", "token", body={}, query=__import__("httpx").QueryParams(grant_type="magic")),
