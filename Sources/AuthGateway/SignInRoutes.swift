@@ -473,6 +473,7 @@ struct GatewayRoutes: Sendable {
     /// like a wrong password): both doors' password sign-in.
     func checkPassword(
         email: String,
+        phone: String = "",
         password: String,
         context: GatewayRequestContext
     ) async throws
@@ -485,7 +486,8 @@ struct GatewayRoutes: Sendable {
                 Auth_Identity_V1_SignInWithPasswordRequest(
                     email: email,
                     password: password,
-                    clientIP: context.clientIP
+                    clientIP: context.clientIP,
+                    phone: phone
                 ),
                 options: options
             )

@@ -23,10 +23,8 @@ extension GatewayRoutes {
             try limit(context, as: "/v1/signup")
             let body = try await SupabaseRequest.read(request)
             let password = body.string("password") ?? ""
-            guard let email = body.string("email"), !email.isEmpty else {
-                if body.string("phone") != nil {
-                    throw SupabaseError(.badRequest, "phone_provider_disabled", "Phone signups are disabled")
-                }
+            guard body.string("email").map({ !$0.isEmpty }) == true || body.string("phone").map({ !$0.isEmpty }) == true
+            else {
                 // No contact at all is signInAnonymously.
                 throw SupabaseError(
                     .unprocessableContent,
@@ -34,33 +32,36 @@ extension GatewayRoutes {
                     "Anonymous sign-ins are disabled"
                 )
             }
-            AuthDecisionNote.record(contact: email, method: "password")
+            let contact = try Self.supabaseContact(body)
+            AuthDecisionNote.record(contact: contact.text, method: "password")
             let metadata = body.object("data")
             let displayName = metadata["display_name"]?.stringValue ?? metadata["full_name"]?.stringValue ?? ""
             let user: Auth_Identity_V1_User
             do {
-                user = try await createAccount(
-                    Auth_Identity_V1_SignUpRequest(
-                        displayName: displayName,
-                        email: email,
-                        password: password,
-                        displayNameOptional: true,
-                        hashWhenTaken: true
-                    ),
-                    context: context
+                var signUp = Auth_Identity_V1_SignUpRequest(
+                    displayName: displayName,
+                    password: password,
+                    displayNameOptional: true,
+                    hashWhenTaken: true
                 )
-            } catch let error as APIError where error.reason == "email_taken" {
-                await sendNotice(.signupAttempted, to: email, context: context)
-                return try JSONResponse.make(Self.unconfirmedUser(obfuscatedFor: email))
+                if contact.isPhone { signUp.phone = contact.text } else { signUp.email = contact.text }
+                user = try await createAccount(signUp, context: context)
+            } catch let error as APIError where ["email_taken", "contact_taken"].contains(error.reason) {
+                await sendNotice(.signupAttempted, to: contact.text, context: context)
+                return try JSONResponse.make(Self.unconfirmedUser(obfuscatedFor: contact))
             } catch let error as APIError where error.reason == "validation_failed" {
                 throw Self.supabaseValidation(error)
             }
-            // The confirmation code. The account stands if it cannot be sent now: `resend` asks
-            // for another.
+            // The confirmation code (by SMS for a phone). The account stands if it cannot be sent
+            // now: `resend` asks for another.
             do {
                 _ = try await backends.call(.otpDispatch, context) { options in
                     try await backends.otp.start(
-                        Auth_Otp_V1_StartRequest(destination: user.email, purpose: .verify, clientIP: context.clientIP),
+                        Auth_Otp_V1_StartRequest(
+                            destination: contact.text,
+                            purpose: .verify,
+                            clientIP: context.clientIP
+                        ),
                         options: options
                     )
                 }
@@ -75,14 +76,15 @@ extension GatewayRoutes {
     }
 
     /// A signed-up user before confirmation, as this door answers it: its only identity the
-    /// email and password. A taken email's answer has the same shape (``unconfirmedUser(obfuscatedFor:)``).
+    /// email (or phone) and password. A taken contact's answer has the same shape
+    /// (``unconfirmedUser(obfuscatedFor:)``).
     static func unconfirmedUser(_ user: Auth_Identity_V1_User) -> SupabaseUserBody {
         SupabaseUserBody(
             user: user,
             identities: [
                 Auth_Identity_V1_SignInIdentity(
                     provider: "password",
-                    id: user.email,
+                    id: user.email.isEmpty ? user.phone : user.email,
                     email: user.email,
                     createdAt: user.createdAt
                 )
@@ -90,13 +92,17 @@ extension GatewayRoutes {
         )
     }
 
-    /// The answer to a sign-up whose email an account has: a new random id, the email as given
-    /// (lower-cased, as identity stores it), now as its times, nothing confirmed.
-    static func unconfirmedUser(obfuscatedFor email: String) -> SupabaseUserBody {
+    /// The answer to a sign-up whose email or phone an account has: a new random id, the
+    /// contact as identity stores it, now as its times, nothing confirmed.
+    static func unconfirmedUser(obfuscatedFor contact: SupabaseContact) -> SupabaseUserBody {
         let now = Int64(Date().timeIntervalSince1970)
         var user = Auth_Identity_V1_User()
         user.id = UUID().uuidString.lowercased()
-        user.email = EmailAddress(email)?.normalized ?? email.lowercased()
+        if contact.isPhone {
+            user.phone = PhoneNumber(contact.text)?.e164 ?? contact.text
+        } else {
+            user.email = EmailAddress(contact.text)?.normalized ?? contact.text.lowercased()
+        }
         user.createdAt = now
         user.updatedAt = now
         return unconfirmedUser(user)

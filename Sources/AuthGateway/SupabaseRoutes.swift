@@ -141,17 +141,21 @@ extension GatewayRoutes {
         _ context: GatewayRequestContext
     ) async throws -> Response {
         let password = body.string("password") ?? ""
-        guard let email = body.string("email"), !email.isEmpty else {
-            if body.string("phone") != nil {
-                throw SupabaseError(.badRequest, "phone_provider_disabled", "Phone logins are disabled")
-            }
-            throw SupabaseError(.badRequest, "validation_failed", "missing email or phone")
+        let email = body.string("email").flatMap { $0.isEmpty ? nil : $0 }
+        let phone = body.string("phone").flatMap { $0.isEmpty ? nil : $0 }
+        guard (email == nil) != (phone == nil) else {
+            throw SupabaseError(.badRequest, "validation_failed", "An email address or a phone number is required")
         }
-        AuthDecisionNote.record(contact: email, method: "password")
-        let user = try await checkPassword(email: email, password: password, context: context)
-        // Supabase confirms the email first (docs/supabase.md).
-        guard user.emailVerified else {
+        AuthDecisionNote.record(contact: email ?? phone, method: "password")
+        // A phone as Supabase's clients send it: with or without its `+`.
+        let e164 = phone.map { $0.hasPrefix("+") ? $0 : "+" + $0 }
+        let user = try await checkPassword(email: email ?? "", phone: e164 ?? "", password: password, context: context)
+        // Supabase confirms the contact first (docs/supabase.md).
+        if email != nil, !user.emailVerified {
             throw SupabaseError(.badRequest, "email_not_confirmed", "Email not confirmed")
+        }
+        if phone != nil, !user.phoneVerified {
+            throw SupabaseError(.badRequest, "phone_not_confirmed", "Phone not confirmed")
         }
         return try await supabaseSignIn(user, amr: "pwd", request, context)
     }

@@ -140,4 +140,12 @@ enum Contact: Sendable, Equatable {
         case .email: "otp_email"
         }
     }
+
+    /// The normalized phone number or email address.
+    var text: String {
+        switch self {
+        case .phone(let phone): phone
+        case .email(let email): email
+        }
+    }
 }

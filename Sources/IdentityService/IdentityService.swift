@@ -234,8 +234,8 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         if let email = user.email, user.emailVerified {
             identities.append(.init(provider: "email", id: email, email: email, createdAt: created))
         }
-        if user.passwordHash != nil, let email = user.email {
-            identities.append(.init(provider: "password", id: email, email: email, createdAt: created))
+        if user.passwordHash != nil, let login = user.email ?? user.phone {
+            identities.append(.init(provider: "password", id: login, email: user.email ?? "", createdAt: created))
         }
         for identity in linked {
             identities.append(
@@ -383,23 +383,33 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         if !(request.displayNameOptional && request.displayName.isEmpty) {
             validator.displayName(request.displayName)
         }
-        let email = validator.email(request.email)
+        let contact = validator.contact(phone: request.phone, email: request.email)
         let password = validator.newPassword(request.password, policy: policy)
         let clientIP = validator.clientIP(request.clientIP, context: context)
         try validator.check()
-        guard let email, let password else {
+        guard let contact, let password else {
             throw IdentityError(.internal, "validated fields missing")
         }
-        // A cheap check first, so a taken email costs no hash unless the caller must not let the
+        let taken: IdentityError
+        let existing: UserRecord?
+        switch contact {
+        case .email(let email):
+            existing = try await store.user(email: email)
+            taken = IdentityError(.emailTaken, IdentityError.emailTakenMessage)
+        case .phone(let phone):
+            existing = try await store.user(phone: phone)
+            taken = IdentityError(.contactTaken, "This phone number is already registered. Try logging in instead.")
+        }
+        // A cheap check first, so a taken contact costs no hash unless the caller must not let the
         // time tell; the unique index decides races.
-        if try await store.user(email: email) != nil {
+        if existing != nil {
             if request.hashWhenTaken { _ = try await hashing.hash(password) }
-            throw IdentityError(.emailTaken, IdentityError.emailTakenMessage)
+            throw taken
         }
         let hash = try await hashing.hash(password)
         let user = try await store.signUp(
             id: UUID(),
-            email: email,
+            contact: contact,
             displayName: request.displayName,
             passwordHash: hash,
             audit: audit(.signUp, method: "password", clientIP, context)
@@ -413,15 +423,26 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         context: ServerContext
     ) async throws -> Auth_Identity_V1_SignInWithPasswordResponse {
         var validator = FieldValidator()
-        let email = validator.email(request.email)
+        let contact: Contact?
+        if request.phone.isEmpty {
+            contact = validator.email(request.email).map(Contact.email)
+        } else {
+            contact = validator.contact(phone: request.phone, email: request.email)
+        }
         if request.password.isEmpty { validator.fail("password", "required", "Password is required.") }
         let clientIP = validator.clientIP(request.clientIP, context: context)
         try validator.check()
-        guard let email else { throw IdentityError(.internal, "validated email missing") }
-        let emailHash = SHA256.hash(email)
+        guard let contact else { throw IdentityError(.internal, "validated contact missing") }
+        // Attempts are counted per email or phone (the hash of its normalized text: a phone's
+        // leading `+` keeps it apart from every email).
+        let emailHash = SHA256.hash(contact.text)
         let now = clock.microsecondNow()
         try await reservePasswordAttempt(emailHash: emailHash, now: now)
-        let user = try await store.user(email: email)
+        let user: UserRecord?
+        switch contact {
+        case .email(let email): user = try await store.user(email: email)
+        case .phone(let phone): user = try await store.user(phone: phone)
+        }
         var matches = false
         if let password = PasswordPolicy.normalized(request.password) {
             // Absent user or no password: verify against the dummy hash all the same.

@@ -425,20 +425,22 @@ struct UserStore: Sendable {
     /// Creates a password account. Throws `email_taken` when the email belongs to an account.
     func signUp(
         id: UUID,
-        email: String,
+        contact: Contact,
         displayName: String,
         passwordHash: String,
         audit: AuditEntry
     ) async throws
         -> UserRecord
     {
+        let email: String? = if case .email(let value) = contact { value } else { nil }
+        let phone: String? = if case .phone(let value) = contact { value } else { nil }
         do {
             return try await pool.transaction { connection in
                 try connection.execute(
                     """
-                    INSERT INTO \(schema).users (id, email, display_name, password_hash, created_at, updated_at)
-                    VALUES (\(id), \(email)::text, \(displayName)::text, \(passwordHash)::text, \(audit.occurredAt),
-                        \(audit.occurredAt))
+                    INSERT INTO \(schema).users (id, email, phone, display_name, password_hash, created_at, updated_at)
+                    VALUES (\(id), \(email)::text, \(phone)::text, \(displayName)::text, \(passwordHash)::text,
+                        \(audit.occurredAt), \(audit.occurredAt))
                     """
                 )
                 var entry = audit
@@ -450,6 +452,9 @@ struct UserStore: Sendable {
                 return user
             }
         } catch let error as PostgresError where error.code == .uniqueViolation {
+            if phone != nil {
+                throw IdentityError(.contactTaken, "This phone number is already registered. Try logging in instead.")
+            }
             throw IdentityError(.emailTaken, IdentityError.emailTakenMessage)
         }
     }

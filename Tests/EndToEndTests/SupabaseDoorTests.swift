@@ -68,7 +68,8 @@ extension GatewayEndToEndTests {
             let email = GatewayFixture.newEmail("supabase-signup")
             let phone = GatewayFixture.newPhone()
             let otpEmail = GatewayFixture.newEmail("supabase-otp")
-            let sent = try await Self.journeys(["codes-send", fixture.baseURL, email, phone, otpEmail])
+            let passwordPhone = GatewayFixture.newPhone()
+            let sent = try await Self.journeys(["codes-send", fixture.baseURL, email, phone, otpEmail, passwordPhone])
             #expect(sent["taken_email_answered_like_new"] as? Bool == true, "\(sent)")
             #expect(sent["weak_password"] as? String == "weak_password")
             #expect(sent["otp_disabled"] as? String == "otp_disabled")
@@ -83,11 +84,12 @@ extension GatewayEndToEndTests {
 
             let verified = try await Self.journeys([
                 "codes-verify", fixture.baseURL, email, emailCode, phone, phoneCode, otpEmail,
-                try await fixture.code(to: otpEmail),
+                try await fixture.code(to: otpEmail), passwordPhone, try await fixture.code(to: passwordPhone),
             ])
             #expect(verified["signup_confirmed"] as? Bool == true, "\(verified)")
             #expect(verified["phone_signed_in"] as? Bool == true)
             #expect(verified["email_signed_in"] as? Bool == true)
+            #expect(verified["phone_password"] as? Bool == true)
             #expect(verified["resent"] as? Bool == true)
             // The resend was a new code to the phone.
             _ = try await fixture.code(to: phone, index: 1)

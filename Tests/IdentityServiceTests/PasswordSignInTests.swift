@@ -80,6 +80,44 @@ import Testing
         }
     }
 
+    /// A phone signs up with a password (the Supabase door's phone sign-up) and signs in with it;
+    /// a taken phone is contact_taken; a wrong password by phone counts like one by email.
+    @Test func aPhoneSignsUpAndInWithAPassword() async throws {
+        try await withIdentityService { fixture in
+            let phoneSignUp = Auth_Identity_V1_SignUpRequest(
+                password: goodPassword,
+                clientIP: "203.0.113.7",
+                displayNameOptional: true,
+                phone: "+919999912345"
+            )
+            let user = try #require(try await fixture.client.signUp(phoneSignUp).user)
+            #expect(user.phone == "+919999912345" && user.email.isEmpty && !user.phoneVerified)
+            let signedIn = try await fixture.client.signInWithPassword(
+                Auth_Identity_V1_SignInWithPasswordRequest(
+                    password: goodPassword,
+                    clientIP: "203.0.113.7",
+                    phone: "+919999912345"
+                )
+            )
+            #expect(signedIn.user?.id == user.id)
+            await expectRPCError(.unauthenticated, "invalid_credentials") {
+                try await fixture.client.signInWithPassword(
+                    Auth_Identity_V1_SignInWithPasswordRequest(
+                        password: "Wrong-Pass-123",
+                        clientIP: "203.0.113.7",
+                        phone: "+919999912345"
+                    )
+                )
+            }
+            await expectRPCError(.alreadyExists, "contact_taken") { try await fixture.client.signUp(phoneSignUp) }
+            let identities = try await fixture.client.listIdentities(
+                Auth_Identity_V1_ListIdentitiesRequest(userID: user.id)
+            )
+            #expect(identities.identities.map(\.provider) == ["password"])
+            #expect(identities.identities.first?.id == "+919999912345")
+        }
+    }
+
     @Test func twoConcurrentSignUpsWithOneEmailExactlyOneWins() async throws {
         try await withIdentityService { fixture in
             for round in 0..<5 {

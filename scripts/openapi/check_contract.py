@@ -109,7 +109,7 @@ SUPABASE_ROUTES = {
     ("get", "/auth/v1/.well-known/jwks.json"): dict(success="200", errors={"503": []}),
     ("get", "/auth/v1/settings"): dict(success="200", errors={"503": []}),
     ("post", "/auth/v1/signup"): dict(success="200", errors={
-        "400": ["validation_failed", "phone_provider_disabled"], "422": ["weak_password", "anonymous_provider_disabled"],
+        "400": ["validation_failed"], "422": ["weak_password", "anonymous_provider_disabled"],
         "429": ["over_request_rate_limit"]}),
     ("post", "/auth/v1/token"): dict(success="200", errors={
         "400": ["invalid_credentials", "email_not_confirmed", "refresh_token_not_found", "refresh_token_already_used",

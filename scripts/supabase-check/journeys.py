@@ -4,8 +4,8 @@ docs/supabase.md that this backend serves so far. Exits 0 and prints one JSON li
 saw; any difference from what Supabase answers raises (exit 1).
 
     python journeys.py <gateway base URL> <email of a confirmed account> <its password>
-    python journeys.py codes-send <base URL> <new email> <new phone> <another new email>
-    python journeys.py codes-verify <base URL> <email> <its sign-up code> <phone> <its code> <other email> <its code>
+    python journeys.py codes-send <base URL> <new email> <new phone> <another new email> <another new phone>
+    python journeys.py codes-verify <base URL> <email> <its sign-up code> <phone> <its code> <other email> <its code> <other phone> <its code>
     python journeys.py id-token <base URL> <provider> <ID token> <raw nonce>
     python journeys.py oauth-url <base URL> <provider> <redirect_to>
     python journeys.py oauth-exchange <base URL> <code> <verifier> <provider to link> <redirect_to>
@@ -46,7 +46,7 @@ def expect_error(call, code, status):
     raise AssertionError(f"expected {code}, the call succeeded")
 
 
-def codes_send(base, email, phone, otp_email):
+def codes_send(base, email, phone, otp_email, password_phone):
     """Sign-up (confirm first), a taken email, a weak password, a phone code, otp_disabled."""
     seen = {}
     auth = client(base)
@@ -87,6 +87,15 @@ def codes_send(base, email, phone, otp_email):
     # An email code to a new address (create_user defaults to true).
     answer = auth.sign_in_with_otp({"email": otp_email})
     assert answer.user is None and answer.session is None
+    # A phone sign-up with a password: no session until the phone's code is verified.
+    signed_up = auth.sign_up({"phone": password_phone, "password": "Phone-Password-5"})
+    assert signed_up.session is None and signed_up.user.phone == password_phone.lstrip("+")
+    assert signed_up.user.phone_confirmed_at is None
+    expect_error(
+        lambda: auth.sign_in_with_password({"phone": password_phone, "password": "Phone-Password-5"}),
+        "phone_not_confirmed",
+        400,
+    )
     # Codes to an unknown email with should_create_user false: otp_disabled.
     expect_error(
         lambda: auth.sign_in_with_otp(
@@ -99,7 +108,7 @@ def codes_send(base, email, phone, otp_email):
     print(json.dumps(seen, sort_keys=True))
 
 
-def codes_verify(base, email, email_code, phone, phone_code, otp_email, otp_code):
+def codes_verify(base, email, email_code, phone, phone_code, otp_email, otp_code, password_phone, password_phone_code):
     """verifyOtp for the sign-up's email and the phone code; a wrong code; resend."""
     seen = {}
     auth = client(base)
@@ -129,6 +138,14 @@ def codes_verify(base, email, email_code, phone, phone_code, otp_email, otp_code
     assert by_email.session is not None and by_email.user.email == otp_email
     assert by_email.user.email_confirmed_at is not None
     seen["email_signed_in"] = True
+
+    confirmed_phone = client(base).verify_otp({"phone": password_phone, "token": password_phone_code, "type": "sms"})
+    assert confirmed_phone.session is not None and confirmed_phone.user.phone_confirmed_at is not None
+    by_password = client(base).sign_in_with_password(
+        {"phone": password_phone.lstrip("+"), "password": "Phone-Password-5"}
+    )
+    assert by_password.session is not None and by_password.user.id == confirmed_phone.user.id
+    seen["phone_password"] = True
 
     answer = auth.resend({"type": "sms", "phone": phone})
     assert answer.user is None and answer.session is None

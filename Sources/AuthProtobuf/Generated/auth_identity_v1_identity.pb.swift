@@ -1352,6 +1352,10 @@ public struct Auth_Identity_V1_SignUpRequest: ProtobufCMessage {
     /// time of the answer does not tell that the email has an account (the Supabase door answers
     /// a taken email like a new one).
     public var hashWhenTaken: Bool = false
+    /// Instead of `email` (exactly one of the two): a phone number (E.164) signs in with the
+    /// password; ALREADY_EXISTS `contact_taken` when an account has it. The Supabase door's phone
+    /// sign-up (the gateway then proves the phone with a code).
+    public var phone: String = ""
 
     public init() {}
 
@@ -1361,7 +1365,8 @@ public struct Auth_Identity_V1_SignUpRequest: ProtobufCMessage {
         password: String = "",
         clientIP: String = "",
         displayNameOptional: Bool = false,
-        hashWhenTaken: Bool = false
+        hashWhenTaken: Bool = false,
+        phone: String = ""
     ) {
         self.displayName = displayName
         self.email = email
@@ -1369,6 +1374,7 @@ public struct Auth_Identity_V1_SignUpRequest: ProtobufCMessage {
         self.clientIP = clientIP
         self.displayNameOptional = displayNameOptional
         self.hashWhenTaken = hashWhenTaken
+        self.phone = phone
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -1418,7 +1424,8 @@ extension Auth_Identity_V1_SignUpRequest: ProtobufCBridged {
             password: try _protobufCString(c.pointee.password, Self.self, "password"),
             clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip"),
             displayNameOptional: c.pointee.display_name_optional != 0,
-            hashWhenTaken: c.pointee.hash_when_taken != 0
+            hashWhenTaken: c.pointee.hash_when_taken != 0,
+            phone: try _protobufCString(c.pointee.phone, Self.self, "phone")
         )
     }
 
@@ -1437,6 +1444,9 @@ extension Auth_Identity_V1_SignUpRequest: ProtobufCBridged {
         }
         c.pointee.display_name_optional = self.displayNameOptional ? 1 : 0
         c.pointee.hash_when_taken = self.hashWhenTaken ? 1 : 0
+        if !self.phone.isEmpty {
+            c.pointee.phone = try arena.cString(self.phone, Self.self, "phone")
+        }
     }
 }
 
@@ -1512,13 +1522,16 @@ public struct Auth_Identity_V1_SignInWithPasswordRequest: ProtobufCMessage {
     public var email: String = ""
     public var password: String = ""
     public var clientIP: String = ""
+    /// Instead of `email` (exactly one of the two): the account's phone number.
+    public var phone: String = ""
 
     public init() {}
 
-    public init(email: String = "", password: String = "", clientIP: String = "") {
+    public init(email: String = "", password: String = "", clientIP: String = "", phone: String = "") {
         self.email = email
         self.password = password
         self.clientIP = clientIP
+        self.phone = phone
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -1565,7 +1578,8 @@ extension Auth_Identity_V1_SignInWithPasswordRequest: ProtobufCBridged {
         self.init(
             email: try _protobufCString(c.pointee.email, Self.self, "email"),
             password: try _protobufCString(c.pointee.password, Self.self, "password"),
-            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip")
+            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip"),
+            phone: try _protobufCString(c.pointee.phone, Self.self, "phone")
         )
     }
 
@@ -1578,6 +1592,9 @@ extension Auth_Identity_V1_SignInWithPasswordRequest: ProtobufCBridged {
         }
         if !self.clientIP.isEmpty {
             c.pointee.client_ip = try arena.cString(self.clientIP, Self.self, "client_ip")
+        }
+        if !self.phone.isEmpty {
+            c.pointee.phone = try arena.cString(self.phone, Self.self, "phone")
         }
     }
 }

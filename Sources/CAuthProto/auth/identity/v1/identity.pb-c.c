@@ -3077,7 +3077,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__find_or_create_by_contact_r
   (ProtobufCMessageInit) auth__identity__v1__find_or_create_by_contact_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__identity__v1__sign_up_request__field_descriptors[6] =
+static const ProtobufCFieldDescriptor auth__identity__v1__sign_up_request__field_descriptors[7] =
 {
   {
     "display_name",
@@ -3151,6 +3151,18 @@ static const ProtobufCFieldDescriptor auth__identity__v1__sign_up_request__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "phone",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__SignUpRequest, phone),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__identity__v1__sign_up_request__field_indices_by_name[] = {
   3,   /* field[3] = client_ip */
@@ -3159,11 +3171,12 @@ static const unsigned auth__identity__v1__sign_up_request__field_indices_by_name
   1,   /* field[1] = email */
   5,   /* field[5] = hash_when_taken */
   2,   /* field[2] = password */
+  6,   /* field[6] = phone */
 };
 static const ProtobufCIntRange auth__identity__v1__sign_up_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor auth__identity__v1__sign_up_request__descriptor =
 {
@@ -3173,7 +3186,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__sign_up_request__descriptor
   "Auth__Identity__V1__SignUpRequest",
   "auth.identity.v1",
   sizeof(Auth__Identity__V1__SignUpRequest),
-  6,
+  7,
   auth__identity__v1__sign_up_request__field_descriptors,
   auth__identity__v1__sign_up_request__field_indices_by_name,
   1,  auth__identity__v1__sign_up_request__number_ranges,
@@ -3218,7 +3231,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__sign_up_response__descripto
   (ProtobufCMessageInit) auth__identity__v1__sign_up_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__identity__v1__sign_in_with_password_request__field_descriptors[3] =
+static const ProtobufCFieldDescriptor auth__identity__v1__sign_in_with_password_request__field_descriptors[4] =
 {
   {
     "email",
@@ -3256,16 +3269,29 @@ static const ProtobufCFieldDescriptor auth__identity__v1__sign_in_with_password_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "phone",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__SignInWithPasswordRequest, phone),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__identity__v1__sign_in_with_password_request__field_indices_by_name[] = {
   2,   /* field[2] = client_ip */
   0,   /* field[0] = email */
   1,   /* field[1] = password */
+  3,   /* field[3] = phone */
 };
 static const ProtobufCIntRange auth__identity__v1__sign_in_with_password_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor auth__identity__v1__sign_in_with_password_request__descriptor =
 {
@@ -3275,7 +3301,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__sign_in_with_password_reque
   "Auth__Identity__V1__SignInWithPasswordRequest",
   "auth.identity.v1",
   sizeof(Auth__Identity__V1__SignInWithPasswordRequest),
-  3,
+  4,
   auth__identity__v1__sign_in_with_password_request__field_descriptors,
   auth__identity__v1__sign_in_with_password_request__field_indices_by_name,
   1,  auth__identity__v1__sign_in_with_password_request__number_ranges,

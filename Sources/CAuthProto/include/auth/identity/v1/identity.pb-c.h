@@ -465,10 +465,16 @@ struct  Auth__Identity__V1__SignUpRequest
    * a taken email like a new one).
    */
   protobuf_c_boolean hash_when_taken;
+  /*
+   * Instead of `email` (exactly one of the two): a phone number (E.164) signs in with the
+   * password; ALREADY_EXISTS `contact_taken` when an account has it. The Supabase door's phone
+   * sign-up (the gateway then proves the phone with a code).
+   */
+  char *phone;
 };
 #define AUTH__IDENTITY__V1__SIGN_UP_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__sign_up_request__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, (char *)protobuf_c_empty_string }
 
 
 struct  Auth__Identity__V1__SignUpResponse
@@ -487,10 +493,14 @@ struct  Auth__Identity__V1__SignInWithPasswordRequest
   char *email;
   char *password;
   char *client_ip;
+  /*
+   * Instead of `email` (exactly one of the two): the account's phone number.
+   */
+  char *phone;
 };
 #define AUTH__IDENTITY__V1__SIGN_IN_WITH_PASSWORD_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__sign_in_with_password_request__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 struct  Auth__Identity__V1__SignInWithPasswordResponse
