@@ -257,8 +257,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         var validator = FieldValidator()
         let phone = validator.phone(request.phone)
         try validator.check()
-        guard let phone, let user = try await store.user(phone: phone) else { throw Self.notFound }
-        return Auth_Identity_V1_GetUserResponse(user: user.proto)
+        return try await userResponse(phone.map(Contact.phone))
     }
 
     public func getUserByEmail(
@@ -268,7 +267,12 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         var validator = FieldValidator()
         let email = validator.email(request.email)
         try validator.check()
-        guard let email, let user = try await store.user(email: email) else { throw Self.notFound }
+        return try await userResponse(email.map(Contact.email))
+    }
+
+    /// The live account that has `contact` (NOT_FOUND `user_not_found` otherwise).
+    private func userResponse(_ contact: Contact?) async throws -> Auth_Identity_V1_GetUserResponse {
+        guard let contact, let user = try await store.user(contact: contact) else { throw Self.notFound }
         return Auth_Identity_V1_GetUserResponse(user: user.proto)
     }
 
@@ -279,18 +283,13 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         var validator = FieldValidator()
         let contact = validator.contact(phone: request.phone, email: request.email)
         try validator.check()
-        let user: UserRecord? =
-            switch contact {
-            case .phone(let phone): try await store.user(phone: phone)
-            case .email(let email): try await store.user(email: email)
-            case nil: nil
-            }
-        guard let user else { return Auth_Identity_V1_ContactExistsResponse(exists: false) }
+        guard let contact, let user = try await store.user(contact: contact) else {
+            return Auth_Identity_V1_ContactExistsResponse(exists: false)
+        }
         let verified =
             switch contact {
             case .phone: user.phoneVerified
             case .email: user.emailVerified
-            case nil: false
             }
         return Auth_Identity_V1_ContactExistsResponse(
             exists: true,
@@ -390,21 +389,11 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         guard let contact, let password else {
             throw IdentityError(.internal, "validated fields missing")
         }
-        let taken: IdentityError
-        let existing: UserRecord?
-        switch contact {
-        case .email(let email):
-            existing = try await store.user(email: email)
-            taken = IdentityError(.emailTaken, IdentityError.emailTakenMessage)
-        case .phone(let phone):
-            existing = try await store.user(phone: phone)
-            taken = IdentityError(.contactTaken, "This phone number is already registered. Try logging in instead.")
-        }
         // A cheap check first, so a taken contact costs no hash unless the caller must not let the
         // time tell; the unique index decides races.
-        if existing != nil {
+        if try await store.user(contact: contact) != nil {
             if request.hashWhenTaken { _ = try await hashing.hash(password) }
-            throw taken
+            throw UserStore.taken(contact)
         }
         let hash = try await hashing.hash(password)
         let user = try await store.signUp(
@@ -438,11 +427,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         let emailHash = SHA256.hash(contact.text)
         let now = clock.microsecondNow()
         try await reservePasswordAttempt(emailHash: emailHash, now: now)
-        let user: UserRecord?
-        switch contact {
-        case .email(let email): user = try await store.user(email: email)
-        case .phone(let phone): user = try await store.user(phone: phone)
-        }
+        let user = try await store.user(contact: contact)
         var matches = false
         if let password = PasswordPolicy.normalized(request.password) {
             // Absent user or no password: verify against the dummy hash all the same.
@@ -706,14 +691,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         try validator.check()
         guard let userID, let provider else { throw IdentityError(.internal, "validated fields missing") }
         let now = clock.microsecondNow()
-        let identity = try await verifiedIdentity(
-            provider,
-            request.idToken,
-            rawNonce: request.rawNonce,
-            nonceHashed: request.nonceHashed,
-            context,
-            now: now
-        )
+        let identity = try await verifiedIdentity(provider, presentedIn: request, context, now: now)
         switch try await store.link(
             identity,
             to: userID,
@@ -776,14 +754,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         try validator.check()
         guard let provider else { throw IdentityError(.internal, "validated provider missing") }
         let now = clock.microsecondNow()
-        var identity = try await verifiedIdentity(
-            provider,
-            request.idToken,
-            rawNonce: request.rawNonce,
-            nonceHashed: request.nonceHashed,
-            context,
-            now: now
-        )
+        var identity = try await verifiedIdentity(provider, presentedIn: request, context, now: now)
         if identity.name == nil, !request.displayName.isEmpty { identity.name = request.displayName }
         let result = try await signIn(identity, clientIP, context, now: now)
         return Auth_Identity_V1_SignInWithIDTokenResponse(
@@ -885,5 +856,35 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
     /// (AuthServiceCore's ``ServiceErrorInterceptor``), which also logs INTERNAL and UNAVAILABLE.
     public var interceptors: [any RPCServerInterceptor] {
         [ServiceErrorInterceptor(service: "identity", logger: logger)]
+    }
+}
+
+/// A request that presents a provider's ID token with the app's nonce: SignInWithIDToken's and
+/// LinkProvider's.
+protocol IDTokenPresentation {
+    var idToken: String { get }
+    var rawNonce: String { get }
+    var nonceHashed: Bool { get }
+}
+
+extension Auth_Identity_V1_SignInWithIDTokenRequest: IDTokenPresentation {}
+extension Auth_Identity_V1_LinkProviderRequest: IDTokenPresentation {}
+
+extension IdentityService {
+    /// ``verifiedIdentity(_:_:rawNonce:nonceHashed:_:now:using:)`` for the token `request` presents.
+    func verifiedIdentity(
+        _ provider: IdentityProvider,
+        presentedIn request: some IDTokenPresentation,
+        _ context: ServerContext,
+        now: Date
+    ) async throws -> ProviderIdentity {
+        try await verifiedIdentity(
+            provider,
+            request.idToken,
+            rawNonce: request.rawNonce,
+            nonceHashed: request.nonceHashed,
+            context,
+            now: now
+        )
     }
 }

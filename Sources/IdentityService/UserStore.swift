@@ -202,6 +202,22 @@ struct UserStore: Sendable {
         return (try Self.record(row), linked)
     }
 
+    /// The live user that has the phone or email.
+    func user(contact: Contact) async throws -> UserRecord? {
+        switch contact {
+        case .phone(let phone): try await user(phone: phone)
+        case .email(let email): try await user(email: email)
+        }
+    }
+
+    /// ALREADY_EXISTS for a sign-up whose phone or email an account has.
+    static func taken(_ contact: Contact) -> IdentityError {
+        switch contact {
+        case .email: IdentityError(.emailTaken, IdentityError.emailTakenMessage)
+        case .phone: IdentityError(.contactTaken, "This phone number is already registered. Try logging in instead.")
+        }
+    }
+
     private func user(id: UUID, on connection: PostgresConnection) throws -> UserRecord? {
         try connection.execute("\(selectUser) WHERE u.id = \(id) AND u.deleted_at IS NULL").first.map(Self.record)
     }
@@ -452,10 +468,7 @@ struct UserStore: Sendable {
                 return user
             }
         } catch let error as PostgresError where error.code == .uniqueViolation {
-            if phone != nil {
-                throw IdentityError(.contactTaken, "This phone number is already registered. Try logging in instead.")
-            }
-            throw IdentityError(.emailTaken, IdentityError.emailTakenMessage)
+            throw Self.taken(contact)
         }
     }
 
