@@ -19,17 +19,21 @@ struct JSONRequest: Sendable {
     let members: [String: JSONValue]
 
     /// Reads the body of `request`. With `optional`, an empty body is an empty object.
-    static func read(_ request: Request, allowed: Set<String>, optional: Bool = false) async throws -> JSONRequest {
+    /// The request's body, at most ``maxBodyBytes`` (413 `payload_too_large` otherwise, from its
+    /// `Content-Length` before anything is read): both doors' bodies.
+    static func body(of request: Request) async throws(APIError) -> ByteBuffer {
         if let length = request.headers[.contentLength].flatMap(Int.init), length > maxBodyBytes {
             throw APIError.payloadTooLarge
         }
-        let body = request.body
-        let buffer: ByteBuffer
         do {
-            buffer = try await body.collect(upTo: maxBodyBytes)
+            return try await request.body.collect(upTo: maxBodyBytes)
         } catch {
             throw APIError.payloadTooLarge
         }
+    }
+
+    static func read(_ request: Request, allowed: Set<String>, optional: Bool = false) async throws -> JSONRequest {
+        let buffer = try await body(of: request)
         if buffer.readableBytes == 0, optional, request.headers[.contentType] == nil {
             return JSONRequest(members: [:])
         }

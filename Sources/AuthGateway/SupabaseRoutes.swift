@@ -335,7 +335,7 @@ struct SupabaseRequest: Sendable {
     static func read(_ request: Request) async throws -> SupabaseRequest {
         let buffer: ByteBuffer
         do {
-            buffer = try await request.body.collect(upTo: JSONRequest.maxBodyBytes)
+            buffer = try await JSONRequest.body(of: request)
         } catch {
             throw SupabaseError(.contentTooLarge, "request_too_large", "Request body too large")
         }

@@ -57,7 +57,7 @@ public struct OIDCProviderConfiguration: Sendable, Hashable {
     }
 
     /// HTTPS, or plain HTTP to a loopback address (tests, local development).
-    static func isAcceptableJWKSURL(_ url: URL) -> Bool {
+    static func isAcceptableProviderURL(_ url: URL) -> Bool {
         guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased(), !host.isEmpty else {
             return false
         }
@@ -197,7 +197,7 @@ public struct IdentityServiceConfiguration: Sendable {
             let issuers = try list(prefix + "ISSUER")
             var jwksURL: URL?
             if let text = reader.string(prefix + "JWKS_URL") {
-                guard let url = URL(string: text), OIDCProviderConfiguration.isAcceptableJWKSURL(url) else {
+                guard let url = URL(string: text), OIDCProviderConfiguration.isAcceptableProviderURL(url) else {
                     throw ConfigurationError(
                         variable: prefix + "JWKS_URL",
                         problem: "must be an https:// URL (http:// only to a loopback address)"

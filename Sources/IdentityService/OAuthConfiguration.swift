@@ -186,7 +186,8 @@ public struct OAuthConfiguration: Sendable {
             }
             func endpoint(_ name: String, default fallback: String) throws -> URL {
                 let text = reader.string(name) ?? fallback
-                guard let url = URL(string: text), OIDCProviderConfiguration.isAcceptableJWKSURL(url), url.query == nil
+                guard let url = URL(string: text), OIDCProviderConfiguration.isAcceptableProviderURL(url),
+                    url.query == nil
                 else {
                     throw ConfigurationError(
                         variable: name,

@@ -147,7 +147,7 @@ final class OAuthProviderClient: Sendable {
     }
 
     private static func acceptableURL(_ text: String) -> URL? {
-        guard let url = URL(string: text), OIDCProviderConfiguration.isAcceptableJWKSURL(url) else { return nil }
+        guard let url = URL(string: text), OIDCProviderConfiguration.isAcceptableProviderURL(url) else { return nil }
         return url
     }
 

@@ -166,10 +166,10 @@ import Testing
             "https://appleid.apple.com/auth/keys", "http://127.0.0.1:9/jwks", "http://localhost/jwks",
             "http://[::1]:80/k",
         ] {
-            #expect(OIDCProviderConfiguration.isAcceptableJWKSURL(URL(string: good)!), "\(good)")
+            #expect(OIDCProviderConfiguration.isAcceptableProviderURL(URL(string: good)!), "\(good)")
         }
         for bad in ["http://10.0.0.1/jwks", "ftp://x/y", "http://127.0.0.1.evil.com/jwks", "http://example.com/jwks"] {
-            #expect(!OIDCProviderConfiguration.isAcceptableJWKSURL(URL(string: bad)!), "\(bad)")
+            #expect(!OIDCProviderConfiguration.isAcceptableProviderURL(URL(string: bad)!), "\(bad)")
         }
     }
 }
