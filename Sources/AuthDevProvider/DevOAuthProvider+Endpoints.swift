@@ -296,7 +296,7 @@ extension DevOAuthProvider {
         }
         if let challenge = pending.codeChallenge {
             guard let verifier = parameters["code_verifier"],
-                Base64URL.encode(SHA256.hash(verifier)) == challenge
+                PKCE.challenge(of: verifier) == challenge
             else {
                 return refuse(.badRequest, "invalid_grant", "PKCE verification failed", log: "PKCE verification failed")
             }

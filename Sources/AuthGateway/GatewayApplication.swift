@@ -91,6 +91,7 @@ public struct GatewayApplication: Sendable {
             reauthenticationWindow: gateway.reauthenticationWindow,
             publicURL: gateway.publicURL,
             supabaseAnonKeys: gateway.supabaseAnonKeys,
+            redirectAllowList: gateway.redirectAllowList,
             logger: logger
         )
 
@@ -158,6 +159,7 @@ public struct GatewayApplication: Sendable {
         router.delete("/auth/v1/user/identities/{identity_id}", use: routes.supabaseUnlinkIdentity)
         router.post("/auth/v1/otp", use: routes.supabaseSendCode)
         router.post("/auth/v1/verify", use: routes.supabaseVerify)
+        router.get("/auth/v1/verify", use: routes.supabaseFollowLink)
         router.post("/auth/v1/resend", use: routes.supabaseResend)
         for method in [HTTPRequest.Method.get, .post, .put, .delete, .patch] {
             router.on("/auth/v1/**", method: method, use: routes.supabaseNotFound)

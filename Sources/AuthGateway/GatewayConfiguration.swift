@@ -57,6 +57,9 @@ public struct GatewayConfiguration: Sendable {
     /// The anon keys the Supabase door accepts in `apikey` (`AUTH_SUPABASE_ANON_KEYS`,
     /// comma-separated opaque strings or Supabase-style JWTs); empty: any.
     public var supabaseAnonKeys: Set<String> = []
+    /// `AUTH_OAUTH_REDIRECT_URLS` (identity reads it too): where a followed sign-up
+    /// confirmation link may send the browser back (docs/supabase.md).
+    public var redirectAllowList = RedirectAllowList()
 
     public init() {}
 
@@ -96,6 +99,7 @@ public struct GatewayConfiguration: Sendable {
             try reader.integer("AUTH_GATEWAY_REAUTH_SECONDS", default: 300, in: 1...86_400, unit: " of seconds")
         )
         self.publicURL = try reader.publicURL()
+        self.redirectAllowList = try RedirectAllowList(reader: reader)
         self.supabaseAnonKeys = try reader.value(
             "AUTH_SUPABASE_ANON_KEYS",
             default: [],

@@ -1,4 +1,5 @@
 import AuthAPI
+import AuthConfiguration
 import AuthProtobuf
 import AuthText
 import HTTPTypes
@@ -27,6 +28,8 @@ struct GatewayRoutes: Sendable {
     var publicURL: String?
     /// `AUTH_SUPABASE_ANON_KEYS`: the `apikey` values the Supabase door accepts (empty: any).
     var supabaseAnonKeys: Set<String> = []
+    /// `AUTH_OAUTH_REDIRECT_URLS`: where a followed confirmation link may send the browser.
+    var redirectAllowList = RedirectAllowList()
     let logger: Logger
 
     enum Purpose: String, CaseIterable { case login, signup, auto }
@@ -310,11 +313,14 @@ struct GatewayRoutes: Sendable {
     func checkCode(
         verificationID: String = "",
         destination: String = "",
+        linkToken: String = "",
         code: String,
         purposes: Set<Auth_Otp_V1_Purpose>,
         context: GatewayRequestContext
     ) async throws -> Auth_Otp_V1_CheckResponse {
-        guard Self.isSixDigitCode(code) else { throw APIError.invalidRequest("`code` must be 6 digits.") }
+        guard !linkToken.isEmpty || Self.isSixDigitCode(code) else {
+            throw APIError.invalidRequest("`code` must be 6 digits.")
+        }
         var rules = ServiceErrorMapping.Rules()
         rules.verificationRoute = true
         let checked = try await backends.call(.otpDispatch, context, rules: rules) { options in
@@ -324,7 +330,8 @@ struct GatewayRoutes: Sendable {
                     code: code,
                     clientIP: context.clientIP,
                     acceptedPurposes: purposes.sorted { $0.rawValue < $1.rawValue },
-                    destination: destination
+                    destination: destination,
+                    linkToken: linkToken
                 ),
                 options: options
             )

@@ -144,6 +144,24 @@ struct SupabaseSessionBody: Encodable, Sendable {
         try container.encode(tokens.refreshToken, forKey: .refreshToken)
         try container.encode(user, forKey: .user)
     }
+
+    /// The session as a followed link hands it to the app in the URL's fragment (Supabase's
+    /// implicit flow): the body's members but `user`, and the link's `type`.
+    static func fragment(
+        _ tokens: Auth_Session_V1_TokenPair,
+        now: Date,
+        type: String
+    ) -> [(name: String, value: String)] {
+        let expiresIn = Int(tokens.accessTokenExpiresIn)
+        return [
+            (CodingKeys.accessToken.rawValue, tokens.accessToken),
+            (CodingKeys.expiresAt.rawValue, String(Int(now.timeIntervalSince1970) + expiresIn)),
+            (CodingKeys.expiresIn.rawValue, String(expiresIn)),
+            (CodingKeys.refreshToken.rawValue, tokens.refreshToken),
+            (CodingKeys.tokenType.rawValue, "bearer"),
+            ("type", type),
+        ]
+    }
 }
 
 /// `GET /auth/v1/settings`, as Supabase answers it.

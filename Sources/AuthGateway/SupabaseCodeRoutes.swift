@@ -34,6 +34,7 @@ extension GatewayRoutes {
             }
             let contact = try Self.supabaseContact(body)
             AuthDecisionNote.record(contact: contact.text, method: "password")
+            let link = contact.isPhone ? ConfirmationLink() : try confirmationLink(request, body)
             let metadata = body.object("data")
             let displayName = metadata["display_name"]?.stringValue ?? metadata["full_name"]?.stringValue ?? ""
             let user: Auth_Identity_V1_User
@@ -52,20 +53,11 @@ extension GatewayRoutes {
             } catch let error as APIError where error.reason == "validation_failed" {
                 throw Self.supabaseValidation(error)
             }
-            // The confirmation code (by SMS for a phone). The account stands if it cannot be sent
-            // now: `resend` asks for another.
+            // The confirmation code (by SMS for a phone), and for an email its link when asked
+            // for. The account stands if it cannot be sent now: `resend` asks for another.
             do {
-                _ = try await backends.call(.otpDispatch, context) { options in
-                    try await backends.otp.start(
-                        Auth_Otp_V1_StartRequest(
-                            destination: contact.text,
-                            purpose: .verify,
-                            clientIP: context.clientIP
-                        ),
-                        options: options
-                    )
-                }
-            } catch let error as APIError {
+                try await supabaseStart(contact, purpose: .verify, link: link, context: context)
+            } catch {
                 logger.warning(
                     "Supabase sign-up: the confirmation code was not sent",
                     metadata: ["error": "\(error)", "user.id": "\(user.id)"]
@@ -179,8 +171,9 @@ extension GatewayRoutes {
             switch type {
             case "signup" where !destination.isPhone:
                 // Only an account whose email is not confirmed yet gets one; the answer is the same.
+                let link = try confirmationLink(request, body)
                 if exists.exists, !exists.verified {
-                    try await supabaseStart(destination, purpose: .verify, context: context)
+                    try await supabaseStart(destination, purpose: .verify, link: link, context: context)
                 }
             case "sms" where destination.isPhone:
                 try await supabaseStart(destination, purpose: exists.exists ? .login : .signup, context: context)
@@ -215,11 +208,13 @@ extension GatewayRoutes {
 
     /// otp-dispatch's Start, its limits as Supabase names them (`over_email_send_rate_limit`,
     /// `over_sms_send_rate_limit`).
-    /// `decoy`: a verification never sent (`recover` for an email without an account).
+    /// `decoy`: a verification never sent (`recover` for an email without an account); `link`:
+    /// a sign-up's confirmation link.
     func supabaseStart(
         _ destination: SupabaseContact,
         purpose: Auth_Otp_V1_Purpose,
         decoy: Bool = false,
+        link: ConfirmationLink = ConfirmationLink(),
         context: GatewayRequestContext
     ) async throws {
         do {
@@ -229,7 +224,9 @@ extension GatewayRoutes {
                         destination: destination.text,
                         purpose: purpose,
                         clientIP: context.clientIP,
-                        decoy: decoy
+                        decoy: decoy,
+                        subject: link.subject,
+                        linkBase: link.base
                     ),
                     options: options
                 )
@@ -341,9 +338,7 @@ extension GatewayRoutes {
         do {
             guard Self.isSixDigitCode(token) else { throw APIError.verificationNotFound }
             return try await checkCode(destination: destination.text, code: token, purposes: purposes, context: context)
-        } catch let error as APIError
-            where ["verification_not_found", "invalid_code", "code_expired", "invalid_request"].contains(error.reason)
-        {
+        } catch let error as APIError where Self.isSpentCode(error) {
             throw SupabaseError(.forbidden, "otp_expired", "Token has expired or is invalid")
         }
     }

@@ -65,7 +65,8 @@ extension GatewayRoutes {
 
     // MARK: POST /auth/v1/token?grant_type=pkce
 
-    /// `exchangeCodeForSession`: `{auth_code, code_verifier}` → the session, once. An unknown,
+    /// `exchangeCodeForSession`: `{auth_code, code_verifier}` → the session, once (the code of a
+    /// browser sign-in, or of a followed confirmation link). An unknown,
     /// used or expired code, or a verifier that does not match it, is 404
     /// `flow_state_not_found` (identity does not tell them apart; Supabase answers a wrong
     /// verifier with 400 `bad_code_verifier`).
@@ -89,11 +90,18 @@ extension GatewayRoutes {
         } catch let error as APIError where error.reason == "invalid_grant" {
             throw SupabaseError(.notFound, "flow_state_not_found", "invalid flow state, no valid flow state found")
         }
-        guard let user = exchanged.user, let provider = Provider(exchanged.provider) else {
+        guard let user = exchanged.user else { throw APIError.internalError }
+        // A followed confirmation link (docs/supabase.md) or a provider's browser sign-in.
+        let method: String
+        if exchanged.emailLink {
+            method = "otp_email"
+        } else if let provider = Provider(exchanged.provider) {
+            method = "oidc_\(provider.rawValue)"
+        } else {
             throw APIError.internalError
         }
-        AuthDecisionNote.record(method: "oidc_\(provider.rawValue)")
-        return try await supabaseSignIn(user, amr: "oidc_\(provider.rawValue)", request, context)
+        AuthDecisionNote.record(method: method)
+        return try await supabaseSignIn(user, amr: method, request, context)
     }
 
     // MARK: GET /auth/v1/user/identities/authorize

@@ -46,6 +46,8 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
     &auth__identity__v1__finish_oauth_response__descriptor,
     &auth__identity__v1__exchange_oauth_code_request__descriptor,
     &auth__identity__v1__exchange_oauth_code_response__descriptor,
+    &auth__identity__v1__issue_sign_in_code_request__descriptor,
+    &auth__identity__v1__issue_sign_in_code_response__descriptor,
     &auth__identity__v1__string_value__descriptor,
     &auth__identity__v1__bool_value__descriptor,
     &auth__identity__v1__update_profile_request__descriptor,
@@ -127,6 +129,6 @@ static const ProtobufCMessageDescriptor *const auth_proto_message_descriptors_li
 };
 
 const ProtobufCMessageDescriptor *const *auth_proto_message_descriptors(size_t *count) {
-    *count = 109;
+    *count = 111;
     return auth_proto_message_descriptors_list;
 }

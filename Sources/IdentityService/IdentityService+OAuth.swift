@@ -238,8 +238,40 @@ extension IdentityService {
         return Auth_Identity_V1_ExchangeOAuthCodeResponse(
             user: user.proto,
             created: grant.created,
-            provider: Self.proto(grant.provider)
+            provider: grant.provider.map(Self.proto) ?? .unspecified,
+            emailLink: grant.provider == nil
         )
+    }
+
+    /// A one-time code for a user whose emailed confirmation link was followed by a PKCE
+    /// client: redeemed by ExchangeOAuthCode like a browser sign-in's. The gateway calls it only
+    /// after otp-dispatch checked the link's code, so the user's email is proved.
+    public func issueSignInCode(
+        request: Auth_Identity_V1_IssueSignInCodeRequest,
+        context: ServerContext
+    ) async throws -> Auth_Identity_V1_IssueSignInCodeResponse {
+        var validator = FieldValidator()
+        let userID = validator.userID(request.userID, field: "user_id")
+        if !PKCE.isChallenge(request.codeChallenge) {
+            validator.fail(
+                "code_challenge",
+                request.codeChallenge.isEmpty ? "required" : "invalid_value",
+                "code_challenge must be the base64url SHA-256 of the verifier (43 characters)."
+            )
+        }
+        try validator.check()
+        guard let userID, try await store.user(id: userID) != nil else {
+            throw IdentityError(.userNotFound, "No user has this id.")
+        }
+        let now = clock.microsecondNow()
+        let code = PKCE.randomToken()
+        try await oauthStore.grant(
+            OAuthGrant(userID: userID, provider: nil, codeChallenge: request.codeChallenge, created: false),
+            code: code,
+            expiresAt: now.addingTimeInterval(configuration.oauth.codeLifetime.timeInterval),
+            now: now
+        )
+        return Auth_Identity_V1_IssueSignInCodeResponse(code: code)
     }
 
     /// Apple's form_post `user` on the first consent: `{"name":{"firstName","lastName"},"email"}`.
@@ -257,40 +289,6 @@ extension IdentityService {
         case .apple: .apple
         case .google: .google
         case .facebook: .facebook
-        }
-    }
-}
-
-/// PKCE (RFC 7636) and the flow's random values.
-enum PKCE {
-    /// 32 random bytes, base64url: a state, nonce, verifier or one-time code (256 bits).
-    static func randomToken() -> String {
-        Base64URL.encode(SecureRandom.bytes(count: 32))
-    }
-
-    /// `S256`: base64url(SHA-256(verifier)).
-    static func challenge(of verifier: String) -> String {
-        Base64URL.encode(SHA256.hash(verifier))
-    }
-
-    /// RFC 7636 §4.1: 43-128 characters of `[A-Za-z0-9-._~]`.
-    static func isVerifier(_ text: String) -> Bool {
-        (43...128).contains(text.utf8.count) && text.utf8.allSatisfy(isUnreserved)
-    }
-
-    /// An S256 challenge: 43 characters of base64url.
-    static func isChallenge(_ text: String) -> Bool {
-        text.utf8.count == 43
-            && text.utf8.allSatisfy { isUnreserved($0) && $0 != UInt8(ascii: ".") && $0 != UInt8(ascii: "~") }
-    }
-
-    private static func isUnreserved(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
-            UInt8(ascii: "~"):
-            true
-        default: false
         }
     }
 }

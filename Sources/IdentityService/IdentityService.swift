@@ -45,6 +45,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             "0001_create_identity_schema.sql": PackageResources._001_create_identity_schema_sql,
             "0002_consecutive_password_failures.sql": PackageResources._002_consecutive_password_failures_sql,
             "0003_oauth_flows.sql": PackageResources._003_oauth_flows_sql,
+            "0004_email_link_codes.sql": PackageResources._004_email_link_codes_sql,
         ])
     }
 
@@ -187,7 +188,8 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             deleteUser: .only([CallerName.gateway, CallerName.authctl]),
             listAuditEvents: .only([CallerName.authctl]),
             unlockPassword: .only([CallerName.authctl]),
-            getSignInMethods: .only([CallerName.gateway])
+            getSignInMethods: .only([CallerName.gateway]),
+            issueSignInCode: .only([CallerName.gateway])
         )
     }
 

@@ -71,14 +71,9 @@ public struct OAuthConfiguration: Sendable {
         publicURL.map { "\($0)/v1/oauth/\(provider.rawValue)/callback" }
     }
 
-    /// Whether `redirectTo` is on the allow-list: equal to an entry once its query is removed
-    /// (the query is the app's own and is kept). No fragment; no user info.
+    /// Whether `redirectTo` is on the allow-list (``RedirectAllowList/allows(_:)``).
     func allows(redirectTo: String) -> Bool {
-        guard !redirectTo.isEmpty, redirectTo.utf8.count <= 2048, !redirectTo.contains("#"),
-            redirectTo.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
-        else { return false }
-        let withoutQuery = redirectTo.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]
-        return redirectURLs.contains(String(withoutQuery))
+        RedirectAllowList(urls: redirectURLs).allows(redirectTo)
     }
 
     static let facebookDefaults = (
@@ -110,22 +105,7 @@ public struct OAuthConfiguration: Sendable {
             default: providerTimeout,
             in: 100...60_000
         )
-        if let text = reader.string("AUTH_OAUTH_REDIRECT_URLS") {
-            let items = text.split(separator: ",").map { String($0.trimmingWhitespace()) }.filter { !$0.isEmpty }
-            for item in items {
-                guard let url = URL(string: item), let scheme = url.scheme, !scheme.isEmpty, url.query == nil,
-                    url.fragment == nil, !item.contains("*"),
-                    item.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
-                else {
-                    throw ConfigurationError(
-                        variable: "AUTH_OAUTH_REDIRECT_URLS",
-                        problem:
-                            "must be a comma-separated list of absolute URLs without query, fragment or wildcard (\(item))"
-                    )
-                }
-            }
-            redirectURLs = items
-        }
+        redirectURLs = try RedirectAllowList(reader: reader).urls
         for provider in IdentityProvider.allCases {
             let prefix = "AUTH_OAUTH_\(provider.rawValue.uppercased())_"
             let set = reader.variables.keys.filter { $0.hasPrefix(prefix) && reader.string($0) != nil }

@@ -21,7 +21,8 @@ struct OAuthFlow: Sendable, Equatable {
 /// What the app's one-time code stands for (`oauth_codes`).
 struct OAuthGrant: Sendable, Equatable {
     var userID: UUID
-    var provider: IdentityProvider
+    /// nil: an emailed link that was followed (IssueSignInCode; stored as `email_link`).
+    var provider: IdentityProvider?
     var codeChallenge: String
     var created: Bool
 }
@@ -83,7 +84,7 @@ struct OAuthStore: Sendable {
                 DELETE FROM \(schema).oauth_codes WHERE expires_at < \(now)
             )
             INSERT INTO \(schema).oauth_codes (code_hash, user_id, provider, code_challenge, created, expires_at)
-            VALUES (\(SHA256.hash(code)), \(grant.userID), \(grant.provider.rawValue)::text,
+            VALUES (\(SHA256.hash(code)), \(grant.userID), \(grant.provider?.rawValue ?? "email_link")::text,
                 \(grant.codeChallenge)::text, \(grant.created), \(expiresAt))
             """
         )
@@ -97,12 +98,12 @@ struct OAuthStore: Sendable {
             RETURNING user_id, provider, code_challenge, created, expires_at
             """
         )
-        guard let row = rows.first, try row[4].date > now,
-            let provider = IdentityProvider(rawValue: try row[1].string)
-        else { return nil }
+        guard let row = rows.first, try row[4].date > now else { return nil }
+        let provider = try row[1].string
+        guard provider == "email_link" || IdentityProvider(rawValue: provider) != nil else { return nil }
         return OAuthGrant(
             userID: try row[0].uuid,
-            provider: provider,
+            provider: IdentityProvider(rawValue: provider),
             codeChallenge: try row[2].string,
             created: try row[3].bool
         )

@@ -20,6 +20,8 @@ public struct OutgoingMessage: Sendable {
     public var expiresAt: Date
     /// The rendered text (and subject, for email).
     public var text: RenderedMessage
+    /// The link the email carries besides the code (``LinkToken``), nil when none.
+    public var link: String? = nil
 }
 
 /// What a provider says when it accepted a message.

@@ -14,6 +14,8 @@ public enum MessageTemplates {
         var sms: @Sendable (_ code: String, _ app: String) -> String
         var subject: @Sendable (_ app: String) -> String
         var email: @Sendable (_ code: String, _ app: String, _ minutes: Int) -> String
+        /// The line that offers the link (after the code's paragraph).
+        var link: @Sendable (_ link: String) -> String
     }
 
     static let templates: [String: Template] = [
@@ -23,7 +25,8 @@ public enum MessageTemplates {
             email: { code, app, minutes in
                 "Your \(app) verification code is \(code).\n\nIt expires in \(minutes) minutes. "
                     + "If you did not ask for it, you can ignore this email."
-            }
+            },
+            link: { link in "Or confirm by opening this link: \(link)" }
         ),
         "es": Template(
             sms: { code, app in "\(code) es tu código de verificación de \(app)" },
@@ -31,7 +34,8 @@ public enum MessageTemplates {
             email: { code, app, minutes in
                 "Tu código de verificación de \(app) es \(code).\n\nCaduca en \(minutes) minutos. "
                     + "Si no lo pediste, puedes ignorar este correo."
-            }
+            },
+            link: { link in "O confirma abriendo este enlace: \(link)" }
         ),
         "hi": Template(
             sms: { code, app in "\(code) आपका \(app) सत्यापन कोड है" },
@@ -39,7 +43,8 @@ public enum MessageTemplates {
             email: { code, app, minutes in
                 "आपका \(app) सत्यापन कोड \(code) है।\n\nयह \(minutes) मिनट में समाप्त हो जाएगा। "
                     + "यदि आपने इसका अनुरोध नहीं किया है, तो इस ईमेल को अनदेखा करें।"
-            }
+            },
+            link: { link in "या इस लिंक को खोलकर पुष्टि करें: \(link)" }
         ),
     ]
 
@@ -120,14 +125,16 @@ public enum MessageTemplates {
     public static var languages: [String] { templates.keys.sorted() }
 
     /// Renders the message for `channel` in `locale`'s language (its part before `-`), English
-    /// when there is no template for it.
+    /// when there is no template for it. An email's `link` (a sign-up's confirmation link) is a
+    /// last paragraph.
     public static func render(
         channel: Channel,
         code: String,
         locale: String,
         appName: String,
         smsDomain: String?,
-        codeLifetimeMinutes: Int
+        codeLifetimeMinutes: Int,
+        link: String? = nil
     ) -> RenderedMessage {
         let language = String(locale.split(separator: "-").first ?? "en").lowercased()
         let template = templates[language] ?? templates["en"]!
@@ -137,10 +144,9 @@ public enum MessageTemplates {
             if let smsDomain { body += "\n\n@\(smsDomain) #\(code)" }
             return RenderedMessage(subject: nil, body: body)
         case .email:
-            return RenderedMessage(
-                subject: template.subject(appName),
-                body: template.email(code, appName, codeLifetimeMinutes)
-            )
+            var body = template.email(code, appName, codeLifetimeMinutes)
+            if let link { body += "\n\n" + template.link(link) }
+            return RenderedMessage(subject: template.subject(appName), body: body)
         }
     }
 }

@@ -260,6 +260,7 @@ public final class OTPDispatcher: Service, Sendable {
         guard !chain.isEmpty else { return }
         let index = min(message.providerIndex, chain.count - 1)
         let provider = chain[index]
+        let link = LinkToken.link(base: message.linkBase, verificationID: message.verificationID, code: message.code)
         let text =
             MessageTemplates.renderNotice(
                 message.purpose,
@@ -273,7 +274,8 @@ public final class OTPDispatcher: Service, Sendable {
                 locale: message.locale,
                 appName: configuration.appName,
                 smsDomain: configuration.smsDomain,
-                codeLifetimeMinutes: Int(configuration.codeLifetime.components.seconds / 60)
+                codeLifetimeMinutes: Int(configuration.codeLifetime.components.seconds / 60),
+                link: link
             )
         let outgoing = OutgoingMessage(
             id: message.id,
@@ -285,7 +287,8 @@ public final class OTPDispatcher: Service, Sendable {
             locale: message.locale,
             createdAt: message.createdAt,
             expiresAt: message.createdAt.addingTimeInterval(configuration.codeLifetime.timeInterval),
-            text: text
+            text: text,
+            link: link
         )
         let result: Result<ProviderReceipt, ProviderError>
         do {

@@ -41,6 +41,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             "0005_contact_change_and_notices.sql": PackageResources._005_contact_change_and_notices_sql,
             "0006_check_by_destination_and_signup_notice.sql":
                 PackageResources._006_check_by_destination_and_signup_notice_sql,
+            "0007_confirmation_links.sql": PackageResources._007_confirmation_links_sql,
         ])
     }
 
@@ -203,6 +204,18 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         let ip = validator.clientIP(request.clientIP, context: context)
         if request.subject.utf8.count > 128 { validator.fail("subject", "too_long", "At most 128 bytes.") }
         let subject = request.subject
+        let linkBase = request.linkBase
+        if !linkBase.isEmpty {
+            if !LinkToken.isAcceptableBase(linkBase) {
+                validator.fail(
+                    "link_base",
+                    "invalid_value",
+                    "An http or https URL of printable ASCII, at most 1024 bytes."
+                )
+            } else if destination?.channel == .sms {
+                validator.fail("link_base", "invalid_value", "Only an email carries a link.")
+            }
+        }
         guard validator.isValid, let destination, let purpose else {
             throw OTPError(invalid: validator)
         }
@@ -293,7 +306,8 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 expiresAt: expiresAt,
                 claim: reservation,
                 decoy: decoy,
-                subject: subject
+                subject: subject,
+                linkBase: linkBase
             )
             return decision
         }
@@ -316,7 +330,8 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                         locale: locale,
                         createdAt: now,
                         providerIndex: 0,
-                        attempts: 1
+                        attempts: 1,
+                        linkBase: linkBase
                     )
                 )
             }
@@ -412,6 +427,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                     code: code,
                     purpose: row.purpose,
                     locale: row.locale,
+                    linkBase: row.linkBase,
                     now: now
                 )
             }
@@ -459,7 +475,17 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         // By id, or (the Supabase door) by the destination's newest pending verification.
         var id: UUID?
         var byDestination: Destination?
-        if request.destination.isEmpty {
+        var presented = request.code.trimmingWhitespace()
+        if !request.linkToken.isEmpty {
+            // A link's token names its verification and carries its code.
+            guard request.verificationID.isEmpty, request.destination.isEmpty, request.code.isEmpty else {
+                validator.fail("link_token", "invalid_value", "Give link_token alone, without id, destination or code.")
+                throw OTPError(invalid: validator)
+            }
+            guard let token = LinkToken(request.linkToken) else { throw Self.notFound() }
+            id = token.verificationID
+            presented = token.code
+        } else if request.destination.isEmpty {
             id = validator.uuid(request.verificationID, field: "verification_id", name: "a verification id")
         } else if !request.verificationID.isEmpty {
             validator.fail("destination", "invalid_value", "Give verification_id or destination, not both.")
@@ -469,7 +495,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 validator.fail("accepted_purposes", "required", "Required with destination.")
             }
         }
-        if request.code.isEmpty {
+        if presented.isEmpty {
             validator.fail("code", "required", "The code is required.")
         } else if request.code.utf8.count > 32 {
             validator.fail("code", "too_long", "At most 32 bytes.")
@@ -493,7 +519,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         let acceptedPurposes = accepted
         let verificationID = id
         let lookedUp = byDestination
-        let presented = request.code.trimmingWhitespace()
+        let code = presented
         let now = clock.microsecondNow()
         let configuration = self.configuration
         let store = self.store
@@ -525,7 +551,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
                 return .refused(refusal)
             }
             if let refusal = CheckDecision.refusal(row, now: now) { return .refused(refusal) }
-            if codes.matches(row.codeMAC, verificationID: id, code: presented) {
+            if codes.matches(row.codeMAC, verificationID: id, code: code) {
                 let countsForPumping = !row.testDestination && row.destination.channel == .sms
                 try store.markVerifiedAndCommit(
                     connection,

@@ -24,6 +24,8 @@ struct VerificationRow: Sendable {
     var decoy: Bool
     /// What the caller bound it to (StartRequest.subject), "" when nothing.
     var subject: String
+    /// StartRequest.link_base, "" when its messages carry no link.
+    var linkBase: String = ""
 }
 
 /// A message claimed by a dispatcher worker.
@@ -39,6 +41,8 @@ struct ClaimedMessage: Sendable {
     var createdAt: Date
     var providerIndex: Int
     var attempts: Int
+    /// The base of the message's link (``LinkToken``), "" for none.
+    var linkBase: String = ""
 }
 
 /// A verification as GetDeliveryStatus shows it.
@@ -346,7 +350,8 @@ struct OTPStore: Sendable {
         expiresAt: Date,
         claim: OutboxHandoff.Reservation?,
         decoy: Bool = false,
-        subject: String = ""
+        subject: String = "",
+        linkBase: String = ""
     ) throws {
         // Two texts, each prepared once: claimed (`sending`, leased, counted as one attempt) and
         // announced (`queued`, NOTIFY).
@@ -364,9 +369,10 @@ struct OTPStore: Sendable {
             """
             WITH verification AS (
                 INSERT INTO \(t.verifications) (id, channel, destination, calling_code, purpose, locale, client_ip, code_mac,
-                    created_at, expires_at, last_sent_at, decoy, subject)
+                    created_at, expires_at, last_sent_at, decoy, subject, link_base)
                 VALUES (\(id), \(destination.channel.rawValue), \(destination.normalized), \(destination.callingCode),
-                    \(purpose.rawValue), \(locale), \(clientIP), \(codeMAC), \(now), \(expiresAt), \(now), \(decoy), \(subject))
+                    \(purpose.rawValue), \(locale), \(clientIP), \(codeMAC), \(now), \(expiresAt), \(now), \(decoy), \(subject),
+                    \(linkBase))
                 RETURNING id
             ), events AS (
                 INSERT INTO \(t.limitEvents) (kind, key, occurred_at)
@@ -375,9 +381,10 @@ struct OTPStore: Sendable {
                 WHERE e.key <> ''
             ), message AS (
                 INSERT INTO \(t.messages) (id, verification_id, channel, destination, calling_code, code, purpose, locale,
-                    created_at, next_attempt_at, updated_at\(claimColumns))
+                    created_at, next_attempt_at, updated_at, link_base\(claimColumns))
                 SELECT \(messageID), verification.id, \(destination.channel.rawValue), \(destination.normalized),
-                    \(destination.callingCode), \(code), \(purpose.rawValue), \(locale), \(now), \(now), \(now)\(claimValues)
+                    \(destination.callingCode), \(code), \(purpose.rawValue), \(locale), \(now), \(now), \(now),
+                    \(linkBase)\(claimValues)
                 FROM verification
                 WHERE NOT \(decoy)
             ), pumping AS (
@@ -486,7 +493,7 @@ struct OTPStore: Sendable {
     private static func verificationColumns(_ t: Tables) -> PostgresStatement {
         """
         SELECT id, channel, destination, purpose, locale, code_mac, created_at, expires_at, last_sent_at, resends,
-            status, test_destination, decoy, subject
+            status, test_destination, decoy, subject, link_base
         FROM \(t.verifications)
         """
     }
@@ -510,7 +517,8 @@ struct OTPStore: Sendable {
             status: try row[10].string,
             testDestination: try row[11].bool,
             decoy: try row[12].bool,
-            subject: try row[13].string
+            subject: try row[13].string,
+            linkBase: try row[14].string
         )
     }
 
@@ -563,14 +571,15 @@ struct OTPStore: Sendable {
         code: String,
         purpose: Purpose,
         locale: String,
+        linkBase: String,
         now: Date
     ) throws {
         try connection.execute(
             """
             INSERT INTO \(t.messages) (id, verification_id, channel, destination, calling_code, code, purpose, locale,
-                created_at, next_attempt_at, updated_at)
+                created_at, next_attempt_at, updated_at, link_base)
             VALUES (\(CodeMAC.newID()), \(verificationID), \(destination.channel.rawValue), \(destination.normalized),
-                \(destination.callingCode), \(code), \(purpose.rawValue), \(locale), \(now), \(now), \(now))
+                \(destination.callingCode), \(code), \(purpose.rawValue), \(locale), \(now), \(now), \(now), \(linkBase))
             """
         )
         try connection.execute("SELECT pg_notify(\(notifyChannel), '')")
@@ -604,7 +613,7 @@ struct OTPStore: Sendable {
                 attempts = m.attempts + 1, total_attempts = m.total_attempts + 1, updated_at = \(now)
             FROM due WHERE m.id = due.id
             RETURNING m.id, m.verification_id, m.channel, m.destination, m.calling_code, m.code, m.purpose, m.locale,
-                m.created_at, m.provider_index, m.attempts
+                m.created_at, m.provider_index, m.attempts, m.link_base
             """
         )
         return try rows.map { row in
@@ -619,7 +628,8 @@ struct OTPStore: Sendable {
                 locale: try row[7].string,
                 createdAt: try row[8].date,
                 providerIndex: try row[9].int,
-                attempts: try row[10].int
+                attempts: try row[10].int,
+                linkBase: try row[11].string
             )
         }
     }

@@ -91,6 +91,8 @@ public struct WebhookProvider: MessageProvider {
         var locale: String
         var created_at: String
         var expires_at: String
+        /// Only when the email carries a link.
+        var link: String?
     }
 
     /// The exact bytes POSTed: JSON with sorted keys, no insignificant whitespace.
@@ -105,7 +107,8 @@ public struct WebhookProvider: MessageProvider {
             purpose: message.purpose,
             locale: message.locale,
             created_at: message.createdAt.formatted(.iso8601),
-            expires_at: message.expiresAt.formatted(.iso8601)
+            expires_at: message.expiresAt.formatted(.iso8601),
+            link: message.link
         )
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

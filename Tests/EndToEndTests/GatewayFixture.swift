@@ -142,6 +142,8 @@ final class GatewayFixture: Sendable {
                                     "AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE": "1000000",
                                     "AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR": "1000000",
                                     "AUTH_PUBLIC_URL": GatewayFixture.publicURL,
+                                    // Where the Supabase door's confirmation links send the browser.
+                                    "AUTH_OAUTH_REDIRECT_URLS": GatewayFixture.confirmedURL,
                                 ]
                             )
                         ) { $1 }
@@ -419,6 +421,8 @@ final class GatewayFixture: Sendable {
     static let password = "Correct-Horse-42"
     /// What the fixture's gateway and otp-dispatch are told for Twilio's status callbacks.
     static let publicURL = "https://auth.example.test"
+    /// The app URL the Supabase door's confirmation links may send the browser back to.
+    static let confirmedURL = "laten://auth/confirmed"
     static let twilioAuthToken = "e2e-twilio-token"
 
     /// Signs in by a code sent to `phone` or `email` (`purpose` auto): the session body.

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import AuthCrypto
 import AuthDevProvider
 import AuthProtobuf
+import AuthRPC
 import AuthTestSupport
 import Foundation
 import Testing
@@ -221,9 +222,67 @@ import Testing
         #expect(OAuthRedirect(to: "laten://cb", appState: "").url(["linked": "google"]) == "laten://cb?linked=google")
         #expect(OAuthRedirect.isToken("user_cancelled_authorize"))
         #expect(!OAuthRedirect.isToken("<script>"))
-        #expect(PKCE.isVerifier(String(repeating: "a", count: 43)))
-        #expect(!PKCE.isVerifier(String(repeating: "a", count: 42)))
-        #expect(!PKCE.isVerifier(String(repeating: "a", count: 42) + "+"))
-        #expect(PKCE.isChallenge(PKCE.challenge(of: PKCE.randomToken())))
+    }
+}
+
+/// IssueSignInCode: the code a followed confirmation link ends in for a PKCE client, redeemed
+/// by ExchangeOAuthCode once, with the verifier, within five minutes.
+@Suite struct IssueSignInCodeTests {
+    @Test func theCodeIsExchangedOnceWithItsVerifier() async throws {
+        try await withIdentityService(clock: ManualClock(Date())) { fixture in
+            let user = try await fixture.signUp(email: "linked@example.com")
+            let pkce = OAuthFlowTests.pkce()
+            let issued = try await fixture.client.issueSignInCode(
+                Auth_Identity_V1_IssueSignInCodeRequest(userID: user.id, codeChallenge: pkce.challenge)
+            )
+            await expectRPCError(.invalidArgument, "invalid_grant") {
+                try await fixture.client.exchangeOAuthCode(
+                    Auth_Identity_V1_ExchangeOAuthCodeRequest(
+                        code: issued.code,
+                        codeVerifier: OAuthFlowTests.pkce().verifier
+                    )
+                )
+            }
+            let again = try await fixture.client.issueSignInCode(
+                Auth_Identity_V1_IssueSignInCodeRequest(userID: user.id, codeChallenge: pkce.challenge)
+            )
+            fixture.clock.advance(seconds: 299)
+            let exchanged = try await fixture.client.exchangeOAuthCode(
+                Auth_Identity_V1_ExchangeOAuthCodeRequest(code: again.code, codeVerifier: pkce.verifier)
+            )
+            #expect(exchanged.user?.id == user.id)
+            #expect(exchanged.emailLink)
+            #expect(exchanged.provider == .unspecified)
+            #expect(!exchanged.created)
+            let late = try await fixture.client.issueSignInCode(
+                Auth_Identity_V1_IssueSignInCodeRequest(userID: user.id, codeChallenge: pkce.challenge)
+            )
+            fixture.clock.advance(seconds: 300)
+            await expectRPCError(.invalidArgument, "invalid_grant") {
+                try await fixture.client.exchangeOAuthCode(
+                    Auth_Identity_V1_ExchangeOAuthCodeRequest(code: late.code, codeVerifier: pkce.verifier)
+                )
+            }
+        }
+    }
+
+    @Test func anUnknownUserOrABadChallengeIsRefused() async throws {
+        try await withIdentityService { fixture in
+            await expectRPCError(.notFound, "user_not_found") {
+                try await fixture.client.issueSignInCode(
+                    Auth_Identity_V1_IssueSignInCodeRequest(
+                        userID: UUID().uuidString,
+                        codeChallenge: OAuthFlowTests.pkce().challenge
+                    )
+                )
+            }
+            let user = try await fixture.signUp(email: "challenge@example.com")
+            let error = await #expect(throws: RPCError.self) {
+                try await fixture.client.issueSignInCode(
+                    Auth_Identity_V1_IssueSignInCodeRequest(userID: user.id, codeChallenge: "short")
+                )
+            }
+            #expect(error?.fieldViolations.map(\.field) == ["code_challenge"])
+        }
     }
 }

@@ -117,6 +117,8 @@ SUPABASE_ROUTES = {
         "404": ["flow_state_not_found"], "429": ["over_request_rate_limit"]}),
     ("post", "/auth/v1/otp"): dict(success="200", errors={
         "422": ["otp_disabled"], "429": ["over_sms_send_rate_limit", "over_email_send_rate_limit"]}),
+    ("get", "/auth/v1/verify"): dict(success="303", errors={
+        "400": ["validation_failed"], "429": ["over_request_rate_limit"]}),
     ("post", "/auth/v1/verify"): dict(success="200", errors={"403": ["otp_expired"], "429": ["over_request_rate_limit"]}),
     ("post", "/auth/v1/resend"): dict(success="200", errors={"400": ["validation_failed"]}),
     ("post", "/auth/v1/recover"): dict(success="200", errors={"400": ["validation_failed"]}),

@@ -15,6 +15,8 @@ saw; any difference from what Supabase answers raises (exit 1).
     python journeys.py rate-limit <base URL> <email>
     python journeys.py recover-send <base URL> <email of an account>
     python journeys.py recover-verify <base URL> <email> <its recovery code> <its password>
+    python journeys.py link-signup <base URL> <new email> <redirect_to> <implicit|pkce>
+    python journeys.py link-session <base URL> <the link's redirect (Location)> <email> [<verifier>]
 
 The code journeys come in two steps because the codes reach the test's webhook receiver, not
 this script: the test runs `codes-send`, reads the codes, then runs `codes-verify`.
@@ -297,8 +299,42 @@ def recover_verify(base, email, code, old_password):
     print(json.dumps(seen, sort_keys=True))
 
 
+def link_signup(base, email, redirect_to, flow_type):
+    """signUp with emailRedirectTo: the email then carries a confirmation link (the test reads
+    it from the webhook). With PKCE, the verifier the client kept for the exchange."""
+    auth = client(base, flow_type=flow_type)
+    signed_up = auth.sign_up(
+        {"email": email, "password": "Link-Password-8", "options": {"email_redirect_to": redirect_to}}
+    )
+    assert signed_up.session is None and signed_up.user.email == email
+    verifier = auth._storage.get_item(f"{auth._storage_key}-code-verifier") or ""
+    assert (verifier != "") == (flow_type == "pkce"), verifier
+    print(json.dumps({"verifier": verifier}))
+
+
+def link_session(base, location, email, verifier=""):
+    """Where the followed link sent the browser, read as the client reads it: the session in
+    the fragment (implicit), or a code exchangeCodeForSession redeems (PKCE)."""
+    if verifier:
+        auth = client(base, flow_type="pkce")
+        code = __import__("urllib.parse").parse.parse_qs(__import__("urllib.parse").parse.urlparse(location).query)
+        exchanged = auth.exchange_code_for_session({"auth_code": code["code"][0], "code_verifier": verifier})
+        session = exchanged.session
+    else:
+        session, redirect_type = client(base)._get_session_from_url(location)
+        assert redirect_type == "signup", redirect_type
+    assert session is not None and session.user.email == email
+    assert session.user.email_confirmed_at is not None
+    # Confirmed: the password signs in now.
+    signed_in = client(base).sign_in_with_password({"email": email, "password": "Link-Password-8"})
+    assert signed_in.session is not None
+    print(json.dumps({"confirmed": True, "user_id": session.user.id}))
+
+
 def main():
     commands = {
+        "link-signup": link_signup,
+        "link-session": link_session,
         "codes-send": codes_send,
         "codes-verify": codes_verify,
         "id-token": id_token,

@@ -33,7 +33,8 @@ public enum Auth_Identity_V1_Identity {
         public static let listAuditEvents = MethodDescriptor(service: "auth.identity.v1.Identity", method: "ListAuditEvents")
         public static let unlockPassword = MethodDescriptor(service: "auth.identity.v1.Identity", method: "UnlockPassword")
         public static let getSignInMethods = MethodDescriptor(service: "auth.identity.v1.Identity", method: "GetSignInMethods")
-        public static let all: [MethodDescriptor] = [getUser, getUserByPhone, listIdentities, linkProvider, unlinkProvider, getUserByEmail, contactExists, findOrCreateByContact, signUp, signInWithPassword, signInWithIDToken, startOAuth, finishOAuth, exchangeOAuthCode, changeContact, updateProfile, resetPassword, changePassword, validatePassword, deleteUser, listAuditEvents, unlockPassword, getSignInMethods]
+        public static let issueSignInCode = MethodDescriptor(service: "auth.identity.v1.Identity", method: "IssueSignInCode")
+        public static let all: [MethodDescriptor] = [getUser, getUserByPhone, listIdentities, linkProvider, unlinkProvider, getUserByEmail, contactExists, findOrCreateByContact, signUp, signInWithPassword, signInWithIDToken, startOAuth, finishOAuth, exchangeOAuthCode, changeContact, updateProfile, resetPassword, changePassword, validatePassword, deleteUser, listAuditEvents, unlockPassword, getSignInMethods, issueSignInCode]
     }
 
     /// The reasons this service's errors carry (`RPCStatus.reason`), from `auth.identity.v1.IdentityReason`.
@@ -125,6 +126,7 @@ public enum Auth_Identity_V1_Identity {
         public var listAuditEvents: AllowedCallers
         public var unlockPassword: AllowedCallers
         public var getSignInMethods: AllowedCallers
+        public var issueSignInCode: AllowedCallers
 
         public init(
             getUser: AllowedCallers,
@@ -149,7 +151,8 @@ public enum Auth_Identity_V1_Identity {
             deleteUser: AllowedCallers,
             listAuditEvents: AllowedCallers,
             unlockPassword: AllowedCallers,
-            getSignInMethods: AllowedCallers
+            getSignInMethods: AllowedCallers,
+            issueSignInCode: AllowedCallers
         ) {
             self.getUser = getUser
             self.getUserByPhone = getUserByPhone
@@ -174,6 +177,7 @@ public enum Auth_Identity_V1_Identity {
             self.listAuditEvents = listAuditEvents
             self.unlockPassword = unlockPassword
             self.getSignInMethods = getSignInMethods
+            self.issueSignInCode = issueSignInCode
         }
     }
 
@@ -312,6 +316,12 @@ public enum Auth_Identity_V1_Identity {
             request: Auth_Identity_V1_GetSignInMethodsRequest,
             context: ServerContext
         ) async throws -> Auth_Identity_V1_GetSignInMethodsResponse
+
+        /// The gateway: a one-time code for a user whose emailed link was followed (PKCE).
+        func issueSignInCode(
+            request: Auth_Identity_V1_IssueSignInCodeRequest,
+            context: ServerContext
+        ) async throws -> Auth_Identity_V1_IssueSignInCodeResponse
     }
 
     public struct Client: Sendable {
@@ -496,6 +506,14 @@ public enum Auth_Identity_V1_Identity {
         ) async throws -> Auth_Identity_V1_GetSignInMethodsResponse {
             try await self.rpc.unary(Method.getSignInMethods, request: request, options: options)
         }
+
+        /// The gateway: a one-time code for a user whose emailed link was followed (PKCE).
+        public func issueSignInCode(
+            _ request: Auth_Identity_V1_IssueSignInCodeRequest,
+            options: CallOptions = CallOptions()
+        ) async throws -> Auth_Identity_V1_IssueSignInCodeResponse {
+            try await self.rpc.unary(Method.issueSignInCode, request: request, options: options)
+        }
     }
 }
 
@@ -593,6 +611,10 @@ extension Auth_Identity_V1_Identity.ServiceProtocol {
         router.register(Auth_Identity_V1_Identity.Method.getSignInMethods, allowedCallers: allowed.getSignInMethods) {
             (request: Auth_Identity_V1_GetSignInMethodsRequest, context: ServerContext) in
             try await self.getSignInMethods(request: request, context: context)
+        }
+        router.register(Auth_Identity_V1_Identity.Method.issueSignInCode, allowedCallers: allowed.issueSignInCode) {
+            (request: Auth_Identity_V1_IssueSignInCodeRequest, context: ServerContext) in
+            try await self.issueSignInCode(request: request, context: context)
         }
     }
 }

@@ -2540,18 +2540,23 @@ public struct Auth_Identity_V1_ExchangeOAuthCodeResponse: ProtobufCMessage {
 
     public var user: Auth_Identity_V1_User? = nil
     public var created: Bool = false
+    /// PROVIDER_UNSPECIFIED for a code IssueSignInCode gave (`email_link`).
     public var provider: Auth_Identity_V1_Provider = .unspecified
+    /// The code stands for an emailed link that was followed (IssueSignInCode), not a provider.
+    public var emailLink: Bool = false
 
     public init() {}
 
     public init(
         user: Auth_Identity_V1_User? = nil,
         created: Bool = false,
-        provider: Auth_Identity_V1_Provider = .unspecified
+        provider: Auth_Identity_V1_Provider = .unspecified,
+        emailLink: Bool = false
     ) {
         self.user = user
         self.created = created
         self.provider = provider
+        self.emailLink = emailLink
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -2598,7 +2603,8 @@ extension Auth_Identity_V1_ExchangeOAuthCodeResponse: ProtobufCBridged {
         self.init(
             user: try _protobufCOptionalMessage(c.pointee.user, as: Auth_Identity_V1_User.self),
             created: c.pointee.created != 0,
-            provider: Auth_Identity_V1_Provider(rawValue: Int32(truncatingIfNeeded: c.pointee.provider.rawValue))
+            provider: Auth_Identity_V1_Provider(rawValue: Int32(truncatingIfNeeded: c.pointee.provider.rawValue)),
+            emailLink: c.pointee.email_link != 0
         )
     }
 
@@ -2608,6 +2614,147 @@ extension Auth_Identity_V1_ExchangeOAuthCodeResponse: ProtobufCBridged {
         }
         c.pointee.created = self.created ? 1 : 0
         c.pointee.provider = .init(rawValue: .init(truncatingIfNeeded: self.provider.rawValue))
+        c.pointee.email_link = self.emailLink ? 1 : 0
+    }
+}
+
+// MARK: - auth.identity.v1.IssueSignInCodeRequest
+
+/// The gateway, after an emailed confirmation link was followed by a client using PKCE
+/// (Supabase's `redirect_to?code=`): a one-time code for the user, bound to the client's S256
+/// challenge, that ExchangeOAuthCode redeems like a browser sign-in's (5 minutes, single use).
+public struct Auth_Identity_V1_IssueSignInCodeRequest: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.IssueSignInCodeRequest"
+
+    public var userID: String = ""
+    /// The client's PKCE challenge (S256: 43 base64url characters).
+    public var codeChallenge: String = ""
+
+    public init() {}
+
+    public init(userID: String = "", codeChallenge: String = "") {
+        self.userID = userID
+        self.codeChallenge = codeChallenge
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_IssueSignInCodeRequest: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__IssueSignInCodeRequest
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__issue_sign_in_code_request__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__issue_sign_in_code_request__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__issue_sign_in_code_request__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__issue_sign_in_code_request__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__issue_sign_in_code_request__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(
+            userID: try _protobufCString(c.pointee.user_id, Self.self, "user_id"),
+            codeChallenge: try _protobufCString(c.pointee.code_challenge, Self.self, "code_challenge")
+        )
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.userID.isEmpty {
+            c.pointee.user_id = try arena.cString(self.userID, Self.self, "user_id")
+        }
+        if !self.codeChallenge.isEmpty {
+            c.pointee.code_challenge = try arena.cString(self.codeChallenge, Self.self, "code_challenge")
+        }
+    }
+}
+
+// MARK: - auth.identity.v1.IssueSignInCodeResponse
+
+public struct Auth_Identity_V1_IssueSignInCodeResponse: ProtobufCMessage {
+    public static let protoMessageName = "auth.identity.v1.IssueSignInCodeResponse"
+
+    public var code: String = ""
+
+    public init() {}
+
+    public init(code: String = "") {
+        self.code = code
+    }
+
+    public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
+        self = try Self._decode(bytes)
+    }
+
+    @inlinable
+    public func withSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var result: R? = nil
+        try self._encode { result = try body($0) }
+        return result!
+    }
+
+    @usableFromInline
+    func _encode(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try self._encodeBridged(body)
+    }
+}
+
+extension Auth_Identity_V1_IssueSignInCodeResponse: ProtobufCBridged {
+    typealias _CMessage = Auth__Identity__V1__IssueSignInCodeResponse
+
+    static func _cInit(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__issue_sign_in_code_response__init(message)
+    }
+
+    static func _cUnpack(_ length: Int, _ data: UnsafePointer<UInt8>?) -> UnsafeMutablePointer<_CMessage>? {
+        auth__identity__v1__issue_sign_in_code_response__unpack(nil, length, data)
+    }
+
+    static func _cFreeUnpacked(_ message: UnsafeMutablePointer<_CMessage>) {
+        auth__identity__v1__issue_sign_in_code_response__free_unpacked(message, nil)
+    }
+
+    static func _cPackedSize(_ message: UnsafePointer<_CMessage>) -> Int {
+        auth__identity__v1__issue_sign_in_code_response__get_packed_size(message)
+    }
+
+    static func _cPack(_ message: UnsafePointer<_CMessage>, _ out: UnsafeMutablePointer<UInt8>) -> Int {
+        auth__identity__v1__issue_sign_in_code_response__pack(message, out)
+    }
+
+    init(_cMessage c: UnsafePointer<_CMessage>) throws {
+        self.init(code: try _protobufCString(c.pointee.code, Self.self, "code"))
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<_CMessage>, arena: inout ProtobufCArena) throws {
+        if !self.code.isEmpty {
+            c.pointee.code = try arena.cString(self.code, Self.self, "code")
+        }
     }
 }
 

@@ -356,6 +356,11 @@ public struct Auth_Otp_V1_StartRequest: ProtobufCMessage {
     /// What the caller binds the verification to (at most 128 bytes; the gateway: the user id of a
     /// contact change), given back by Check: a code proved for one account cannot change another's.
     public var subject: String = ""
+    /// Email only: when set, the message also carries a link, this URL followed by the
+    /// verification's link token (the gateway: `{AUTH_PUBLIC_URL}/auth/v1/verify?type=signup&
+    /// redirect_to=…&token=`). An absolute http or https URL of printable ASCII, at most 1024
+    /// bytes. A resend's message carries the link of its new code.
+    public var linkBase: String = ""
 
     public init() {}
 
@@ -365,7 +370,8 @@ public struct Auth_Otp_V1_StartRequest: ProtobufCMessage {
         locale: String = "",
         clientIP: String = "",
         decoy: Bool = false,
-        subject: String = ""
+        subject: String = "",
+        linkBase: String = ""
     ) {
         self.destination = destination
         self.purpose = purpose
@@ -373,6 +379,7 @@ public struct Auth_Otp_V1_StartRequest: ProtobufCMessage {
         self.clientIP = clientIP
         self.decoy = decoy
         self.subject = subject
+        self.linkBase = linkBase
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -422,7 +429,8 @@ extension Auth_Otp_V1_StartRequest: ProtobufCBridged {
             locale: try _protobufCString(c.pointee.locale, Self.self, "locale"),
             clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip"),
             decoy: c.pointee.decoy != 0,
-            subject: try _protobufCString(c.pointee.subject, Self.self, "subject")
+            subject: try _protobufCString(c.pointee.subject, Self.self, "subject"),
+            linkBase: try _protobufCString(c.pointee.link_base, Self.self, "link_base")
         )
     }
 
@@ -440,6 +448,9 @@ extension Auth_Otp_V1_StartRequest: ProtobufCBridged {
         c.pointee.decoy = self.decoy ? 1 : 0
         if !self.subject.isEmpty {
             c.pointee.subject = try arena.cString(self.subject, Self.self, "subject")
+        }
+        if !self.linkBase.isEmpty {
+            c.pointee.link_base = try arena.cString(self.linkBase, Self.self, "link_base")
         }
     }
 }
@@ -736,6 +747,10 @@ public struct Auth_Otp_V1_CheckRequest: ProtobufCMessage {
     /// this phone number or email among `accepted_purposes` (required then), as Supabase verifies
     /// by contact and code. NOT_FOUND verification_not_found when there is none.
     public var destination: String = ""
+    /// Instead of `verification_id` and `code` (then both empty): the link token a message's link
+    /// ends with (StartRequest.link_base), which names the verification and carries its code. A
+    /// token that does not parse is NOT_FOUND verification_not_found.
+    public var linkToken: String = ""
 
     public init() {}
 
@@ -744,13 +759,15 @@ public struct Auth_Otp_V1_CheckRequest: ProtobufCMessage {
         code: String = "",
         clientIP: String = "",
         acceptedPurposes: [Auth_Otp_V1_Purpose] = [],
-        destination: String = ""
+        destination: String = "",
+        linkToken: String = ""
     ) {
         self.verificationID = verificationID
         self.code = code
         self.clientIP = clientIP
         self.acceptedPurposes = acceptedPurposes
         self.destination = destination
+        self.linkToken = linkToken
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -799,7 +816,8 @@ extension Auth_Otp_V1_CheckRequest: ProtobufCBridged {
             code: try _protobufCString(c.pointee.code, Self.self, "code"),
             clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip"),
             acceptedPurposes: _protobufCEnums(c.pointee.accepted_purposes, count: c.pointee.n_accepted_purposes),
-            destination: try _protobufCString(c.pointee.destination, Self.self, "destination")
+            destination: try _protobufCString(c.pointee.destination, Self.self, "destination"),
+            linkToken: try _protobufCString(c.pointee.link_token, Self.self, "link_token")
         )
     }
 
@@ -819,6 +837,9 @@ extension Auth_Otp_V1_CheckRequest: ProtobufCBridged {
         }
         if !self.destination.isEmpty {
             c.pointee.destination = try arena.cString(self.destination, Self.self, "destination")
+        }
+        if !self.linkToken.isEmpty {
+            c.pointee.link_token = try arena.cString(self.linkToken, Self.self, "link_token")
         }
     }
 }

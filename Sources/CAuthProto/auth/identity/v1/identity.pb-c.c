@@ -1313,6 +1313,96 @@ void   auth__identity__v1__exchange_oauth_code_response__free_unpacked
   assert(message->base.descriptor == &auth__identity__v1__exchange_oauth_code_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   auth__identity__v1__issue_sign_in_code_request__init
+                     (Auth__Identity__V1__IssueSignInCodeRequest         *message)
+{
+  static const Auth__Identity__V1__IssueSignInCodeRequest init_value = AUTH__IDENTITY__V1__ISSUE_SIGN_IN_CODE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__issue_sign_in_code_request__get_packed_size
+                     (const Auth__Identity__V1__IssueSignInCodeRequest *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__issue_sign_in_code_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__issue_sign_in_code_request__pack
+                     (const Auth__Identity__V1__IssueSignInCodeRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__issue_sign_in_code_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__issue_sign_in_code_request__pack_to_buffer
+                     (const Auth__Identity__V1__IssueSignInCodeRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__issue_sign_in_code_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__IssueSignInCodeRequest *
+       auth__identity__v1__issue_sign_in_code_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__IssueSignInCodeRequest *)
+     protobuf_c_message_unpack (&auth__identity__v1__issue_sign_in_code_request__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__issue_sign_in_code_request__free_unpacked
+                     (Auth__Identity__V1__IssueSignInCodeRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__issue_sign_in_code_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   auth__identity__v1__issue_sign_in_code_response__init
+                     (Auth__Identity__V1__IssueSignInCodeResponse         *message)
+{
+  static const Auth__Identity__V1__IssueSignInCodeResponse init_value = AUTH__IDENTITY__V1__ISSUE_SIGN_IN_CODE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t auth__identity__v1__issue_sign_in_code_response__get_packed_size
+                     (const Auth__Identity__V1__IssueSignInCodeResponse *message)
+{
+  assert(message->base.descriptor == &auth__identity__v1__issue_sign_in_code_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t auth__identity__v1__issue_sign_in_code_response__pack
+                     (const Auth__Identity__V1__IssueSignInCodeResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &auth__identity__v1__issue_sign_in_code_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t auth__identity__v1__issue_sign_in_code_response__pack_to_buffer
+                     (const Auth__Identity__V1__IssueSignInCodeResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &auth__identity__v1__issue_sign_in_code_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Auth__Identity__V1__IssueSignInCodeResponse *
+       auth__identity__v1__issue_sign_in_code_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Auth__Identity__V1__IssueSignInCodeResponse *)
+     protobuf_c_message_unpack (&auth__identity__v1__issue_sign_in_code_response__descriptor,
+                                allocator, len, data);
+}
+void   auth__identity__v1__issue_sign_in_code_response__free_unpacked
+                     (Auth__Identity__V1__IssueSignInCodeResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &auth__identity__v1__issue_sign_in_code_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   auth__identity__v1__string_value__init
                      (Auth__Identity__V1__StringValue         *message)
 {
@@ -4096,7 +4186,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__exchange_oauth_code_request
   (ProtobufCMessageInit) auth__identity__v1__exchange_oauth_code_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__identity__v1__exchange_oauth_code_response__field_descriptors[3] =
+static const ProtobufCFieldDescriptor auth__identity__v1__exchange_oauth_code_response__field_descriptors[4] =
 {
   {
     "user",
@@ -4134,16 +4224,29 @@ static const ProtobufCFieldDescriptor auth__identity__v1__exchange_oauth_code_re
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "email_link",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ExchangeOAuthCodeResponse, email_link),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__identity__v1__exchange_oauth_code_response__field_indices_by_name[] = {
   1,   /* field[1] = created */
+  3,   /* field[3] = email_link */
   2,   /* field[2] = provider */
   0,   /* field[0] = user */
 };
 static const ProtobufCIntRange auth__identity__v1__exchange_oauth_code_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor auth__identity__v1__exchange_oauth_code_response__descriptor =
 {
@@ -4153,11 +4256,100 @@ const ProtobufCMessageDescriptor auth__identity__v1__exchange_oauth_code_respons
   "Auth__Identity__V1__ExchangeOAuthCodeResponse",
   "auth.identity.v1",
   sizeof(Auth__Identity__V1__ExchangeOAuthCodeResponse),
-  3,
+  4,
   auth__identity__v1__exchange_oauth_code_response__field_descriptors,
   auth__identity__v1__exchange_oauth_code_response__field_indices_by_name,
   1,  auth__identity__v1__exchange_oauth_code_response__number_ranges,
   (ProtobufCMessageInit) auth__identity__v1__exchange_oauth_code_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__identity__v1__issue_sign_in_code_request__field_descriptors[2] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__IssueSignInCodeRequest, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "code_challenge",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__IssueSignInCodeRequest, code_challenge),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__identity__v1__issue_sign_in_code_request__field_indices_by_name[] = {
+  1,   /* field[1] = code_challenge */
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange auth__identity__v1__issue_sign_in_code_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor auth__identity__v1__issue_sign_in_code_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.IssueSignInCodeRequest",
+  "IssueSignInCodeRequest",
+  "Auth__Identity__V1__IssueSignInCodeRequest",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__IssueSignInCodeRequest),
+  2,
+  auth__identity__v1__issue_sign_in_code_request__field_descriptors,
+  auth__identity__v1__issue_sign_in_code_request__field_indices_by_name,
+  1,  auth__identity__v1__issue_sign_in_code_request__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__issue_sign_in_code_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor auth__identity__v1__issue_sign_in_code_response__field_descriptors[1] =
+{
+  {
+    "code",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__IssueSignInCodeResponse, code),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned auth__identity__v1__issue_sign_in_code_response__field_indices_by_name[] = {
+  0,   /* field[0] = code */
+};
+static const ProtobufCIntRange auth__identity__v1__issue_sign_in_code_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor auth__identity__v1__issue_sign_in_code_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "auth.identity.v1.IssueSignInCodeResponse",
+  "IssueSignInCodeResponse",
+  "Auth__Identity__V1__IssueSignInCodeResponse",
+  "auth.identity.v1",
+  sizeof(Auth__Identity__V1__IssueSignInCodeResponse),
+  1,
+  auth__identity__v1__issue_sign_in_code_response__field_descriptors,
+  auth__identity__v1__issue_sign_in_code_response__field_indices_by_name,
+  1,  auth__identity__v1__issue_sign_in_code_response__number_ranges,
+  (ProtobufCMessageInit) auth__identity__v1__issue_sign_in_code_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor auth__identity__v1__string_value__field_descriptors[1] =
@@ -5166,7 +5358,7 @@ const ProtobufCEnumDescriptor auth__identity__v1__identity_reason__descriptor =
   auth__identity__v1__identity_reason__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_descriptors[23] =
+static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_descriptors[24] =
 {
   { "GetUser", &auth__identity__v1__get_user_request__descriptor, &auth__identity__v1__get_user_response__descriptor },
   { "GetUserByPhone", &auth__identity__v1__get_user_by_phone_request__descriptor, &auth__identity__v1__get_user_response__descriptor },
@@ -5191,6 +5383,7 @@ static const ProtobufCMethodDescriptor auth__identity__v1__identity__method_desc
   { "ListAuditEvents", &auth__identity__v1__list_audit_events_request__descriptor, &auth__identity__v1__list_audit_events_response__descriptor },
   { "UnlockPassword", &auth__identity__v1__unlock_password_request__descriptor, &auth__identity__v1__unlock_password_response__descriptor },
   { "GetSignInMethods", &auth__identity__v1__get_sign_in_methods_request__descriptor, &auth__identity__v1__get_sign_in_methods_response__descriptor },
+  { "IssueSignInCode", &auth__identity__v1__issue_sign_in_code_request__descriptor, &auth__identity__v1__issue_sign_in_code_response__descriptor },
 };
 const unsigned auth__identity__v1__identity__method_indices_by_name[] = {
   14,        /* ChangeContact */
@@ -5204,6 +5397,7 @@ const unsigned auth__identity__v1__identity__method_indices_by_name[] = {
   0,        /* GetUser */
   5,        /* GetUserByEmail */
   1,        /* GetUserByPhone */
+  23,        /* IssueSignInCode */
   3,        /* LinkProvider */
   20,        /* ListAuditEvents */
   2,        /* ListIdentities */
@@ -5224,7 +5418,7 @@ const ProtobufCServiceDescriptor auth__identity__v1__identity__descriptor =
   "Identity",
   "Auth__Identity__V1__Identity",
   "auth.identity.v1",
-  23,
+  24,
   auth__identity__v1__identity__method_descriptors,
   auth__identity__v1__identity__method_indices_by_name
 };
@@ -5411,6 +5605,14 @@ void auth__identity__v1__identity__get_sign_in_methods(ProtobufCService *service
 {
   assert(service->descriptor == &auth__identity__v1__identity__descriptor);
   service->invoke(service, 22, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void auth__identity__v1__identity__issue_sign_in_code(ProtobufCService *service,
+                                                      const Auth__Identity__V1__IssueSignInCodeRequest *input,
+                                                      Auth__Identity__V1__IssueSignInCodeResponse_Closure closure,
+                                                      void *closure_data)
+{
+  assert(service->descriptor == &auth__identity__v1__identity__descriptor);
+  service->invoke(service, 23, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void auth__identity__v1__identity__init (Auth__Identity__V1__Identity_Service *service,
                                          Auth__Identity__V1__Identity_ServiceDestroy destroy)

@@ -818,7 +818,7 @@ void   auth__otp__v1__form_parameter__free_unpacked
   assert(message->base.descriptor == &auth__otp__v1__form_parameter__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor auth__otp__v1__start_request__field_descriptors[6] =
+static const ProtobufCFieldDescriptor auth__otp__v1__start_request__field_descriptors[7] =
 {
   {
     "destination",
@@ -892,11 +892,24 @@ static const ProtobufCFieldDescriptor auth__otp__v1__start_request__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "link_base",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__StartRequest, link_base),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__otp__v1__start_request__field_indices_by_name[] = {
   3,   /* field[3] = client_ip */
   4,   /* field[4] = decoy */
   0,   /* field[0] = destination */
+  6,   /* field[6] = link_base */
   2,   /* field[2] = locale */
   1,   /* field[1] = purpose */
   5,   /* field[5] = subject */
@@ -904,7 +917,7 @@ static const unsigned auth__otp__v1__start_request__field_indices_by_name[] = {
 static const ProtobufCIntRange auth__otp__v1__start_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor auth__otp__v1__start_request__descriptor =
 {
@@ -914,7 +927,7 @@ const ProtobufCMessageDescriptor auth__otp__v1__start_request__descriptor =
   "Auth__Otp__V1__StartRequest",
   "auth.otp.v1",
   sizeof(Auth__Otp__V1__StartRequest),
-  6,
+  7,
   auth__otp__v1__start_request__field_descriptors,
   auth__otp__v1__start_request__field_indices_by_name,
   1,  auth__otp__v1__start_request__number_ranges,
@@ -1191,7 +1204,7 @@ const ProtobufCMessageDescriptor auth__otp__v1__resend_response__descriptor =
   (ProtobufCMessageInit) auth__otp__v1__resend_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__otp__v1__check_request__field_descriptors[5] =
+static const ProtobufCFieldDescriptor auth__otp__v1__check_request__field_descriptors[6] =
 {
   {
     "verification_id",
@@ -1253,18 +1266,31 @@ static const ProtobufCFieldDescriptor auth__otp__v1__check_request__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "link_token",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Otp__V1__CheckRequest, link_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__otp__v1__check_request__field_indices_by_name[] = {
   3,   /* field[3] = accepted_purposes */
   2,   /* field[2] = client_ip */
   1,   /* field[1] = code */
   4,   /* field[4] = destination */
+  5,   /* field[5] = link_token */
   0,   /* field[0] = verification_id */
 };
 static const ProtobufCIntRange auth__otp__v1__check_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor auth__otp__v1__check_request__descriptor =
 {
@@ -1274,7 +1300,7 @@ const ProtobufCMessageDescriptor auth__otp__v1__check_request__descriptor =
   "Auth__Otp__V1__CheckRequest",
   "auth.otp.v1",
   sizeof(Auth__Otp__V1__CheckRequest),
-  5,
+  6,
   auth__otp__v1__check_request__field_descriptors,
   auth__otp__v1__check_request__field_indices_by_name,
   1,  auth__otp__v1__check_request__number_ranges,

@@ -45,6 +45,8 @@ typedef struct Auth__Identity__V1__FinishOAuthRequest Auth__Identity__V1__Finish
 typedef struct Auth__Identity__V1__FinishOAuthResponse Auth__Identity__V1__FinishOAuthResponse;
 typedef struct Auth__Identity__V1__ExchangeOAuthCodeRequest Auth__Identity__V1__ExchangeOAuthCodeRequest;
 typedef struct Auth__Identity__V1__ExchangeOAuthCodeResponse Auth__Identity__V1__ExchangeOAuthCodeResponse;
+typedef struct Auth__Identity__V1__IssueSignInCodeRequest Auth__Identity__V1__IssueSignInCodeRequest;
+typedef struct Auth__Identity__V1__IssueSignInCodeResponse Auth__Identity__V1__IssueSignInCodeResponse;
 typedef struct Auth__Identity__V1__StringValue Auth__Identity__V1__StringValue;
 typedef struct Auth__Identity__V1__BoolValue Auth__Identity__V1__BoolValue;
 typedef struct Auth__Identity__V1__UpdateProfileRequest Auth__Identity__V1__UpdateProfileRequest;
@@ -720,11 +722,47 @@ struct  Auth__Identity__V1__ExchangeOAuthCodeResponse
   ProtobufCMessage base;
   Auth__Identity__V1__User *user;
   protobuf_c_boolean created;
+  /*
+   * PROVIDER_UNSPECIFIED for a code IssueSignInCode gave (`email_link`).
+   */
   Auth__Identity__V1__Provider provider;
+  /*
+   * The code stands for an emailed link that was followed (IssueSignInCode), not a provider.
+   */
+  protobuf_c_boolean email_link;
 };
 #define AUTH__IDENTITY__V1__EXCHANGE_OAUTH_CODE_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__exchange_oauth_code_response__descriptor) \
-    , NULL, 0, AUTH__IDENTITY__V1__PROVIDER__PROVIDER_UNSPECIFIED }
+    , NULL, 0, AUTH__IDENTITY__V1__PROVIDER__PROVIDER_UNSPECIFIED, 0 }
+
+
+/*
+ * The gateway, after an emailed confirmation link was followed by a client using PKCE
+ * (Supabase's `redirect_to?code=`): a one-time code for the user, bound to the client's S256
+ * challenge, that ExchangeOAuthCode redeems like a browser sign-in's (5 minutes, single use).
+ */
+struct  Auth__Identity__V1__IssueSignInCodeRequest
+{
+  ProtobufCMessage base;
+  char *user_id;
+  /*
+   * The client's PKCE challenge (S256: 43 base64url characters).
+   */
+  char *code_challenge;
+};
+#define AUTH__IDENTITY__V1__ISSUE_SIGN_IN_CODE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__issue_sign_in_code_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Auth__Identity__V1__IssueSignInCodeResponse
+{
+  ProtobufCMessage base;
+  char *code;
+};
+#define AUTH__IDENTITY__V1__ISSUE_SIGN_IN_CODE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__issue_sign_in_code_response__descriptor) \
+    , (char *)protobuf_c_empty_string }
 
 
 /*
@@ -1536,6 +1574,44 @@ Auth__Identity__V1__ExchangeOAuthCodeResponse *
 void   auth__identity__v1__exchange_oauth_code_response__free_unpacked
                      (Auth__Identity__V1__ExchangeOAuthCodeResponse *message,
                       ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__IssueSignInCodeRequest methods */
+void   auth__identity__v1__issue_sign_in_code_request__init
+                     (Auth__Identity__V1__IssueSignInCodeRequest         *message);
+size_t auth__identity__v1__issue_sign_in_code_request__get_packed_size
+                     (const Auth__Identity__V1__IssueSignInCodeRequest   *message);
+size_t auth__identity__v1__issue_sign_in_code_request__pack
+                     (const Auth__Identity__V1__IssueSignInCodeRequest   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__issue_sign_in_code_request__pack_to_buffer
+                     (const Auth__Identity__V1__IssueSignInCodeRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__IssueSignInCodeRequest *
+       auth__identity__v1__issue_sign_in_code_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__issue_sign_in_code_request__free_unpacked
+                     (Auth__Identity__V1__IssueSignInCodeRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Auth__Identity__V1__IssueSignInCodeResponse methods */
+void   auth__identity__v1__issue_sign_in_code_response__init
+                     (Auth__Identity__V1__IssueSignInCodeResponse         *message);
+size_t auth__identity__v1__issue_sign_in_code_response__get_packed_size
+                     (const Auth__Identity__V1__IssueSignInCodeResponse   *message);
+size_t auth__identity__v1__issue_sign_in_code_response__pack
+                     (const Auth__Identity__V1__IssueSignInCodeResponse   *message,
+                      uint8_t             *out);
+size_t auth__identity__v1__issue_sign_in_code_response__pack_to_buffer
+                     (const Auth__Identity__V1__IssueSignInCodeResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Auth__Identity__V1__IssueSignInCodeResponse *
+       auth__identity__v1__issue_sign_in_code_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   auth__identity__v1__issue_sign_in_code_response__free_unpacked
+                     (Auth__Identity__V1__IssueSignInCodeResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Auth__Identity__V1__StringValue methods */
 void   auth__identity__v1__string_value__init
                      (Auth__Identity__V1__StringValue         *message);
@@ -1986,6 +2062,12 @@ typedef void (*Auth__Identity__V1__ExchangeOAuthCodeRequest_Closure)
 typedef void (*Auth__Identity__V1__ExchangeOAuthCodeResponse_Closure)
                  (const Auth__Identity__V1__ExchangeOAuthCodeResponse *message,
                   void *closure_data);
+typedef void (*Auth__Identity__V1__IssueSignInCodeRequest_Closure)
+                 (const Auth__Identity__V1__IssueSignInCodeRequest *message,
+                  void *closure_data);
+typedef void (*Auth__Identity__V1__IssueSignInCodeResponse_Closure)
+                 (const Auth__Identity__V1__IssueSignInCodeResponse *message,
+                  void *closure_data);
 typedef void (*Auth__Identity__V1__StringValue_Closure)
                  (const Auth__Identity__V1__StringValue *message,
                   void *closure_data);
@@ -2142,6 +2224,10 @@ struct Auth__Identity__V1__Identity_Service
                               const Auth__Identity__V1__GetSignInMethodsRequest *input,
                               Auth__Identity__V1__GetSignInMethodsResponse_Closure closure,
                               void *closure_data);
+  void (*issue_sign_in_code)(Auth__Identity__V1__Identity_Service *service,
+                             const Auth__Identity__V1__IssueSignInCodeRequest *input,
+                             Auth__Identity__V1__IssueSignInCodeResponse_Closure closure,
+                             void *closure_data);
 };
 typedef void (*Auth__Identity__V1__Identity_ServiceDestroy)(Auth__Identity__V1__Identity_Service *);
 void auth__identity__v1__identity__init (Auth__Identity__V1__Identity_Service *service,
@@ -2172,7 +2258,8 @@ void auth__identity__v1__identity__init (Auth__Identity__V1__Identity_Service *s
       function_prefix__ ## delete_user,\
       function_prefix__ ## list_audit_events,\
       function_prefix__ ## unlock_password,\
-      function_prefix__ ## get_sign_in_methods  }
+      function_prefix__ ## get_sign_in_methods,\
+      function_prefix__ ## issue_sign_in_code  }
 void auth__identity__v1__identity__get_user(ProtobufCService *service,
                                             const Auth__Identity__V1__GetUserRequest *input,
                                             Auth__Identity__V1__GetUserResponse_Closure closure,
@@ -2265,6 +2352,10 @@ void auth__identity__v1__identity__get_sign_in_methods(ProtobufCService *service
                                                        const Auth__Identity__V1__GetSignInMethodsRequest *input,
                                                        Auth__Identity__V1__GetSignInMethodsResponse_Closure closure,
                                                        void *closure_data);
+void auth__identity__v1__identity__issue_sign_in_code(ProtobufCService *service,
+                                                      const Auth__Identity__V1__IssueSignInCodeRequest *input,
+                                                      Auth__Identity__V1__IssueSignInCodeResponse_Closure closure,
+                                                      void *closure_data);
 
 /* --- descriptors --- */
 
@@ -2299,6 +2390,8 @@ extern const ProtobufCMessageDescriptor auth__identity__v1__finish_oauth_request
 extern const ProtobufCMessageDescriptor auth__identity__v1__finish_oauth_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__exchange_oauth_code_request__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__exchange_oauth_code_response__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__issue_sign_in_code_request__descriptor;
+extern const ProtobufCMessageDescriptor auth__identity__v1__issue_sign_in_code_response__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__string_value__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__bool_value__descriptor;
 extern const ProtobufCMessageDescriptor auth__identity__v1__update_profile_request__descriptor;

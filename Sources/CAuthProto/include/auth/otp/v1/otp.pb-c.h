@@ -216,10 +216,17 @@ struct  Auth__Otp__V1__StartRequest
    * contact change), given back by Check: a code proved for one account cannot change another's.
    */
   char *subject;
+  /*
+   * Email only: when set, the message also carries a link, this URL followed by the
+   * verification's link token (the gateway: `{AUTH_PUBLIC_URL}/auth/v1/verify?type=signup&
+   * redirect_to=…&token=`). An absolute http or https URL of printable ASCII, at most 1024
+   * bytes. A resend's message carries the link of its new code.
+   */
+  char *link_base;
 };
 #define AUTH__OTP__V1__START_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__otp__v1__start_request__descriptor) \
-    , (char *)protobuf_c_empty_string, AUTH__OTP__V1__PURPOSE__PURPOSE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, AUTH__OTP__V1__PURPOSE__PURPOSE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 struct  Auth__Otp__V1__StartResponse
@@ -310,10 +317,16 @@ struct  Auth__Otp__V1__CheckRequest
    * by contact and code. NOT_FOUND verification_not_found when there is none.
    */
   char *destination;
+  /*
+   * Instead of `verification_id` and `code` (then both empty): the link token a message's link
+   * ends with (StartRequest.link_base), which names the verification and carries its code. A
+   * token that does not parse is NOT_FOUND verification_not_found.
+   */
+  char *link_token;
 };
 #define AUTH__OTP__V1__CHECK_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__otp__v1__check_request__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 struct  Auth__Otp__V1__CheckResponse
