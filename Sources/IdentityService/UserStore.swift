@@ -133,9 +133,16 @@ struct UserStore: Sendable {
 
     private var selectUser: PostgresStatement { "SELECT \(userColumns) FROM \(schema).users u" }
 
+    /// A user row of ``userColumns``.
     static func record(_ row: PostgresRow) throws -> UserRecord {
-        let providers = try row[11].string
-        return UserRecord(
+        let text = try row[11].string
+        return try record(row, providers: text.isEmpty ? [] : text.split(separator: ",").map(String.init))
+    }
+
+    /// A user row whose first 11 columns are ``userColumns``' and whose providers were read
+    /// otherwise (``userWithProviderIdentities(id:)``: from its joined rows).
+    static func record(_ row: PostgresRow, providers: [String]) throws -> UserRecord {
+        UserRecord(
             id: try row[0].uuid,
             phone: try row[1].decode(String?.self),
             email: try row[2].decode(String?.self),
@@ -147,7 +154,7 @@ struct UserStore: Sendable {
             createdAt: try row[8].date,
             updatedAt: try row[9].date,
             passwordHash: try row[10].decode(String?.self),
-            providers: providers.isEmpty ? [] : providers.split(separator: ",").map(String.init)
+            providers: providers
         )
     }
 
@@ -168,38 +175,32 @@ struct UserStore: Sendable {
     }
 
     /// A live user and its linked provider identities (provider, then linking time), in one
-    /// statement.
+    /// statement: one row per identity (one with the identity's columns null for none).
     func userWithProviderIdentities(id: UUID) async throws -> (UserRecord, [LinkedIdentity])? {
         let rows = try await pool.query(
             """
-            SELECT \(userColumns),
-                (SELECT json_agg(json_build_object('provider', p.provider, 'subject', p.subject, 'email', p.email,
-                    'created_at', floor(extract(epoch FROM p.created_at))::bigint) ORDER BY p.provider, p.created_at)
-                FROM \(schema).provider_identities p WHERE p.user_id = u.id)::text
-            FROM \(schema).users u WHERE u.id = \(id) AND u.deleted_at IS NULL
+            SELECT u.id, u.phone, u.email, u.phone_verified, u.email_verified, u.display_name, u.photo_url,
+                u.onboarding_completed, u.created_at, u.updated_at, u.password_hash,
+                p.provider, p.subject, p.email, p.created_at
+            FROM \(schema).users u LEFT JOIN \(schema).provider_identities p ON p.user_id = u.id
+            WHERE u.id = \(id) AND u.deleted_at IS NULL
+            ORDER BY p.provider, p.created_at
             """
         )
-        guard let row = rows.first else { return nil }
+        guard let first = rows.first else { return nil }
         var linked: [LinkedIdentity] = []
-        if let text = try row[12].decode(String?.self), case .array(let items)? = try? JSONValue.parse(Array(text.utf8))
-        {
-            for case .object(let item) in items {
-                guard let provider = item["provider"]?.stringValue, let subject = item["subject"]?.stringValue,
-                    case .integer(let text)? = item["created_at"], let seconds = Double(text)
-                else {
-                    throw PostgresError(code: .decodingFailed, message: "a provider identity could not be read")
-                }
-                linked.append(
-                    LinkedIdentity(
-                        provider: provider,
-                        subject: subject,
-                        email: item["email"]?.stringValue,
-                        createdAt: Date(timeIntervalSince1970: seconds)
-                    )
+        for row in rows {
+            guard let provider = try row[11].decode(String?.self) else { continue }
+            linked.append(
+                LinkedIdentity(
+                    provider: provider,
+                    subject: try row[12].string,
+                    email: try row[13].decode(String?.self),
+                    createdAt: try row[14].date
                 )
-            }
+            )
         }
-        return (try Self.record(row), linked)
+        return (try Self.record(first, providers: linked.map(\.provider)), linked)
     }
 
     /// The live user that has the phone or email.
