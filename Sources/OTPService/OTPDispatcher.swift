@@ -197,7 +197,7 @@ public final class OTPDispatcher: Service, Sendable {
                 continue
             }
             do {
-                let processed = try await deliverBatch(worker: worker, limit: 1)
+                let processed = try await deliverBatch(worker: worker, limit: configuration.claimBatchSize)
                 failures = 0
                 // Whatever woke it, a worker that claimed something claims again: a claim takes
                 // the oldest due message, not necessarily the notified one, which another
@@ -245,19 +245,39 @@ public final class OTPDispatcher: Service, Sendable {
             worker: worker,
             limit: limit
         )
-        await withTaskGroup(of: Void.self) { group in
+        guard !claimed.isEmpty else { return 0 }
+        // Sent concurrently; the sent ones recorded in one statement.
+        let attempts = await withTaskGroup(of: SendAttempt?.self) { group in
             for message in claimed {
-                group.addTask { await self.deliver(message, worker: worker) }
+                group.addTask { await self.send(message) }
             }
+            var attempts: [SendAttempt] = []
+            for await attempt in group { if let attempt { attempts.append(attempt) } }
+            return attempts
         }
+        await record(attempts, worker: worker)
         return claimed.count
     }
 
-    /// Sends one claimed message and records the outcome. Errors recording it are logged: the
-    /// claim then expires and the message is sent again (at least once).
+    /// Sends one claimed message and records the outcome (a Start's hand-over).
     func deliver(_ message: ClaimedMessage, worker: String) async {
+        guard let attempt = await send(message) else { return }
+        await record([attempt], worker: worker)
+    }
+
+    /// One message sent (or not) by one provider of its channel's chain.
+    struct SendAttempt: Sendable {
+        var message: ClaimedMessage
+        /// The provider's index in the chain, and its name.
+        var index: Int
+        var provider: String
+        var result: Result<ProviderReceipt, ProviderError>
+    }
+
+    /// Renders a claimed message and hands it to its provider; nil when its channel has none.
+    func send(_ message: ClaimedMessage) async -> SendAttempt? {
         let chain = providers.providers(for: message.channel)
-        guard !chain.isEmpty else { return }
+        guard !chain.isEmpty else { return nil }
         let index = min(message.providerIndex, chain.count - 1)
         let provider = chain[index]
         let link = LinkToken.link(base: message.linkBase, verificationID: message.verificationID, code: message.code)
@@ -298,89 +318,114 @@ public final class OTPDispatcher: Service, Sendable {
         } catch {
             result = .failure(ProviderError(retryable: true, "\(provider.name): \(error)"))
         }
+        return SendAttempt(message: message, index: index, provider: provider.name, result: result)
+    }
+
+    /// Records what `attempts` came to: the sent messages in one statement, each failure as a
+    /// retry, a failover or a dead letter. Errors recording are logged: the claims then expire
+    /// and those messages are sent again (at least once).
+    func record(_ attempts: [SendAttempt], worker: String) async {
         let now = clock.microsecondNow()
-        do {
-            switch result {
-            case .success(let receipt):
-                try await store.markSent(
-                    id: message.id,
-                    provider: provider.name,
-                    providerMessageID: receipt.providerMessageID,
-                    now: now
-                )
-                metrics.sent(channel: message.channel, provider: provider.name, callingCode: message.callingCode)
-                logger.debug(
-                    "OTP message sent",
-                    metadata: ["otp.message_id": "\(message.id)", "otp.provider": "\(provider.name)"]
-                )
-            case .failure(let error):
-                metrics.sendFailed(
-                    channel: message.channel,
-                    provider: provider.name,
-                    callingCode: message.callingCode,
-                    retryable: error.retryable
-                )
-                if error.retryable && message.attempts < configuration.deliveryAttempts {
-                    let delay = backoff.delay(afterFailures: message.attempts)
-                    try await store.markRetry(
-                        id: message.id,
-                        worker: worker,
-                        at: now.addingTimeInterval(delay.timeInterval),
-                        providerIndex: index,
-                        resetAttempts: false,
-                        provider: provider.name,
-                        error: error.message,
-                        now: now
-                    )
-                    scheduleWake(after: delay)
-                    logger.info(
-                        "OTP message send failed; retrying",
-                        metadata: [
-                            "otp.message_id": "\(message.id)", "otp.provider": "\(provider.name)",
-                            "otp.attempt": "\(message.attempts)", "otp.retry_in": "\(delay)", "error": "\(error)",
-                        ]
-                    )
-                } else if index + 1 < chain.count {
-                    let next = chain[index + 1]
-                    try await store.markRetry(
-                        id: message.id,
-                        worker: worker,
-                        at: now,
-                        providerIndex: index + 1,
-                        resetAttempts: true,
-                        provider: next.name,
-                        error: error.message,
-                        now: now
-                    )
-                    metrics.failedOver(channel: message.channel, from: provider.name, to: next.name)
-                    wake.wake()
-                    logger.warning(
-                        "OTP provider failed past its retry budget; failing over",
-                        metadata: [
-                            "otp.message_id": "\(message.id)", "otp.provider": "\(provider.name)",
-                            "otp.next_provider": "\(next.name)", "error": "\(error)",
-                        ]
-                    )
-                } else {
-                    try await store.markDead(id: message.id, provider: provider.name, error: error.message, now: now)
-                    metrics.deadLettered(
-                        channel: message.channel,
-                        provider: provider.name,
-                        callingCode: message.callingCode
-                    )
-                    logger.error(
-                        "OTP message dead-lettered: every provider failed",
-                        metadata: [
-                            "otp.message_id": "\(message.id)", "otp.verification_id": "\(message.verificationID)",
-                            "otp.provider": "\(provider.name)", "error": "\(error)",
-                        ]
+        var sent: [OTPStore.SentMessage] = []
+        for attempt in attempts {
+            guard case .success(let receipt) = attempt.result else { continue }
+            sent.append(
+                .init(id: attempt.message.id, provider: attempt.provider, providerMessageID: receipt.providerMessageID)
+            )
+        }
+        if !sent.isEmpty {
+            do {
+                try await store.markSent(sent, now: now)
+                for attempt in attempts where (try? attempt.result.get()) != nil {
+                    metrics.sent(
+                        channel: attempt.message.channel,
+                        provider: attempt.provider,
+                        callingCode: attempt.message.callingCode
                     )
                 }
+                logger.debug("OTP messages sent", metadata: ["otp.count": "\(sent.count)", "otp.worker": "\(worker)"])
+            } catch {
+                logger.warning(
+                    "Could not record sent OTP messages; they will be sent again after their claim expires",
+                    metadata: ["otp.message_ids": "\(sent.map(\.id))", "error": "\(error)"]
+                )
             }
-        } catch {
+        }
+        for attempt in attempts {
+            guard case .failure(let error) = attempt.result else { continue }
+            do {
+                try await recordFailure(attempt, error, worker: worker, now: now)
+            } catch {
+                logger.warning(
+                    "Could not record an OTP message's outcome; it will be retried after its claim expires",
+                    metadata: ["otp.message_id": "\(attempt.message.id)", "error": "\(error)"]
+                )
+            }
+        }
+    }
+
+    /// A failed send: retried with backoff within the provider's budget, then failed over to
+    /// the chain's next provider, then dead-lettered.
+    private func recordFailure(_ attempt: SendAttempt, _ error: ProviderError, worker: String, now: Date) async throws {
+        let message = attempt.message
+        let chain = providers.providers(for: message.channel)
+        let index = attempt.index
+        metrics.sendFailed(
+            channel: message.channel,
+            provider: attempt.provider,
+            callingCode: message.callingCode,
+            retryable: error.retryable
+        )
+        if error.retryable && message.attempts < configuration.deliveryAttempts {
+            let delay = backoff.delay(afterFailures: message.attempts)
+            try await store.markRetry(
+                id: message.id,
+                worker: worker,
+                at: now.addingTimeInterval(delay.timeInterval),
+                providerIndex: index,
+                resetAttempts: false,
+                provider: attempt.provider,
+                error: error.message,
+                now: now
+            )
+            scheduleWake(after: delay)
+            logger.info(
+                "OTP message send failed; retrying",
+                metadata: [
+                    "otp.message_id": "\(message.id)", "otp.provider": "\(attempt.provider)",
+                    "otp.attempt": "\(message.attempts)", "otp.retry_in": "\(delay)", "error": "\(error)",
+                ]
+            )
+        } else if index + 1 < chain.count {
+            let next = chain[index + 1]
+            try await store.markRetry(
+                id: message.id,
+                worker: worker,
+                at: now,
+                providerIndex: index + 1,
+                resetAttempts: true,
+                provider: next.name,
+                error: error.message,
+                now: now
+            )
+            metrics.failedOver(channel: message.channel, from: attempt.provider, to: next.name)
+            wake.wake()
             logger.warning(
-                "Could not record an OTP message's outcome; it will be retried after its claim expires",
-                metadata: ["otp.message_id": "\(message.id)", "error": "\(error)"]
+                "OTP provider failed past its retry budget; failing over",
+                metadata: [
+                    "otp.message_id": "\(message.id)", "otp.provider": "\(attempt.provider)",
+                    "otp.next_provider": "\(next.name)", "error": "\(error)",
+                ]
+            )
+        } else {
+            try await store.markDead(id: message.id, provider: attempt.provider, error: error.message, now: now)
+            metrics.deadLettered(channel: message.channel, provider: attempt.provider, callingCode: message.callingCode)
+            logger.error(
+                "OTP message dead-lettered: every provider failed",
+                metadata: [
+                    "otp.message_id": "\(message.id)", "otp.verification_id": "\(message.verificationID)",
+                    "otp.provider": "\(attempt.provider)", "error": "\(error)",
+                ]
             )
         }
     }

@@ -104,6 +104,10 @@ public struct OTPServiceConfiguration: Sendable {
     /// Concurrent sends per process. 8. 0: this process serves the API and sends nothing
     /// (other replicas' dispatchers send its messages).
     public var dispatchWorkers: Int = 8
+    /// Messages a worker claims in one statement, sends at once and records in one statement
+    /// (`AUTH_OTP_CLAIM_BATCH`). 16. A provider gets at most `dispatchWorkers × claimBatchSize`
+    /// requests at once from one process.
+    public var claimBatchSize: Int = 16
     /// Attempts per provider before failover or dead letter. 5.
     public var deliveryAttempts: Int = 5
     /// First retry delay; doubles per attempt up to ``retryBackoffLimit``, ×0.5–1.5 jitter. 1 s.
@@ -356,6 +360,7 @@ public struct OTPServiceConfiguration: Sendable {
         }
 
         dispatchWorkers = try reader.integer("AUTH_OTP_DISPATCH_WORKERS", default: dispatchWorkers, in: 0...256)
+        claimBatchSize = try reader.integer("AUTH_OTP_CLAIM_BATCH", default: claimBatchSize, in: 1...256)
         deliveryAttempts = try reader.integer("AUTH_OTP_DELIVERY_ATTEMPTS", default: deliveryAttempts, in: 1...100)
         retryBackoff = try reader.milliseconds("AUTH_OTP_RETRY_BACKOFF_MS", default: retryBackoff, in: 1...3_600_000)
         retryBackoffLimit = try reader.milliseconds(

@@ -634,14 +634,29 @@ struct OTPStore: Sendable {
         }
     }
 
-    /// A provider accepted the message: sent, code wiped.
-    func markSent(id: UUID, provider: String, providerMessageID: String?, now: Date) async throws {
+    /// A message a provider accepted, with the provider's own id of it.
+    struct SentMessage: Sendable, Encodable {
+        var id: UUID
+        var provider: String
+        var providerMessageID: String?
+
+        enum CodingKeys: String, CodingKey {
+            case id, provider
+            case providerMessageID = "provider_message_id"
+        }
+    }
+
+    /// Providers accepted these messages: sent, codes wiped, in one statement (a claimed batch).
+    func markSent(_ sent: [SentMessage], now: Date) async throws {
+        guard !sent.isEmpty else { return }
+        let rows = String(decoding: try JSONEncoder().encode(sent), as: UTF8.self)
         try await pool.query(
             """
-            UPDATE \(t.messages) SET state = 'sent', code = NULL, provider = \(provider),
-                provider_message_id = \(providerMessageID)::text, sent_at = \(now), updated_at = \(now),
+            UPDATE \(t.messages) m SET state = 'sent', code = NULL, provider = r.provider,
+                provider_message_id = r.provider_message_id, sent_at = \(now), updated_at = \(now),
                 claimed_until = NULL, claimed_by = NULL
-            WHERE id = \(id) AND state IN ('queued', 'sending')
+            FROM jsonb_to_recordset(\(rows)::jsonb) AS r (id uuid, provider text, provider_message_id text)
+            WHERE m.id = r.id AND m.state IN ('queued', 'sending')
             """
         )
     }

@@ -42,11 +42,25 @@ struct OTPBenchmark: AsyncParsableCommand {
     @Option(help: "Which measurements, comma-separated: start, check, deliver.")
     var calls = "start,check,deliver"
 
+    @Option(
+        name: .customLong("claim-batches"),
+        help: "Claim batch sizes of the delivery rows, comma-separated (1: one message per claim, as before batching)."
+    )
+    var claimBatchList = "1,16"
+
+    var claimBatches: [Int] {
+        claimBatchList.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+    }
+
     func run() async throws {
         let levels = try load.levels(default: [16, 64], limit: 1024)
         let selected = try LoadOptions.selection(calls, of: ["start", "check", "deliver"])
-        guard (1...16).contains(connections), (1...200_000).contains(messages), (1...256).contains(workers) else {
-            throw ValidationError("--connections in 1...16, --messages in 1...200000, --workers in 1...256")
+        guard (1...16).contains(connections), (1...200_000).contains(messages), (1...256).contains(workers),
+            !claimBatches.isEmpty, claimBatches.allSatisfy({ (1...256).contains($0) })
+        else {
+            throw ValidationError(
+                "--connections in 1...16, --messages in 1...200000, --workers in 1...256, --claim-batches each in 1...256"
+            )
         }
         var logger = Logger(label: "otp-benchmark")
         logger.logLevel = .error
@@ -183,59 +197,88 @@ struct OTPBenchmark: AsyncParsableCommand {
         try await rpc.shutdown()
 
         if selected.contains("deliver") {
-            // Exactly --messages queued: the rows above left theirs, which are set aside first.
-            try await pool.query(
-                "UPDATE \(identifier: schema).messages SET state = 'superseded', code = NULL WHERE state = 'queued'"
-            )
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for lane in 0..<32 {
-                    group.addTask {
-                        for _ in stride(from: lane, to: messages, by: 32) {
-                            _ = try await service.start(
-                                request: .init(
-                                    destination: "deliver\(destinations.next())@example.com",
-                                    purpose: .login
-                                ),
-                                context: ServerContext(
-                                    method: Auth_Otp_V1_OTP.Method.start,
-                                    authenticatedCaller: "gateway"
-                                )
-                            )
-                        }
-                    }
-                }
-                try await group.waitForAll()
+            // One row per claim batch size, in this run: the same messages, workers and receiver.
+            for batch in claimBatches {
+                var batchConfiguration = configuration
+                batchConfiguration.claimBatchSize = batch
+                let batchService = try await OTPService.start(
+                    database: pool,
+                    configuration: batchConfiguration,
+                    logger: logger
+                )
+                try await deliver(
+                    service: batchService,
+                    pool: pool,
+                    schema: schema,
+                    configuration: batchConfiguration,
+                    received: received,
+                    destinations: destinations,
+                    cpu: cpu,
+                    logger: logger
+                )
             }
-            let total = try await pool.query(
-                "SELECT count(*) FROM \(identifier: schema).messages WHERE state = 'queued'"
-            )[0][0].int
-            let factory = ProviderFactory(configuration: configuration, logger: logger)
-            let dispatcher = service.makeDispatcher(
-                providers: factory.providerSet(),
-                closing: factory,
-                workerName: "bench"
-            )
-            let before = received.load(ordering: .relaxed)
-            let started = ContinuousClock.now
-            let group = ServiceGroup(services: [dispatcher], logger: logger)
-            let task = Task { try await group.run() }
-            let deadline = started + .seconds(300)
-            while received.load(ordering: .relaxed) - before < total, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(5))
-            }
-            let elapsed = ContinuousClock.now - started
-            await group.triggerGracefulShutdown()
-            _ = await task.result
-            let delivered = received.load(ordering: .relaxed) - before
-            let rate = Double(delivered) / elapsed.seconds
-            print("")
-            print(
-                "Delivered through the webhook provider: \(LoadResult.formatCount(Double(delivered))) messages in \(String(format: "%.2f", elapsed.seconds)) s = \(LoadResult.formatCount(rate)) messages/s (\(workers) workers, receiver on loopback answering 200)"
-            )
         }
         await receiverGroup.triggerGracefulShutdown()
         _ = await receiverTask.result
     }
+
+    /// Queues exactly `messages` messages (earlier rows' are set aside) and times `service`'s
+    /// dispatcher draining them through the webhook provider: messages/s and CPU per message
+    /// (this process, receiver included, and its PostgreSQL backends).
+    func deliver(
+        service: OTPService,
+        pool: PostgresPool,
+        schema: String,
+        configuration: OTPServiceConfiguration,
+        received: borrowing Atomic<Int>,
+        destinations: SharedCounter,
+        cpu: CPUAccounting,
+        logger: Logger
+    ) async throws {
+        try await pool.query(
+            "UPDATE \(identifier: schema).messages SET state = 'superseded', code = NULL WHERE state = 'queued'"
+        )
+        let messages = self.messages
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for lane in 0..<32 {
+                group.addTask {
+                    for _ in stride(from: lane, to: messages, by: 32) {
+                        _ = try await service.start(
+                            request: .init(destination: "deliver\(destinations.next())@example.com", purpose: .login),
+                            context: ServerContext(method: Auth_Otp_V1_OTP.Method.start, authenticatedCaller: "gateway")
+                        )
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let total = try await pool.query(
+            "SELECT count(*) FROM \(identifier: schema).messages WHERE state = 'queued'"
+        )[0][0].int
+        let factory = ProviderFactory(configuration: configuration, logger: logger)
+        let dispatcher = service.makeDispatcher(providers: factory.providerSet(), closing: factory, workerName: "bench")
+        let before = received.load(ordering: .relaxed)
+        let cpuBefore = try await cpu.start()
+        let started = ContinuousClock.now
+        let group = ServiceGroup(services: [dispatcher], logger: logger)
+        let task = Task { try await group.run() }
+        let deadline = started + .seconds(300)
+        while received.load(ordering: .relaxed) - before < total, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let elapsed = ContinuousClock.now - started
+        let cpuSeconds = try await cpuBefore.secondsSince()
+        await group.triggerGracefulShutdown()
+        _ = await task.result
+        let delivered = received.load(ordering: .relaxed) - before
+        let rate = Double(delivered) / elapsed.seconds
+        let cpuPerMessage = delivered > 0 ? cpuSeconds / Double(delivered) * 1_000_000 : 0
+        print("")
+        print(
+            "Delivered through the webhook provider, \(configuration.claimBatchSize) claimed per statement: \(LoadResult.formatCount(Double(delivered))) messages in \(String(format: "%.2f", elapsed.seconds)) s = \(LoadResult.formatCount(rate)) messages/s, \(Int(cpuPerMessage)) µs CPU per message (\(configuration.dispatchWorkers) workers, receiver on loopback answering 200)"
+        )
+    }
+
 }
 
 /// A counter the load's tasks share.
@@ -243,4 +286,5 @@ final class SharedCounter: Sendable {
     private let value = Atomic<Int>(0)
 
     func next() -> Int { value.add(1, ordering: .relaxed).newValue }
+
 }

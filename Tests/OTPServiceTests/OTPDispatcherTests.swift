@@ -79,6 +79,43 @@ import Testing
         }
     }
 
+    /// A claimed batch: sent together, the sent ones recorded in one statement with each
+    /// provider's id, a failed one retried alone.
+    @Test func aBatchIsSentAtOnceAndEachOutcomeIsRecorded() async throws {
+        try await withOTPService { otp in
+            // The third send fails (retryable); the others are accepted.
+            let provider = ScriptedProvider(name: "webhook") { index in
+                index == 2 ? ProviderError(retryable: true, "webhook: HTTP 503") : nil
+            }
+            let dispatcher = otp.service.makeDispatcher(providers: ProviderSet(sms: [provider], email: [provider]))
+            var started: [String] = []
+            for n in 0..<5 { started.append(try await otp.start("batch\(n)@example.com").verificationID) }
+            #expect(try await dispatcher.deliverBatch(worker: "test#0", limit: 16) == 5)
+            #expect(provider.sent.count == 5)
+            let failedID = provider.sent[2].id
+            let rows = try await otp.query(
+                "SELECT id, state, code IS NULL, provider_message_id, claimed_by FROM @messages ORDER BY created_at"
+            )
+            #expect(rows.count == 5)
+            for row in rows {
+                let id = try row[0].uuid
+                if id == failedID {
+                    #expect(try row[1].string == "queued")
+                    #expect(try !row[2].bool)
+                } else {
+                    #expect(try row[1].string == "sent")
+                    #expect(try row[2].bool)
+                    #expect(try row[3].string == "webhook-\(id)")
+                    #expect(try row[4].decode(String?.self) == nil)
+                }
+            }
+            // The failed one comes due after its backoff and is sent alone.
+            otp.clock.advance(seconds: 2)
+            #expect(try await dispatcher.deliverDue() == 1)
+            #expect(provider.sent.last?.id == failedID)
+        }
+    }
+
     @Test func failoverHandsTheSameCodeToTheSecondary() async throws {
         try await withOTPService(configure: { $0.deliveryAttempts = 2 }) { otp in
             let primary = ScriptedProvider(name: "twilio") { _ in ProviderError(retryable: false, "twilio: HTTP 400") }
