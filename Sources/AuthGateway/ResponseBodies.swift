@@ -1,5 +1,6 @@
 import AuthAPI
 import AuthProtobuf
+import AuthText
 import HTTPTypes
 import Hummingbird
 
@@ -256,7 +257,7 @@ struct ErrorBody: Encodable, Sendable {
 enum Timestamp {
     /// RFC 3339 in UTC, whole seconds: `2026-06-01T00:00:00Z`.
     static func rfc3339(_ unixSeconds: Int64) -> String {
-        Date(timeIntervalSince1970: TimeInterval(unixSeconds)).formatted(.iso8601)
+        RFC3339.string(unixSeconds: unixSeconds)
     }
 }
 

@@ -106,8 +106,8 @@ public struct WebhookProvider: MessageProvider {
             code: message.code,
             purpose: message.purpose,
             locale: message.locale,
-            created_at: message.createdAt.formatted(.iso8601),
-            expires_at: message.expiresAt.formatted(.iso8601),
+            created_at: RFC3339.string(message.createdAt),
+            expires_at: RFC3339.string(message.expiresAt),
             link: message.link
         )
         let encoder = JSONEncoder()
@@ -177,22 +177,7 @@ public struct TwilioProvider: MessageProvider {
     /// `application/x-www-form-urlencoded` body: every byte of the UTF-8 text but RFC 3986's
     /// unreserved ASCII (`A–Z a–z 0–9 - . _ ~`) is percent-encoded.
     static func formEncode(_ fields: [(String, String)]) -> String {
-        func encode(_ text: String) -> String {
-            var encoded = ""
-            for byte in text.utf8 {
-                switch byte {
-                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                    UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
-                    UInt8(ascii: "~"):
-                    encoded.unicodeScalars.append(Unicode.Scalar(byte))
-                default:
-                    let hex = String(byte, radix: 16, uppercase: true)
-                    encoded += byte < 16 ? "%0" + hex : "%" + hex
-                }
-            }
-            return encoded
-        }
-        return fields.map { key, value in "\(encode(key))=\(encode(value))" }.joined(separator: "&")
+        FormURLEncoding.encode(fields.map { (name: $0.0, value: $0.1) })
     }
 
     public func send(_ message: OutgoingMessage) async throws -> ProviderReceipt {
