@@ -45,6 +45,8 @@ public final class OTPDispatcher: Service, Sendable {
     let handoffsTaken = Atomic<Int>(0)
     private let stopping = Atomic<Bool>(false)
     private let backoff: ExponentialBackoff
+    /// Each provider's concurrent requests (``OTPServiceConfiguration/providerConcurrency``).
+    private let providerLimits: [String: ConcurrencyLimit]
 
     /// Shut down (its HTTP client) when ``run()`` ends.
     let factory: ProviderFactory?
@@ -76,6 +78,12 @@ public final class OTPDispatcher: Service, Sendable {
         self.workerName = workerName
         self.logger = logger
         self.wake = WakeSignal()
+        // One limit per provider, shared by its channels (a webhook may send both).
+        var limits: [String: ConcurrencyLimit] = [:]
+        for provider in providers.sms + providers.email where limits[provider.name] == nil {
+            limits[provider.name] = ConcurrencyLimit(limit: configuration.providerConcurrency)
+        }
+        self.providerLimits = limits
         self.backoff = ExponentialBackoff(
             initial: configuration.retryBackoff,
             limit: configuration.retryBackoffLimit,
@@ -312,7 +320,11 @@ public final class OTPDispatcher: Service, Sendable {
         )
         let result: Result<ProviderReceipt, ProviderError>
         do {
-            result = .success(try await provider.send(outgoing))
+            if let limit = providerLimits[provider.name] {
+                result = .success(try await limit.withPermit { try await provider.send(outgoing) })
+            } else {
+                result = .success(try await provider.send(outgoing))
+            }
         } catch let error as ProviderError {
             result = .failure(error)
         } catch {

@@ -108,6 +108,16 @@ public struct OTPServiceConfiguration: Sendable {
     /// (`AUTH_OTP_CLAIM_BATCH`). 16. A provider gets at most `dispatchWorkers × claimBatchSize`
     /// requests at once from one process.
     public var claimBatchSize: Int = 16
+    /// Requests one provider gets at once from this process (`AUTH_OTP_PROVIDER_CONCURRENCY`).
+    /// 64. With fewer than `dispatchWorkers × claimBatchSize` (128) a claimed batch may wait for
+    /// permits: ``sendRounds`` provider timeouts must fit in the claim lease.
+    public var providerConcurrency: Int = 64
+
+    /// How many provider requests, one after another, the last message of a claimed batch may
+    /// wait for when every worker's batch goes to one provider.
+    public var sendRounds: Int {
+        (dispatchWorkers * claimBatchSize + providerConcurrency - 1) / providerConcurrency
+    }
     /// Attempts per provider before failover or dead letter. 5.
     public var deliveryAttempts: Int = 5
     /// First retry delay; doubles per attempt up to ``retryBackoffLimit``, ×0.5–1.5 jitter. 1 s.
@@ -361,6 +371,11 @@ public struct OTPServiceConfiguration: Sendable {
 
         dispatchWorkers = try reader.integer("AUTH_OTP_DISPATCH_WORKERS", default: dispatchWorkers, in: 0...256)
         claimBatchSize = try reader.integer("AUTH_OTP_CLAIM_BATCH", default: claimBatchSize, in: 1...256)
+        providerConcurrency = try reader.integer(
+            "AUTH_OTP_PROVIDER_CONCURRENCY",
+            default: providerConcurrency,
+            in: 1...1_024
+        )
         deliveryAttempts = try reader.integer("AUTH_OTP_DELIVERY_ATTEMPTS", default: deliveryAttempts, in: 1...100)
         retryBackoff = try reader.milliseconds("AUTH_OTP_RETRY_BACKOFF_MS", default: retryBackoff, in: 1...3_600_000)
         retryBackoffLimit = try reader.milliseconds(
@@ -374,11 +389,11 @@ public struct OTPServiceConfiguration: Sendable {
             default: sweepInterval,
             in: 10...3_600_000
         )
-        guard claimLease > httpTimeout else {
+        guard claimLease > httpTimeout * max(1, sendRounds) else {
             throw ConfigurationError(
                 variable: "AUTH_OTP_CLAIM_LEASE_SECONDS",
                 problem:
-                    "must be longer than the provider timeout (AUTH_OTP_HTTP_TIMEOUT_MS), or a slow send is sent twice"
+                    "must be longer than the provider timeout (AUTH_OTP_HTTP_TIMEOUT_MS) times the rounds a claimed batch may wait for (AUTH_OTP_DISPATCH_WORKERS × AUTH_OTP_CLAIM_BATCH ÷ AUTH_OTP_PROVIDER_CONCURRENCY, rounded up: \(sendRounds)), or a slow send is sent twice"
             )
         }
 

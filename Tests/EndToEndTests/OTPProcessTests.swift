@@ -88,6 +88,7 @@ import Testing
                     "AUTH_OTP_CLAIM_LEASE_SECONDS": "5",
                     "AUTH_OTP_SWEEP_INTERVAL_MS": "500",
                     "AUTH_OTP_DISPATCH_WORKERS": "8",
+                    "AUTH_OTP_CLAIM_BATCH": "16",
                     "AUTH_LOG_LEVEL": "info",
                     "AUTH_OTP_METRICS_PORT": "0",
                 ]
@@ -149,7 +150,10 @@ import Testing
                         + "(\(extra) extra deliveries): at least once, as promised"
                 )
                 #expect(distinct == 1_000)
-                #expect(duplicates <= 16)
+                // Sent again are at most the messages the killed process had claimed and sent but
+                // not yet recorded: each worker records its claimed batch's sends together, so 8
+                // workers × 16 per claim.
+                #expect(duplicates <= 8 * 16)
             }
         }
     }

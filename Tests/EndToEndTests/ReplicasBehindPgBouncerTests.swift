@@ -110,6 +110,8 @@ import Testing
                     // A message the killed replica had claimed is sent again soon.
                     "AUTH_OTP_HTTP_TIMEOUT_MS": "1000",
                     "AUTH_OTP_CLAIM_LEASE_SECONDS": "2",
+                    // Every claimed message's send at once (one round of 1 s fits the 2 s lease).
+                    "AUTH_OTP_PROVIDER_CONCURRENCY": "128",
                     "AUTH_OTP_SWEEP_INTERVAL_MS": "200",
                 ]) { $1 }
             ),

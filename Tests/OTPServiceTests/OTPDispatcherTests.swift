@@ -116,6 +116,33 @@ import Testing
         }
     }
 
+    /// AUTH_OTP_PROVIDER_CONCURRENCY: a batch's sends wait for permits beyond the limit.
+    @Test func aProviderNeverGetsMoreRequestsAtOnceThanItsLimit() async throws {
+        final class Concurrent: MessageProvider {
+            let name = "webhook"
+            let running = Atomic<Int>(0)
+            let highest = Atomic<Int>(0)
+            let sent = Atomic<Int>(0)
+            func send(_ message: OutgoingMessage) async throws -> ProviderReceipt {
+                highest.max(running.add(1, ordering: .relaxed).newValue, ordering: .relaxed)
+                for _ in 0..<20 { await Task.yield() }
+                running.subtract(1, ordering: .relaxed)
+                sent.add(1, ordering: .relaxed)
+                return ProviderReceipt(providerMessageID: nil)
+            }
+        }
+        try await withOTPService(configure: { $0.providerConcurrency = 2 }) { otp in
+            let provider = Concurrent()
+            let dispatcher = otp.service.makeDispatcher(providers: ProviderSet(sms: [provider], email: [provider]))
+            for n in 0..<10 { _ = try await otp.start("limit\(n)@example.com") }
+            #expect(try await dispatcher.deliverBatch(worker: "test#0", limit: 16) == 10)
+            #expect(provider.sent.load(ordering: .relaxed) == 10)
+            #expect((1...2).contains(provider.highest.load(ordering: .relaxed)))
+            let sent = try await otp.query("SELECT count(*) FROM @messages WHERE state = 'sent'")
+            #expect(try sent[0][0].int == 10)
+        }
+    }
+
     @Test func failoverHandsTheSameCodeToTheSecondary() async throws {
         try await withOTPService(configure: { $0.deliveryAttempts = 2 }) { otp in
             let primary = ScriptedProvider(name: "twilio") { _ in ProviderError(retryable: false, "twilio: HTTP 400") }

@@ -73,6 +73,18 @@ import Testing
             ])?
             .hasPrefix("AUTH_OTP_CLAIM_LEASE_SECONDS") == true
         )
+        // 8 workers × 16 per claim ÷ 16 per provider: a batch may wait 8 timeouts of 5 s.
+        let rounds = problem([
+            "AUTH_OTP_SECRET": secret, "AUTH_OTP_CLAIM_LEASE_SECONDS": "30", "AUTH_OTP_HTTP_TIMEOUT_MS": "5000",
+            "AUTH_OTP_PROVIDER_CONCURRENCY": "16",
+        ])
+        #expect(rounds?.contains("rounded up: 8") == true, "\(rounds ?? "accepted")")
+        #expect(
+            problem([
+                "AUTH_OTP_SECRET": secret, "AUTH_OTP_CLAIM_LEASE_SECONDS": "41", "AUTH_OTP_HTTP_TIMEOUT_MS": "5000",
+                "AUTH_OTP_PROVIDER_CONCURRENCY": "16",
+            ]) == nil
+        )
     }
 
     @Test func providersNeedTheirSettings() throws {
