@@ -57,6 +57,7 @@ import Testing
         let limit = ConcurrencyLimit(limit: 1)
         await #expect(throws: Failure.self) { try await limit.withPermit { throw Failure() } }
         #expect(limit.inUse == 0)
-        #expect(await limit.withPermit { 1 } == 1)
+        let value = await limit.withPermit { 1 }
+        #expect(value == 1)
     }
 }
