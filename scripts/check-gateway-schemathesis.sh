@@ -63,7 +63,7 @@ export AUTH_LOG_LEVEL=info
 # One fixed-code test destination for the signed-in user; limits high enough for one client IP.
 export AUTH_OTP_TEST_DESTINATIONS="+15555550100=123456"
 export AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE=1000000
-export AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR=1000000
+export AUTH_IDENTITY_ACCOUNT_CHECKS_PER_HOUR=1000000
 export AUTH_OTP_STARTS_PER_IP_PER_HOUR=1000000
 export AUTH_OTP_STARTS_PER_DESTINATION_PER_HOUR=100000
 # The contract is under test here, not the hashing cost: with OWASP's scrypt (2^17) a loaded

@@ -274,7 +274,7 @@ enum ServiceErrorMapping {
                 retryAfter: seconds,
                 detail: detail
             )
-        case OTPReason.rateLimited:
+        case OTPReason.rateLimited, IdentityReason.rateLimited:
             var limited = APIError.rateLimited(retryAfter: retryAfter ?? 60)
             limited.detail = detail
             return limited

@@ -82,11 +82,6 @@ public struct GatewayApplication: Sendable {
                 per: .seconds(60),
                 maxKeys: gateway.maxTrackedClients
             ),
-            accountCheckLimiter: RateLimiter(
-                capacity: gateway.accountChecksPerHour,
-                per: .seconds(3600),
-                maxKeys: gateway.maxTrackedClients
-            ),
             jwksMaxAge: gateway.jwksMaxAge,
             reauthenticationWindow: gateway.reauthenticationWindow,
             publicURL: gateway.publicURL,

@@ -11,11 +11,10 @@ import Foundation
 /// docs/gateway.md#configuration lists the variables.
 public struct GatewayConfiguration: Sendable {
     /// Requests per client IP per minute to each unauthenticated `/v1` and `/api` route
-    /// (`AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE`, default 60).
+    /// (`AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE`, default 60): a flood guard of this replica (each
+    /// replica counts its own). The security budgets are counted in PostgreSQL by the service
+    /// that decides (the account checks by identity, `AUTH_IDENTITY_ACCOUNT_CHECKS_PER_HOUR`).
     public var requestsPerMinutePerRoute: Int = 60
-    /// Account checks per client IP per hour: `POST /v1/otp/send` with `purpose` `login`
-    /// (`AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR`, default 30).
-    public var accountChecksPerHour: Int = 30
     /// Peers whose `X-Forwarded-For` is believed (`AUTH_GATEWAY_TRUSTED_PROXIES`, default none).
     public var trustedProxies: [IPAddressRange] = []
     /// How long each call to a service may take before the request answers 503
@@ -71,11 +70,14 @@ public struct GatewayConfiguration: Sendable {
             default: 60,
             in: 1...1_000_000_000
         )
-        self.accountChecksPerHour = try reader.integer(
-            "AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR",
-            default: 30,
-            in: 1...1_000_000_000
-        )
+        if reader.string("AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR") != nil {
+            // Counted per replica it gave N replicas N budgets; identity counts it now.
+            throw ConfigurationError(
+                variable: "AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR",
+                problem:
+                    "is no longer read: the account-check budget is counted by identity for every replica; set AUTH_IDENTITY_ACCOUNT_CHECKS_PER_HOUR on identity instead"
+            )
+        }
         self.rpcTimeout = .milliseconds(
             try reader.integer("AUTH_GATEWAY_RPC_TIMEOUT_MS", default: 5000, in: 10...120_000, unit: " of milliseconds")
         )

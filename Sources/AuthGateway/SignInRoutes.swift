@@ -19,8 +19,6 @@ struct GatewayRoutes: Sendable {
     let authenticator: AccessTokenAuthenticator
     /// Per client IP and route, on every unauthenticated `/v1` and `/api` route.
     let routeLimiter: RateLimiter
-    /// Per client IP: the account checks of `purpose` `login`.
-    let accountCheckLimiter: RateLimiter
     let jwksMaxAge: Duration
     /// `DELETE /v1/me` needs a session signed in at most this long ago (`AUTH_GATEWAY_REAUTH_SECONDS`).
     var reauthenticationWindow: Duration = .seconds(300)
@@ -59,13 +57,6 @@ struct GatewayRoutes: Sendable {
         let route = operationPath ?? context.endpointPath ?? ""
         let operation = Self.operationAliases[route] ?? route
         let decision = routeLimiter.acquire("\(operation) \(IPAddress.rateLimitKey(of: context.clientIP))", now: .now)
-        guard decision.allowed else { throw APIError.rateLimited(retryAfter: decision.retryAfterSeconds) }
-    }
-
-    /// Takes one unit of the client's account-check budget, or answers 429 `rate_limited`:
-    /// for every request whose answer tells whether an account exists.
-    func spendAccountCheck(_ context: GatewayRequestContext) throws {
-        let decision = accountCheckLimiter.acquire(IPAddress.rateLimitKey(of: context.clientIP), now: .now)
         guard decision.allowed else { throw APIError.rateLimited(retryAfter: decision.retryAfterSeconds) }
     }
 
@@ -198,14 +189,17 @@ struct GatewayRoutes: Sendable {
         guard locale.isEmpty || LanguageTag.isValid(locale) else {
             throw APIError.invalidRequest("`locale` must be a language tag such as en-IN.")
         }
-        if purpose != .auto {
-            // `login`'s "no account found" and `signup`'s "account exists" tell whether an
-            // account exists: budgeted per client IP (issue 19, item 7). `auto` tells nothing.
-            try spendAccountCheck(context)
-        }
+        // `login`'s "no account found" and `signup`'s "account exists" tell whether an account
+        // exists: one of the client IP's account checks, counted by identity (issue 19, item 7;
+        // issue 23 §4). `auto` tells nothing.
         let exists = try await backends.call(.identity, context) { options in
             try await backends.identity.contactExists(
-                Auth_Identity_V1_ContactExistsRequest(phone: phone ?? "", email: email ?? ""),
+                Auth_Identity_V1_ContactExistsRequest(
+                    phone: phone ?? "",
+                    email: email ?? "",
+                    clientIP: context.clientIP,
+                    accountCheck: purpose != .auto
+                ),
                 options: options
             )
         }.exists
@@ -412,10 +406,15 @@ struct GatewayRoutes: Sendable {
         let email = try body.requiredString("email")
         let password = try body.requiredString("password")
         AuthDecisionNote.record(contact: email, method: "password")
-        // 409 `email_taken` tells whether an account exists (issue 19, item 7).
-        try spendAccountCheck(context)
+        // 409 `email_taken` tells whether an account exists: one of the client IP's account
+        // checks, counted by identity (issue 19, item 7; issue 23 §4).
         let user = try await createAccount(
-            Auth_Identity_V1_SignUpRequest(displayName: displayName, email: email, password: password),
+            Auth_Identity_V1_SignUpRequest(
+                displayName: displayName,
+                email: email,
+                password: password,
+                accountCheck: true
+            ),
             context: context
         )
         // The email verification code. The account exists already: if the code cannot be sent

@@ -145,8 +145,8 @@ extension GatewayRoutes {
             }
             let createUser = body.bool("create_user") ?? true
             AuthDecisionNote.record(contact: destination.text, method: destination.isPhone ? "otp_sms" : "otp_email")
-            if !createUser { try spendAccountCheck(context) }
-            let exists = try await contactExists(destination, context: context).exists
+            // Without create_user, otp_disabled tells that no account exists: an account check.
+            let exists = try await contactExists(destination, accountCheck: !createUser, context: context).exists
             guard exists || createUser else {
                 throw SupabaseError(.unprocessableContent, "otp_disabled", "Signups not allowed for otp")
             }
@@ -191,15 +191,19 @@ extension GatewayRoutes {
     }
 
     /// identity's ContactExists for the request's phone or email.
+    /// `accountCheck`: the answer reaches the client, one of its IP's account checks.
     func contactExists(
         _ destination: SupabaseContact,
+        accountCheck: Bool = false,
         context: GatewayRequestContext
     ) async throws -> Auth_Identity_V1_ContactExistsResponse {
         try await backends.call(.identity, context) { options in
             try await backends.identity.contactExists(
                 Auth_Identity_V1_ContactExistsRequest(
                     phone: destination.isPhone ? destination.text : "",
-                    email: destination.isPhone ? "" : destination.text
+                    email: destination.isPhone ? "" : destination.text,
+                    clientIP: context.clientIP,
+                    accountCheck: accountCheck
                 ),
                 options: options
             )

@@ -25,6 +25,8 @@ extension ServiceError.Code where Domain == IdentityErrors {
     public static let invalidCredentials = Self(Reason.invalidCredentials, .unauthenticated)
     /// Too many failed password sign-ins for this email in the window.
     public static let tooManyAttempts = Self(Reason.tooManyAttempts, .resourceExhausted)
+    /// The client IP's account checks are spent for the hour.
+    public static let rateLimited = Self(Reason.rateLimited, .resourceExhausted)
     /// The email's password met the consecutive-failure limit: locked until a password reset
     /// or an operator's unlock.
     public static let factorLocked = Self(Reason.factorLocked, .permissionDenied)

@@ -46,6 +46,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             "0002_consecutive_password_failures.sql": PackageResources._002_consecutive_password_failures_sql,
             "0003_oauth_flows.sql": PackageResources._003_oauth_flows_sql,
             "0004_email_link_codes.sql": PackageResources._004_email_link_codes_sql,
+            "0005_account_checks.sql": PackageResources._005_account_checks_sql,
         ])
     }
 
@@ -284,7 +285,9 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
     ) async throws -> Auth_Identity_V1_ContactExistsResponse {
         var validator = FieldValidator()
         let contact = validator.contact(phone: request.phone, email: request.email)
+        let clientIP = validator.clientIP(request.clientIP, context: context)
         try validator.check()
+        if request.accountCheck { try await spendAccountCheck(clientIP: clientIP) }
         guard let contact, let user = try await store.user(contact: contact) else {
             return Auth_Identity_V1_ContactExistsResponse(exists: false)
         }
@@ -391,6 +394,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         guard let contact, let password else {
             throw IdentityError(.internal, "validated fields missing")
         }
+        if request.accountCheck { try await spendAccountCheck(clientIP: clientIP) }
         // A cheap check first, so a taken contact costs no hash unless the caller must not let the
         // time tell; the unique index decides races.
         if try await store.user(contact: contact) != nil {
@@ -572,6 +576,30 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
                 retryAfterSeconds: UInt32(retryAfter)
             )
         }
+    }
+
+    /// Takes one of the client IP's account checks (``IdentityServiceConfiguration/accountChecksPerHour``),
+    /// or throws RESOURCE_EXHAUSTED `rate_limited` with the seconds until one is free. Counted in
+    /// PostgreSQL under a lock per address: every replica spends one budget, and concurrent
+    /// calls cannot overshoot it. A call without an address counts under the empty one.
+    func spendAccountCheck(clientIP: String) async throws {
+        let now = clock.microsecondNow()
+        let window: TimeInterval = 3_600
+        let key = clientIP.isEmpty ? "" : IPAddress.rateLimitKey(of: clientIP)
+        guard
+            let oldest = try await store.spendAccountCheck(
+                ipHash: SHA256.hash(key),
+                at: now,
+                windowStart: now.addingTimeInterval(-window),
+                limit: configuration.accountChecksPerHour
+            )
+        else { return }
+        let retryAfter = max(1, Int(oldest.addingTimeInterval(window).timeIntervalSince(now).rounded(.up)))
+        throw IdentityError(
+            .rateLimited,
+            "Too many requests. Please try again in \(Self.minutes(retryAfter)).",
+            retryAfterSeconds: UInt32(retryAfter)
+        )
     }
 
     static let factorLockedMessage =

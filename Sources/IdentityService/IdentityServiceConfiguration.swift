@@ -108,6 +108,9 @@ public struct IdentityServiceConfiguration: Sendable {
     /// which its password answers `factor_locked` until a password reset or an operator's
     /// unlock (NIST SP 800-63B's consecutive-failure limit). Default 100.
     public var maxConsecutiveFailures: Int = 100
+    /// Answers that tell whether an account exists (ContactExists and SignUp with
+    /// `account_check`) per client IP (an IPv6 /64) per hour, over every replica. 30.
+    public var accountChecksPerHour: Int = 30
     /// Clock difference tolerated on ID tokens' `exp` and `iat`. 60 s.
     public var idTokenClockSkew: Duration = .seconds(60)
     /// A JWKS is refetched at most this often for an unknown `kid`. 1 minute.
@@ -189,6 +192,11 @@ public struct IdentityServiceConfiguration: Sendable {
             "AUTH_IDENTITY_MAX_CONSECUTIVE_FAILURES",
             default: maxConsecutiveFailures,
             in: 1...100_000
+        )
+        accountChecksPerHour = try reader.integer(
+            "AUTH_IDENTITY_ACCOUNT_CHECKS_PER_HOUR",
+            default: accountChecksPerHour,
+            in: 1...1_000_000_000
         )
 
         var overrides: [IdentityProvider: OAuthConfiguration.Overrides] = [:]

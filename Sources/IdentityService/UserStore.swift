@@ -473,6 +473,44 @@ struct UserStore: Sendable {
         }
     }
 
+    /// The advisory-lock class of account checks (``spendAccountCheck(ipHash:at:windowStart:limit:)``).
+    private static let accountCheckLockClass: Int32 = 0x1D_0002
+
+    /// One account check of the address whose rate-limit key hashes to `ipHash`: under a lock
+    /// per address, nil after recording it when fewer than `limit` lie after `windowStart`;
+    /// else the oldest of the `limit` most recent (a check frees up when it leaves the window).
+    /// Each call also deletes up to 32 checks of any address older than the window.
+    func spendAccountCheck(ipHash: [UInt8], at now: Date, windowStart: Date, limit: Int) async throws -> Date? {
+        try await pool.transaction { connection in
+            // The lock in a statement of its own: the count's snapshot must be taken after it, so
+            // that it sees the checks of whoever held the lock before.
+            try connection.execute(
+                """
+                SELECT pg_advisory_xact_lock(\(Self.accountCheckLockClass)::int4, hashtext(encode(\(ipHash)::bytea, 'hex')))
+                """
+            )
+            let rows = try connection.execute(
+                """
+                SELECT checked_at FROM \(schema).account_checks
+                WHERE ip_hash = \(ipHash) AND checked_at > \(windowStart)
+                ORDER BY checked_at DESC OFFSET \(max(0, limit - 1)) LIMIT 1
+                """
+            )
+            if let oldest = try rows.first?[0].decode(Date?.self) { return oldest }
+            try connection.execute(
+                """
+                WITH expired AS (
+                    DELETE FROM \(schema).account_checks WHERE ctid IN (
+                        SELECT ctid FROM \(schema).account_checks WHERE checked_at <= \(windowStart)
+                        LIMIT 32 FOR UPDATE SKIP LOCKED)
+                )
+                INSERT INTO \(schema).account_checks (ip_hash, checked_at) VALUES (\(ipHash), \(now))
+                """
+            )
+            return nil
+        }
+    }
+
     /// The advisory-lock class of password attempts (`pg_advisory_xact_lock(class, key)`); the
     /// key is a hash of the email's hash, so two emails rarely share a lock (and then only wait
     /// for each other's few-millisecond reservation).

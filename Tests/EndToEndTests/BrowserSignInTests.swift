@@ -457,13 +457,13 @@ struct Browser {
                 variables["AUTH_OIDC_GOOGLE_ISSUER"] = provider.issuer(.google)
                 variables["AUTH_OIDC_GOOGLE_JWKS_URL"] = provider.issuer(.google) + "/jwks"
             }
+            variables["AUTH_IDENTITY_ACCOUNT_CHECKS_PER_HOUR"] = "1000000"
             variables.merge(identityVariables) { $1 }
             let (identity, identityPort) = try await fixture.startIdentity(variables)
             let (gateway, base) = try await fixture.startGateway(
                 identityPort: identityPort,
                 [
                     "AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE": "1000000",
-                    "AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR": "1000000",
                     "AUTH_PUBLIC_URL": GatewayFixture.publicURL,
                 ]
             )

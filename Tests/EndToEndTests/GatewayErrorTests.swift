@@ -595,6 +595,11 @@ extension GatewayEndToEndTests {
     // MARK: - The gateway's own limits
 
     @Suite(.timeLimit(.minutes(1))) struct Limits {
+        /// An IPv6 address of a /64 no other test uses (budgets are counted per /64).
+        static func uniqueClientAddress() -> String {
+            "2001:db8:\(String(UInt16.random(in: 1...UInt16.max), radix: 16)):\(String(UInt16.random(in: 1...UInt16.max), radix: 16))::1"
+        }
+
         /// Issue 19, item 2: behind a trusted proxy, an IPv6 client that rotates addresses
         /// inside its /64 (any home router hands out a whole /64) was a new client per address.
         @Test func anIPv6ClientBehindATrustedProxyIsOneClientPerSlash64() async throws {
@@ -620,50 +625,44 @@ extension GatewayEndToEndTests {
             expectError(try await logIn(from: "2001:db8:1:3::1"), 401, "invalid_credentials")
         }
 
-        /// A gateway of its own with low limits: 5 requests per minute per route, 2 account checks
-        /// per hour.
+        /// A gateway of its own with 5 requests per minute per route, and an identity of its own
+        /// with 2 account checks per hour; the client is an address of this test's own (the
+        /// budget is counted in the shared database, where other tests' checks from 127.0.0.1
+        /// are), given by `X-Forwarded-For` from the trusted loopback.
         @Test func perRouteLimitAndAccountCheckBudget() async throws {
             let fixture = try fixture()
-            let (_, base) = try await fixture.startGateway([
-                "AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE": "5",
-                "AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR": "2",
-            ])
+            let (_, identityPort) = try await fixture.startIdentity(["AUTH_IDENTITY_ACCOUNT_CHECKS_PER_HOUR": "2"])
+            let (_, base) = try await fixture.startGateway(
+                identityPort: identityPort,
+                ["AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE": "5", "AUTH_GATEWAY_TRUSTED_PROXIES": "127.0.0.1"]
+            )
+            let client = Self.uniqueClientAddress()
+            func post(_ path: String, _ json: [String: Any]) async throws -> GatewayFixture.Reply {
+                try await fixture.send(.POST, path, json: json, headers: [("X-Forwarded-For", client)], base: base)
+            }
             // The account-check budget: two `login` checks, then 429 ...
             for _ in 0..<2 {
-                let reply = try await fixture.post(
-                    "/v1/otp/send",
-                    ["phone": GatewayFixture.newPhone(), "purpose": "login"],
-                    base: base
-                )
+                let reply = try await post("/v1/otp/send", ["phone": GatewayFixture.newPhone(), "purpose": "login"])
                 expectError(reply, 404, "account_not_found")
             }
-            let checked = try await fixture.post(
-                "/v1/otp/send",
-                ["phone": GatewayFixture.newPhone(), "purpose": "login"],
-                base: base
-            )
+            let checked = try await post("/v1/otp/send", ["phone": GatewayFixture.newPhone(), "purpose": "login"])
             expectError(checked, 429, "rate_limited")
             #expect((checked.int("retry_after") ?? 0) > 60, "\(checked)")
             // ... while `auto`, which tells nothing, is not counted in it ...
-            let auto = try await fixture.post("/v1/otp/send", ["phone": GatewayFixture.newPhone()], base: base)
+            let auto = try await post("/v1/otp/send", ["phone": GatewayFixture.newPhone()])
             #expect(auto.status == 200, "\(auto)")
             // ... and `signup` is (issue 19, item 7: its 409 `account_exists` told for free).
-            let signup = try await fixture.post(
-                "/v1/otp/send",
-                ["phone": GatewayFixture.newPhone(), "purpose": "signup"],
-                base: base
-            )
+            let signup = try await post("/v1/otp/send", ["phone": GatewayFixture.newPhone(), "purpose": "signup"])
             expectError(signup, 429, "rate_limited")
             #expect((signup.int("retry_after") ?? 0) > 60, "\(signup)")
             // That was the route's 5th request; the 6th is refused by the route's own budget.
-            let sixth = try await fixture.post("/v1/otp/send", ["phone": GatewayFixture.newPhone()], base: base)
+            let sixth = try await post("/v1/otp/send", ["phone": GatewayFixture.newPhone()])
             expectError(sixth, 429, "rate_limited")
             #expect((sixth.int("retry_after") ?? 0) <= 60, "\(sixth)")
             // POST /v1/signup spends the same budget (its 409 `email_taken` tells too).
-            let signedUp = try await fixture.post(
+            let signedUp = try await post(
                 "/v1/signup",
-                ["display_name": "Asha", "email": GatewayFixture.newEmail("rl"), "password": "Valid-Pass-123"],
-                base: base
+                ["display_name": "Asha", "email": GatewayFixture.newEmail("rl"), "password": "Valid-Pass-123"]
             )
             expectError(signedUp, 429, "rate_limited")
             #expect((signedUp.int("retry_after") ?? 0) > 60, "\(signedUp)")
@@ -700,6 +699,50 @@ extension GatewayEndToEndTests {
                 let me = try await fixture.get("/v1/me", token: signedIn.accessToken, base: base)
                 #expect(me.status == 200, "\(me)")
             }
+        }
+    }
+
+    // MARK: - Budgets that replicas share
+
+    /// Issue 23 §4: the account-check budget is counted by identity in PostgreSQL, so two
+    /// gateways over two identity replicas spend one budget per client.
+    @Suite(.timeLimit(.minutes(1))) struct SharedBudgets {
+        @Test func twoGatewaysAndTwoIdentitiesSpendOneAccountCheckBudget() async throws {
+            let fixture = try fixture()
+            let budget = ["AUTH_IDENTITY_ACCOUNT_CHECKS_PER_HOUR": "3"]
+            let (_, firstIdentity) = try await fixture.startIdentity(budget)
+            let (_, secondIdentity) = try await fixture.startIdentity(budget)
+            let trusted = ["AUTH_GATEWAY_TRUSTED_PROXIES": "127.0.0.1"]
+            let (_, first) = try await fixture.startGateway(identityPort: firstIdentity, trusted)
+            let (_, second) = try await fixture.startGateway(identityPort: secondIdentity, trusted)
+            let client = Limits.uniqueClientAddress()
+            func check(_ base: String) async throws -> GatewayFixture.Reply {
+                try await fixture.send(
+                    .POST,
+                    "/v1/otp/send",
+                    json: ["email": GatewayFixture.newEmail("shared"), "purpose": "login"],
+                    headers: [("X-Forwarded-For", client)],
+                    base: base
+                )
+            }
+            // Three checks over both replicas: the budget, whichever answered.
+            for base in [first, second, first] {
+                expectError(try await check(base), 404, "account_not_found")
+            }
+            for base in [second, first] {
+                let refused = try await check(base)
+                expectError(refused, 429, "rate_limited")
+                #expect((refused.int("retry_after") ?? 0) > 3_000, "\(refused)")
+            }
+            // Another client has its own budget.
+            let other = try await fixture.send(
+                .POST,
+                "/v1/otp/send",
+                json: ["email": GatewayFixture.newEmail("shared"), "purpose": "login"],
+                headers: [("X-Forwarded-For", Limits.uniqueClientAddress())],
+                base: second
+            )
+            expectError(other, 404, "account_not_found")
         }
     }
 

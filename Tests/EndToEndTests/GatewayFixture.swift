@@ -106,6 +106,9 @@ final class GatewayFixture: Sendable {
                             "AUTH_IDENTITY_PORT": "0",
                             // Cheap hashes: the tests sign in with passwords dozens of times.
                             "AUTH_IDENTITY_SCRYPT_LOG_N": "10",
+                            // Every test comes from 127.0.0.1 (the budget's own test has its
+                            // identity and its client addresses).
+                            "AUTH_IDENTITY_ACCOUNT_CHECKS_PER_HOUR": "1000000",
                             "AUTH_OIDC_APPLE_CLIENT_IDS": appleClientID,
                             "AUTH_OIDC_APPLE_ISSUER": appleIssuer,
                             "AUTH_OIDC_APPLE_JWKS_URL": "http://127.0.0.1:\(jwksServer.port)/auth/keys",
@@ -140,7 +143,6 @@ final class GatewayFixture: Sendable {
                                 otp: started.otp.1,
                                 extra: [
                                     "AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE": "1000000",
-                                    "AUTH_GATEWAY_ACCOUNT_CHECKS_PER_HOUR": "1000000",
                                     "AUTH_PUBLIC_URL": GatewayFixture.publicURL,
                                     // Where the Supabase door's confirmation links send the browser.
                                     "AUTH_OAUTH_REDIRECT_URLS": GatewayFixture.confirmedURL,

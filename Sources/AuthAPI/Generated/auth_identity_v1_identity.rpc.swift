@@ -97,7 +97,10 @@ public enum Auth_Identity_V1_Identity {
         public static let invalidGrant = "invalid_grant"
         /// ALREADY_EXISTS. Another account has proved this phone or email.
         public static let contactTaken = "contact_taken"
-        public static let all: [String] = [invalidArgument, invalidPhone, invalidEmail, userNotFound, emailTaken, invalidCredentials, tooManyAttempts, factorLocked, wrongPassword, invalidIDToken, idTokenExpired, idTokenReplayed, invalidNonce, providerNotEnabled, providerUnavailable, unavailable, deadlineExceeded, cancelled, `internal`, identityAlreadyLinked, lastIdentity, identityNotFound, redirectNotAllowed, invalidState, invalidGrant, contactTaken]
+        /// RESOURCE_EXHAUSTED. The client IP's account checks are spent for the hour; the status
+        /// carries retry_after_seconds.
+        public static let rateLimited = "rate_limited"
+        public static let all: [String] = [invalidArgument, invalidPhone, invalidEmail, userNotFound, emailTaken, invalidCredentials, tooManyAttempts, factorLocked, wrongPassword, invalidIDToken, idTokenExpired, idTokenReplayed, invalidNonce, providerNotEnabled, providerUnavailable, unavailable, deadlineExceeded, cancelled, `internal`, identityAlreadyLinked, lastIdentity, identityNotFound, redirectNotAllowed, invalidState, invalidGrant, contactTaken, rateLimited]
     }
 
     /// Who may call each method of the service. The initializer takes one value per method,

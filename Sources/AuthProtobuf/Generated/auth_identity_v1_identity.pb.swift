@@ -116,6 +116,9 @@ public enum Auth_Identity_V1_IdentityReason: ProtobufCEnum {
     case invalidGrant  // IDENTITY_REASON_INVALID_GRANT = 25
     /// ALREADY_EXISTS. Another account has proved this phone or email.
     case contactTaken  // IDENTITY_REASON_CONTACT_TAKEN = 26
+    /// RESOURCE_EXHAUSTED. The client IP's account checks are spent for the hour; the status
+    /// carries retry_after_seconds.
+    case rateLimited  // IDENTITY_REASON_RATE_LIMITED = 27
     /// A value this schema does not know; kept as is so that it survives a round trip.
     case unrecognized(Int32)
 
@@ -151,6 +154,7 @@ public enum Auth_Identity_V1_IdentityReason: ProtobufCEnum {
         case 24: self = .invalidState
         case 25: self = .invalidGrant
         case 26: self = .contactTaken
+        case 27: self = .rateLimited
         default: self = .unrecognized(rawValue)
         }
     }
@@ -184,6 +188,7 @@ public enum Auth_Identity_V1_IdentityReason: ProtobufCEnum {
         case .invalidState: 24
         case .invalidGrant: 25
         case .contactTaken: 26
+        case .rateLimited: 27
         case .unrecognized(let value): value
         }
     }
@@ -217,6 +222,7 @@ public enum Auth_Identity_V1_IdentityReason: ProtobufCEnum {
         .invalidState,
         .invalidGrant,
         .contactTaken,
+        .rateLimited,
     ]
 
     // Equal when the numbers are equal, so `.unrecognized(0)` is `.unspecified`.
@@ -866,12 +872,20 @@ public struct Auth_Identity_V1_ContactExistsRequest: ProtobufCMessage {
 
     public var phone: String = ""
     public var email: String = ""
+    /// The end user's IP address; empty means the call metadata's end_user_ip.
+    public var clientIP: String = ""
+    /// The answer is shown to the client (whether an account exists): it costs one of the client
+    /// IP's account checks (AUTH_IDENTITY_ACCOUNT_CHECKS_PER_HOUR, counted in PostgreSQL, so
+    /// every replica spends one budget); RESOURCE_EXHAUSTED `rate_limited` past it.
+    public var accountCheck: Bool = false
 
     public init() {}
 
-    public init(phone: String = "", email: String = "") {
+    public init(phone: String = "", email: String = "", clientIP: String = "", accountCheck: Bool = false) {
         self.phone = phone
         self.email = email
+        self.clientIP = clientIP
+        self.accountCheck = accountCheck
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -917,7 +931,9 @@ extension Auth_Identity_V1_ContactExistsRequest: ProtobufCBridged {
     init(_cMessage c: UnsafePointer<_CMessage>) throws {
         self.init(
             phone: try _protobufCString(c.pointee.phone, Self.self, "phone"),
-            email: try _protobufCString(c.pointee.email, Self.self, "email")
+            email: try _protobufCString(c.pointee.email, Self.self, "email"),
+            clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip"),
+            accountCheck: c.pointee.account_check != 0
         )
     }
 
@@ -928,6 +944,10 @@ extension Auth_Identity_V1_ContactExistsRequest: ProtobufCBridged {
         if !self.email.isEmpty {
             c.pointee.email = try arena.cString(self.email, Self.self, "email")
         }
+        if !self.clientIP.isEmpty {
+            c.pointee.client_ip = try arena.cString(self.clientIP, Self.self, "client_ip")
+        }
+        c.pointee.account_check = self.accountCheck ? 1 : 0
     }
 }
 
@@ -1356,6 +1376,10 @@ public struct Auth_Identity_V1_SignUpRequest: ProtobufCMessage {
     /// password; ALREADY_EXISTS `contact_taken` when an account has it. The Supabase door's phone
     /// sign-up (the gateway then proves the phone with a code).
     public var phone: String = ""
+    /// ALREADY_EXISTS email_taken would tell the client that the email has an account: the
+    /// sign-up first costs one of the client IP's account checks (as ContactExists'
+    /// `account_check`).
+    public var accountCheck: Bool = false
 
     public init() {}
 
@@ -1366,7 +1390,8 @@ public struct Auth_Identity_V1_SignUpRequest: ProtobufCMessage {
         clientIP: String = "",
         displayNameOptional: Bool = false,
         hashWhenTaken: Bool = false,
-        phone: String = ""
+        phone: String = "",
+        accountCheck: Bool = false
     ) {
         self.displayName = displayName
         self.email = email
@@ -1375,6 +1400,7 @@ public struct Auth_Identity_V1_SignUpRequest: ProtobufCMessage {
         self.displayNameOptional = displayNameOptional
         self.hashWhenTaken = hashWhenTaken
         self.phone = phone
+        self.accountCheck = accountCheck
     }
 
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws {
@@ -1425,7 +1451,8 @@ extension Auth_Identity_V1_SignUpRequest: ProtobufCBridged {
             clientIP: try _protobufCString(c.pointee.client_ip, Self.self, "client_ip"),
             displayNameOptional: c.pointee.display_name_optional != 0,
             hashWhenTaken: c.pointee.hash_when_taken != 0,
-            phone: try _protobufCString(c.pointee.phone, Self.self, "phone")
+            phone: try _protobufCString(c.pointee.phone, Self.self, "phone"),
+            accountCheck: c.pointee.account_check != 0
         )
     }
 
@@ -1447,6 +1474,7 @@ extension Auth_Identity_V1_SignUpRequest: ProtobufCBridged {
         if !self.phone.isEmpty {
             c.pointee.phone = try arena.cString(self.phone, Self.self, "phone")
         }
+        c.pointee.account_check = self.accountCheck ? 1 : 0
     }
 }
 

@@ -2770,7 +2770,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__get_user_response__descript
   (ProtobufCMessageInit) auth__identity__v1__get_user_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__identity__v1__contact_exists_request__field_descriptors[2] =
+static const ProtobufCFieldDescriptor auth__identity__v1__contact_exists_request__field_descriptors[4] =
 {
   {
     "phone",
@@ -2796,15 +2796,41 @@ static const ProtobufCFieldDescriptor auth__identity__v1__contact_exists_request
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "client_ip",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ContactExistsRequest, client_ip),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "account_check",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__ContactExistsRequest, account_check),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__identity__v1__contact_exists_request__field_indices_by_name[] = {
+  3,   /* field[3] = account_check */
+  2,   /* field[2] = client_ip */
   1,   /* field[1] = email */
   0,   /* field[0] = phone */
 };
 static const ProtobufCIntRange auth__identity__v1__contact_exists_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor auth__identity__v1__contact_exists_request__descriptor =
 {
@@ -2814,7 +2840,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__contact_exists_request__des
   "Auth__Identity__V1__ContactExistsRequest",
   "auth.identity.v1",
   sizeof(Auth__Identity__V1__ContactExistsRequest),
-  2,
+  4,
   auth__identity__v1__contact_exists_request__field_descriptors,
   auth__identity__v1__contact_exists_request__field_indices_by_name,
   1,  auth__identity__v1__contact_exists_request__number_ranges,
@@ -3167,7 +3193,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__find_or_create_by_contact_r
   (ProtobufCMessageInit) auth__identity__v1__find_or_create_by_contact_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor auth__identity__v1__sign_up_request__field_descriptors[7] =
+static const ProtobufCFieldDescriptor auth__identity__v1__sign_up_request__field_descriptors[8] =
 {
   {
     "display_name",
@@ -3253,8 +3279,21 @@ static const ProtobufCFieldDescriptor auth__identity__v1__sign_up_request__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "account_check",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Auth__Identity__V1__SignUpRequest, account_check),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned auth__identity__v1__sign_up_request__field_indices_by_name[] = {
+  7,   /* field[7] = account_check */
   3,   /* field[3] = client_ip */
   0,   /* field[0] = display_name */
   4,   /* field[4] = display_name_optional */
@@ -3266,7 +3305,7 @@ static const unsigned auth__identity__v1__sign_up_request__field_indices_by_name
 static const ProtobufCIntRange auth__identity__v1__sign_up_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 7 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor auth__identity__v1__sign_up_request__descriptor =
 {
@@ -3276,7 +3315,7 @@ const ProtobufCMessageDescriptor auth__identity__v1__sign_up_request__descriptor
   "Auth__Identity__V1__SignUpRequest",
   "auth.identity.v1",
   sizeof(Auth__Identity__V1__SignUpRequest),
-  7,
+  8,
   auth__identity__v1__sign_up_request__field_descriptors,
   auth__identity__v1__sign_up_request__field_indices_by_name,
   1,  auth__identity__v1__sign_up_request__number_ranges,
@@ -5280,7 +5319,7 @@ const ProtobufCEnumDescriptor auth__identity__v1__provider__descriptor =
   auth__identity__v1__provider__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue auth__identity__v1__identity_reason__enum_values_by_number[27] =
+static const ProtobufCEnumValue auth__identity__v1__identity_reason__enum_values_by_number[28] =
 {
   { "IDENTITY_REASON_UNSPECIFIED", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_UNSPECIFIED", 0 },
   { "IDENTITY_REASON_INVALID_ARGUMENT", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_ARGUMENT", 1 },
@@ -5309,11 +5348,12 @@ static const ProtobufCEnumValue auth__identity__v1__identity_reason__enum_values
   { "IDENTITY_REASON_INVALID_STATE", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_STATE", 24 },
   { "IDENTITY_REASON_INVALID_GRANT", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_INVALID_GRANT", 25 },
   { "IDENTITY_REASON_CONTACT_TAKEN", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_CONTACT_TAKEN", 26 },
+  { "IDENTITY_REASON_RATE_LIMITED", "AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_RATE_LIMITED", 27 },
 };
 static const ProtobufCIntRange auth__identity__v1__identity_reason__value_ranges[] = {
-{0, 0},{0, 27}
+{0, 0},{0, 28}
 };
-static const ProtobufCEnumValueIndex auth__identity__v1__identity_reason__enum_values_by_name[27] =
+static const ProtobufCEnumValueIndex auth__identity__v1__identity_reason__enum_values_by_name[28] =
 {
   { "IDENTITY_REASON_CANCELLED", 18 },
   { "IDENTITY_REASON_CONTACT_TAKEN", 26 },
@@ -5336,6 +5376,7 @@ static const ProtobufCEnumValueIndex auth__identity__v1__identity_reason__enum_v
   { "IDENTITY_REASON_LAST_IDENTITY", 21 },
   { "IDENTITY_REASON_PROVIDER_NOT_ENABLED", 14 },
   { "IDENTITY_REASON_PROVIDER_UNAVAILABLE", 15 },
+  { "IDENTITY_REASON_RATE_LIMITED", 27 },
   { "IDENTITY_REASON_REDIRECT_NOT_ALLOWED", 23 },
   { "IDENTITY_REASON_TOO_MANY_ATTEMPTS", 7 },
   { "IDENTITY_REASON_UNAVAILABLE", 16 },
@@ -5350,9 +5391,9 @@ const ProtobufCEnumDescriptor auth__identity__v1__identity_reason__descriptor =
   "IdentityReason",
   "Auth__Identity__V1__IdentityReason",
   "auth.identity.v1",
-  27,
+  28,
   auth__identity__v1__identity_reason__enum_values_by_number,
-  27,
+  28,
   auth__identity__v1__identity_reason__enum_values_by_name,
   1,
   auth__identity__v1__identity_reason__value_ranges,

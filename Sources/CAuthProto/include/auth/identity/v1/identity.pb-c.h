@@ -194,7 +194,12 @@ typedef enum _Auth__Identity__V1__IdentityReason {
   /*
    * ALREADY_EXISTS. Another account has proved this phone or email.
    */
-  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_CONTACT_TAKEN = 26
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_CONTACT_TAKEN = 26,
+  /*
+   * RESOURCE_EXHAUSTED. The client IP's account checks are spent for the hour; the status
+   * carries retry_after_seconds.
+   */
+  AUTH__IDENTITY__V1__IDENTITY_REASON__IDENTITY_REASON_RATE_LIMITED = 27
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(AUTH__IDENTITY__V1__IDENTITY_REASON)
 } Auth__Identity__V1__IdentityReason;
 
@@ -352,10 +357,20 @@ struct  Auth__Identity__V1__ContactExistsRequest
   ProtobufCMessage base;
   char *phone;
   char *email;
+  /*
+   * The end user's IP address; empty means the call metadata's end_user_ip.
+   */
+  char *client_ip;
+  /*
+   * The answer is shown to the client (whether an account exists): it costs one of the client
+   * IP's account checks (AUTH_IDENTITY_ACCOUNT_CHECKS_PER_HOUR, counted in PostgreSQL, so
+   * every replica spends one budget); RESOURCE_EXHAUSTED `rate_limited` past it.
+   */
+  protobuf_c_boolean account_check;
 };
 #define AUTH__IDENTITY__V1__CONTACT_EXISTS_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__contact_exists_request__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Auth__Identity__V1__ContactExistsResponse
@@ -473,10 +488,16 @@ struct  Auth__Identity__V1__SignUpRequest
    * sign-up (the gateway then proves the phone with a code).
    */
   char *phone;
+  /*
+   * ALREADY_EXISTS email_taken would tell the client that the email has an account: the
+   * sign-up first costs one of the client IP's account checks (as ContactExists'
+   * `account_check`).
+   */
+  protobuf_c_boolean account_check;
 };
 #define AUTH__IDENTITY__V1__SIGN_UP_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&auth__identity__v1__sign_up_request__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Auth__Identity__V1__SignUpResponse
