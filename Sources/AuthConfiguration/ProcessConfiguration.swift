@@ -24,9 +24,26 @@ public struct ProcessConfiguration: Sendable {
     public var rpcSecret: [UInt8]
     /// Mutual TLS material (`AUTH_RPC_TLS_CERT`, `_KEY`, `_CA`); nil in plaintext mode.
     public var rpcTLS: RPCTLSConfiguration?
+    /// The files of `AUTH_RPC_TLS_*` when all three name files (not PEM text): watched every
+    /// ``rpcTLSReloadInterval`` for a renewed certificate (``RPCTLSFileWatcher``).
+    public var rpcTLSFiles: RPCTLSFileWatcher.Files?
+    /// `AUTH_RPC_TLS_RELOAD_SECONDS` (60; 1–3600): how often the TLS files are looked at.
+    public var rpcTLSReloadInterval: Duration = .seconds(60)
     public var rpcLimits: ConnectionLimits
     public var logLevel: Logger.Level
     private var addresses: [AuthServiceName: [RPCAddress]]
+
+    /// The service that reloads renewed TLS files, when the material comes from files.
+    public func rpcTLSWatcher(logger: Logger) -> RPCTLSFileWatcher? {
+        guard let rpcTLS, let rpcTLSFiles else { return nil }
+        return RPCTLSFileWatcher(
+            configuration: rpcTLS,
+            files: rpcTLSFiles,
+            interval: rpcTLSReloadInterval,
+            expectedName: service.rawValue,
+            logger: logger
+        )
+    }
 
     /// Where clients find `service`.
     public func addresses(of service: AuthServiceName) -> [RPCAddress] {
@@ -65,6 +82,17 @@ public struct ProcessConfiguration: Sendable {
             )
         }
         self.rpcTLS = try RPCTLSConfiguration(environment: variables, expectedName: service.rawValue)
+        let paths = [
+            RPCTLSConfiguration.certificateVariable, RPCTLSConfiguration.keyVariable, RPCTLSConfiguration.caVariable,
+        ].compactMap { reader.string($0) }.filter { !$0.contains("-----BEGIN") }
+        self.rpcTLSFiles =
+            rpcTLS != nil && paths.count == 3
+            ? RPCTLSFileWatcher.Files(certificate: paths[0], privateKey: paths[1], trustRoots: paths[2]) : nil
+        self.rpcTLSReloadInterval = try reader.seconds(
+            "AUTH_RPC_TLS_RELOAD_SECONDS",
+            default: rpcTLSReloadInterval,
+            in: 1...3_600
+        )
         if rpcTLS != nil {
             self.rpcSecret = []
         } else {

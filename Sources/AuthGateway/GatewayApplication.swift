@@ -200,7 +200,7 @@ public struct GatewayApplication: Sendable {
                     serverName: "auth-gateway-admin",
                     logger: logger
                 )
-            ],
+            ] + (configuration.rpcTLSWatcher(logger: logger).map { [$0] } ?? []),
             logger: logger
         )
     }

@@ -57,7 +57,9 @@ public final class RPCServer: Service, Sendable {
     private let group: any EventLoopGroup
     private let logger: Logger
     private let verifier: ServiceCredentialVerifier
-    private let sslContext: NIOSSLContext?
+    /// Mutual TLS: each connection takes the current material's context (certificates renewed
+    /// in place reach new connections, ``RPCTLSConfiguration/replace(with:)``).
+    private let tls: RPCTLSConfiguration?
     private let state: Mutex<State>
     private let stopPromise: EventLoopPromise<Void>
 
@@ -85,7 +87,9 @@ public final class RPCServer: Service, Sendable {
             serverName: configuration.serviceName,
             secret: configuration.tls == nil ? configuration.secret : nil
         )
-        self.sslContext = try configuration.tls?.makeServerContext()
+        self.tls = configuration.tls
+        // A material that cannot make a context fails here, not at the first connection.
+        _ = try configuration.tls?.serverContext()
         self.stopPromise = eventLoopGroup.any().makePromise(of: Void.self)
         self.state = Mutex(
             State(
@@ -110,9 +114,9 @@ public final class RPCServer: Service, Sendable {
         let verifier = self.verifier
         let configuration = self.configuration
         let logger = self.logger
-        let sslContext = self.sslContext
+        let tls = self.tls
         let peerCertificateNames: PeerCertificateNames? =
-            if sslContext != nil { { @Sendable context in verifiedPeerCertificateNames(context) } } else { nil }
+            if tls != nil { { @Sendable context in verifiedPeerCertificateNames(context) } } else { nil }
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -154,8 +158,10 @@ public final class RPCServer: Service, Sendable {
                     drained?.resume()
                 }
                 return channel.eventLoop.makeCompletedFuture {
-                    if let sslContext {
-                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                    if let tls {
+                        try channel.pipeline.syncOperations.addHandler(
+                            NIOSSLServerHandler(context: try tls.serverContext())
+                        )
                     }
                     try channel.pipeline.syncOperations.addServerConnectionHandlers(
                         ServerConnectionHandler(
@@ -180,7 +186,7 @@ public final class RPCServer: Service, Sendable {
             "RPC server listening",
             metadata: [
                 "host": "\(configuration.host)", "port": "\(port)", "service": "\(configuration.serviceName)",
-                "transport": "\(sslContext == nil ? "plaintext" : "mutual TLS 1.3")",
+                "transport": "\(tls == nil ? "plaintext" : "mutual TLS 1.3")",
             ]
         )
         return port

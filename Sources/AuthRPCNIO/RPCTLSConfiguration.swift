@@ -1,19 +1,65 @@
 import AuthRPC
 import NIOCore
 import NIOSSL
+import Synchronization
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 
 /// Mutual TLS for RPC connections: this end's certificate and key, and the CA that signs every
 /// service's certificate. TLS 1.3 only. A service's name is a DNS name in its certificate's
 /// subjectAltName (docs/protocol.md §1); the common name is not used.
+///
+/// The material can be replaced while the process runs (``replace(with:)``: certificates renewed
+/// in place, issue 23 §4b): every copy of a configuration shares it, and connections made after a
+/// replacement use the new material while established ones keep theirs.
 public struct RPCTLSConfiguration: Sendable {
-    public let certificateChain: [NIOSSLCertificate]
-    public let privateKey: NIOSSLPrivateKey
-    public let trustRoots: [NIOSSLCertificate]
+    /// The material and the TLS contexts made from it (once per material, then reused by every
+    /// connection).
+    private final class Current: Sendable {
+        struct State {
+            var material: Material
+            var server: NIOSSLContext?
+            var clients: [Bool: NIOSSLContext] = [:]
+        }
+
+        let state: Mutex<State>
+
+        init(_ material: Material) {
+            state = Mutex(State(material: material))
+        }
+    }
+
+    struct Material: @unchecked Sendable {
+        // NIOSSLCertificate and NIOSSLPrivateKey are immutable wrappers of BoringSSL objects.
+        var certificateChain: [NIOSSLCertificate]
+        var privateKey: NIOSSLPrivateKey
+        var trustRoots: [NIOSSLCertificate]
+    }
+
+    private let current: Current
+
+    public var certificateChain: [NIOSSLCertificate] { current.state.withLock { $0.material.certificateChain } }
+    public var privateKey: NIOSSLPrivateKey { current.state.withLock { $0.material.privateKey } }
+    public var trustRoots: [NIOSSLCertificate] { current.state.withLock { $0.material.trustRoots } }
 
     public init(certificateChain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey, trustRoots: [NIOSSLCertificate]) {
-        self.certificateChain = certificateChain
-        self.privateKey = privateKey
-        self.trustRoots = trustRoots
+        current = Current(Material(certificateChain: certificateChain, privateKey: privateKey, trustRoots: trustRoots))
+    }
+
+    /// Uses `other`'s material from now on, for every copy of this configuration: new
+    /// connections get it, established ones keep theirs.
+    public func replace(with other: RPCTLSConfiguration) {
+        let material = other.current.state.withLock { $0.material }
+        current.state.withLock { $0 = Current.State(material: material) }
+    }
+
+    /// When this end's own certificate (the chain's first) stops being valid.
+    public var notValidAfter: Date {
+        Date(timeIntervalSince1970: TimeInterval(certificateChain.first?.notValidAfter ?? 0))
     }
 
     /// Parses PEM text: the certificate (chain, leaf first), its private key, and the CA
@@ -49,6 +95,22 @@ public struct RPCTLSConfiguration: Sendable {
 
     /// The DNS names in this end's own certificate (the names it can prove).
     public var dnsNames: [String] { certificateChain.first?.rpcDNSNames ?? [] }
+
+    /// The server context of the current material (made once per material).
+    func serverContext() throws -> NIOSSLContext {
+        if let context = current.state.withLock({ $0.server }) { return context }
+        let context = try makeServerContext()
+        current.state.withLock { $0.server = $0.server ?? context }
+        return context
+    }
+
+    /// The client context of the current material (made once per material and verification).
+    func clientContext(verifyServerName: Bool) throws -> NIOSSLContext {
+        if let context = current.state.withLock({ $0.clients[verifyServerName] }) { return context }
+        let context = try makeClientContext(verifyServerName: verifyServerName)
+        current.state.withLock { $0.clients[verifyServerName] = $0.clients[verifyServerName] ?? context }
+        return context
+    }
 
     func makeServerContext() throws -> NIOSSLContext {
         var configuration = TLSConfiguration.makeServerConfigurationWithMTLS(

@@ -118,9 +118,12 @@ public final class TCPClientTransport: ClientTransport, Sendable {
             service: configuration.serviceName,
             secret: configuration.tls == nil ? configuration.secret : nil
         )
-        // A context that cannot be made fails each connect with its error (the call says why).
-        let sslContext = configuration.tls.map { tls in
-            Result { try tls.makeClientContext(verifyServerName: configuration.serverName != nil) }
+        // Each connection takes the current material's context (certificates renewed in place
+        // reach new connections); one that cannot be made fails the connect with its error.
+        let verifyServerName = configuration.serverName != nil
+        var sslContext: (@Sendable () throws -> NIOSSLContext)?
+        if let tls = configuration.tls {
+            sslContext = { try tls.clientContext(verifyServerName: verifyServerName) }
         }
         var subchannels: [Subchannel] = []
         for address in configuration.addresses {
@@ -289,7 +292,7 @@ final class Subchannel: Sendable {
     let address: RPCAddress
     private let configuration: RPCClientConfiguration
     private let signer: ServiceCredentialSigner
-    private let sslContext: Result<NIOSSLContext, any Error>?
+    private let sslContext: (@Sendable () throws -> NIOSSLContext)?
     private let group: any EventLoopGroup
     private let logger: Logger
     private let wallClock: @Sendable () -> Int64
@@ -301,7 +304,7 @@ final class Subchannel: Sendable {
         address: RPCAddress,
         configuration: RPCClientConfiguration,
         signer: ServiceCredentialSigner,
-        sslContext: Result<NIOSSLContext, any Error>?,
+        sslContext: (@Sendable () throws -> NIOSSLContext)?,
         group: any EventLoopGroup,
         logger: Logger,
         wallClock: @escaping @Sendable () -> Int64,
@@ -369,7 +372,7 @@ final class Subchannel: Sendable {
                     if let sslContext {
                         // SNI and the name checked in the server's certificate: the service name.
                         try channel.pipeline.syncOperations.addHandler(
-                            NIOSSLClientHandler(context: try sslContext.get(), serverHostname: configuration.serverName)
+                            NIOSSLClientHandler(context: try sslContext(), serverHostname: configuration.serverName)
                         )
                     }
                     let handler = ClientConnectionHandler(

@@ -126,6 +126,7 @@ public enum ServiceMain {
                 // Shut down in reverse order: health turns NOT_SERVING, the server drains, the pool closes.
                 services: [.init(service: database)]
                     + backgroundServices.all.map { .init(service: $0) }
+                    + (configuration.process.rpcTLSWatcher(logger: logger).map { [.init(service: $0)] } ?? [])
                     + [
                         .init(service: server),
                         .init(service: ShutdownAnnouncer { health.markShuttingDown() }),
