@@ -53,6 +53,55 @@ import FoundationNetworking
         return (Auth_Health_V1_Health.Client(wrapping: client), transport)
     }
 
+    /// Issue 23 §4b: session's certificate files are swapped (for another CA's) while it runs;
+    /// the next connection sees the new certificate (authctl of the new CA gets in, of the old
+    /// one no longer), without a restart.
+    @Test func aRenewedCertificateIsLoadedWithoutARestart() async throws {
+        let names = ["session", "identity", "gateway", "authctl"]
+        let tls = try await TestCertificates.shared("ca", names: names)
+        let otherCA = try await TestCertificates.shared("other-ca", names: names)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("renewal-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let files = (
+            folder.appendingPathComponent("tls.crt"), folder.appendingPathComponent("tls.key"),
+            folder.appendingPathComponent("ca.crt")
+        )
+        func install(_ certificates: TestCertificates) throws {
+            try Data(certificates.certificatePEM("session")).write(to: files.0)
+            try Data(certificates.keyPEM("session")).write(to: files.1)
+            try Data(certificates.caPEM).write(to: files.2)
+        }
+        try install(tls)
+        var variables = try await environment([
+            "AUTH_SESSION_PORT": "0", "AUTH_RPC_TLS_CERT": files.0.path, "AUTH_RPC_TLS_KEY": files.1.path,
+            "AUTH_RPC_TLS_CA": files.2.path, "AUTH_RPC_TLS_RELOAD_SECONDS": "1",
+        ])
+        variables["AUTH_RPC_SECRET"] = nil
+        let session = try ServiceProcess(executable: "session", environment: variables)
+        let port = try await session.listeningPort()
+        func health(_ certificates: TestCertificates) async throws -> Int32? {
+            try await ServiceProcess.run(
+                "authctl",
+                arguments: [
+                    "health", "--target", "127.0.0.1:\(port)", "--server-name", "session", "--timeout", "3",
+                    "--tls-cert", certificates.certificatePath("authctl"), "--tls-key", certificates.keyPath("authctl"),
+                    "--tls-ca", certificates.caPath,
+                ],
+                environment: [:]
+            ).status
+        }
+        #expect(try await health(tls) == 0)
+        #expect(try await health(otherCA) == 2)
+        try install(otherCA)
+        // Logged with the new certificate's expiry.
+        let reloaded = try await session.waitForLog("tls.not_valid_after=[^ ]+ [^\n]*RPC TLS certificate reloaded")
+        #expect(!reloaded.isEmpty)
+        #expect(try await health(otherCA) == 0)
+        #expect(try await health(tls) == 2)
+        #expect(await session.terminate() == 0)
+    }
+
     @Test func servicesCallEachOtherOverMutualTLS() async throws {
         let names = ["session", "identity", "gateway", "authctl"]
         let tls = try await TestCertificates.shared("ca", names: names)
