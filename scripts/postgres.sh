@@ -7,6 +7,11 @@
 #   scripts/postgres.sh url DIR               print the conninfo of the running cluster
 #   scripts/postgres.sh status DIR            exit 0 if running, 3 if not
 #   scripts/postgres.sh destroy DIR           stop (immediate) and delete DIR
+#   scripts/postgres.sh standby PRIMARY DIR   a streaming standby of the running cluster PRIMARY in
+#                                             DIR (pg_basebackup), started; PRIMARY then commits
+#                                             synchronously (waits for it); last line = conninfo
+#   scripts/postgres.sh promote DIR           promote the standby in DIR to a primary
+#   scripts/postgres.sh crash DIR             SIGKILL the server in DIR (a lost machine, for tests)
 #
 # Layout of DIR (git-ignored, e.g. .data/pg-test): data/ (PGDATA), run/ (unix socket),
 # port (the TCP port, reused on the next start when it is still free), postgres.log. When run as
@@ -32,7 +37,7 @@ die() { echo "postgres.sh: $*" >&2; exit 1; }
 log() { echo "postgres.sh: $*" >&2; }
 
 usage() {
-    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -273,8 +278,74 @@ cmd_destroy() {
     rm -rf "$BASE" "$DIR"
 }
 
+# A streaming standby of PRIMARY (running) in DIR, for the failover check (issue 23 §3): a base
+# backup with its recovery settings (-R), started on a port of its own; then PRIMARY's commits
+# wait for it (synchronous_standby_names = '*', synchronous_commit on), so a commit the primary
+# acknowledged is on the standby too. Durability matters here: start PRIMARY with
+# POSTGRES_EXTRA_OPTIONS="-c fsync=on -c synchronous_commit=on -c full_page_writes=on"; the
+# standby gets the same options.
+cmd_standby() {
+    [[ -n "${1:-}" && -n "${2:-}" ]] || usage
+    ensure_packages
+    resolve_dir "$1"
+    is_running || die "the primary in $1 is not running"
+    local primary_port primary_data
+    primary_port=$(cat "$PORT_FILE")
+    primary_data="$DATA"
+    resolve_dir "$2"
+    lock_dir
+    if [[ ! -f "$DATA/PG_VERSION" ]]; then
+        rm -rf "$DATA"
+        mkdir -p "$DATA" "$RUN"
+        if [[ $(id -u) == 0 ]]; then chown -R postgres:postgres "$BASE"; fi
+        chmod 700 "$DATA"
+        as_owner "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U "$SUPERUSER" -D "$DATA" -R \
+            -X stream --no-sync --checkpoint=fast >&2
+    fi
+    if ! is_running; then
+        remove_stale_pid
+        start_cluster
+    fi
+    wait_ready
+    local port
+    port=$(cat "$PORT_FILE")
+    # The primary waits for this standby from now on.
+    "$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$primary_port" -U "$SUPERUSER" -d postgres \
+        -c "ALTER SYSTEM SET synchronous_standby_names = '*'" -c "SELECT pg_reload_conf()" >&2
+    local i
+    for i in $(seq 1 100); do
+        [[ $("$PG_BIN/psql" -X -h 127.0.0.1 -p "$primary_port" -U "$SUPERUSER" -d postgres -tAc \
+            "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'") == 1 ]] && break
+        sleep 0.1
+    done
+    log "standby of port $primary_port running on port $port (synchronous)"
+    : "$primary_data"
+    conninfo
+}
+
+cmd_promote() {
+    resolve_dir "${1:-}"
+    is_running || die "no cluster running in $DIR"
+    as_owner "$PG_BIN/pg_ctl" -D "$DATA" -w -t 60 promote >&2
+}
+
+cmd_crash() {
+    resolve_dir "${1:-}"
+    is_running || die "no cluster running in $DIR"
+    local pid children
+    pid=$(head -n 1 "$DATA/postmaster.pid")
+    # The postmaster and every process it started at once, as a lost machine would.
+    children=$(pgrep -P "$pid" | tr '\n' ' ' || true)
+    # shellcheck disable=SC2086
+    kill -KILL "$pid" $children 2>/dev/null || true
+    log "killed the server of $DIR (pid $pid and its processes)"
+}
+
 case "${1:-}" in
 start) cmd_start "${2:-}" ;;
+crash) cmd_crash "${2:-}" ;;
+standby) cmd_standby "${2:-}" "${3:-}" ;;
+promote) cmd_promote "${2:-}" ;;
 stop) cmd_stop "${2:-}" "${3:-fast}" ;;
 url) cmd_url "${2:-}" ;;
 status) cmd_status "${2:-}" ;;

@@ -143,8 +143,11 @@ AUTH_RPC_TLS_CERT="$tls_dir/authctl.pem" AUTH_RPC_TLS_KEY="$tls_dir/authctl.key"
 echo "== schemathesis against the running gateway and its OpenAPI document (issue 11)"
 scripts/check-gateway-schemathesis.sh --max-time 45
 
-echo "== the run command supervises: each service killed with SIGKILL answers again within 3 s (issue 23 §1)"
+echo "== the run command supervises: each service killed with SIGKILL answers again within 3 s, PostgreSQL restarted under load (issue 23 §1, §3)"
 scripts/check-supervision.sh
+
+echo "== PostgreSQL fails over under load: a synchronous standby promoted, the services reconnect, nothing acknowledged lost (issue 23 §3)"
+scripts/check-failover.sh
 
 echo "== independent JOSE library for the session tests (joserfc in .data/jose-venv)"
 scripts/jose-check/install.sh >/dev/null
