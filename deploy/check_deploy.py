@@ -343,6 +343,45 @@ def check_kubernetes(directory):
 
 
 # --- Dockerfile ---------------------------------------------------------------------------------
+def check_cloudnative_pg(directory):
+    """The optional CloudNativePG overlay: a Cluster with a synchronous standby and a PgBouncer
+    Pooler in transaction mode in front of its primary (docs/deployment.md, PostgreSQL failover)."""
+    path = os.path.join(directory, "cloudnative-pg", "cluster.yaml")
+    if not os.path.exists(path):
+        problem("cloudnative-pg", "deploy/kubernetes/cloudnative-pg/cluster.yaml is missing")
+        return
+    documents = load_documents([path])
+    clusters = [d for _, d in documents if d.get("kind") == "Cluster"]
+    poolers = [d for _, d in documents if d.get("kind") == "Pooler"]
+    for _, document in documents:
+        if document.get("metadata", {}).get("namespace") != "auth-backend":
+            problem(path, f"{document.get('kind')} is not in namespace auth-backend")
+        if document.get("apiVersion") != "postgresql.cnpg.io/v1":
+            problem(path, f"{document.get('kind')}: apiVersion {document.get('apiVersion')}")
+    if len(clusters) != 1:
+        problem(path, f"{len(clusters)} Cluster documents, expected 1")
+        return
+    cluster = clusters[0]
+    spec = cluster.get("spec", {})
+    if spec.get("instances", 0) < 2:
+        problem(path, "Cluster: fewer than 2 instances (nothing to fail over to)")
+    synchronous = spec.get("postgresql", {}).get("synchronous", {})
+    if synchronous.get("number", 0) < 1 and spec.get("minSyncReplicas", 0) < 1:
+        problem(path, "Cluster: no synchronous standby (an acknowledged commit could be lost at failover)")
+    if spec.get("bootstrap", {}).get("initdb", {}).get("database") != "auth":
+        problem(path, "Cluster: the database is not auth")
+    if not any(
+        p.get("spec", {}).get("cluster", {}).get("name") == cluster["metadata"]["name"]
+        and p.get("spec", {}).get("type") == "rw"
+        and p.get("spec", {}).get("pgbouncer", {}).get("poolMode") == "transaction"
+        for p in poolers
+    ):
+        problem(path, "no Pooler of type rw in transaction mode for the Cluster")
+    with open(os.path.join(directory, "cloudnative-pg", "kustomization.yaml")) as f:
+        if yaml.safe_load(f).get("resources") != ["cluster.yaml"]:
+            problem("cloudnative-pg/kustomization.yaml", "resources is not [cluster.yaml]")
+
+
 def check_dockerfile(path):
     where = os.path.relpath(path)
     with open(path) as f:
@@ -387,6 +426,10 @@ def main():
         resources, files = check_kubernetes(args.kubernetes)
     except Exception as error:  # noqa: BLE001
         problem("deploy/kubernetes", f"could not be checked ({type(error).__name__}: {error})")
+    try:
+        check_cloudnative_pg(args.kubernetes)
+    except Exception as error:  # noqa: BLE001
+        problem("deploy/kubernetes/cloudnative-pg", f"could not be checked ({type(error).__name__}: {error})")
     try:
         check_dockerfile(args.dockerfile)
     except Exception as error:  # noqa: BLE001

@@ -97,14 +97,16 @@ for secret in "${REQUIRED_COMPOSE_SECRETS[@]}"; do
 done
 
 # --- Kubernetes schemas --------------------------------------------------------------------------
-manifests=("$ROOT"/deploy/kubernetes/[0-9]*.yaml "$ROOT"/deploy/kubernetes/templates/*.yaml)
+manifests=("$ROOT"/deploy/kubernetes/[0-9]*.yaml "$ROOT"/deploy/kubernetes/templates/*.yaml
+    "$ROOT"/deploy/kubernetes/cloudnative-pg/cluster.yaml)
 for version in "${KUBERNETES_VERSIONS[@]}"; do
     if ! "$venv/bin/kubernetes-validate" --strict --quiet --kubernetes-version "$version" \
             "${manifests[@]}" >"$tmp/kv.out" 2>&1; then
         fail "kubernetes-validate --strict (Kubernetes $version):"
         cat "$tmp/kv.out" >&2
-    # cert-manager's kinds have no schema in kubernetes-validate; check_deploy.py checks them.
-    elif grep -v "Couldn't find schema for kind [A-Za-z]* with api version cert-manager.io/v1 " "$tmp/kv.out" | grep -q .; then
+    # cert-manager's and CloudNativePG's kinds have no schema in kubernetes-validate;
+    # check_deploy.py checks them.
+    elif grep -v "Couldn't find schema for kind [A-Za-z]* with api version \(cert-manager.io\|postgresql.cnpg.io\)/v1 " "$tmp/kv.out" | grep -q .; then
         fail "kubernetes-validate warnings (Kubernetes $version):"
         cat "$tmp/kv.out" >&2
     fi
