@@ -4,7 +4,8 @@
 # measures how long until it answers again: a backend service when the gateway's
 # /health/ready reports it SERVING from its new process, the gateway when /health/live answers.
 # Fails if one takes longer than 3 s, or if run-local leaves a service running after its
-# SIGTERM. Then restarts PostgreSQL under the load: the services reconnect without a restart
+# SIGTERM. Two loads run throughout: password sign-ins, and sign-ins by code (send + verify, to
+# a test destination), which need otp-dispatch too. Then restarts PostgreSQL under the load: the services reconnect without a restart
 # within 5 s, and a session acknowledged before it still refreshes. Prints one line per service
 # with the time measured.
 #
@@ -25,6 +26,10 @@ export AUTH_GATEWAY_ADMIN_PORT=19200 AUTH_OTP_METRICS_PORT=19202
 export AUTH_LOG_LEVEL=warning
 # The load signs in as fast as one client can: cheap hashes, no per-IP budget in the way.
 export AUTH_IDENTITY_SCRYPT_LOG_N=10 AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE=1000000
+# The code sign-ins of the second load go to a test destination: a fixed code, never sent.
+otp_email="supervision-otp@example.com"
+otp_code=424242
+export AUTH_OTP_TEST_DESTINATIONS="$otp_email=$otp_code"
 base="http://127.0.0.1:$AUTH_GATEWAY_PORT"
 run_dir="$work/state"
 export AUTH_RUN_LOCAL_STATE="$run_dir"
@@ -72,6 +77,24 @@ created=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$base/v1/signup" -H 'c
     done
 ) > "$work/load.txt" 2>/dev/null &
 load=$!
+# The second load: sign-ins by code (send, then verify with the test destination's code), which
+# need otp-dispatch too; each line "status seconds sent-ms" of the step that ended it.
+(
+    for _ in $(seq 1 100000); do
+        [[ -e "$work/stop-load" ]] && break
+        sent=$(date +%s%3N)
+        answer=$(curl -s --max-time 10 -w '\n%{http_code} %{time_total}' -X POST "$base/v1/otp/send" \
+            -H 'content-type: application/json' -d "{\"email\":\"$otp_email\"}" || true)
+        status=$(tail -n 1 <<<"$answer")
+        id=$(head -n 1 <<<"$answer" | grep -o '"verification_id":"[^"]*"' | cut -d'"' -f4 || true)
+        if [[ "${status%% *}" == 200 && -n "$id" ]]; then
+            status=$(curl -s -o /dev/null --max-time 10 -w '%{http_code} %{time_total}' -X POST "$base/v1/otp/verify" \
+                -H 'content-type: application/json' -d "{\"verification_id\":\"$id\",\"code\":\"$otp_code\"}" || true)
+        fi
+        echo "$status $sent"
+    done
+) > "$work/otp-load.txt" 2>/dev/null &
+otp_load=$!
 sleep 1
 # Sign-ins succeed again (the gateway reconnects to a restarted service with backoff, after
 # its readiness already says SERVING): waited for before each kill, so that a kill's window
@@ -149,6 +172,21 @@ fi
 
 touch "$work/stop-load"
 wait "$load" || true
+wait "$otp_load" || true
+# The code sign-ins: 200, or 503 while a service they need was dead, or no gateway at all.
+otp_total=$(wc -l < "$work/otp-load.txt")
+otp_ok=$(awk '$1 == 200' "$work/otp-load.txt" | wc -l)
+otp_other=$(awk '$1 != 200 && $1 != 503 && $1 != "000"' "$work/otp-load.txt" | wc -l)
+otp_slowest=$(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { printf "%.3f", m }' "$work/otp-load.txt")
+log "code sign-ins: $otp_total: $otp_ok 200, $(awk '$1 == 503' "$work/otp-load.txt" | wc -l) 503, $(awk '$1 == "000"' "$work/otp-load.txt" | wc -l) refused, $otp_other other; slowest step ${otp_slowest}s"
+if ((otp_other > 0)); then log "FAIL: code sign-ins answered otherwise:"; awk '$1 != 200 && $1 != 503 && $1 != "000"' "$work/otp-load.txt" | cut -d' ' -f1 | sort | uniq -c >&2; failed=1; fi
+if awk -v m="$otp_slowest" 'BEGIN { exit !(m > 6) }'; then log "FAIL: a code sign-in step took ${otp_slowest}s, past the RPC deadline"; failed=1; fi
+((otp_ok > 0)) || { log "FAIL: no code sign-in succeeded"; failed=1; }
+while read -r service from to; do
+    answered=$(awk -v from="$from" -v to="$to" '$3 >= from && $3 <= to' "$work/otp-load.txt" | wc -l)
+    errors=$(awk -v from="$from" -v to="$to" '$3 >= from && $3 <= to && $1 != 200' "$work/otp-load.txt" | wc -l)
+    log "code sign-ins while $service was down: $answered, $errors not 200"
+done < "$work/windows.txt"
 # 200: signed in; 503: a backend it needed was dead at that moment; 000: no gateway to connect to.
 total=$(wc -l < "$work/load.txt")
 ok=$(awk '$1 == 200' "$work/load.txt" | wc -l)
