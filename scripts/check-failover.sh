@@ -51,19 +51,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-ready() {
-    local body
-    body=$(curl -s --max-time 1 "$base/health/ready" 2>/dev/null) || return 1
-    [[ "$body" == *'"status":"SERVING"'* ]]
-}
-for _ in $(seq 1 1200); do
-    ready && break
-    kill -0 "$runner" 2>/dev/null || { cat "$work/run-local.log" >&2; log "FAIL: run-local.sh exited"; exit 1; }
-    sleep 0.25
-done
-ready || { log "FAIL: the system did not become ready"; exit 1; }
+# shellcheck source=lib/run-local-check.sh
+source "$ROOT/scripts/lib/run-local-check.sh"
+wait_until_ready
 
-now_ms() { date +%s%3N; }
 failed=0
 email="failover-$RANDOM@example.com"
 password="Failover-Check-42"
@@ -85,19 +76,8 @@ created=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$base/v1/signup" -H 'c
     done
 ) > "$work/load.txt" 2>/dev/null &
 load=$!
-signing_in() {
-    local since=$1
-    for _ in $(seq 1 600); do
-        if tail -n 1 "$work/load.txt" 2>/dev/null | awk -v since="$since" '$1 == 200 && $3 >= since { found = 1 } END { exit !found }'; then
-            return 0
-        fi
-        sleep 0.05
-    done
-    return 1
-}
 signing_in "$(now_ms)" || { log "FAIL: sign-ins did not succeed before the failover"; failed=1; }
 sleep 2
-pids() { cat "$work"/state/identity.pid "$work"/state/otp-dispatch.pid "$work"/state/session.pid "$work"/state/gateway.pid | tr '\n' ' '; }
 pids_before=$(pids)
 
 crashed=$(now_ms)

@@ -46,19 +46,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-ready() {
-    local body
-    body=$(curl -s --max-time 1 "$base/health/ready" 2>/dev/null) || return 1
-    [[ "$body" == *'"status":"SERVING"'* ]]
-}
-for _ in $(seq 1 1200); do
-    ready && break
-    kill -0 "$runner" 2>/dev/null || { cat "$work/run-local.log" >&2; log "FAIL: run-local.sh exited"; exit 1; }
-    sleep 0.25
-done
-ready || { log "FAIL: the system did not become ready"; exit 1; }
+# shellcheck source=lib/run-local-check.sh
+source "$ROOT/scripts/lib/run-local-check.sh"
+wait_until_ready
 
-now_ms() { date +%s%3N; }
 failed=0
 
 # The load: one account, then sign-ins back to back until told to stop (at most 100,000).
@@ -99,16 +90,6 @@ sleep 1
 # Sign-ins succeed again (the gateway reconnects to a restarted service with backoff, after
 # its readiness already says SERVING): waited for before each kill, so that a kill's window
 # holds only what that kill caused. At most 30 s.
-signing_in() {
-    local since=$1
-    for _ in $(seq 1 600); do
-        if tail -n 1 "$work/load.txt" 2>/dev/null | awk -v since="$since" '$1 == 200 && $3 >= since { found = 1 } END { exit !found }'; then
-            return 0
-        fi
-        sleep 0.05
-    done
-    return 1
-}
 for service in identity otp-dispatch session gateway; do
     signing_in "$(now_ms)" || { log "FAIL: sign-ins did not succeed again before killing $service"; failed=1; }
     old=$(cat "$run_dir/$service.pid")
@@ -143,7 +124,6 @@ done
 # within 5 s of PostgreSQL being back (2.5 s of backoff at most, plus a sign-in); meanwhile they
 # answer 503, never another error; and a session acknowledged just before the restart lives on.
 signing_in "$(now_ms)" || { log "FAIL: sign-ins did not succeed again before restarting PostgreSQL"; failed=1; }
-pids() { cat "$run_dir"/identity.pid "$run_dir"/otp-dispatch.pid "$run_dir"/session.pid "$run_dir"/gateway.pid | tr '\n' ' '; }
 pids_before=$(pids)
 acknowledged=$(curl -s --max-time 10 -X POST "$base/v1/login" -H 'content-type: application/json' \
     -d "{\"email\":\"$email\",\"password\":\"$password\"}")
