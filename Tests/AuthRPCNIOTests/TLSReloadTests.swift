@@ -18,17 +18,23 @@ import Testing
         return logs.contains(text)
     }
 
-    @Test func renewedFilesReachNewConnectionsAndEstablishedOnesKeepWorking() async throws {
-        let fixture = try await TLSFixture.make()
-        // The server's files, in a folder of the test's own: first our CA's session certificate.
+    /// A new folder for the three files (the caller removes it).
+    static func makeFolder() throws -> (URL, RPCTLSFileWatcher.Files) {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tls-reload-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
         let files = RPCTLSFileWatcher.Files(
             certificate: folder.appendingPathComponent("tls.crt").path,
             privateKey: folder.appendingPathComponent("tls.key").path,
             trustRoots: folder.appendingPathComponent("ca.crt").path
         )
+        return (folder, files)
+    }
+
+    @Test func renewedFilesReachNewConnectionsAndEstablishedOnesKeepWorking() async throws {
+        let fixture = try await TLSFixture.make()
+        // The server's files, in a folder of the test's own: first our CA's session certificate.
+        let (folder, files) = try Self.makeFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
         func install(_ certificates: TestCertificates) throws {
             try Data(certificates.certificatePEM("session")).write(to: URL(fileURLWithPath: files.certificate))
             try Data(certificates.keyPEM("session")).write(to: URL(fileURLWithPath: files.privateKey))
@@ -86,14 +92,8 @@ import Testing
 
     @Test func aRenewedCertificateForAnotherServiceIsNotLoaded() async throws {
         let fixture = try await TLSFixture.make()
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tls-reload-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let (folder, files) = try Self.makeFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let files = RPCTLSFileWatcher.Files(
-            certificate: folder.appendingPathComponent("tls.crt").path,
-            privateKey: folder.appendingPathComponent("tls.key").path,
-            trustRoots: folder.appendingPathComponent("ca.crt").path
-        )
         let configuration = try fixture.tls("session")
         let logs = CapturedLog()
         let watcher = RPCTLSFileWatcher(

@@ -21,6 +21,27 @@ import Testing
         return (Auth_Otp_V1_OTP.Client(wrapping: client), transport)
     }
 
+    /// The crash tests' otp-dispatch: webhook delivery to the test's receiver, a 5 s lease, a
+    /// 0.5 s sweep, 8 workers claiming 16 at a time.
+    func crashTestEnvironment(databaseURL: String, receiverPort: Int) -> [String: String] {
+        [
+            "AUTH_RPC_SECRET": Data(rpcSecret).base64EncodedString(),
+            "AUTH_DATABASE_URL": databaseURL,
+            "AUTH_OTP_PORT": "0",
+            "AUTH_OTP_SECRET": otpSecret,
+            "AUTH_OTP_EMAIL_PROVIDER": "webhook",
+            "AUTH_OTP_WEBHOOK_URL": "http://127.0.0.1:\(receiverPort)/otp",
+            "AUTH_OTP_WEBHOOK_SECRET": "e2e",
+            "AUTH_OTP_HTTP_TIMEOUT_MS": "2000",
+            "AUTH_OTP_CLAIM_LEASE_SECONDS": "5",
+            "AUTH_OTP_SWEEP_INTERVAL_MS": "500",
+            "AUTH_OTP_DISPATCH_WORKERS": "8",
+            "AUTH_OTP_CLAIM_BATCH": "16",
+            "AUTH_LOG_LEVEL": "info",
+            "AUTH_OTP_METRICS_PORT": "0",
+        ]
+    }
+
     @Test func aMissingOrShortSecretStopsTheStartAtOnce() async throws {
         for (value, expected) in [
             (nil, "otp-dispatch: configuration error: AUTH_OTP_SECRET: is required"),
@@ -76,22 +97,7 @@ import Testing
             return (200, "{}")
         }) { receiver in
             try await PostgresTestDatabase.withFreshDatabase(prefix: "otp_e2e") { databaseURL, _ in
-                let environment = [
-                    "AUTH_RPC_SECRET": Data(rpcSecret).base64EncodedString(),
-                    "AUTH_DATABASE_URL": databaseURL,
-                    "AUTH_OTP_PORT": "0",
-                    "AUTH_OTP_SECRET": otpSecret,
-                    "AUTH_OTP_EMAIL_PROVIDER": "webhook",
-                    "AUTH_OTP_WEBHOOK_URL": "http://127.0.0.1:\(receiver.port)/otp",
-                    "AUTH_OTP_WEBHOOK_SECRET": "e2e",
-                    "AUTH_OTP_HTTP_TIMEOUT_MS": "2000",
-                    "AUTH_OTP_CLAIM_LEASE_SECONDS": "5",
-                    "AUTH_OTP_SWEEP_INTERVAL_MS": "500",
-                    "AUTH_OTP_DISPATCH_WORKERS": "8",
-                    "AUTH_OTP_CLAIM_BATCH": "16",
-                    "AUTH_LOG_LEVEL": "info",
-                    "AUTH_OTP_METRICS_PORT": "0",
-                ]
+                let environment = crashTestEnvironment(databaseURL: databaseURL, receiverPort: receiver.port)
                 // An API-only replica takes the 1,000 starts (its outbox fills up, nothing is sent),
                 // so the kill below lands mid-delivery however fast the machine is.
                 var apiOnly = environment
@@ -181,22 +187,8 @@ extension OTPProcessTests {
             return (200, "{}")
         }) { receiver in
             try await PostgresTestDatabase.withFreshDatabase(prefix: "otp_handoff") { databaseURL, _ in
-                let environment = [
-                    "AUTH_RPC_SECRET": Data(rpcSecret).base64EncodedString(),
-                    "AUTH_DATABASE_URL": databaseURL,
-                    "AUTH_OTP_PORT": "0",
-                    "AUTH_OTP_SECRET": otpSecret,
-                    "AUTH_OTP_EMAIL_PROVIDER": "webhook",
-                    "AUTH_OTP_WEBHOOK_URL": "http://127.0.0.1:\(receiver.port)/otp",
-                    "AUTH_OTP_WEBHOOK_SECRET": "e2e",
-                    "AUTH_OTP_HTTP_TIMEOUT_MS": "2000",
-                    "AUTH_OTP_CLAIM_LEASE_SECONDS": "5",
-                    "AUTH_OTP_SWEEP_INTERVAL_MS": "500",
-                    "AUTH_OTP_DISPATCH_WORKERS": "8",
-                    "AUTH_OTP_STARTS_PER_IP_PER_HOUR": "1000000",
-                    "AUTH_LOG_LEVEL": "info",
-                    "AUTH_OTP_METRICS_PORT": "0",
-                ]
+                var environment = crashTestEnvironment(databaseURL: databaseURL, receiverPort: receiver.port)
+                environment["AUTH_OTP_STARTS_PER_IP_PER_HOUR"] = "1000000"
                 let first = try ServiceProcess(executable: "otp-dispatch", environment: environment)
                 let (otp, transport) = client(port: try await first.listeningPort())
                 let starts = Task {
