@@ -22,6 +22,8 @@ public struct RPCTLSConfiguration: Sendable {
     private final class Current: Sendable {
         struct State {
             var material: Material
+            /// Moved on by each replacement: a context made from an older material is not cached.
+            var generation: UInt64 = 0
             var server: NIOSSLContext?
             var clients: [Bool: NIOSSLContext] = [:]
         }
@@ -54,7 +56,7 @@ public struct RPCTLSConfiguration: Sendable {
     /// connections get it, established ones keep theirs.
     public func replace(with other: RPCTLSConfiguration) {
         let material = other.current.state.withLock { $0.material }
-        current.state.withLock { $0 = Current.State(material: material) }
+        current.state.withLock { $0 = Current.State(material: material, generation: $0.generation &+ 1) }
     }
 
     /// When this end's own certificate (the chain's first) stops being valid.
@@ -98,25 +100,41 @@ public struct RPCTLSConfiguration: Sendable {
 
     /// The server context of the current material (made once per material).
     func serverContext() throws -> NIOSSLContext {
-        if let context = current.state.withLock({ $0.server }) { return context }
-        let context = try makeServerContext()
-        current.state.withLock { $0.server = $0.server ?? context }
-        return context
+        try context(cached: \.server, make: Self.makeServerContext)
     }
 
     /// The client context of the current material (made once per material and verification).
     func clientContext(verifyServerName: Bool) throws -> NIOSSLContext {
-        if let context = current.state.withLock({ $0.clients[verifyServerName] }) { return context }
-        let context = try makeClientContext(verifyServerName: verifyServerName)
-        current.state.withLock { $0.clients[verifyServerName] = $0.clients[verifyServerName] ?? context }
+        try context(cached: \.clients[verifyServerName]) {
+            try Self.makeClientContext($0, verifyServerName: verifyServerName)
+        }
+    }
+
+    /// The cached context at `slot`, or one made from a single snapshot of the material (never
+    /// a certificate of one material with the key of another) and cached unless a replacement
+    /// came in between.
+    private func context(
+        cached slot: WritableKeyPath<Current.State, NIOSSLContext?>,
+        make: (Material) throws -> NIOSSLContext
+    ) throws -> NIOSSLContext {
+        let (cached, material, generation) = current.state.withLock { ($0[keyPath: slot], $0.material, $0.generation) }
+        if let cached { return cached }
+        let context = try make(material)
+        current.state.withLock { state in
+            if state.generation == generation, state[keyPath: slot] == nil { state[keyPath: slot] = context }
+        }
         return context
     }
 
     func makeServerContext() throws -> NIOSSLContext {
+        try Self.makeServerContext(current.state.withLock { $0.material })
+    }
+
+    private static func makeServerContext(_ material: Material) throws -> NIOSSLContext {
         var configuration = TLSConfiguration.makeServerConfigurationWithMTLS(
-            certificateChain: certificateChain.map { .certificate($0) },
-            privateKey: .privateKey(privateKey),
-            trustRoots: .certificates(trustRoots)
+            certificateChain: material.certificateChain.map { .certificate($0) },
+            privateKey: .privateKey(material.privateKey),
+            trustRoots: .certificates(material.trustRoots)
         )
         configuration.minimumTLSVersion = .tlsv13
         configuration.certificateVerification = .noHostnameVerification
@@ -125,12 +143,12 @@ public struct RPCTLSConfiguration: Sendable {
 
     /// - Parameter verifyServerName: whether the server's certificate must name the server
     ///   the client means to reach (given as the handler's `serverHostname`).
-    func makeClientContext(verifyServerName: Bool) throws -> NIOSSLContext {
+    private static func makeClientContext(_ material: Material, verifyServerName: Bool) throws -> NIOSSLContext {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.minimumTLSVersion = .tlsv13
-        configuration.certificateChain = certificateChain.map { .certificate($0) }
-        configuration.privateKey = .privateKey(privateKey)
-        configuration.trustRoots = .certificates(trustRoots)
+        configuration.certificateChain = material.certificateChain.map { .certificate($0) }
+        configuration.privateKey = .privateKey(material.privateKey)
+        configuration.trustRoots = .certificates(material.trustRoots)
         configuration.certificateVerification = verifyServerName ? .fullVerification : .noHostnameVerification
         return try NIOSSLContext(configuration: configuration)
     }

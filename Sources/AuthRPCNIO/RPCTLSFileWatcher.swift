@@ -1,3 +1,4 @@
+import AuthText
 import Logging
 import ServiceLifecycle
 
@@ -90,7 +91,7 @@ public struct RPCTLSFileWatcher: Service {
             logger.notice(
                 "RPC TLS certificate reloaded: new connections use it",
                 metadata: [
-                    "tls.not_valid_after": "\(renewed.notValidAfter.formatted(.iso8601))",
+                    "tls.not_valid_after": "\(RFC3339.string(renewed.notValidAfter))",
                     "tls.certificate": "\(files.certificate)",
                 ]
             )
