@@ -6,10 +6,16 @@ kubernetes-validate first) with the Python of its virtual environment (PyYAML). 
 line per problem to stderr; the last line of stdout is a short summary of what was checked.
 Exit status: 0 when there is no problem, 1 otherwise.
 
-    check_deploy.py --compose-config RENDERED.yml --kubernetes DIR --dockerfile FILE
+    check_deploy.py --compose-config RENDERED.yml --compose-monitoring-config RENDERED.yml
+        --kubernetes DIR --dockerfile FILE --prometheus DIR --grafana DASHBOARD.json
+        --sources DIR --docs DEPLOYMENT.md --dashboard-rules OUT.yaml
+
+--dashboard-rules names a file it writes: the dashboard's queries as recording rules, for
+`promtool check rules` to parse (scripts/check-deploy.sh runs it, and promtool on alerts.yaml).
 """
 import argparse
 import glob
+import json
 import os
 import re
 import sys
@@ -23,6 +29,16 @@ RPC_SERVICES = {  # name -> (port variable, addresses variable, default port)
 }
 GATEWAY_PORT = 8080
 OUR_SERVICES = set(RPC_SERVICES) | {"gateway"}
+# GET /metrics of each service (docs/deployment.md, "What operators watch"): name -> (port
+# variable, port). The Prometheus jobs are named after the services.
+METRICS_PORTS = {
+    "gateway": ("AUTH_GATEWAY_ADMIN_PORT", 9100),
+    "identity": ("AUTH_IDENTITY_METRICS_PORT", 9101),
+    "otp-dispatch": ("AUTH_OTP_METRICS_PORT", 9102),
+    "session": ("AUTH_SESSION_METRICS_PORT", 9103),
+}
+# Compose services of the optional `monitoring` profile.
+MONITORING_SERVICES = {"prometheus"}
 # Secrets each service reads from the environment (the rest of the configuration is not secret;
 # RPC authenticates with mutual TLS, each service's certificate and key mounted as files).
 SECRETS = {
@@ -60,8 +76,12 @@ def check_compose(path):
         config = yaml.safe_load(f)
     services = config.get("services") or {}
     expected = OUR_SERVICES | {"postgres"}
-    if set(services) != expected:
-        problem(where, f"services are {sorted(services)}, expected {sorted(expected)}")
+    # Docker Compose v2 leaves services of profiles not asked for out of `config`; v1 does not.
+    if not expected <= set(services) <= expected | MONITORING_SERVICES:
+        problem(where, f"services are {sorted(services)}, expected {sorted(expected)} (and {sorted(MONITORING_SERVICES)})")
+    for name in MONITORING_SERVICES & set(services):
+        if services[name].get("profiles") != ["monitoring"]:
+            problem(where, f"{name}: not only in the monitoring profile (profiles: [monitoring])")
     for name, service in services.items():
         if service.get("restart") not in ("always", "unless-stopped", "on-failure"):
             problem(where, f"{name}: no restart policy")
@@ -69,7 +89,10 @@ def check_compose(path):
             problem(where, f"{name}: no memory limit (deploy.resources.limits.memory)")
         if not service.get("healthcheck", {}).get("test"):
             problem(where, f"{name}: no healthcheck")
-        if name != "gateway" and service.get("ports"):
+        if name in MONITORING_SERVICES:
+            if any(published_host_ip(p) != "127.0.0.1" for p in service.get("ports", [])):
+                problem(where, f"{name}: publishes a port beyond the host's loopback (it has no authentication)")
+        elif name != "gateway" and service.get("ports"):
             problem(where, f"{name}: publishes ports; only the gateway may")
     postgres = services.get("postgres", {})
     if not any(str(v).split(":")[0] in (config.get("volumes") or {}) for v in postgres.get("volumes", [])
@@ -115,6 +138,11 @@ def check_compose(path):
                 problem(where, f"{name}: {addresses_variable} is {env.get(addresses_variable)!r}, expected {other}:{port}")
         if service.get("stop_signal", "SIGTERM") != "SIGTERM":
             problem(where, f"{name}: stop_signal is not SIGTERM")
+        metrics_variable, metrics_port = METRICS_PORTS[name]
+        if str(env.get(metrics_variable)) != str(metrics_port):
+            problem(where, f"{name}: {metrics_variable} is {env.get(metrics_variable)!r}, expected {metrics_port}")
+        if str(metrics_port) not in [str(port).split("/")[0] for port in service.get("expose", [])]:
+            problem(where, f"{name}: does not expose its metrics port {metrics_port} on the compose network")
         if name in RPC_SERVICES:
             port_variable, _, port = RPC_SERVICES[name]
             if str(env.get(port_variable, port)) != str(port):
@@ -133,6 +161,47 @@ def check_compose(path):
                for p in gateway.get("ports", [])):
         problem(where, f"gateway: port {GATEWAY_PORT} is not published")
     return len(services)
+
+
+def published_host_ip(port):
+    """The host address a compose `ports` entry binds ("" for every address)."""
+    if isinstance(port, dict):
+        return port.get("host_ip", "")
+    parts = str(port).split(":")
+    return parts[0] if len(parts) == 3 else ""
+
+
+def check_compose_monitoring(path, prometheus_directory):
+    """The `monitoring` profile (`docker-compose --profile monitoring config`): Prometheus with
+    deploy/prometheus mounted, scraping every service's metrics port on the compose network."""
+    where = "docker-compose.yml (--profile monitoring)"
+    with open(path) as f:
+        services = (yaml.safe_load(f) or {}).get("services") or {}
+    prometheus = services.get("prometheus")
+    if not prometheus:
+        problem(where, "no prometheus service")
+        return
+    if not str(prometheus.get("image", "")).startswith("prom/prometheus:"):
+        problem(where, f"prometheus: image {prometheus.get('image')!r} is not prom/prometheus:<version>")
+    mounts = {}
+    for volume in prometheus.get("volumes", []):
+        if isinstance(volume, dict):
+            mounts[volume.get("target")] = str(volume.get("source", ""))
+        else:
+            parts = str(volume).split(":")
+            if len(parts) >= 2:
+                mounts[parts[1]] = parts[0]
+    if not mounts.get("/etc/prometheus", "").rstrip("/").endswith("deploy/prometheus"):
+        problem(where, "prometheus: deploy/prometheus is not mounted at /etc/prometheus")
+    with open(os.path.join(prometheus_directory, "prometheus.yml")) as f:
+        scrape = yaml.safe_load(f) or {}
+    if "alerts.yaml" not in (scrape.get("rule_files") or []):
+        problem("deploy/prometheus/prometheus.yml", "rule_files does not name alerts.yaml")
+    jobs = {job.get("job_name"): [t for c in job.get("static_configs", []) for t in c.get("targets", [])]
+            for job in scrape.get("scrape_configs", [])}
+    for name, (_, port) in METRICS_PORTS.items():
+        if jobs.get(name) != [f"{name}:{port}"]:
+            problem("deploy/prometheus/prometheus.yml", f"job {name} does not scrape {name}:{port} (it has {jobs.get(name)})")
 
 
 # --- Kubernetes ---------------------------------------------------------------------------------
@@ -292,6 +361,14 @@ def check_kubernetes(directory):
             if read_secrets != SECRETS.get(name, set()):
                 problem(where, f"reads secrets {sorted(read_secrets)}, expected {sorted(SECRETS.get(name, set()))}")
             ports = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
+            metrics_variable, metrics_port = METRICS_PORTS.get(name, ("?", None))
+            if ports.get("metrics") != metrics_port or str(config.get(metrics_variable)) != str(metrics_port):
+                problem(where, f"metrics port is not {metrics_port} in both the container (port named metrics) and {metrics_variable}")
+            scrape = {"prometheus.io/scrape": "true", "prometheus.io/port": str(metrics_port), "prometheus.io/path": "/metrics"}
+            annotations = spec["template"]["metadata"].get("annotations") or {}
+            for key, value in scrape.items():
+                if annotations.get(key) != value:
+                    problem(file, f"Deployment {name}: pod annotation {key} is {annotations.get(key)!r}, expected {value!r}")
             if name in RPC_SERVICES:
                 port_variable, addresses_variable, port = RPC_SERVICES[name]
                 if ports.get("rpc") != port or str(config.get(port_variable)) != str(port):
@@ -333,6 +410,17 @@ def check_kubernetes(directory):
                 problem("network policies", f"{name} accepts connections from anywhere")
             if [p.get("port") for p in rule.get("ports", [])] != [port]:
                 problem("network policies", f"{name}'s ingress is not exactly port {port}")
+    # Prometheus reaches every pod's metrics port, and only from a namespace or pods it names.
+    for name, (file, deployment) in deployments.items():
+        labels = deployment["spec"]["template"]["metadata"].get("labels", {})
+        metrics_port = METRICS_PORTS.get(name, ("?", None))[1]
+        admitting = [rule for p in policies if subset(p["spec"]["podSelector"].get("matchLabels", {}), labels)
+                     for rule in p["spec"].get("ingress") or []
+                     if any(port.get("port") in ("metrics", metrics_port) for port in rule.get("ports", []))]
+        if not admitting:
+            problem("network policies", f"no ingress policy admits scraping {name}'s metrics port ({metrics_port})")
+        if any(not rule.get("from") for rule in admitting):
+            problem("network policies", f"{name}'s metrics port accepts connections from anywhere")
     ingress_kinds = by_kind.get("Ingress", [])
     for file, ingress in ingress_kinds:
         for rule in ingress["spec"].get("rules", []):
@@ -382,6 +470,170 @@ def check_cloudnative_pg(directory):
             problem("cloudnative-pg/kustomization.yaml", "resources is not [cluster.yaml]")
 
 
+def check_pod_monitor(directory):
+    """The optional Prometheus Operator overlay: a PodMonitor scraping every Deployment's pods on
+    their `metrics` port, with the service's name as the job."""
+    path = os.path.join(directory, "monitoring", "pod-monitor.yaml")
+    if not os.path.exists(path):
+        problem("monitoring", "deploy/kubernetes/monitoring/pod-monitor.yaml is missing")
+        return
+    monitors = [d for _, d in load_documents([path]) if d.get("kind") == "PodMonitor"]
+    path = "monitoring/pod-monitor.yaml"
+    if len(monitors) != 1:
+        problem(path, f"{len(monitors)} PodMonitor documents, expected 1")
+        return
+    monitor = monitors[0]
+    spec = monitor.get("spec", {})
+    if monitor.get("apiVersion") != "monitoring.coreos.com/v1":
+        problem(path, f"PodMonitor: apiVersion {monitor.get('apiVersion')}")
+    if monitor.get("metadata", {}).get("namespace") != "auth-backend":
+        problem(path, "PodMonitor is not in namespace auth-backend")
+    if spec.get("jobLabel") != "app.kubernetes.io/name":
+        problem(path, "PodMonitor: jobLabel is not app.kubernetes.io/name (the alerts' job names)")
+    if not any(e.get("port") == "metrics" and e.get("path", "/metrics") == "/metrics"
+               for e in spec.get("podMetricsEndpoints", [])):
+        problem(path, "PodMonitor: no podMetricsEndpoint on port metrics, path /metrics")
+    selector = spec.get("selector", {}).get("matchLabels", {})
+    deployments = [d for _, d in load_documents(sorted(glob.glob(os.path.join(directory, "[0-9]*.yaml"))))
+                   if d.get("kind") == "Deployment"]
+    for deployment in deployments:
+        if not subset(selector, deployment["spec"]["template"]["metadata"].get("labels", {})):
+            problem(path, f"PodMonitor: its selector does not select {deployment['metadata']['name']}'s pods")
+    with open(os.path.join(directory, "monitoring", "kustomization.yaml")) as f:
+        if yaml.safe_load(f).get("resources") != ["pod-monitor.yaml"]:
+            problem("monitoring/kustomization.yaml", "resources is not [pod-monitor.yaml]")
+
+
+# --- Prometheus alerts and the Grafana dashboard --------------------------------------------------
+PROMQL_KEYWORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right",
+                   "offset", "bool", "inf", "nan", "atan2"}
+GRAFANA_INTERVAL = re.compile(r"\$\{?__(rate_interval|interval|range)(_ms|_s)?\}?")
+
+
+def promql_metric_names(expr):
+    """The metric names a PromQL expression reads: the identifiers left once strings, label
+    matchers, ranges and grouping label lists are removed, less functions (a name before `(`)
+    and keywords. `up` is Prometheus's own."""
+    text = re.sub(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|`[^`]*`", '""', expr)
+    text = re.sub(r"\{[^}]*\}", " ", text)
+    text = re.sub(r"\[[^\]]*\]", " ", text)
+    text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", text)
+    names = set()
+    for match in re.finditer(r"(?<![\w.$:])[a-zA-Z_:][a-zA-Z0-9_:]*", text):
+        name = match.group(0)
+        if text[match.end():].lstrip().startswith("(") or name.lower() in PROMQL_KEYWORDS or name == "up":
+            continue
+        names.add(name)
+    return names
+
+
+def markdown_anchors(path):
+    """GitHub's anchors of a Markdown file's headings."""
+    anchors = set()
+    with open(path) as f:
+        for line in f:
+            match = re.match(r"#{1,6}\s+(.*?)\s*$", line)
+            if match:
+                text = re.sub(r"[^\w\- ]", "", match.group(1).lower().replace("`", ""))
+                anchors.add(text.replace(" ", "-"))
+    return anchors
+
+
+def check_monitoring(prometheus_directory, dashboard_path, sources, docs, dashboard_rules):
+    """alerts.yaml, its tests and the dashboard: complete, and reading only metrics the services
+    export (each name a string literal in Sources/**/*.swift, generated code left out)."""
+    alerts_path = os.path.join(prometheus_directory, "alerts.yaml")
+    tests_path = os.path.join(prometheus_directory, "alerts.test.yaml")
+    used = {}  # metric name -> where it is used
+
+    with open(alerts_path) as f:
+        groups = (yaml.safe_load(f) or {}).get("groups") or []
+    anchors = markdown_anchors(docs)
+    alerts = []
+    for group in groups:
+        for rule in group.get("rules") or []:
+            name = rule.get("alert") or rule.get("record")
+            where = f"deploy/prometheus/alerts.yaml: {name}"
+            if "alert" not in rule:
+                continue
+            alerts.append(name)
+            for field in ("expr", "for"):
+                if field not in rule:
+                    problem(where, f"no {field}")
+            if (rule.get("labels") or {}).get("severity") not in ("critical", "warning"):
+                problem(where, "labels.severity is not critical or warning")
+            annotations = rule.get("annotations") or {}
+            for field in ("summary", "description", "runbook"):
+                if not annotations.get(field):
+                    problem(where, f"no annotations.{field}")
+            runbook = str(annotations.get("runbook", ""))
+            if not runbook.startswith("docs/deployment.md#") or runbook.split("#", 1)[1] not in anchors:
+                problem(where, f"runbook {runbook!r} is not a heading of docs/deployment.md")
+            for metric in promql_metric_names(str(rule.get("expr", ""))):
+                used.setdefault(metric, set()).add(f"alerts.yaml ({name})")
+    if len(set(alerts)) != len(alerts):
+        problem("deploy/prometheus/alerts.yaml", "two alerts have the same name")
+
+    # Every alert has a case that fires it and one that must not (promtool runs them).
+    with open(tests_path) as f:
+        tests = (yaml.safe_load(f) or {}).get("tests") or []
+    cases = [case for test in tests for case in test.get("alert_rule_test") or []]
+    for name in alerts:
+        if not any(c.get("alertname") == name and c.get("exp_alerts") for c in cases):
+            problem("deploy/prometheus/alerts.test.yaml", f"no case where {name} fires")
+        if not any(c.get("alertname") == name and not c.get("exp_alerts") for c in cases):
+            problem("deploy/prometheus/alerts.test.yaml", f"no case where {name} stays quiet")
+
+    # The dashboard: a Grafana export whose data source is an input, every panel with a query.
+    where = os.path.relpath(dashboard_path)
+    try:
+        with open(dashboard_path) as f:
+            dashboard = json.load(f)
+    except ValueError as error:
+        problem(where, f"is not JSON: {error}")
+        return f"{len(alerts)} alerts"
+    if not any(i.get("name") == "DS_PROMETHEUS" and i.get("pluginId") == "prometheus" for i in dashboard.get("__inputs", [])):
+        problem(where, "no __inputs entry DS_PROMETHEUS (a prometheus data source)")
+    if not isinstance(dashboard.get("schemaVersion"), int) or dashboard["schemaVersion"] < 36:
+        problem(where, f"schemaVersion {dashboard.get('schemaVersion')!r}, expected 36 or later")
+    panels = [p for p in dashboard.get("panels", []) for p in [p] + p.get("panels", [])]
+    recording = []
+    queried = 0
+    for panel in panels:
+        if panel.get("type") == "row":
+            continue
+        queried += 1
+        title = panel.get("title") or f"panel {panel.get('id')}"
+        targets = [t for t in panel.get("targets", []) if str(t.get("expr", "")).strip()]
+        if not targets:
+            problem(where, f"panel {title!r} has no query")
+        for target in [panel] + targets:
+            if (target.get("datasource") or {}).get("uid") != "${DS_PROMETHEUS}":
+                problem(where, f"panel {title!r}: data source is not ${{DS_PROMETHEUS}}")
+        for target in targets:
+            expr = GRAFANA_INTERVAL.sub("5m", target["expr"])
+            recording.append({"record": f"dashboard:panel_{panel.get('id')}_{target.get('refId', 'A')}", "expr": expr})
+            for metric in promql_metric_names(expr):
+                used.setdefault(metric, set()).add(f"{os.path.basename(dashboard_path)} ({title})")
+    with open(dashboard_rules, "w") as f:
+        yaml.safe_dump({"groups": [{"name": "dashboard", "rules": recording}]}, f, sort_keys=False)
+
+    # Each metric is exported by some service: its name (a histogram's, for _bucket, _count and
+    # _sum) is a string literal in the Swift sources.
+    literals = set()
+    for path in glob.glob(os.path.join(sources, "**", "*.swift"), recursive=True):
+        if "Generated" in os.path.relpath(path, sources).split(os.sep):
+            continue
+        with open(path, encoding="utf-8") as f:
+            literals.update(re.findall(r'"([A-Za-z_:][A-Za-z0-9_:]*)"', f.read()))
+    for metric in sorted(used):
+        base = re.sub(r"_(bucket|count|sum)$", "", metric)
+        if metric not in literals and base not in literals:
+            problem("monitoring", f"metric {base} (used in {', '.join(sorted(used[metric]))}) is not exported by any "
+                    f"service: no \"{base}\" in Sources/**/*.swift")
+    return f"{len(alerts)} alerts, {queried} dashboard panels, {len(used)} metric names"
+
+
 def check_dockerfile(path):
     where = os.path.relpath(path)
     with open(path) as f:
@@ -413,10 +665,16 @@ def check_dockerfile(path):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--compose-config", required=True)
+    parser.add_argument("--compose-monitoring-config", required=True)
     parser.add_argument("--kubernetes", required=True)
     parser.add_argument("--dockerfile", required=True)
+    parser.add_argument("--prometheus", required=True)
+    parser.add_argument("--grafana", required=True)
+    parser.add_argument("--sources", required=True)
+    parser.add_argument("--docs", required=True)
+    parser.add_argument("--dashboard-rules", required=True)
     args = parser.parse_args()
-    compose_services, resources, files = "?", "?", "?"
+    compose_services, resources, files, monitoring = "?", "?", "?", "?"
     # A malformed file (already reported by the schema checks) must not hide the other checks.
     try:
         compose_services = check_compose(args.compose_config)
@@ -431,12 +689,24 @@ def main():
     except Exception as error:  # noqa: BLE001
         problem("deploy/kubernetes/cloudnative-pg", f"could not be checked ({type(error).__name__}: {error})")
     try:
+        check_pod_monitor(args.kubernetes)
+    except Exception as error:  # noqa: BLE001
+        problem("deploy/kubernetes/monitoring", f"could not be checked ({type(error).__name__}: {error})")
+    try:
+        check_compose_monitoring(args.compose_monitoring_config, args.prometheus)
+    except Exception as error:  # noqa: BLE001
+        problem("docker-compose.yml (--profile monitoring)", f"could not be checked ({type(error).__name__}: {error})")
+    try:
+        monitoring = check_monitoring(args.prometheus, args.grafana, args.sources, args.docs, args.dashboard_rules)
+    except Exception as error:  # noqa: BLE001
+        problem("deploy/prometheus, deploy/grafana", f"could not be checked ({type(error).__name__}: {error})")
+    try:
         check_dockerfile(args.dockerfile)
     except Exception as error:  # noqa: BLE001
         problem("deploy/Dockerfile", f"could not be checked ({type(error).__name__}: {error})")
     for line in problems:
         print(f"check-deploy: {line}", file=sys.stderr)
-    print(f"{compose_services} compose services, {resources} Kubernetes resources in {files} files")
+    print(f"{compose_services} compose services, {resources} Kubernetes resources in {files} files, {monitoring}")
     return 1 if problems else 0
 
 
