@@ -48,6 +48,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
+        // OTLP over HTTP only: the gRPC exporter would bring grpc-swift and HTTP/2 for nothing
+        // (docs/deployment.md, "Traces").
+        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // MARK: C libraries of the customer's design card
@@ -129,6 +133,7 @@ let package = Package(
                 "CLibPQ",
                 "AuthBackoff",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -142,6 +147,7 @@ let package = Package(
                 "AuthProtobuf",
                 "AuthCrypto",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: strictSwift
         ),
@@ -196,8 +202,24 @@ let package = Package(
                 "AuthRPCNIO",
                 "AuthPostgres",
                 "AuthCrypto",
+                "AuthAdminHTTP",
+                "AuthTracing",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        // Traces: the OpenTelemetry exporter (OTLP over HTTP) a process starts when
+        // OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/deployment.md, "Traces").
+        .target(
+            name: "AuthTracing",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "OTel", package: "swift-otel"),
             ],
             swiftSettings: strictSwift
         ),
@@ -211,6 +233,7 @@ let package = Package(
                 "AuthPostgres",
                 "AuthText",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: strictSwift
         ),
@@ -252,6 +275,8 @@ let package = Package(
                 "AuthPostgres",
                 "AuthCrypto",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -287,6 +312,7 @@ let package = Package(
                 "AuthCrypto",
                 "AuthBackoff",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -317,6 +343,8 @@ let package = Package(
                 "AuthTime",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -338,13 +366,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "otp-dispatch",
-            dependencies: [
-                "AuthAdminHTTP",
-                "AuthConfiguration", "AuthServiceRuntime",
-                "OTPService",
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-            ],
+            dependencies: ["AuthConfiguration", "AuthServiceRuntime", "OTPService"],
             swiftSettings: strictSwift
         ),
         .executableTarget(
@@ -357,6 +379,7 @@ let package = Package(
             dependencies: [
                 "AuthGateway",
                 "AuthConfiguration",
+                "AuthTracing",
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
             swiftSettings: strictSwift
@@ -644,7 +667,10 @@ let package = Package(
         ),
         .testTarget(
             name: "AuthServiceRuntimeTests",
-            dependencies: ["AuthServiceRuntime", "AuthConfiguration", "AuthRPC", "AuthPostgres", "AuthTestSupport"],
+            dependencies: [
+                "AuthServiceRuntime", "AuthConfiguration", "AuthRPC", "AuthPostgres", "AuthTestSupport",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
             swiftSettings: strictSwift
         ),
         .testTarget(

@@ -7,6 +7,7 @@ line per problem to stderr; the last line of stdout is a short summary of what w
 Exit status: 0 when there is no problem, 1 otherwise.
 
     check_deploy.py --compose-config RENDERED.yml --compose-monitoring-config RENDERED.yml
+        --compose-tracing-config RENDERED.yml
         --kubernetes DIR --dockerfile FILE --prometheus DIR --grafana DASHBOARD.json
         --sources DIR --docs DEPLOYMENT.md --dashboard-rules OUT.yaml
 
@@ -38,7 +39,9 @@ METRICS_PORTS = {
     "session": ("AUTH_SESSION_METRICS_PORT", 9103),
 }
 # Compose services of the optional `monitoring` profile.
-MONITORING_SERVICES = {"prometheus"}
+# Optional services, each only in its compose profile.
+OPTIONAL_SERVICES = {"prometheus": "monitoring", "jaeger": "tracing"}
+MONITORING_SERVICES = set(OPTIONAL_SERVICES)
 # Secrets each service reads from the environment (the rest of the configuration is not secret;
 # RPC authenticates with mutual TLS, each service's certificate and key mounted as files).
 SECRETS = {
@@ -80,8 +83,9 @@ def check_compose(path):
     if not expected <= set(services) <= expected | MONITORING_SERVICES:
         problem(where, f"services are {sorted(services)}, expected {sorted(expected)} (and {sorted(MONITORING_SERVICES)})")
     for name in MONITORING_SERVICES & set(services):
-        if services[name].get("profiles") != ["monitoring"]:
-            problem(where, f"{name}: not only in the monitoring profile (profiles: [monitoring])")
+        profile = OPTIONAL_SERVICES[name]
+        if services[name].get("profiles") != [profile]:
+            problem(where, f"{name}: not only in the {profile} profile (profiles: [{profile}])")
     for name, service in services.items():
         if service.get("restart") not in ("always", "unless-stopped", "on-failure"):
             problem(where, f"{name}: no restart policy")
@@ -169,6 +173,25 @@ def published_host_ip(port):
         return port.get("host_ip", "")
     parts = str(port).split(":")
     return parts[0] if len(parts) == 3 else ""
+
+
+def check_compose_tracing(path):
+    """The `tracing` profile (`docker-compose --profile tracing config`): Jaeger receiving OTLP
+    over HTTP on the compose network, and every service of ours told the collector's URL
+    through OTEL_EXPORTER_OTLP_ENDPOINT (empty by default: no traces)."""
+    where = "docker-compose.yml (--profile tracing)"
+    with open(path) as f:
+        services = (yaml.safe_load(f) or {}).get("services") or {}
+    jaeger = services.get("jaeger")
+    if not jaeger:
+        problem(where, "no jaeger service")
+        return
+    if "4318" not in [str(port) for port in jaeger.get("expose", [])]:
+        problem(where, "jaeger: does not expose OTLP/HTTP (4318) on the compose network")
+    for name in OUR_SERVICES:
+        environment = (services.get(name) or {}).get("environment") or {}
+        if "OTEL_EXPORTER_OTLP_ENDPOINT" not in environment:
+            problem(where, f"{name}: OTEL_EXPORTER_OTLP_ENDPOINT is not passed through")
 
 
 def check_compose_monitoring(path, prometheus_directory):
@@ -666,6 +689,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--compose-config", required=True)
     parser.add_argument("--compose-monitoring-config", required=True)
+    parser.add_argument("--compose-tracing-config", required=True)
     parser.add_argument("--kubernetes", required=True)
     parser.add_argument("--dockerfile", required=True)
     parser.add_argument("--prometheus", required=True)
@@ -696,6 +720,10 @@ def main():
         check_compose_monitoring(args.compose_monitoring_config, args.prometheus)
     except Exception as error:  # noqa: BLE001
         problem("docker-compose.yml (--profile monitoring)", f"could not be checked ({type(error).__name__}: {error})")
+    try:
+        check_compose_tracing(args.compose_tracing_config)
+    except Exception as error:  # noqa: BLE001
+        problem("docker-compose.yml (--profile tracing)", f"could not be checked ({type(error).__name__}: {error})")
     try:
         monitoring = check_monitoring(args.prometheus, args.grafana, args.sources, args.docs, args.dashboard_rules)
     except Exception as error:  # noqa: BLE001

@@ -105,6 +105,11 @@ if ! compose_config "$ROOT/deploy/compose.env.example" --profile monitoring \
     fail "docker-compose --profile monitoring config with deploy/compose.env.example failed:"
     cat "$tmp/compose-monitoring.err" >&2
 fi
+if ! compose_config "$ROOT/deploy/compose.env.example" --profile tracing \
+        >"$tmp/compose-tracing.yml" 2>"$tmp/compose-tracing.err"; then
+    fail "docker-compose --profile tracing config with deploy/compose.env.example failed:"
+    cat "$tmp/compose-tracing.err" >&2
+fi
 for secret in "${REQUIRED_COMPOSE_SECRETS[@]}"; do
     grep -v "^$secret=" "$ROOT/deploy/compose.env.example" >"$tmp/without.env"
     if compose_config "$tmp/without.env" -q >/dev/null 2>"$tmp/without.err"; then
@@ -134,6 +139,7 @@ done
 # --- consistency across the files ----------------------------------------------------------------
 if ! summary="$("$venv/bin/python" "$ROOT/deploy/check_deploy.py" --compose-config "$tmp/compose.yml" \
         --compose-monitoring-config "$tmp/compose-monitoring.yml" \
+        --compose-tracing-config "$tmp/compose-tracing.yml" \
         --kubernetes "$ROOT/deploy/kubernetes" --dockerfile "$ROOT/deploy/Dockerfile" \
         --prometheus "$ROOT/deploy/prometheus" --grafana "$ROOT/deploy/grafana/auth-backend.json" \
         --sources "$ROOT/Sources" --docs "$ROOT/docs/deployment.md" \

@@ -84,8 +84,10 @@ if [[ -z "${AUTH_OTP_SECRET:-}" ]]; then
     AUTH_OTP_SECRET=$(cat .data/otp-secret)
 fi
 export AUTH_OTP_SECRET
-# otp-dispatch's Prometheus metrics (GET /metrics).
+# Each service's Prometheus metrics (GET /metrics); the gateway's is AUTH_GATEWAY_ADMIN_PORT (9100).
+export AUTH_IDENTITY_METRICS_PORT="${AUTH_IDENTITY_METRICS_PORT:-9101}"
 export AUTH_OTP_METRICS_PORT="${AUTH_OTP_METRICS_PORT:-9102}"
+export AUTH_SESSION_METRICS_PORT="${AUTH_SESSION_METRICS_PORT:-9103}"
 export AUTH_ENVIRONMENT="${AUTH_ENVIRONMENT:-development}"
 export AUTH_GATEWAY_PORT="${AUTH_GATEWAY_PORT:-8080}"
 export AUTH_IDENTITY_PORT="${AUTH_IDENTITY_PORT:-7101}"

@@ -27,6 +27,17 @@ public enum AuthServiceName: String, Sendable, CaseIterable {
         }
     }
 
+    /// The `AUTH_<NAME>_METRICS_PORT` variable of a backend service's Prometheus port (the
+    /// gateway's is `AUTH_GATEWAY_ADMIN_PORT`, read by its own configuration).
+    public var metricsPortVariable: String? {
+        switch self {
+        case .identity: "AUTH_IDENTITY_METRICS_PORT"
+        case .otpDispatch: "AUTH_OTP_METRICS_PORT"
+        case .session: "AUTH_SESSION_METRICS_PORT"
+        case .gateway: nil
+        }
+    }
+
     public var defaultPort: Int {
         switch self {
         case .identity: 7101

@@ -7,6 +7,7 @@ import AuthRPCNIO
 import Hummingbird
 import Logging
 import Prometheus
+import ServiceLifecycle
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -25,6 +26,10 @@ public struct GatewayApplication: Sendable {
     let identity: RPCClient
     let otpDispatch: RPCClient
     let session: RPCClient
+    /// The trace exporter (``ProcessTracing/bootstrap(serviceName:environment:logger:)``), run
+    /// beside the server; nil when traces are off. When set, each request is a `server` span
+    /// (``tracingMiddleware``).
+    public var tracing: (any Service)?
 
     public init(
         configuration: ProcessConfiguration,
@@ -97,6 +102,7 @@ public struct GatewayApplication: Sendable {
             warnings.started(trustedProxies: gateway.trustedProxies)
             forwardedForWarnings = warnings
         }
+        if tracing != nil { router.add(middleware: Self.tracingMiddleware) }
         router.add(
             middleware: RequestIdentityMiddleware(
                 resolver: ClientAddressResolver(trustedProxies: gateway.trustedProxies),
@@ -200,8 +206,20 @@ public struct GatewayApplication: Sendable {
                     serverName: "auth-gateway-admin",
                     logger: logger
                 )
-            ] + (configuration.rpcTLSWatcher(logger: logger).map { [$0] } ?? []),
+            ] + (configuration.rpcTLSWatcher(logger: logger).map { [$0] } ?? []) + (tracing.map { [$0] } ?? []),
             logger: logger
+        )
+    }
+
+    /// A `server` span per request, named by its route template, continuing the caller's
+    /// `traceparent`. The query's values that are credentials (a link's `token`, the provider
+    /// callback's `code` and `state`, …) are recorded as `REDACTED`.
+    static var tracingMiddleware: TracingMiddleware<GatewayRequestContext> {
+        TracingMiddleware(
+            redactingQueryParameters: [
+                "token", "token_hash", "code", "state", "code_verifier", "access_token", "refresh_token",
+                "id_token", "apikey",
+            ]
         )
     }
 

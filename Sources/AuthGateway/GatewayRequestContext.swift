@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import Tracing
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -65,7 +66,7 @@ struct RequestIdentityMiddleware: RouterMiddleware {
             forwardedFor: request.headers[values: .xForwardedFor],
             warnings: forwardedForWarnings
         )
-        context.traceparent = Self.traceparent(request.headers[.traceparent])
+        context.traceparent = Self.spanTraceparent() ?? Self.traceparent(request.headers[.traceparent])
         let started = ContinuousClock.now
         let requestID = context.requestID
         let served = context
@@ -105,6 +106,22 @@ struct RequestIdentityMiddleware: RouterMiddleware {
                 "request_id": "\(context.requestID)",
             ]
         )
+    }
+
+    /// The `traceparent` of the request's span when traces are on (the tracing middleware ran
+    /// first), so that log lines name the trace the spans are in; nil otherwise.
+    static func spanTraceparent() -> String? {
+        guard let current = ServiceContext.current else { return nil }
+        var fields: [String: String] = [:]
+        InstrumentationSystem.instrument.inject(current, into: &fields, using: TraceFieldsInjector())
+        return fields["traceparent"]
+    }
+
+    /// Collects the trace context's fields by name.
+    private struct TraceFieldsInjector: Injector {
+        func inject(_ value: String, forKey key: String, into carrier: inout [String: String]) {
+            carrier[key.lowercased()] = value
+        }
     }
 
     /// The caller's `traceparent` when it is a well-formed version-00 one (W3C Trace Context

@@ -36,6 +36,8 @@ public final class PostgresConnection {
     private var transactionBody = TransactionBody.none
     /// Round trips to the server so far (tests count them).
     private(set) var roundTrips = 0
+    /// While set, each statement's text is appended (the pool's trace span lists them).
+    var statementLog: PostgresStatementLog?
     let cancelHandle: PostgresCancelHandle
 
     private enum TransactionBody {
@@ -200,6 +202,7 @@ public final class PostgresConnection {
     @discardableResult
     public func execute(_ sql: String, _ parameters: [PostgresValue]) throws(PostgresError) -> PostgresRows {
         let handle = try self.usableHandle()
+        self.statementLog?.append(sql)
         if case .committed = self.transactionBody { throw Self.statementAfterCommit }
         let encoded = try EncodedParameters(parameters)
         guard self.preparesStatements else {
@@ -245,6 +248,7 @@ public final class PostgresConnection {
     @discardableResult
     public func executeScript(_ sql: String) throws(PostgresError) -> String {
         let handle = try self.usableHandle()
+        self.statementLog?.append(sql)
         // The simple query protocol cannot share a round trip: a pending BEGIN goes first.
         if let begin = self.takePendingBegin() {
             self.roundTrips += 1
@@ -309,6 +313,7 @@ public final class PostgresConnection {
         _ parameters: [PostgresValue]
     ) throws(PostgresError) -> PostgresRows {
         let handle = try self.usableHandle()
+        self.statementLog?.append(sql)
         switch self.transactionBody {
         case .beginPending, .open: break
         case .none, .committed:

@@ -2,6 +2,7 @@ import Logging
 import NIOPosix
 import ServiceLifecycle
 import Synchronization
+import Tracing
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -41,6 +42,8 @@ public final class PostgresPool: Service, Sendable {
         var machine: Machine
         var backoff = ReconnectBackoff()
         var nextWaiterID = 0
+        /// Callers that waited ``PostgresConfiguration/acquireTimeout`` for a connection in vain.
+        var acquireTimeouts = 0
         var drainWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
@@ -64,6 +67,10 @@ public final class PostgresPool: Service, Sendable {
         public var leasedConnections: Int
         /// Callers waiting for a connection.
         public var waitingCallers: Int
+        /// The most connections the pool opens (``PostgresConfiguration/maxConnections``).
+        public var maxConnections: Int
+        /// Callers, since the pool was made, that got ``PostgresError/Code/poolTimeout``.
+        public var acquireTimeouts: Int
     }
 
     /// The pool's current occupancy.
@@ -72,7 +79,9 @@ public final class PostgresPool: Service, Sendable {
             Statistics(
                 idleConnections: $0.machine.idle.count,
                 leasedConnections: $0.machine.leased,
-                waitingCallers: $0.machine.waiting
+                waitingCallers: $0.machine.waiting,
+                maxConnections: self.configuration.maxConnections,
+                acquireTimeouts: $0.acquireTimeouts
             )
         }
     }
@@ -87,8 +96,23 @@ public final class PostgresPool: Service, Sendable {
     ///
     /// - Throws: ``PostgresError`` (``PostgresError/Code/poolTimeout``, ``PostgresError/Code/unavailable``,
     ///   ``PostgresError/Code/closed``, …), `CancellationError`, or whatever `body` throws.
+    ///
+    /// With a tracer installed, it runs in a `client` span, `postgresql`, that lists the
+    /// statements' text (never their values: those are bound parameters).
     @discardableResult
     public func withConnection<R: Sendable>(
+        _ body: @Sendable (PostgresConnection) throws -> R
+    ) async throws -> R {
+        try await withSpan("postgresql", ofKind: .client) { span in
+            guard span.isRecording else { return try await self.withLeasedConnection(statementLog: nil, body) }
+            let log = PostgresStatementLog()
+            defer { log.annotate(span) }
+            return try await self.withLeasedConnection(statementLog: log, body)
+        }
+    }
+
+    private func withLeasedConnection<R: Sendable>(
+        statementLog: PostgresStatementLog?,
         _ body: @Sendable (PostgresConnection) throws -> R
     ) async throws -> R {
         let leased = try await self.acquire()
@@ -105,7 +129,7 @@ public final class PostgresPool: Service, Sendable {
                     defer { handoff.clear() }
                     return try await self.threadPool.runIfActive {
                         guard let body = handoff.take() else { return (.failure(CancellationError()), leased) }
-                        return self.runOnPoolThread(leased, canceller: canceller, body)
+                        return self.runOnPoolThread(leased, canceller: canceller, statementLog: statementLog, body)
                     }
                 }
             } onCancel: {
@@ -310,7 +334,11 @@ public final class PostgresPool: Service, Sendable {
     }
 
     private func failWaiter(id: Int, _ error: any Error) {
-        let waiter = self.state.withLock { $0.machine.removeWaiter(id: id) }
+        let waiter = self.state.withLock { state in
+            let waiter = state.machine.removeWaiter(id: id)
+            if waiter != nil, (error as? PostgresError)?.code == .poolTimeout { state.acquireTimeouts += 1 }
+            return waiter
+        }
         waiter?.resume(throwing: error)
     }
 
@@ -336,6 +364,7 @@ public final class PostgresPool: Service, Sendable {
     private func runOnPoolThread<R>(
         _ leased: PooledConnection?,
         canceller: QueryCanceller,
+        statementLog: PostgresStatementLog?,
         _ body: (PostgresConnection) throws -> R
     ) -> (Result<R, any Error>, PooledConnection?) {
         let pooled: PooledConnection
@@ -348,7 +377,9 @@ public final class PostgresPool: Service, Sendable {
         guard canceller.attach(connection.cancelHandle) else {
             return (.failure(CancellationError()), pooled)
         }
+        connection.statementLog = statementLog
         let outcome = Result { try body(connection) }
+        connection.statementLog = nil
         canceller.detach()
         if connection.transactionStatus != .idle && !connection.isBroken {
             self.logger.warning("a withConnection body left a transaction open; rolling it back")

@@ -1,4 +1,5 @@
 import AuthProtobuf
+import Tracing
 
 /// Makes typed calls over a transport. Generated `Client` structs wrap one.
 ///
@@ -54,9 +55,27 @@ public struct RPCClient: Sendable {
         try await self.send(try self.prepare(method, payload: { payload }, options: options))
     }
 
-    /// The call through the interceptors to the transport.
+    /// The call through the interceptors to the transport, in a `client` span whose trace
+    /// context the metadata carries (``RPCTracing``).
     @usableFromInline
     func send(_ call: ClientCall) async throws -> [UInt8] {
+        try await withSpan(call.method.path, ofKind: .client) { span in
+            guard span.isRecording else { return try await self.sendUntraced(call) }
+            RPCTracing.annotate(span, call.method)
+            var call = call
+            InstrumentationSystem.instrument.inject(span.context, into: &call.metadata, using: RPCMetadataInjector())
+            do {
+                let response = try await self.sendUntraced(call)
+                RPCTracing.finish(span, code: nil)
+                return response
+            } catch let error as RPCError {
+                RPCTracing.finish(span, code: error.code)
+                throw error
+            }
+        }
+    }
+
+    private func sendUntraced(_ call: ClientCall) async throws -> [UInt8] {
         guard !interceptors.isEmpty else { return try await transport.unary(call) }
         return try await Self.send(call, through: interceptors[...], transport)
     }

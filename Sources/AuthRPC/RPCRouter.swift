@@ -1,4 +1,5 @@
 import AuthProtobuf
+import Tracing
 
 /// Where a server starts a handler. The choice is explicit per method because a handler's
 /// synchronous start (until its first `await` that suspends) otherwise runs on the event loop
@@ -132,6 +133,19 @@ extension RPCRouter.Route {
         if let refusal = authorize(caller: context.authenticatedCaller) {
             return .failure(refusal)
         }
+        var traceContext = ServiceContext.current ?? .topLevel
+        InstrumentationSystem.instrument.extract(context.metadata, into: &traceContext, using: RPCMetadataExtractor())
+        return await withSpan(method.path, context: traceContext, ofKind: .server) { span in
+            let result = await self.runUntraced(payload: payload, context: context)
+            if span.isRecording {
+                RPCTracing.annotate(span, method)
+                RPCTracing.finish(span, code: result.failure?.code)
+            }
+            return result
+        }
+    }
+
+    private func runUntraced(payload: [UInt8], context: ServerContext) async -> Result<[UInt8], RPCError> {
         do {
             let bytes = try await ServerContext.$current.withValue(context) {
                 try await Self.call(interceptors[...], handler, payload, context)
@@ -153,5 +167,13 @@ extension RPCRouter.Route {
         return try await first.intercept(context: context) { context in
             try await call(rest, handler, payload, context)
         }
+    }
+}
+
+extension Result {
+    /// The error of a failure; nil for a success.
+    fileprivate var failure: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
     }
 }

@@ -27,6 +27,10 @@ public struct ServiceConfiguration: Sendable {
     /// How long start-up keeps trying to reach the database before it gives up
     /// (`AUTH_DB_START_TIMEOUT_SECONDS`, 0 = one attempt).
     public var databaseStartTimeout: Duration
+    /// `AUTH_<NAME>_METRICS_PORT` (``AuthServiceName/metricsPortVariable``): the port that
+    /// serves `GET /metrics` in the Prometheus text format; nil (unset): not served; 0: any
+    /// free port, logged at start.
+    public var metricsPort: Int?
 
     public subscript<Value>(dynamicMember keyPath: WritableKeyPath<ProcessConfiguration, Value>) -> Value {
         get { process[keyPath: keyPath] }
@@ -65,6 +69,14 @@ public struct ServiceConfiguration: Sendable {
             default: .seconds(60),
             in: 0...3_600
         )
+        if let variable = service.metricsPortVariable, reader.string(variable) != nil {
+            self.metricsPort = try reader.integer(
+                variable,
+                default: 0,
+                in: 0...65_535,
+                note: " (0: any free port, logged at start), or unset for none"
+            )
+        }
     }
 
     /// A client for `service` (``ProcessConfiguration/rpcClient(for:logger:defaultTimeout:)``).

@@ -1,10 +1,14 @@
 import AuthAPI
+import AuthAdminHTTP
 import AuthConfiguration
 import AuthPostgres
 import AuthRPC
 import AuthRPCNIO
+import AuthTracing
 import Logging
+import Metrics
 import NIOPosix
+import Prometheus
 import ServiceLifecycle
 import Synchronization
 
@@ -51,8 +55,28 @@ public enum ServiceMain {
             StandardStreams.exitWithConfigurationError(service.rawValue, error)
         }
         let logger = ProcessLogging.bootstrap(service: service.rawValue, level: configuration.logLevel)
+        let tracing: (any Service)?
         do {
-            try await run(configuration: configuration, serviceNames: serviceNames, logger: logger, register: register)
+            // Before anything makes an HTTP client: async-http-client reads the tracer then.
+            tracing = try ProcessTracing.bootstrap(
+                serviceName: service.rawValue,
+                environment: ProcessInfo.processInfo.environment,
+                logger: logger
+            )
+        } catch {
+            StandardStreams.exitWithConfigurationError(service.rawValue, error)
+        }
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        do {
+            try await run(
+                configuration: configuration,
+                serviceNames: serviceNames,
+                logger: logger,
+                metrics: registry,
+                tracing: tracing,
+                register: register
+            )
         } catch {
             logger.critical("Service stopped with an error", metadata: ["error": "\(error)"])
             exit(1)
@@ -68,6 +92,8 @@ public enum ServiceMain {
         configuration: ServiceConfiguration,
         serviceNames: Set<String>,
         logger: Logger,
+        metrics registry: PrometheusCollectorRegistry,
+        tracing: (any Service)?,
         register: (inout RPCRouter, ServiceDependencies) async throws -> Void
     ) async throws {
         guard let databaseURL = configuration.databaseURL else { throw Self.missingDatabaseURL }
@@ -121,16 +147,34 @@ public enum ServiceMain {
             router: router,
             logger: logger
         )
+        let poolMetrics = DatabasePoolMetrics(pool: database, factory: PrometheusMetricsFactory(registry: registry))
+        var observability: [any Service] = [
+            PeriodicTask(name: "Database pool metrics", every: .seconds(5), logger: logger) { poolMetrics.record() }
+        ]
+        if let port = configuration.metricsPort {
+            observability.append(
+                MetricsServer(
+                    registry: registry,
+                    host: configuration.bindHost,
+                    port: port,
+                    serverName: "\(configuration.service.rawValue)-admin",
+                    logger: logger
+                )
+            )
+        }
+        // Shut down in reverse order: health turns NOT_SERVING, the server drains, the pool
+        // closes, the last spans are exported.
+        var services: [any Service] = []
+        if let tracing { services.append(tracing) }
+        services.append(database)
+        services += observability
+        services += backgroundServices.all
+        if let watcher = configuration.process.rpcTLSWatcher(logger: logger) { services.append(watcher) }
+        services.append(server)
+        services.append(ShutdownAnnouncer { health.markShuttingDown() })
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                // Shut down in reverse order: health turns NOT_SERVING, the server drains, the pool closes.
-                services: [.init(service: database)]
-                    + backgroundServices.all.map { .init(service: $0) }
-                    + (configuration.process.rpcTLSWatcher(logger: logger).map { [.init(service: $0)] } ?? [])
-                    + [
-                        .init(service: server),
-                        .init(service: ShutdownAnnouncer { health.markShuttingDown() }),
-                    ],
+                services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             )

@@ -7,6 +7,7 @@ import AuthRPC
 import AuthServiceCore
 import AuthText
 import AuthTime
+import CoreMetrics
 import Logging
 import ServiceLifecycle
 
@@ -105,6 +106,8 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
                 ?? {
                     var settings = HTTPClient.Configuration()
                     settings.redirectConfiguration = .disallow
+                    // Traced by ProviderCallSpan, without the URL.
+                    settings.tracing.tracer = nil
                     return HTTPClient(eventLoopGroupProvider: .singleton, configuration: settings)
                 }()
             oauthHTTP = shared
@@ -567,8 +570,11 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         case .reserved:
             return
         case .factorLocked:
+            Counter(label: "identity_password_lockouts_total", dimensions: [("reason", "factor_locked")]).increment()
             throw IdentityError(.factorLocked, Self.factorLockedMessage)
         case .windowFull(let oldestCounted):
+            Counter(label: "identity_password_lockouts_total", dimensions: [("reason", "too_many_attempts")])
+                .increment()
             let retryAfter = max(1, Int(oldestCounted.addingTimeInterval(window).timeIntervalSince(now).rounded(.up)))
             throw IdentityError(
                 .tooManyAttempts,

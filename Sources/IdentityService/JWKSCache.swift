@@ -27,18 +27,22 @@ public final class HTTPJWKSFetcher: JWKSFetching {
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow
         configuration.timeout = .init(connect: .seconds(5), read: .seconds(10))
+        // Traced by ProviderCallSpan, without the URL.
+        configuration.tracing.tracer = nil
         self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 
     public func fetch(_ url: URL) async throws -> [UInt8] {
         var request = HTTPClientRequest(url: url.absoluteString)
         request.headers.add(name: "Accept", value: "application/json")
-        let response = try await client.execute(request, timeout: .seconds(10))
-        guard response.status == .ok else {
-            throw IdentityError(.providerUnavailable, "The provider's keys answered HTTP \(response.status.code).")
+        return try await ProviderCallSpan.run(provider: "jwks", method: "GET", host: url.host) {
+            let response = try await client.execute(request, timeout: .seconds(10))
+            guard response.status == .ok else {
+                throw IdentityError(.providerUnavailable, "The provider's keys answered HTTP \(response.status.code).")
+            }
+            let body = try await response.body.collect(upTo: 1 << 20)
+            return (Array(body.readableBytesView), Int(response.status.code))
         }
-        let body = try await response.body.collect(upTo: 1 << 20)
-        return Array(body.readableBytesView)
     }
 
     public func shutdown() async {

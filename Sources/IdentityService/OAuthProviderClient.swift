@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import AuthConcurrency
 import AuthCrypto
+import AuthServiceCore
 import AuthText
 import AuthTime
 import NIOCore
@@ -268,9 +269,16 @@ final class OAuthProviderClient: Sendable {
 
     private func send(_ request: HTTPClientRequest, what: String) async throws(OAuthProviderFailure) -> (Int, [UInt8]) {
         do {
-            let response = try await http.execute(request, timeout: .init(timeout))
-            let body = try await response.body.collect(upTo: 1 << 20)
-            return (Int(response.status.code), Array(body.readableBytesView))
+            return try await ProviderCallSpan.run(
+                provider: configuration.provider.rawValue,
+                method: request.method.rawValue,
+                host: URL(string: request.url)?.host
+            ) {
+                let response = try await http.execute(request, timeout: .init(timeout))
+                let body = try await response.body.collect(upTo: 1 << 20)
+                let status = Int(response.status.code)
+                return ((status, Array(body.readableBytesView)), status)
+            }
         } catch {
             throw .unavailable("\(what): \(error)")
         }

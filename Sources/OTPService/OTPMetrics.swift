@@ -23,6 +23,21 @@ public struct OTPMetrics: Sendable {
         }
     }
 
+    private func gauge(_ label: String, _ value: Double) {
+        if let factory {
+            Gauge(label: label, factory: factory).record(value)
+        } else {
+            Gauge(label: label).record(value)
+        }
+    }
+
+    /// The outbox's backlog (``OTPService/recordOutboxBacklog()``): `otp_outbox_pending_messages`
+    /// and `otp_outbox_oldest_pending_age_seconds`.
+    func outbox(pending: Int, oldestAge: Double) {
+        gauge("otp_outbox_pending_messages", Double(pending))
+        gauge("otp_outbox_oldest_pending_age_seconds", oldestAge)
+    }
+
     private static func code(_ callingCode: String) -> String { callingCode.isEmpty ? "none" : callingCode }
 
     func started(channel: Channel, callingCode: String, test: Bool) {
@@ -55,6 +70,11 @@ public struct OTPMetrics: Sendable {
 
     func wrongCode(channel: Channel) {
         increment("otp_wrong_codes_total", [("channel", channel.rawValue)])
+    }
+
+    /// A destination locked for too many wrong codes.
+    func locked(channel: Channel) {
+        increment("otp_lockouts_total", [("channel", channel.rawValue)])
     }
 
     func sent(channel: Channel, provider: String, callingCode: String) {

@@ -71,3 +71,21 @@ extension OTPService {
         }
     }
 }
+
+extension OTPService {
+    /// The most pending messages the backlog gauge counts (a count past it costs a scan of
+    /// the whole backlog every sample; the alert fires long before).
+    static let backlogCountLimit = 100_000
+
+    /// Samples the outbox's backlog into the gauges `otp_outbox_pending_messages` (messages
+    /// not yet handed to a provider, counted up to 100,000) and
+    /// `otp_outbox_oldest_pending_age_seconds` (0 when none is pending). otp-dispatch runs it
+    /// every 15 s; every replica reports the same shared outbox.
+    public func recordOutboxBacklog() async throws {
+        let (pending, oldestAge) = try await store.outboxBacklog(
+            now: clock.microsecondNow(),
+            countLimit: Self.backlogCountLimit
+        )
+        metrics.outbox(pending: pending, oldestAge: oldestAge)
+    }
+}

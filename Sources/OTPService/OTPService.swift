@@ -589,6 +589,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         case .wrong(let remaining, let locked, let row):
             metrics.wrongCode(channel: row.destination.channel)
             if locked {
+                metrics.locked(channel: row.destination.channel)
                 logger.notice(
                     "A destination entered too many wrong codes and is locked",
                     metadata: [

@@ -136,9 +136,6 @@ public struct OTPServiceConfiguration: Sendable {
     /// Verifications expired, and messages finished, longer ago than this are deleted. 1 day.
     public var purgeRetention: Duration = .seconds(86_400)
 
-    /// `AUTH_OTP_METRICS_PORT`: the Prometheus admin port; nil: not served.
-    public var metricsPort: Int?
-
     /// A configuration with the defaults documented on each property.
     public init(secret: [UInt8]) {
         self.secret = secret
@@ -403,16 +400,6 @@ public struct OTPServiceConfiguration: Sendable {
             default: purgeRetention,
             in: 3_600...31_536_000
         )
-        if let text = reader.string("AUTH_OTP_METRICS_PORT") {
-            guard let port = Int(text), (0...65_535).contains(port) else {
-                throw ConfigurationError(
-                    variable: "AUTH_OTP_METRICS_PORT",
-                    problem:
-                        "must be a whole number in 0...65535 (0: any free port, logged at start), or unset for none"
-                )
-            }
-            metricsPort = port
-        }
     }
 
     /// The provider kinds of `channel`: the primary, then the fallback if any.

@@ -597,6 +597,23 @@ struct OTPStore: Sendable {
         )
     }
 
+    /// The outbox's backlog: messages not yet handed to a provider (queued, including those
+    /// waiting for a retry, or being sent), counted up to `countLimit`, and the age of the
+    /// oldest of them (zero when there is none).
+    func outboxBacklog(now: Date, countLimit: Int) async throws -> (pending: Int, oldestAge: Double) {
+        let rows = try await pool.query(
+            """
+            SELECT (SELECT count(*) FROM (
+                        SELECT 1 FROM \(t.messages) WHERE state IN ('queued', 'sending') LIMIT \(countLimit)
+                    ) pending),
+                   (SELECT min(created_at) FROM \(t.messages) WHERE state IN ('queued', 'sending'))
+            """
+        )
+        guard let row = rows.first else { return (0, 0) }
+        let oldest = try row[1].decode(Date?.self)
+        return (try row[0].int, oldest.map { max(0, now.timeIntervalSince($0)) } ?? 0)
+    }
+
     /// Claims up to `limit` messages that are due (queued and past `next_attempt_at`) or whose
     /// claim expired (the worker died or hung), skipping rows other workers hold.
     func claim(now: Date, leaseUntil: Date, worker: String, limit: Int) async throws -> [ClaimedMessage] {

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import AuthCrypto
 import AuthProtobuf
+import AuthServiceCore
 import AuthText
 import AuthTime
 import Logging
@@ -41,6 +42,20 @@ struct ProviderHTTP: Sendable {
     let timeout: Duration
 
     func send(_ request: HTTPClientRequest, provider: String) async throws -> (HTTPResponseStatus, ByteBuffer) {
+        try await ProviderCallSpan.run(
+            provider: provider,
+            method: request.method.rawValue,
+            host: URL(string: request.url)?.host
+        ) {
+            let answer = try await sendUntraced(request, provider: provider)
+            return (answer, Int(answer.0.code))
+        }
+    }
+
+    private func sendUntraced(
+        _ request: HTTPClientRequest,
+        provider: String
+    ) async throws -> (HTTPResponseStatus, ByteBuffer) {
         let response: HTTPClientResponse
         do {
             response = try await client.execute(request, timeout: .nanoseconds(Int64(timeout.timeInterval * 1e9)))
@@ -214,6 +229,8 @@ public final class ProviderFactory: Sendable {
 
     public init(configuration: OTPServiceConfiguration, logger: Logger) {
         var httpConfiguration = HTTPClient.Configuration()
+        // Traced by ProviderCallSpan, without the URL.
+        httpConfiguration.tracing.tracer = nil
         let timeout = TimeAmount.nanoseconds(Int64(configuration.httpTimeout.timeInterval * 1e9))
         httpConfiguration.timeout = HTTPClient.Configuration.Timeout(connect: timeout, read: timeout)
         httpConfiguration.redirectConfiguration = .disallow

@@ -1,5 +1,6 @@
 import AuthConfiguration
 import AuthGateway
+import AuthTracing
 import Hummingbird
 
 #if canImport(FoundationEssentials)
@@ -25,9 +26,18 @@ let logger = ProcessLogging.bootstrap(
     level: configuration.logLevel,
     metadataProvider: GatewayApplication.logMetadata
 )
+var application = GatewayApplication(configuration: configuration, gateway: gatewayConfiguration, logger: logger)
 do {
-    try await GatewayApplication(configuration: configuration, gateway: gatewayConfiguration, logger: logger)
-        .makeApplication().runService()
+    application.tracing = try ProcessTracing.bootstrap(
+        serviceName: "gateway",
+        environment: ProcessInfo.processInfo.environment,
+        logger: logger
+    )
+} catch {
+    StandardStreams.exitWithConfigurationError("gateway", error)
+}
+do {
+    try await application.makeApplication().runService()
 } catch {
     logger.critical("Gateway stopped with an error", metadata: ["error": "\(error)"])
     exit(1)

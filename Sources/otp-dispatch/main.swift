@@ -1,9 +1,6 @@
-import AuthAdminHTTP
 import AuthConfiguration
 import AuthServiceRuntime
-import Metrics
 import OTPService
-import Prometheus
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -24,9 +21,6 @@ do {
     StandardStreams.exitWithConfigurationError("otp-dispatch", error)
 }
 
-let registry = PrometheusCollectorRegistry()
-MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-
 await ServiceMain.run(.otpDispatch, serviceNames: ["auth.otp.v1.OTP"]) { router, dependencies in
     let service = try await OTPService.start(
         database: dependencies.database,
@@ -42,15 +36,9 @@ await ServiceMain.run(.otpDispatch, serviceNames: ["auth.otp.v1.OTP"]) { router,
         dependencies.logger.notice("Not sending messages: AUTH_OTP_DISPATCH_WORKERS=0 (other replicas send the outbox)")
     }
     dependencies.addService(OTPPurge(service: service, logger: dependencies.logger))
-    if let port = configuration.metricsPort {
-        dependencies.addService(
-            MetricsServer(
-                registry: registry,
-                host: dependencies.configuration.bindHost,
-                port: port,
-                serverName: "otp-dispatch-admin",
-                logger: dependencies.logger
-            )
-        )
-    }
+    dependencies.addService(
+        PeriodicTask(name: "Outbox metrics", every: .seconds(15), logger: dependencies.logger) {
+            try await service.recordOutboxBacklog()
+        }
+    )
 }

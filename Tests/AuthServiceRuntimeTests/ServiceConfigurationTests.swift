@@ -26,6 +26,7 @@ import Testing
         ("AUTH_RPC_READ_TIMEOUT_SECONDS", "ten", "1...3600"),
         ("AUTH_RPC_MAX_CONNECTIONS", "0", "1...65536"),
         ("AUTH_RPC_MAX_UNAUTHENTICATED_PER_PEER", "lots", "1...65536"),
+        ("AUTH_SESSION_METRICS_PORT", "65536", "0...65535"),
     ])
     func outOfRangeValuesNameTheVariableAndTheRange(variable: String, value: String, range: String) {
         #expect {
@@ -34,6 +35,23 @@ import Testing
             let error = try #require(error as? ConfigurationError)
             return error.variable == variable && error.description.contains(range)
         }
+    }
+
+    @Test func eachServiceReadsItsOwnMetricsPort() throws {
+        #expect(try configuration([:]).metricsPort == nil)
+        #expect(try configuration(["AUTH_SESSION_METRICS_PORT": "9103"]).metricsPort == 9103)
+        // Another service's variable is not this one's.
+        #expect(try configuration(["AUTH_IDENTITY_METRICS_PORT": "9101"]).metricsPort == nil)
+        let identity = try ServiceConfiguration(
+            service: .identity,
+            environment: ["AUTH_RPC_SECRET": secret, "AUTH_IDENTITY_METRICS_PORT": "0"]
+        )
+        #expect(identity.metricsPort == 0)
+        let otp = try ServiceConfiguration(
+            service: .otpDispatch,
+            environment: ["AUTH_RPC_SECRET": secret, "AUTH_OTP_METRICS_PORT": "9102"]
+        )
+        #expect(otp.metricsPort == 9102)
     }
 
     @Test func enumeratedValuesNameTheChoices() {

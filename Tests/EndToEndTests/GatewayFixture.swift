@@ -32,6 +32,8 @@ final class GatewayFixture: Sendable {
     let masterKey = ProcessEnvironment.masterKey
     let databaseURL: String
     let webhook: HTTPReceiver
+    /// Receives the four processes' traces (OTLP/HTTP, JSON).
+    let collector: HTTPReceiver
     let apple: AppleStandIn
     let session: ServiceProcess
     let identity: ServiceProcess
@@ -50,6 +52,7 @@ final class GatewayFixture: Sendable {
         otpSecret: String,
         databaseURL: String,
         webhook: HTTPReceiver,
+        collector: HTTPReceiver,
         apple: AppleStandIn,
         session: (ServiceProcess, Int),
         identity: (ServiceProcess, Int),
@@ -62,6 +65,7 @@ final class GatewayFixture: Sendable {
         self.otpSecret = otpSecret
         self.databaseURL = databaseURL
         self.webhook = webhook
+        self.collector = collector
         self.apple = apple
         (self.session, self.sessionPort) = session
         (self.identity, self.identityPort) = identity
@@ -81,102 +85,110 @@ final class GatewayFixture: Sendable {
         let apple = try AppleStandIn()
         try await HTTPReceiver.with(respond: { _, _ in (200, apple.jwksJSON) }) { jwksServer in
             try await HTTPReceiver.with { webhook in
-                try await withFreshDatabase { databaseURL, admin in
-                    let rpcSecret = Data(SecureRandom.bytes(count: 32)).base64EncodedString()
-                    let otpSecret = Data(SecureRandom.bytes(count: 32)).base64EncodedString()
-                    let common = [
-                        "AUTH_RPC_SECRET": rpcSecret,
-                        "AUTH_DATABASE_URL": databaseURL,
-                        "AUTH_LOG_LEVEL": "info",
-                    ]
-                    func start(_ name: String, _ variables: [String: String]) async throws -> (ServiceProcess, Int) {
-                        let process = try ServiceProcess(
-                            executable: name,
-                            environment: common.merging(variables) { $1 }
-                        )
-                        return (process, try await process.listeningPort())
-                    }
-                    async let session = start(
-                        "session",
-                        sessionVariables(masterKey: ProcessEnvironment.masterKey)
-                    )
-                    async let identity = start(
-                        "identity",
-                        [
-                            "AUTH_IDENTITY_PORT": "0",
-                            // Cheap hashes: the tests sign in with passwords dozens of times.
-                            "AUTH_IDENTITY_SCRYPT_LOG_N": "10",
-                            // Every test comes from 127.0.0.1 (the budget's own test has its
-                            // identity and its client addresses).
-                            "AUTH_IDENTITY_ACCOUNT_CHECKS_PER_HOUR": "1000000",
-                            "AUTH_OIDC_APPLE_CLIENT_IDS": appleClientID,
-                            "AUTH_OIDC_APPLE_ISSUER": appleIssuer,
-                            "AUTH_OIDC_APPLE_JWKS_URL": "http://127.0.0.1:\(jwksServer.port)/auth/keys",
+                try await HTTPReceiver.with { collector in
+                    try await withFreshDatabase { databaseURL, admin in
+                        let rpcSecret = Data(SecureRandom.bytes(count: 32)).base64EncodedString()
+                        let otpSecret = Data(SecureRandom.bytes(count: 32)).base64EncodedString()
+                        let common = [
+                            "AUTH_RPC_SECRET": rpcSecret,
+                            "AUTH_DATABASE_URL": databaseURL,
+                            "AUTH_LOG_LEVEL": "info",
+                            // Traces on, as docs/deployment.md sets them, exported every 100 ms.
+                            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(collector.port)",
+                            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
+                            "OTEL_BSP_SCHEDULE_DELAY": "100",
                         ]
-                    )
-                    async let otp = start(
-                        "otp-dispatch",
-                        [
-                            "AUTH_OTP_PORT": "0",
-                            "AUTH_OTP_SECRET": otpSecret,
-                            "AUTH_OTP_SMS_PROVIDER": "webhook",
-                            "AUTH_OTP_EMAIL_PROVIDER": "webhook",
-                            "AUTH_OTP_WEBHOOK_URL": "http://127.0.0.1:\(webhook.port)/otp",
-                            "AUTH_OTP_WEBHOOK_SECRET": "e2e-webhook",
-                            // Every test comes from 127.0.0.1.
-                            "AUTH_OTP_STARTS_PER_IP_PER_HOUR": "1000000",
-                            // The first resend at once (the resend flow), later ones 120 s apart
-                            // (resend_too_soon).
-                            "AUTH_OTP_RESEND_AFTER_SECONDS": "0",
-                            "AUTH_OTP_SWEEP_INTERVAL_MS": "500",
-                            // Checks the signatures of Twilio's status callbacks (no SMS goes to Twilio).
-                            "AUTH_OTP_TWILIO_AUTH_TOKEN": GatewayFixture.twilioAuthToken,
-                        ]
-                    )
-                    let started = try await (session: session, identity: identity, otp: otp)
-                    let gatewayProcess = try ServiceProcess(
-                        executable: "gateway",
-                        environment: common.merging(
-                            gatewayVariables(
-                                session: started.session.1,
-                                identity: started.identity.1,
-                                otp: started.otp.1,
-                                extra: [
-                                    "AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE": "1000000",
-                                    "AUTH_PUBLIC_URL": GatewayFixture.publicURL,
-                                    // Where the Supabase door's confirmation links send the browser.
-                                    "AUTH_OAUTH_REDIRECT_URLS": GatewayFixture.confirmedURL,
-                                ]
+                        func start(_ name: String, _ variables: [String: String]) async throws -> (ServiceProcess, Int)
+                        {
+                            let process = try ServiceProcess(
+                                executable: name,
+                                environment: common.merging(variables) { $1 }
                             )
-                        ) { $1 }
-                    )
-                    let gatewayPort = try await Self.gatewayPort(gatewayProcess)
-                    // Redirects are the browser sign-in's answers: the tests read them, never follow.
-                    var httpSettings = HTTPClient.Configuration()
-                    httpSettings.redirectConfiguration = .disallow
-                    let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: httpSettings)
-                    let fixture = GatewayFixture(
-                        rpcSecret: rpcSecret,
-                        otpSecret: otpSecret,
-                        databaseURL: databaseURL,
-                        webhook: webhook,
-                        apple: apple,
-                        session: started.session,
-                        identity: started.identity,
-                        otp: started.otp,
-                        gateway: (gatewayProcess, gatewayPort),
-                        http: http,
-                        database: admin
-                    )
-                    do {
-                        try await body(fixture)
-                    } catch {
+                            return (process, try await process.listeningPort())
+                        }
+                        async let session = start(
+                            "session",
+                            sessionVariables(masterKey: ProcessEnvironment.masterKey)
+                        )
+                        async let identity = start(
+                            "identity",
+                            [
+                                "AUTH_IDENTITY_PORT": "0",
+                                // Cheap hashes: the tests sign in with passwords dozens of times.
+                                "AUTH_IDENTITY_SCRYPT_LOG_N": "10",
+                                // Every test comes from 127.0.0.1 (the budget's own test has its
+                                // identity and its client addresses).
+                                "AUTH_IDENTITY_ACCOUNT_CHECKS_PER_HOUR": "1000000",
+                                "AUTH_OIDC_APPLE_CLIENT_IDS": appleClientID,
+                                "AUTH_OIDC_APPLE_ISSUER": appleIssuer,
+                                "AUTH_OIDC_APPLE_JWKS_URL": "http://127.0.0.1:\(jwksServer.port)/auth/keys",
+                            ]
+                        )
+                        async let otp = start(
+                            "otp-dispatch",
+                            [
+                                "AUTH_OTP_PORT": "0",
+                                "AUTH_OTP_SECRET": otpSecret,
+                                "AUTH_OTP_SMS_PROVIDER": "webhook",
+                                "AUTH_OTP_EMAIL_PROVIDER": "webhook",
+                                "AUTH_OTP_WEBHOOK_URL": "http://127.0.0.1:\(webhook.port)/otp",
+                                "AUTH_OTP_WEBHOOK_SECRET": "e2e-webhook",
+                                // Every test comes from 127.0.0.1.
+                                "AUTH_OTP_STARTS_PER_IP_PER_HOUR": "1000000",
+                                // The first resend at once (the resend flow), later ones 120 s apart
+                                // (resend_too_soon).
+                                "AUTH_OTP_RESEND_AFTER_SECONDS": "0",
+                                "AUTH_OTP_SWEEP_INTERVAL_MS": "500",
+                                // Checks the signatures of Twilio's status callbacks (no SMS goes to Twilio).
+                                "AUTH_OTP_TWILIO_AUTH_TOKEN": GatewayFixture.twilioAuthToken,
+                            ]
+                        )
+                        let started = try await (session: session, identity: identity, otp: otp)
+                        let gatewayProcess = try ServiceProcess(
+                            executable: "gateway",
+                            environment: common.merging(
+                                gatewayVariables(
+                                    session: started.session.1,
+                                    identity: started.identity.1,
+                                    otp: started.otp.1,
+                                    extra: [
+                                        "AUTH_GATEWAY_RATE_LIMIT_PER_MINUTE": "1000000",
+                                        "AUTH_PUBLIC_URL": GatewayFixture.publicURL,
+                                        // Where the Supabase door's confirmation links send the browser.
+                                        "AUTH_OAUTH_REDIRECT_URLS": GatewayFixture.confirmedURL,
+                                    ]
+                                )
+                            ) { $1 }
+                        )
+                        let gatewayPort = try await Self.gatewayPort(gatewayProcess)
+                        // Redirects are the browser sign-in's answers: the tests read them, never follow.
+                        var httpSettings = HTTPClient.Configuration()
+                        httpSettings.redirectConfiguration = .disallow
+                        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: httpSettings)
+                        let fixture = GatewayFixture(
+                            rpcSecret: rpcSecret,
+                            otpSecret: otpSecret,
+                            databaseURL: databaseURL,
+                            webhook: webhook,
+                            collector: collector,
+                            apple: apple,
+                            session: started.session,
+                            identity: started.identity,
+                            otp: started.otp,
+                            gateway: (gatewayProcess, gatewayPort),
+                            http: http,
+                            database: admin
+                        )
+                        do {
+                            try await body(fixture)
+                        } catch {
+                            await fixture.stop()
+                            try? await http.shutdown()
+                            throw error
+                        }
                         await fixture.stop()
-                        try? await http.shutdown()
-                        throw error
+                        try await http.shutdown()
                     }
-                    await fixture.stop()
-                    try await http.shutdown()
                 }
             }
         }

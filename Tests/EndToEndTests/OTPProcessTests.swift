@@ -149,6 +149,13 @@ import Testing
                         #"otp_codes_sent_total{channel="email",provider="webhook",calling_code="none"}"#
                     )
                 )
+                // The outbox's backlog and the pool's occupancy, which the alerts read.
+                for series in [
+                    "otp_outbox_pending_messages ", "otp_outbox_oldest_pending_age_seconds ",
+                    "db_pool_max_connections ",
+                ] {
+                    #expect(metrics.body.contains("\n\(series)"), "\(series)in \(metrics.body)")
+                }
                 #expect(await second.terminate() == 0)
                 let (distinct, duplicates, extra) = counts.summary
                 print(

@@ -33,7 +33,6 @@ import Testing
         #expect(configuration.pumpingMinimumSent == 100)
         #expect(configuration.pumpingMinimumVerifiedPercent == 20)
         #expect(configuration.smsProvider == .log && configuration.emailProvider == .log)
-        #expect(configuration.metricsPort == nil)
         #expect(configuration.secret == Array(repeating: 7, count: 32))
     }
 
@@ -58,10 +57,6 @@ import Testing
         #expect(
             problem(["AUTH_OTP_SECRET": secret, "AUTH_OTP_PUMPING_MIN_VERIFIED_PERCENT": "101"])
                 == "AUTH_OTP_PUMPING_MIN_VERIFIED_PERCENT: must be a whole number in 0...100"
-        )
-        #expect(
-            problem(["AUTH_OTP_SECRET": secret, "AUTH_OTP_METRICS_PORT": "70000"])?.hasPrefix("AUTH_OTP_METRICS_PORT")
-                == true
         )
         #expect(
             problem(["AUTH_OTP_SECRET": secret, "AUTH_OTP_SMS_DENIED_CALLING_CODES": "+7, 0"])?
