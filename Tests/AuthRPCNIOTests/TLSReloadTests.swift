@@ -18,29 +18,17 @@ import Testing
         return logs.contains(text)
     }
 
-    /// A new folder for the three files (the caller removes it).
-    static func makeFolder() throws -> (URL, RPCTLSFileWatcher.Files) {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tls-reload-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let files = RPCTLSFileWatcher.Files(
-            certificate: folder.appendingPathComponent("tls.crt").path,
-            privateKey: folder.appendingPathComponent("tls.key").path,
-            trustRoots: folder.appendingPathComponent("ca.crt").path
-        )
-        return (folder, files)
-    }
-
     @Test func renewedFilesReachNewConnectionsAndEstablishedOnesKeepWorking() async throws {
         let fixture = try await TLSFixture.make()
         // The server's files, in a folder of the test's own: first our CA's session certificate.
-        let (folder, files) = try Self.makeFolder()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        func install(_ certificates: TestCertificates) throws {
-            try Data(certificates.certificatePEM("session")).write(to: URL(fileURLWithPath: files.certificate))
-            try Data(certificates.keyPEM("session")).write(to: URL(fileURLWithPath: files.privateKey))
-            try Data(certificates.caPEM).write(to: URL(fileURLWithPath: files.trustRoots))
-        }
-        try install(fixture.ca)
+        let folder = try RenewableTLSFolder()
+        defer { folder.remove() }
+        let files = RPCTLSFileWatcher.Files(
+            certificate: folder.certificatePath,
+            privateKey: folder.keyPath,
+            trustRoots: folder.caPath
+        )
+        try folder.install(fixture.ca, name: "session")
         let serverTLS = try fixture.tls("session")
         let logs = CapturedLog()
         let watcher = RPCTLSFileWatcher(
@@ -64,7 +52,7 @@ import Testing
             await refusedTransport.shutdown()
 
             // Renewed by the other CA (its certificate, key and CA).
-            try install(fixture.otherCA)
+            try folder.install(fixture.otherCA, name: "session")
             #expect(try await waitForLog(logs, "RPC TLS certificate reloaded"), "\(logs.lines)")
             // A new connection gets the new certificate: the other CA's caller now gets in ...
             let (renewed, renewedTransport) = tlsClient(port: port, caller: "gateway", tls: theirs)
@@ -92,8 +80,13 @@ import Testing
 
     @Test func aRenewedCertificateForAnotherServiceIsNotLoaded() async throws {
         let fixture = try await TLSFixture.make()
-        let (folder, files) = try Self.makeFolder()
-        defer { try? FileManager.default.removeItem(at: folder) }
+        let folder = try RenewableTLSFolder()
+        defer { folder.remove() }
+        let files = RPCTLSFileWatcher.Files(
+            certificate: folder.certificatePath,
+            privateKey: folder.keyPath,
+            trustRoots: folder.caPath
+        )
         let configuration = try fixture.tls("session")
         let logs = CapturedLog()
         let watcher = RPCTLSFileWatcher(

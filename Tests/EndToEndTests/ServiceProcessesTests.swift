@@ -60,22 +60,12 @@ import FoundationNetworking
         let names = ["session", "identity", "gateway", "authctl"]
         let tls = try await TestCertificates.shared("ca", names: names)
         let otherCA = try await TestCertificates.shared("other-ca", names: names)
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("renewal-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let files = (
-            folder.appendingPathComponent("tls.crt"), folder.appendingPathComponent("tls.key"),
-            folder.appendingPathComponent("ca.crt")
-        )
-        func install(_ certificates: TestCertificates) throws {
-            try Data(certificates.certificatePEM("session")).write(to: files.0)
-            try Data(certificates.keyPEM("session")).write(to: files.1)
-            try Data(certificates.caPEM).write(to: files.2)
-        }
-        try install(tls)
+        let folder = try RenewableTLSFolder()
+        defer { folder.remove() }
+        try folder.install(tls, name: "session")
         var variables = try await environment([
-            "AUTH_SESSION_PORT": "0", "AUTH_RPC_TLS_CERT": files.0.path, "AUTH_RPC_TLS_KEY": files.1.path,
-            "AUTH_RPC_TLS_CA": files.2.path, "AUTH_RPC_TLS_RELOAD_SECONDS": "1",
+            "AUTH_SESSION_PORT": "0", "AUTH_RPC_TLS_CERT": folder.certificatePath, "AUTH_RPC_TLS_KEY": folder.keyPath,
+            "AUTH_RPC_TLS_CA": folder.caPath, "AUTH_RPC_TLS_RELOAD_SECONDS": "1",
         ])
         variables["AUTH_RPC_SECRET"] = nil
         let session = try ServiceProcess(executable: "session", environment: variables)
@@ -93,7 +83,7 @@ import FoundationNetworking
         }
         #expect(try await health(tls) == 0)
         #expect(try await health(otherCA) == 2)
-        try install(otherCA)
+        try folder.install(otherCA, name: "session")
         // Logged with the new certificate's expiry.
         let reloaded = try await session.waitForLog("tls.not_valid_after=[^ ]+ [^\n]*RPC TLS certificate reloaded")
         #expect(!reloaded.isEmpty)
