@@ -53,7 +53,10 @@ extension GatewayBenchmark {
         )
         var forwardedFor = false
 
-        @Option(help: "Write one tab-separated line per row to this file: mode, sign-ins/s, p50 ms, p99 ms, failed.")
+        @Option(
+            help:
+                "Write one tab-separated line per row to this file: mode, sign-ins/s, p50 ms, p99 ms, failed, p99.9 ms, max ms."
+        )
         var resultFile: String?
 
         @OptionGroup var load: LoadOptions
@@ -137,6 +140,8 @@ extension GatewayBenchmark {
                         String(format: "%.2f", Double(report.signIn.histogram.valueAtPercentile(50)) / 1e6),
                         String(format: "%.2f", Double(report.signIn.histogram.valueAtPercentile(99)) / 1e6),
                         "\(report.failures.values.reduce(0, +))",
+                        String(format: "%.2f", Double(report.signIn.histogram.valueAtPercentile(99.9)) / 1e6),
+                        String(format: "%.2f", Double(report.signIn.histogram.max) / 1e6),
                     ].joined(separator: "\t")
                 )
             }

@@ -48,6 +48,12 @@ struct OTPBenchmark: AsyncParsableCommand {
     )
     var claimBatchList = "1,16"
 
+    @Option(
+        help:
+            "Also write one tab-separated line per row to this file (measurement, in flight, calls, seconds, calls/s, p50, p99, p99.9 and max in µs, CPU µs per call; delivery rows: \"deliver batch N\", workers as in flight, messages as calls, no latencies): for scripts such as scripts/bench/all.sh."
+    )
+    var resultFile: String?
+
     var claimBatches: [Int] {
         claimBatchList.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
     }
@@ -64,6 +70,7 @@ struct OTPBenchmark: AsyncParsableCommand {
         }
         var logger = Logger(label: "otp-benchmark")
         logger.logLevel = .error
+        let results = try ResultFile(path: resultFile)
         try await database.withSchema(
             prefix: "otp_bench",
             applicationName: "otp-benchmark",
@@ -79,6 +86,7 @@ struct OTPBenchmark: AsyncParsableCommand {
                 schema: schema,
                 levels: levels,
                 selected: selected,
+                results: results,
                 logger: logger,
                 header:
                     "PostgreSQL \(serverVersion) (fsync/synchronous_commit \(durability)), \(ProcessInfo.processInfo.activeProcessorCount) cores, pool \(database.poolSize), \(load.description)"
@@ -108,6 +116,7 @@ struct OTPBenchmark: AsyncParsableCommand {
         schema: String,
         levels: [Int],
         selected: Set<String>,
+        results: ResultFile?,
         logger: Logger,
         header: String
     ) async throws {
@@ -159,6 +168,7 @@ struct OTPBenchmark: AsyncParsableCommand {
         if selected.contains("start") {
             for level in levels {
                 let result = try await runner.run(concurrency: level, cpu: cpu) { _ = try await start() }
+                try results?.append("Start", inFlight: level, result)
                 table.row([
                     "Start", "\(level)", LoadResult.formatCount(result.callsPerSecond), result.p50, result.p99,
                     result.cpuPerCall,
@@ -188,6 +198,7 @@ struct OTPBenchmark: AsyncParsableCommand {
                     }
                     _ = try await client.check(.init(verificationID: id, code: code))
                 }
+                try results?.append("Check (right code)", inFlight: level, result)
                 table.row([
                     "Check (right code)", "\(level)", LoadResult.formatCount(result.callsPerSecond), result.p50,
                     result.p99, result.cpuPerCall,
@@ -214,6 +225,7 @@ struct OTPBenchmark: AsyncParsableCommand {
                     received: received,
                     destinations: destinations,
                     cpu: cpu,
+                    results: results,
                     logger: logger
                 )
             }
@@ -233,6 +245,7 @@ struct OTPBenchmark: AsyncParsableCommand {
         received: borrowing Atomic<Int>,
         destinations: SharedCounter,
         cpu: CPUAccounting,
+        results: ResultFile?,
         logger: Logger
     ) async throws {
         try await pool.query(
@@ -273,6 +286,13 @@ struct OTPBenchmark: AsyncParsableCommand {
         let delivered = received.load(ordering: .relaxed) - before
         let rate = Double(delivered) / elapsed.seconds
         let cpuPerMessage = delivered > 0 ? cpuSeconds / Double(delivered) * 1_000_000 : 0
+        try results?.append(
+            "deliver batch \(configuration.claimBatchSize)",
+            inFlight: configuration.dispatchWorkers,
+            calls: delivered,
+            seconds: elapsed.seconds,
+            cpuSeconds: cpuSeconds
+        )
         print("")
         print(
             "Delivered through the webhook provider, \(configuration.claimBatchSize) claimed per statement: \(LoadResult.formatCount(Double(delivered))) messages in \(String(format: "%.2f", elapsed.seconds)) s = \(LoadResult.formatCount(rate)) messages/s, \(Int(cpuPerMessage)) µs CPU per message (\(configuration.dispatchWorkers) workers, receiver on loopback answering 200)"

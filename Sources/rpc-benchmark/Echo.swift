@@ -19,7 +19,7 @@ struct EchoServer {
     let channel: any Channel
     var port: Int { channel.localAddress!.port! }
 
-    static func start() async throws -> EchoServer {
+    static func start(port: Int = 0) async throws -> EchoServer {
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
@@ -27,7 +27,7 @@ struct EchoServer {
                     try channel.pipeline.syncOperations.addHandler(EchoServerHandler())
                 }
             }
-            .bind(host: "127.0.0.1", port: 0)
+            .bind(host: "127.0.0.1", port: port)
             .get()
         return EchoServer(channel: channel)
     }
@@ -112,7 +112,7 @@ struct EchoClient {
     let channel: any Channel
     let handler: NIOLoopBound<EchoClientHandler>
 
-    static func connect(port: Int, mode: EchoMode) async throws -> EchoClient {
+    static func connect(host: String = "127.0.0.1", port: Int, mode: EchoMode) async throws -> EchoClient {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
@@ -120,7 +120,7 @@ struct EchoClient {
                     try channel.pipeline.syncOperations.addHandler(EchoClientHandler(mode: mode))
                 }
             }
-            .connect(host: "127.0.0.1", port: port)
+            .connect(host: host, port: port)
             .get()
         let handler = try await channel.eventLoop.submit {
             NIOLoopBound(

@@ -51,6 +51,24 @@ struct RPCBenchmark: AsyncParsableCommand {
     @Option(help: "With --serve: seconds to serve, 1-3600.")
     var serveSeconds: Double = 60
 
+    @Flag(
+        help:
+            "With --serve or --target: the plain length-prefixed TCP echo of the same request frame instead of Health/Check, so the echo's ceiling can be measured across processes too."
+    )
+    var echo = false
+
+    @Option(
+        help:
+            "Also write one tab-separated line per row to this file (measurement, in flight, calls, seconds, calls/s, p50, p99, p99.9 and max in µs, CPU µs per call of this process): for scripts such as scripts/bench/all.sh."
+    )
+    var resultFile: String?
+
+    @Option(
+        help:
+            "With --target and --result-file: count this process's CPU too (e.g. the pid of the --serve process) in the CPU per call."
+    )
+    var cpuPid: Int32?
+
     @Option(
         help:
             "Folder with ca.pem and benchmark/benchmark-client certificates (made with scripts/lib/make-dev-certs.sh, run from the repository root, when not given)."
@@ -61,12 +79,14 @@ struct RPCBenchmark: AsyncParsableCommand {
         let levels = try load.levels(default: [1, 16, 64])
         var logger = Logger(label: "rpc-benchmark")
         logger.logLevel = .error
+        if echo, serve == nil, target == nil { throw ValidationError("--echo goes with --serve or --target") }
+        let results = try ResultFile(path: resultFile)
         if let serve {
             try await serveOnly(port: serve, logger: logger)
             return
         }
         if let target {
-            try await driveOnly(target: target, levels: levels, logger: logger)
+            try await driveOnly(target: target, levels: levels, results: results, logger: logger)
             return
         }
 
@@ -117,21 +137,7 @@ struct RPCBenchmark: AsyncParsableCommand {
             let server = try await EchoServer.start()
             echoes.append((mode, server, try await EchoClient.connect(port: server.port, mode: mode)))
         }
-        var frameBuffer = ByteBuffer()
-        try frameBuffer.writeFrame(
-            Auth_Rpc_V1_Frame(
-                kind: .request(
-                    Auth_Rpc_V1_Request(
-                        callID: 1,
-                        method: Auth_Health_V1_Health.Method.check.path,
-                        timeoutUS: 10_000_000,
-                        metadata: RPCMetadata(callerService: "benchmark-client").proto,
-                        payload: try request.serializedBytes()
-                    )
-                )
-            )
-        )
-        let frame = frameBuffer
+        let frame = try Self.requestFrame()
 
         print(
             "Health/Check over the RPC layer vs a length-prefixed TCP echo of the same \(frame.readableBytes)-byte request frame"
@@ -160,27 +166,32 @@ struct RPCBenchmark: AsyncParsableCommand {
         }
         let table = MarkdownTable(columns)
         let runner = load.closedLoop
+        // This process's CPU (client and server), only for the result file.
+        let cpu: CPUAccounting? = results == nil ? nil : CPUAccounting()
         for level in levels {
-            let rpc = try await runner.run(concurrency: level) {
+            let rpc = try await runner.run(concurrency: level, cpu: cpu) {
                 let response = try await health.check(request)
                 precondition(response.status == .serving)
             }
+            try results?.append("rpc", inFlight: level, rpc)
             var cells = ["\(level)", LoadResult.formatCount(rpc.callsPerSecond), rpc.p50, rpc.p99]
             if let tlsHealth = tlsParts?.1 {
-                let tls = try await runner.run(concurrency: level) {
+                let tls = try await runner.run(concurrency: level, cpu: cpu) {
                     let response = try await tlsHealth.check(request)
                     precondition(response.status == .serving)
                 }
+                try results?.append("tls", inFlight: level, tls)
                 let ratio = tls.callsPerSecond / rpc.callsPerSecond * 100
                 cells += [
                     LoadResult.formatCount(tls.callsPerSecond), tls.p50, tls.p99, String(format: "%.0f %%", ratio),
                 ]
             }
             if !rpcOnly {
-                for (_, _, client) in echoes {
-                    let echo = try await runner.run(concurrency: level) {
+                for (mode, _, client) in echoes {
+                    let echo = try await runner.run(concurrency: level, cpu: cpu) {
                         try await client.roundTrip(frame)
                     }
+                    try results?.append("\(mode.rawValue) echo", inFlight: level, echo)
                     let ratio = rpc.callsPerSecond / echo.callsPerSecond * 100
                     cells += [
                         LoadResult.formatCount(echo.callsPerSecond), echo.p50, echo.p99,
@@ -204,6 +215,18 @@ struct RPCBenchmark: AsyncParsableCommand {
     func serveOnly(port: Int, logger: Logger) async throws {
         guard (0...65535).contains(port), serveSeconds >= 1, serveSeconds <= 3600 else {
             throw ValidationError("--serve must be a port in 0...65535 and --serve-seconds in 1...3600")
+        }
+        if echo {
+            let server = try await EchoServer.start(port: port)
+            FileHandle.standardOutput.write(
+                Data(
+                    "serving the plain echo on 127.0.0.1:\(server.port) for \(LoadOptions.format(serveSeconds)) s\n"
+                        .utf8
+                )
+            )
+            try await Task.sleep(for: .milliseconds(Int64(serveSeconds * 1000)))
+            try await server.close()
+            return
         }
         let secret: [UInt8]
         do {
@@ -234,8 +257,29 @@ struct RPCBenchmark: AsyncParsableCommand {
 
     /// Drives Health/Check on a server in another process with this benchmark's client: the
     /// same client as the RPC columns, for comparing with another client (authctl bench).
-    func driveOnly(target: String, levels: [Int], logger: Logger) async throws {
+    /// With `--echo`, the plain echo client on an echo server in another process instead.
+    func driveOnly(target: String, levels: [Int], results: ResultFile?, logger: Logger) async throws {
         guard let address = RPCAddress(target) else { throw ValidationError("--target must be host:port") }
+        let cpuPid = self.cpuPid
+        let cpu: CPUAccounting? = results == nil ? nil : CPUAccounting { cpuPid.map { [$0] } ?? [] }
+        if echo {
+            let client = try await EchoClient.connect(host: address.host, port: address.port, mode: .plain)
+            let frame = try Self.requestFrame()
+            print("plain echo on \(target) (another process), one connection, \(load.description)")
+            print("")
+            let table = MarkdownTable([
+                .right("in flight"), .right("plain echo calls/s"), .right("p50"), .right("p99"),
+            ])
+            for level in levels {
+                let result = try await load.closedLoop.run(concurrency: level, cpu: cpu) {
+                    try await client.roundTrip(frame)
+                }
+                try results?.append("plain echo", inFlight: level, result)
+                table.row(["\(level)", LoadResult.formatCount(result.callsPerSecond), result.p50, result.p99])
+            }
+            try await client.close()
+            return
+        }
         let secret: [UInt8]
         do {
             secret = try readRPCSecret(ProcessInfo.processInfo.environment)
@@ -258,13 +302,34 @@ struct RPCBenchmark: AsyncParsableCommand {
         let table = MarkdownTable([.right("in flight"), .right("RPC calls/s"), .right("RPC p50"), .right("RPC p99")])
         let request = Auth_Health_V1_HealthCheckRequest()
         for level in levels {
-            let result = try await load.closedLoop.run(concurrency: level) {
+            let result = try await load.closedLoop.run(concurrency: level, cpu: cpu) {
                 let response = try await health.check(request)
                 precondition(response.status == .serving)
             }
+            try results?.append("rpc", inFlight: level, result)
             table.row(["\(level)", LoadResult.formatCount(result.callsPerSecond), result.p50, result.p99])
         }
         await transport.shutdown()
+    }
+
+    /// The bytes of one Health/Check request frame, as the RPC client sends it: what the echo
+    /// rows carry.
+    static func requestFrame() throws -> ByteBuffer {
+        var frame = ByteBuffer()
+        try frame.writeFrame(
+            Auth_Rpc_V1_Frame(
+                kind: .request(
+                    Auth_Rpc_V1_Request(
+                        callID: 1,
+                        method: Auth_Health_V1_Health.Method.check.path,
+                        timeoutUS: 10_000_000,
+                        metadata: RPCMetadata(callerService: "benchmark-client").proto,
+                        payload: try Auth_Health_V1_HealthCheckRequest().serializedBytes()
+                    )
+                )
+            )
+        )
+        return frame
     }
 
     /// `--tls-dir`, or a new folder made by scripts/lib/make-dev-certs.sh.

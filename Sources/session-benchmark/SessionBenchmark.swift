@@ -36,6 +36,12 @@ struct SessionBenchmark: AsyncParsableCommand {
     )
     var calls = "issue,refresh,validate,check,local"
 
+    @Option(
+        help:
+            "Also write one tab-separated line per RPC row to this file (measurement, in flight, calls, seconds, calls/s, p50, p99, p99.9 and max in µs, CPU µs per call): for scripts such as scripts/bench/all.sh."
+    )
+    var resultFile: String?
+
     func run() async throws {
         let levels = try load.levels(default: [16, 64], limit: 1024)
         let selected = try LoadOptions.selection(calls, of: ["issue", "refresh", "validate", "check", "local"])
@@ -45,6 +51,7 @@ struct SessionBenchmark: AsyncParsableCommand {
         var logger = Logger(label: "session-benchmark")
         logger.logLevel = .error
         let cores = ProcessInfo.processInfo.activeProcessorCount
+        let results = try ResultFile(path: resultFile)
 
         try await database.withSchema(prefix: "session_bench", applicationName: "session-benchmark", logger: logger) {
             pool,
@@ -65,6 +72,7 @@ struct SessionBenchmark: AsyncParsableCommand {
                 cores: cores,
                 serverVersion: serverVersion,
                 durability: durability,
+                results: results,
                 logger: logger
             )
         }
@@ -79,6 +87,7 @@ struct SessionBenchmark: AsyncParsableCommand {
         cores: Int,
         serverVersion: String,
         durability: String,
+        results: ResultFile?,
         logger: Logger
     ) async throws {
         let rpc = try await LoopbackRPC.start(
@@ -128,7 +137,8 @@ struct SessionBenchmark: AsyncParsableCommand {
             .left("call"), .right("in flight"), .right("calls/s"), .right("calls/s per vCPU"), .right("p50"),
             .right("p99"), .right("CPU/call"), .right("calls per CPU-second"),
         ])
-        func row(_ name: String, _ level: Int, _ result: LoadResult) {
+        func row(_ name: String, _ level: Int, _ result: LoadResult) throws {
+            try results?.append(name, inFlight: level, result)
             table.row([
                 name, "\(level)", LoadResult.formatCount(result.callsPerSecond),
                 LoadResult.formatCount(result.callsPerSecond / Double(cores)), result.p50, result.p99,
@@ -138,7 +148,7 @@ struct SessionBenchmark: AsyncParsableCommand {
 
         for level in levels {
             if selected.contains("issue") {
-                row(
+                try row(
                     "Issue",
                     level,
                     try await runner.run(concurrency: level, cpu: cpu, setup: {}) { _ in _ = try await issue() }
@@ -147,7 +157,7 @@ struct SessionBenchmark: AsyncParsableCommand {
 
             // Each loop refreshes its own session's chain: the state is the current refresh token.
             if selected.contains("refresh") {
-                row(
+                try row(
                     "Refresh",
                     level,
                     try await runner.run(concurrency: level, cpu: cpu, setup: { try await issue().refreshToken }) {
@@ -164,7 +174,7 @@ struct SessionBenchmark: AsyncParsableCommand {
             }
 
             if selected.contains("validate") {
-                row(
+                try row(
                     "Validate",
                     level,
                     try await runner.run(concurrency: level, cpu: cpu, setup: { try await issue().accessToken }) {
@@ -177,7 +187,7 @@ struct SessionBenchmark: AsyncParsableCommand {
             }
 
             if selected.contains("check") {
-                row(
+                try row(
                     "Validate + check_session",
                     level,
                     try await runner.run(concurrency: level, cpu: cpu, setup: { try await issue().accessToken }) {
