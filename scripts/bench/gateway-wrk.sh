@@ -24,12 +24,14 @@
 #   GATEWAY_BENCH_STATEMENTS=1 loads pg_stat_statements and prints the statements of the closed-loop
 #   sign-ins (calls per sign-in, PostgreSQL time per call and per sign-in),
 #   GATEWAY_BENCH_SUPABASE=1 adds the Supabase door's refresh and password grants beside /v1's
-#   (POST /auth/v1/token?grant_type=refresh_token on Supabase-format sessions, POST /v1/login and
-#   POST /auth/v1/token?grant_type=password with one confirmed account),
-#   GATEWAY_BENCH_SUPABASE=1 adds the Supabase door's refresh and password grants beside /v1's
 #   (POST /auth/v1/token?grant_type=refresh_token on Supabase-format sessions; POST /v1/login and
 #   POST /auth/v1/token?grant_type=password with one confirmed account),
-#   GATEWAY_BENCH_SKIP_BUILD=1 uses the existing release build. AUTH_* variables already set win.
+#   GATEWAY_BENCH_SKIP_BUILD=1 uses the existing release build, GATEWAY_BENCH_BUILD_PATH (.build)
+#   the build folder (swift build --scratch-path; the binaries in its release/, e.g. .build-bench
+#   for scripts/bench/all.sh), GATEWAY_BENCH_SUMMARY=FILE also writes the results as tab-separated
+#   lines to FILE (header line first; one line per load: key, label, rate, p50/p99/p99.9/max µs,
+#   errors, requests, then CPU µs per request of gateway, identity, otp-dispatch, session,
+#   PostgreSQL, bare, the system's total and the load generator). AUTH_* variables already set win.
 set -euo pipefail
 export AUTH_BENCHMARKS=1   # the benchmark executables are in the package only with it (Package.swift)
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -42,6 +44,8 @@ signin_concurrency="${GATEWAY_BENCH_SIGNINS:-16}"
 profile="${GATEWAY_BENCH_PROFILE:-0}"
 statements="${GATEWAY_BENCH_STATEMENTS:-0}"
 supabase="${GATEWAY_BENCH_SUPABASE:-0}"
+build_path="${GATEWAY_BENCH_BUILD_PATH:-.build}"
+summary_file="${GATEWAY_BENCH_SUMMARY:-}"
 
 log() { echo "gateway-wrk: $*" >&2; }
 
@@ -58,11 +62,21 @@ if [[ "$profile" != 0 ]] && ! command -v perf >/dev/null; then
     log "installing linux-perf (GATEWAY_BENCH_PROFILE=$profile)"
     DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y linux-perf >&2
 fi
-if [[ "${GATEWAY_BENCH_SKIP_BUILD:-0}" != 1 ]]; then
-    log "building (release)"
-    swift build -c release >&2
+if [[ "$build_path" == .build ]]; then
+    if [[ "${GATEWAY_BENCH_SKIP_BUILD:-0}" != 1 ]]; then
+        log "building (release)"
+        swift build -c release >&2
+    fi
+    bin=$(swift build -c release --show-bin-path)
+else
+    # Another build folder: never touches (nor waits for the lock of) the default .build.
+    if [[ "${GATEWAY_BENCH_SKIP_BUILD:-0}" != 1 ]]; then
+        log "building (release, $build_path)"
+        swift build -c release --scratch-path "$build_path" >&2
+    fi
+    bin="$build_path/release"
+    [[ "$bin" == /* ]] || bin="$root/$bin"
 fi
-bin=$(swift build -c release --show-bin-path)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gateway-wrk.XXXXXX")
 pg_dir="$root/.data/pg-bench"
@@ -202,10 +216,12 @@ timed_driver() {
     return "$status"
 }
 # cpu_row NAME REQUESTS BEFORE AFTER DRIVER_SECONDS: CPU µs per request of each process between
-# two snapshots; the load generator's beside the total of the system's.
+# two snapshots; the load generator's beside the total of the system's. The same figures,
+# tab-separated, in $cpu_fields (for GATEWAY_BENCH_SUMMARY).
+cpu_fields=""
 cpu_row() {
-    local name=$1 requests=$2 before=$3 after=$4 driver=$5
-    cpu_rows+=("$(python3 - "$name" "$requests" "$clock_ticks" "$before" "$after" "$driver" <<'EOF'
+    local name=$1 requests=$2 before=$3 after=$4 driver=$5 output
+    output=$(python3 - "$name" "$requests" "$clock_ticks" "$before" "$after" "$driver" <<'EOF'
 import sys
 name, requests, hz = sys.argv[1], max(int(float(sys.argv[2])), 1), int(sys.argv[3])
 parse = lambda text: dict(line.split("=") for line in text.split())
@@ -215,8 +231,18 @@ used = {k: (int(after[k]) - int(before[k])) / hz / requests * 1e6 for k in order
 cells = ["%.0f" % used[k] if used[k] > 0 else "0" for k in order]
 driver = float(sys.argv[6]) / requests * 1e6
 print("| %s | %s | %.0f | %.0f |" % (name, " | ".join(cells), sum(used.values()), driver))
+print("\t".join(["%.1f" % max(used[k], 0) for k in order] + ["%.1f" % sum(used.values()), "%.1f" % driver]))
 EOF
-)")
+)
+    cpu_rows+=("$(head -n 1 <<<"$output")")
+    cpu_fields=$(tail -n 1 <<<"$output")
+}
+# summary_row KEY LABEL RATE P50_US P99_US P999_US MAX_US ERRORS REQUESTS: one line of
+# GATEWAY_BENCH_SUMMARY, with the CPU figures of the cpu_row just made.
+summary_rows=()
+summary_row() {
+    local IFS=$'\t'
+    summary_rows+=("$*"$'\t'"$cpu_fields")
 }
 
 rows=()
@@ -224,8 +250,9 @@ format_count() { python3 -c 'import sys; print("{:,}".format(round(float(sys.arg
 format_us() { python3 -c 'import sys; v = float(sys.argv[1]); print("%.2f ms" % (v / 1000) if v >= 1000 else "%.0f µs" % v)' "$1"; }
 bare_rate=""
 run=0
-# run_wrk NAME URL SCRIPT [SCRIPT ARGUMENTS...]: one bounded wrk run (scripts/bench/wrk/SCRIPT
-# after report.lua), one table row. The first run is the ceiling the others are compared with.
+# run_wrk KEY NAME URL SCRIPT PROFILE [SCRIPT ARGUMENTS...]: one bounded wrk run
+# (scripts/bench/wrk/SCRIPT after report.lua), one table row (KEY: its name in
+# GATEWAY_BENCH_SUMMARY). The first run is the ceiling the others are compared with.
 # GATEWAY_BENCH_PROFILE: perf of the four services and PostgreSQL, from 1 s into the load to its end.
 perf_pid=""
 start_profile() {
@@ -245,8 +272,8 @@ finish_profile() {
 }
 
 run_wrk() {
-    local name=$1 url=$2 script=$3 profiled=$4
-    shift 4
+    local key=$1 name=$2 url=$3 script=$4 profiled=$5
+    shift 5
     run=$((run + 1))
     local lua="$work/wrk-$run.lua" out="$work/wrk-$run.out"
     cat scripts/bench/wrk/report.lua "scripts/bench/wrk/$script" >"$lua"
@@ -259,10 +286,10 @@ run_wrk() {
     after=$(cpu_snapshot)
     finish_profile
     cat "$out" >&2
-    local result rate p50 p99 status_errors socket_errors requests
+    local result rate p50 p99 status_errors socket_errors requests p999 max
     result=$(grep '^WRK_RESULT' "$out" | tail -n 1)
     [[ -n "$result" ]] || { log "wrk printed no result"; exit 1; }
-    read -r _ rate p50 p99 status_errors socket_errors requests <<<"$result"
+    read -r _ rate p50 p99 status_errors socket_errors requests p999 max <<<"$result"
     local ratio=""
     if [[ -z "$bare_rate" ]]; then
         bare_rate=$rate
@@ -272,15 +299,16 @@ run_wrk() {
     fi
     rows+=("| $name | $(format_count "$rate") | $(format_us "$p50") | $(format_us "$p99") | $status_errors / $socket_errors | $ratio |")
     cpu_row "$name" "$requests" "$before" "$after" "$driver_cpu"
+    summary_row "$key" "$name" "$rate" "$p50" "$p99" "$p999" "$max" "$((status_errors + socket_errors))" "$requests"
 }
 
 log "making $token_count signed-in sessions over RPC"
 timeout 900 "$bin/gateway-benchmark" tokens --count "$token_count" --out "$work/tokens" >&2
 
-run_wrk "GET /health/live, bare Hummingbird (ceiling)" "http://127.0.0.1:$bare_port/health/live" plain.lua -
-run_wrk "GET /health/live, gateway" "$gateway/health/live" plain.lua -
-run_wrk "GET /v1/session" "$gateway" session.lua session "$work/tokens/access-tokens.txt" "$threads"
-run_wrk "POST /v1/token/refresh" "$gateway" refresh.lua refresh "$work/tokens/refresh-tokens.txt" "$threads"
+run_wrk bare "GET /health/live, bare Hummingbird (ceiling)" "http://127.0.0.1:$bare_port/health/live" plain.lua -
+run_wrk health "GET /health/live, gateway" "$gateway/health/live" plain.lua -
+run_wrk session "GET /v1/session" "$gateway" session.lua session "$work/tokens/access-tokens.txt" "$threads"
+run_wrk refresh "POST /v1/token/refresh" "$gateway" refresh.lua refresh "$work/tokens/refresh-tokens.txt" "$threads"
 
 if [[ "$supabase" == 1 ]]; then
     # The Supabase door beside /v1 (docs/supabase.md, "Cost"): its refresh grant on sessions of
@@ -288,26 +316,30 @@ if [[ "$supabase" == 1 ]]; then
     log "making $token_count Supabase-format sessions and a password account over RPC"
     timeout 900 "$bin/gateway-benchmark" tokens --count "$token_count" --format supabase \
         --password-email bench-password@example.com --out "$work/tokens-supabase" >&2
-    run_wrk "POST /auth/v1/token?grant_type=refresh_token" "$gateway" refresh.lua - \
+    run_wrk supabase-refresh "POST /auth/v1/token?grant_type=refresh_token" "$gateway" refresh.lua - \
         "$work/tokens-supabase/refresh-tokens.txt" "$threads" "/auth/v1/token?grant_type=refresh_token"
     # Password sign-ins of one email: identity counts an attempt before its hash is checked
     # (parallel guesses cannot outrun the lockout), so more than a few in flight lock the email.
     # 4 connections, and a cheap hash (AUTH_IDENTITY_SCRYPT_LOG_N=12 below) so that the doors'
     # own work shows beside the hash.
-    wrk_connections=4 run_wrk "POST /v1/login" "$gateway" login.lua - /v1/login bench-password@example.com Bench-Password-42
-    wrk_connections=4 run_wrk "POST /auth/v1/token?grant_type=password" "$gateway" login.lua - \
+    wrk_connections=4 run_wrk login "POST /v1/login" "$gateway" login.lua - /v1/login bench-password@example.com Bench-Password-42
+    wrk_connections=4 run_wrk supabase-password "POST /auth/v1/token?grant_type=password" "$gateway" login.lua - \
         "/auth/v1/token?grant_type=password" bench-password@example.com Bench-Password-42
 fi
 
 # Sign-ins: closed loop, then open loop at half its rate.
 signin_row() {
-    local label=$1 file=$2 before=$3 after=$4
-    local mode rate p50 p99 failed
-    IFS=$'\t' read -r mode rate p50 p99 failed <"$file"
+    local key=$1 label=$2 file=$3 before=$4 after=$5
+    local mode rate p50 p99 failed p999 max
+    IFS=$'\t' read -r mode rate p50 p99 failed p999 max <"$file"
     rows+=("| phone sign-ins (send + code + verify), $label | $(format_count "$rate") | $p50 ms | $p99 ms | $failed failed | |")
     local done_count
     done_count=$(python3 -c "print(round($rate * $seconds))")
     cpu_row "phone sign-in, $label" "$done_count" "$before" "$after" "$driver_cpu"
+    local ms_to_us='import sys; print(" ".join("%.0f" % (float(v or 0) * 1000) for v in sys.argv[1:]))'
+    local us
+    read -r -a us <<<"$(python3 -c "$ms_to_us" "$p50" "$p99" "$p999" "$max")"
+    summary_row "$key" "phone sign-ins (send + code + verify), $label" "$rate" "${us[@]}" "$failed" "$done_count"
 }
 verifications() { psql "$AUTH_DATABASE_URL" -Atc "SELECT count(*) FROM otp.verifications"; }
 if [[ "$statements" == 1 ]]; then
@@ -331,7 +363,7 @@ if [[ "$statements" == 1 ]]; then
         FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
         ORDER BY total_exec_time DESC LIMIT 40" >"$work/statements.tsv"
 fi
-signin_row "closed loop, $signin_concurrency in flight" "$work/signins-closed.tsv" "$before" "$after"
+signin_row signins-closed "closed loop, $signin_concurrency in flight" "$work/signins-closed.tsv" "$before" "$after"
 finish_profile
 
 closed_rate=$(cut -f 2 "$work/signins-closed.tsv")
@@ -342,7 +374,14 @@ timed_driver timeout "$((seconds * 2 + 60))" "$bin/gateway-benchmark" signins --
     --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --forwarded-for --concurrency $((signin_concurrency * 4)) --rate "$half_rate" \
     --seconds "$seconds" --warmup 1 --result-file "$work/signins-open.tsv"
 after=$(cpu_snapshot)
-signin_row "open loop at $half_rate/s" "$work/signins-open.tsv" "$before" "$after"
+signin_row signins-open "open loop at $half_rate/s" "$work/signins-open.tsv" "$before" "$after"
+
+if [[ -n "$summary_file" ]]; then
+    {
+        printf 'key\tlabel\trate\tp50_us\tp99_us\tp999_us\tmax_us\terrors\trequests\tgateway_us\tidentity_us\totp_dispatch_us\tsession_us\tpostgres_us\tbare_us\tsystem_us\tload_generator_us\n'
+        printf '%s\n' "${summary_rows[@]}"
+    } >"$summary_file"
+fi
 
 echo
 echo "Gateway under load, $(date -u '+%Y-%m-%d %H:%M UTC'), ${seconds} s per row; wrk -t $threads -c $connections --latency;"
