@@ -49,9 +49,6 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
-        // OTLP over HTTP only: the gRPC exporter would bring grpc-swift and HTTP/2 for nothing
-        // (docs/deployment.md, "Traces").
-        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // MARK: C libraries of the customer's design card
@@ -211,15 +208,20 @@ let package = Package(
             ],
             swiftSettings: strictSwift
         ),
-        // Traces: the OpenTelemetry exporter (OTLP over HTTP) a process starts when
-        // OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/deployment.md, "Traces").
+        // Traces: the tracer and OTLP/HTTP (JSON) exporter a process starts when
+        // OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/deployment.md, "Traces"). Not swift-otel: its
+        // exporter needs swift-protobuf, which imports full Foundation (and ICU: +47 MB image).
         .target(
             name: "AuthTracing",
             dependencies: [
+                "AuthConfiguration",
+                "AuthText",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
-                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: strictSwift
         ),
@@ -662,6 +664,15 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "AuthTracingTests",
+            dependencies: [
+                "AuthTracing", "AuthTestSupport", "AuthConfiguration",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: strictSwift
         ),
