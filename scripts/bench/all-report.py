@@ -11,6 +11,7 @@ import csv
 import glob
 import os
 import re
+import signal
 import statistics
 import sys
 
@@ -28,7 +29,7 @@ def percent(value):
 
 
 def times(value):
-    return "%.1f×" % value if value < 10 else "%.0f×" % value
+    return "%.1f×" % value if value < 100 else "%.0f×" % value
 
 
 def read_tsv(path):
@@ -423,4 +424,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends it quietly
     sys.exit(main(sys.argv))

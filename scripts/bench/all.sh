@@ -161,7 +161,7 @@ log "per-row seconds: $seconds; outputs in ${raw#"$root"/}/; load: $(uptime | se
 
 if [[ "${BENCH_SKIP_BUILD:-0}" != 1 ]]; then
     log "building (release, --scratch-path $build_path)"
-    record swift build -c release --scratch-path "$build_path"
+    record AUTH_BENCHMARKS=1 swift build -c release --scratch-path "$build_path"
     swift build -c release --scratch-path "$build_path" >&2
 fi
 for executable in rpc-benchmark session-benchmark otp-benchmark gateway-benchmark gateway identity otp-dispatch session; do
@@ -182,6 +182,7 @@ step rpc-inline timeout "$rpc_bound" "$bin/rpc-benchmark" --no-tls --inline-hand
 #    (another), then the plain echo the same way; CPU per call counts both processes.
 export AUTH_RPC_SECRET
 AUTH_RPC_SECRET="$(head -c 32 /dev/urandom | base64)"
+echo 'export AUTH_RPC_SECRET="$(head -c 32 /dev/urandom | base64)"' >>"$commands"
 across() {
     local name=$1 pattern=$2
     shift 2
