@@ -1,5 +1,11 @@
 import Histogram
 
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
 /// N loops, each making one call at a time (N calls in flight), for a warm-up and then for the
 /// measured time: throughput and a latency histogram. Every run is bounded in time and ends by
 /// itself; a call that throws ends the run (the other loops stop after their current call) with
@@ -41,6 +47,7 @@ public struct ClosedLoopLoad: Sendable {
         }
         let cpuBefore = try await cpu?.start()
         let started = ContinuousClock.now
+        let startedAt = Date()
         let measured = try await Self.loops(states: states, duration: duration, step: step)
         let elapsed = ContinuousClock.now - started
         var cpuSeconds: Double?
@@ -49,42 +56,57 @@ public struct ClosedLoopLoad: Sendable {
             calls: measured.calls,
             elapsed: elapsed,
             histogram: measured.histogram,
-            cpuSeconds: cpuSeconds
+            cpuSeconds: cpuSeconds,
+            slowestCall: measured.slowest.map { slowest in
+                LoadResult.SlowestCall(
+                    nanoseconds: slowest.nanoseconds,
+                    startedAt: startedAt.addingTimeInterval((slowest.started - started).seconds),
+                    startedAfter: slowest.started - started
+                )
+            }
         )
     }
+
+    /// The slowest call of a loop: its latency and when it started.
+    typealias Slowest = (nanoseconds: UInt64, started: ContinuousClock.Instant)
 
     static func loops<State: Sendable>(
         states: [State],
         duration: Duration,
         step: @escaping @Sendable (State) async throws -> State
-    ) async throws -> (states: [State], calls: Int, histogram: Histogram<UInt64>) {
+    ) async throws -> (states: [State], calls: Int, histogram: Histogram<UInt64>, slowest: Slowest?) {
         let clock = ContinuousClock()
         let end = clock.now + duration
-        return try await withThrowingTaskGroup(of: (State, Int, Histogram<UInt64>).self) { group in
+        return try await withThrowingTaskGroup(of: (State, Int, Histogram<UInt64>, Slowest?).self) { group in
             for initial in states {
                 group.addTask {
                     var state = initial
                     var histogram = LoadResult.emptyHistogram()
                     var calls = 0
+                    var slowest: Slowest?
                     // At least one call, even in a loop that starts late on a busy machine.
                     repeat {
                         let callStarted = clock.now
                         state = try await step(state)
-                        _ = histogram.record((clock.now - callStarted).nanoseconds)
+                        let nanoseconds = (clock.now - callStarted).nanoseconds
+                        _ = histogram.record(nanoseconds)
+                        if nanoseconds > slowest?.nanoseconds ?? 0 { slowest = (nanoseconds, callStarted) }
                         calls += 1
                     } while clock.now < end && !Task.isCancelled
-                    return (state, calls, histogram)
+                    return (state, calls, histogram, slowest)
                 }
             }
             var finalStates: [State] = []
             var total = 0
             var merged = LoadResult.emptyHistogram()
-            for try await (state, calls, histogram) in group {
+            var slowest: Slowest?
+            for try await (state, calls, histogram, loopSlowest) in group {
                 finalStates.append(state)
                 total += calls
                 merged.add(histogram)
+                if let loopSlowest, loopSlowest.nanoseconds > slowest?.nanoseconds ?? 0 { slowest = loopSlowest }
             }
-            return (finalStates, total, merged)
+            return (finalStates, total, merged, slowest)
         }
     }
 }

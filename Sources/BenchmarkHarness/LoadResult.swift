@@ -16,12 +16,41 @@ public struct LoadResult: Sendable {
     public var histogram: Histogram<UInt64>
     /// CPU seconds used in the measured time by what the ``CPUAccounting`` counts, if any.
     public var cpuSeconds: Double?
+    /// The slowest call of the measured time (a closed-loop load records it): when it started,
+    /// so that an outlier can be matched with the server's and PostgreSQL's logs.
+    public var slowestCall: SlowestCall?
 
-    public init(calls: Int, elapsed: Duration, histogram: Histogram<UInt64>, cpuSeconds: Double? = nil) {
+    public struct SlowestCall: Sendable {
+        public var nanoseconds: UInt64
+        /// Wall-clock time the call started.
+        public var startedAt: Date
+        /// How far into the measured time it started.
+        public var startedAfter: Duration
+
+        /// `3.86 s, started 21:05:33.123 UTC (1.204 s into the row)`.
+        public var description: String {
+            let seconds = Int(startedAt.timeIntervalSince1970)
+            let milliseconds = Int((startedAt.timeIntervalSince1970 - Double(seconds)) * 1000)
+            let time = RFC3339.string(unixSeconds: Int64(seconds)).dropFirst(11).prefix(8)
+            let offset = FixedPoint.format(Double(startedAfter.nanoseconds) / 1e9, fractionDigits: 3)
+            let millisecondDigits = String(1000 + milliseconds).dropFirst()
+            return "\(LoadResult.formatNanoseconds(nanoseconds)), started \(time).\(millisecondDigits) UTC "
+                + "(\(offset) s into the row)"
+        }
+    }
+
+    public init(
+        calls: Int,
+        elapsed: Duration,
+        histogram: Histogram<UInt64>,
+        cpuSeconds: Double? = nil,
+        slowestCall: SlowestCall? = nil
+    ) {
         self.calls = calls
         self.elapsed = elapsed
         self.histogram = histogram
         self.cpuSeconds = cpuSeconds
+        self.slowestCall = slowestCall
     }
 
     /// A histogram for latencies from 1 ns to 60 s at 3 significant digits.

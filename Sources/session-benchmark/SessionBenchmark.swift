@@ -137,8 +137,10 @@ struct SessionBenchmark: AsyncParsableCommand {
             .left("call"), .right("in flight"), .right("calls/s"), .right("calls/s per vCPU"), .right("p50"),
             .right("p99"), .right("CPU/call"), .right("calls per CPU-second"),
         ])
+        var slowest: [String] = []
         func row(_ name: String, _ level: Int, _ result: LoadResult) throws {
             try results?.append(name, inFlight: level, result)
+            if let call = result.slowestCall { slowest.append("- \(name), \(level) in flight: \(call.description)") }
             table.row([
                 name, "\(level)", LoadResult.formatCount(result.callsPerSecond),
                 LoadResult.formatCount(result.callsPerSecond / Double(cores)), result.p50, result.p99,
@@ -203,6 +205,11 @@ struct SessionBenchmark: AsyncParsableCommand {
                 )
             }
         }
+
+        // Where an outlier came from is in the session's and PostgreSQL's logs of that moment.
+        print("")
+        print("Slowest call of each row:")
+        for line in slowest { print(line) }
 
         // Local verification: what an API server does with the JWKS, no RPC, no database.
         guard selected.contains("local") else {
