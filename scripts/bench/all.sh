@@ -69,25 +69,15 @@ fi
 pids=()
 pg_dir="$root/.data/pg-bench-all"
 started_pg=0
-any_alive() {
-    local pid
-    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && return 0; done
-    return 1
-}
+# shellcheck source=../lib/stop-processes.sh
+source "$root/scripts/lib/stop-processes.sh"
 cleanup() {
     local status=$?
     trap - EXIT INT TERM
     if ((${#pids[@]} > 0)) && any_alive "${pids[@]}"; then
         log "stopping ${pids[*]}"
-        kill -TERM "${pids[@]}" 2>/dev/null || true
         # gateway-wrk.sh stops its services and cluster on TERM; give it time, then kill.
-        local attempt
-        for attempt in $(seq 300); do
-            any_alive "${pids[@]}" || break
-            sleep 0.2
-        done
-        kill -KILL "${pids[@]}" 2>/dev/null || true
-        wait "${pids[@]}" 2>/dev/null || true
+        stop_processes 60 "${pids[@]}"
     fi
     if ((started_pg)); then scripts/postgres.sh destroy "$pg_dir" >/dev/null 2>&1 || true; fi
     ((status == 0)) || log "stopped (status $status); outputs so far in ${raw#"$root"/}/"

@@ -82,24 +82,14 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/gateway-wrk.XXXXXX")
 pg_dir="$root/.data/pg-bench"
 pids=()
 started_pg=0
-any_alive() {
-    local pid
-    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && return 0; done
-    return 1
-}
+# shellcheck source=../lib/stop-processes.sh
+source "$root/scripts/lib/stop-processes.sh"
 cleanup() {
     local status=$?
     trap - EXIT INT TERM
     if ((${#pids[@]} > 0)); then
-        kill -TERM "${pids[@]}" 2>/dev/null || true
         # Graceful shutdown, bounded: what still runs after 10 s is killed.
-        local attempt
-        for attempt in $(seq 50); do
-            any_alive "${pids[@]}" || break
-            sleep 0.2
-        done
-        kill -KILL "${pids[@]}" 2>/dev/null || true
-        wait "${pids[@]}" 2>/dev/null || true
+        stop_processes 10 "${pids[@]}"
     fi
     if ((started_pg)); then scripts/postgres.sh destroy "$pg_dir" >/dev/null 2>&1 || true; fi
     if ((status != 0)); then
