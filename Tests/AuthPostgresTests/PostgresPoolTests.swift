@@ -9,6 +9,11 @@ struct PostgresPoolTests {
         try await PostgresTestDatabase.withTestSchema(maxConnections: 3) { pool, _ in
             let concurrent = Counter()
             let pids = Locked(Set<Int32>())
+            // Each body holds its connection (blocking its pool thread, as libpq's calls do) until
+            // the test has seen three bodies running and the fourth caller waiting: no timing to
+            // miss on a loaded machine (with a 0.2 s sleep, a late start saw 2 at once; and a
+            // caller counts as leased before its body runs, while its connection opens).
+            let gate = DispatchSemaphore(value: 0)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<4 {
                     group.addTask {
@@ -16,10 +21,13 @@ struct PostgresPoolTests {
                             concurrent.increment()
                             defer { concurrent.decrement() }
                             pids.withLock { _ = $0.insert(connection.backendPID) }
-                            try connection.execute("SELECT pg_sleep(0.2)")
+                            try connection.execute("SELECT 1")
+                            gate.wait()
                         }
                     }
                 }
+                await self.waitUntil { concurrent.current == 3 && pool.statistics.waitingCallers == 1 }
+                for _ in 0..<4 { gate.signal() }
                 try await group.waitForAll()
             }
             #expect(concurrent.total == 4)

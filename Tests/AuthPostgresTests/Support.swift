@@ -42,6 +42,7 @@ final class Counter: Sendable {
 
     func decrement() { self.state.withLock { $0.current -= 1 } }
 
+    var current: Int { self.state.withLock { $0.current } }
     var maximum: Int { self.state.withLock { $0.maximum } }
     var total: Int { self.state.withLock { $0.total } }
 }
