@@ -103,13 +103,19 @@ public final class PostgresPool: Service, Sendable {
     public func withConnection<R: Sendable>(
         _ body: @Sendable (PostgresConnection) throws -> R
     ) async throws -> R {
-        try await withSpan("postgresql", ofKind: .client) { span in
+        guard Self.isTracing else { return try await self.withLeasedConnection(statementLog: nil, body) }
+        return try await withSpan("postgresql", ofKind: .client) { span in
             guard span.isRecording else { return try await self.withLeasedConnection(statementLog: nil, body) }
             let log = PostgresStatementLog()
             defer { log.annotate(span) }
             return try await self.withLeasedConnection(statementLog: log, body)
         }
     }
+
+    /// Whether a tracer is installed, read at the first lease (the services install theirs at
+    /// start, before the database is first used): without one, a lease skips the span
+    /// machinery altogether.
+    static let isTracing = !(InstrumentationSystem.tracer is NoOpTracer)
 
     private func withLeasedConnection<R: Sendable>(
         statementLog: PostgresStatementLog?,

@@ -59,7 +59,8 @@ public struct RPCClient: Sendable {
     /// context the metadata carries (``RPCTracing``).
     @usableFromInline
     func send(_ call: ClientCall) async throws -> [UInt8] {
-        try await withSpan(call.method.path, ofKind: .client) { span in
+        guard RPCTracing.isTracing else { return try await sendUntraced(call) }
+        return try await withSpan(call.method.path, ofKind: .client) { span in
             guard span.isRecording else { return try await self.sendUntraced(call) }
             RPCTracing.annotate(span, call.method)
             var call = call

@@ -133,6 +133,7 @@ extension RPCRouter.Route {
         if let refusal = authorize(caller: context.authenticatedCaller) {
             return .failure(refusal)
         }
+        guard RPCTracing.isTracing else { return await runUntraced(payload: payload, context: context) }
         var traceContext = ServiceContext.current ?? .topLevel
         InstrumentationSystem.instrument.extract(context.metadata, into: &traceContext, using: RPCMetadataExtractor())
         return await withSpan(method.path, context: traceContext, ofKind: .server) { span in

@@ -7,6 +7,12 @@ import Tracing
 /// With no tracer installed (`InstrumentationSystem`'s no-op default) nothing is recorded and
 /// the metadata keeps the trace context it was given (the gateway's, or the served call's).
 enum RPCTracing {
+    /// Whether a tracer is installed, read at the first call: the executables install theirs at
+    /// start, before any call (`ProcessTracing`). Without one, calls skip the span machinery
+    /// altogether: its task-local context and no-op span cost ~4 µs of CPU per call on both
+    /// sides together (`rpc-benchmark --rpc-only`, docs/benchmarks.md).
+    static let isTracing = !(InstrumentationSystem.tracer is NoOpTracer)
+
     static func annotate(_ span: any Span, _ method: MethodDescriptor) {
         span.attributes["rpc.system"] = "auth-rpc"
         span.attributes["rpc.service"] = method.service
