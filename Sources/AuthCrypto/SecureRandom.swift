@@ -65,6 +65,14 @@ public enum SecureRandom {
         return String(repeating: "0", count: digits - text.count) + text
     }
 
+    /// Fills `buffer` with random bytes.
+    static func fill(_ buffer: UnsafeMutableRawBufferPointer) {
+        guard buffer.count > 0 else { return }
+        guard RAND_bytes(buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(buffer.count)) == 1 else {
+            fatalError("RAND_bytes failed: \(OpenSSLErrorQueue.drain())")
+        }
+    }
+
     private static func randomUInt32() -> UInt32 {
         var value: UInt32 = 0
         withUnsafeMutableBytes(of: &value) { raw in

@@ -60,7 +60,7 @@ struct RequestIdentityMiddleware: RouterMiddleware {
         next: (Request, GatewayRequestContext) async throws -> Response
     ) async throws -> Response {
         var context = context
-        context.requestID = UUID().uuidString.lowercased()
+        context.requestID = SecureRandom.uuid().uuidString.lowercased()
         context.clientIP = resolver.clientAddress(
             peer: context.remoteAddress?.ipAddress,
             forwardedFor: request.headers[values: .xForwardedFor],

@@ -15,6 +15,8 @@ import Foundation
 struct JSONRequest: Sendable {
     /// The largest body accepted.
     static let maxBodyBytes = 16 * 1024
+    /// The deepest nesting of arrays and objects accepted.
+    static let maxDepth = 64
 
     let members: [String: JSONValue]
 
@@ -43,14 +45,8 @@ struct JSONRequest: Sendable {
         if buffer.readableBytes == 0, optional {
             return JSONRequest(members: [:])
         }
-        // Foundation's parsers accept a trailing comma (`{"a": 1,}`): the syntax is checked first.
-        guard StrictJSONSyntax.isValid(Array(buffer.readableBytesView)) else {
-            throw APIError.invalidRequest("the body is not valid JSON.")
-        }
-        let value: JSONValue
-        do {
-            value = try JSONDecoder().decode(JSONValue.self, from: Data(buffer: buffer))
-        } catch {
+        // Strict RFC 8259 (no trailing comma), nested at most maxDepth deep, in one pass.
+        guard let value = buffer.withUnsafeReadableBytes({ try? JSONValue.parse($0, maxDepth: maxDepth) }) else {
             throw APIError.invalidRequest("the body is not valid JSON.")
         }
         guard case .object(let members) = value else {
@@ -126,143 +122,5 @@ struct JSONRequest: Sendable {
             throw APIError.invalidRequest("`\(name)` must be one of \(allowed).")
         }
         return value
-    }
-}
-
-/// RFC 8259's grammar, checked over the bytes: what Foundation's JSON parsers let through (a
-/// trailing comma in an object or array) is refused. Nesting deeper than `maxDepth` is refused too.
-enum StrictJSONSyntax {
-    static let maxDepth = 64
-
-    static func isValid(_ bytes: [UInt8]) -> Bool {
-        var index = 0
-        skipWhitespace(bytes, &index)
-        guard value(bytes, &index, depth: 0) else { return false }
-        skipWhitespace(bytes, &index)
-        return index == bytes.count
-    }
-
-    private static func skipWhitespace(_ bytes: [UInt8], _ index: inout Int) {
-        while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
-    }
-
-    private static func literal(_ bytes: [UInt8], _ index: inout Int, _ word: String) -> Bool {
-        let expected = Array(word.utf8)
-        guard bytes.count - index >= expected.count, Array(bytes[index..<index + expected.count]) == expected else {
-            return false
-        }
-        index += expected.count
-        return true
-    }
-
-    private static func value(_ bytes: [UInt8], _ index: inout Int, depth: Int) -> Bool {
-        guard index < bytes.count, depth <= maxDepth else { return false }
-        switch bytes[index] {
-        case UInt8(ascii: "{"):
-            index += 1
-            skipWhitespace(bytes, &index)
-            if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
-                index += 1
-                return true
-            }
-            while true {
-                skipWhitespace(bytes, &index)
-                guard string(bytes, &index) else { return false }
-                skipWhitespace(bytes, &index)
-                guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return false }
-                index += 1
-                skipWhitespace(bytes, &index)
-                guard value(bytes, &index, depth: depth + 1) else { return false }
-                skipWhitespace(bytes, &index)
-                guard index < bytes.count else { return false }
-                if bytes[index] == UInt8(ascii: "}") {
-                    index += 1
-                    return true
-                }
-                guard bytes[index] == UInt8(ascii: ",") else { return false }
-                index += 1
-            }
-        case UInt8(ascii: "["):
-            index += 1
-            skipWhitespace(bytes, &index)
-            if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
-                index += 1
-                return true
-            }
-            while true {
-                skipWhitespace(bytes, &index)
-                guard value(bytes, &index, depth: depth + 1) else { return false }
-                skipWhitespace(bytes, &index)
-                guard index < bytes.count else { return false }
-                if bytes[index] == UInt8(ascii: "]") {
-                    index += 1
-                    return true
-                }
-                guard bytes[index] == UInt8(ascii: ",") else { return false }
-                index += 1
-            }
-        case UInt8(ascii: "\""):
-            return string(bytes, &index)
-        case UInt8(ascii: "t"): return literal(bytes, &index, "true")
-        case UInt8(ascii: "f"): return literal(bytes, &index, "false")
-        case UInt8(ascii: "n"): return literal(bytes, &index, "null")
-        default:
-            return number(bytes, &index)
-        }
-    }
-
-    private static func isDigit(_ byte: UInt8) -> Bool { byte >= 0x30 && byte <= 0x39 }
-
-    private static func isHex(_ byte: UInt8) -> Bool {
-        isDigit(byte) || (byte | 0x20 >= UInt8(ascii: "a") && byte | 0x20 <= UInt8(ascii: "f"))
-    }
-
-    private static func string(_ bytes: [UInt8], _ index: inout Int) -> Bool {
-        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return false }
-        index += 1
-        while index < bytes.count {
-            let byte = bytes[index]
-            index += 1
-            switch byte {
-            case UInt8(ascii: "\""): return true
-            case UInt8(ascii: "\\"):
-                guard index < bytes.count else { return false }
-                let escape = bytes[index]
-                index += 1
-                if escape == UInt8(ascii: "u") {
-                    guard bytes.count - index >= 4, bytes[index..<index + 4].allSatisfy(isHex) else { return false }
-                    index += 4
-                } else {
-                    guard Array("\"\\/bfnrt".utf8).contains(escape) else { return false }
-                }
-            case 0..<0x20: return false
-            default: continue
-            }
-        }
-        return false
-    }
-
-    private static func number(_ bytes: [UInt8], _ index: inout Int) -> Bool {
-        if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
-        guard index < bytes.count, isDigit(bytes[index]) else { return false }
-        if bytes[index] == UInt8(ascii: "0") {
-            index += 1
-        } else {
-            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-        }
-        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
-            index += 1
-            guard index < bytes.count, isDigit(bytes[index]) else { return false }
-            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-        }
-        if index < bytes.count, bytes[index] | 0x20 == UInt8(ascii: "e") {
-            index += 1
-            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
-                index += 1
-            }
-            guard index < bytes.count, isDigit(bytes[index]) else { return false }
-            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-        }
-        return true
     }
 }

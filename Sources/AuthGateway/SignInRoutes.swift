@@ -1,5 +1,6 @@
 import AuthAPI
 import AuthConfiguration
+import AuthCrypto
 import AuthProtobuf
 import AuthText
 import HTTPTypes
@@ -566,7 +567,7 @@ struct GatewayRoutes: Sendable {
         // used with afterwards: without an account the id is a decoy verification, counted by
         // every limit like a real one and never sent (issue 19, item 7). When otp-dispatch
         // refuses the start (a limit), either way the id is one that is not live.
-        var verificationID = UUID().uuidString.lowercased()
+        var verificationID = SecureRandom.uuid().uuidString.lowercased()
         do {
             verificationID = try await backends.call(.otpDispatch, context) { options in
                 try await backends.otp.start(

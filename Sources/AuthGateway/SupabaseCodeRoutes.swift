@@ -1,3 +1,4 @@
+import AuthCrypto
 import AuthProtobuf
 import AuthText
 import HTTPTypes
@@ -89,7 +90,7 @@ extension GatewayRoutes {
     static func unconfirmedUser(obfuscatedFor contact: SupabaseContact) -> SupabaseUserBody {
         let now = Int64(Date().timeIntervalSince1970)
         var user = Auth_Identity_V1_User()
-        user.id = UUID().uuidString.lowercased()
+        user.id = SecureRandom.uuid().uuidString.lowercased()
         if contact.isPhone {
             user.phone = PhoneNumber(contact.text)?.e164 ?? contact.text
         } else {

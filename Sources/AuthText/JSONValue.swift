@@ -81,8 +81,14 @@ public enum JSONValue: Decodable, Sendable, Equatable {
     }
 
     /// Reads a JSON document (RFC 8259, any value at the top), e.g. a JWT's claims.
-    public static func parse(_ bytes: [UInt8]) throws -> JSONValue {
-        try JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+    /// Strict (``JSONParser``: no trailing comma); nesting deeper than `maxDepth` is refused.
+    public static func parse(_ bytes: [UInt8], maxDepth: Int = 512) throws -> JSONValue {
+        try bytes.withUnsafeBufferPointer { buffer in try JSONParser.parse(buffer, maxDepth: maxDepth) }
+    }
+
+    /// ``parse(_:maxDepth:)`` over bytes in place (a request body's buffer).
+    public static func parse(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 512) throws -> JSONValue {
+        try JSONParser.parse(bytes.assumingMemoryBound(to: UInt8.self), maxDepth: maxDepth)
     }
 
     /// "a string", "a number", …: for messages naming what was sent.

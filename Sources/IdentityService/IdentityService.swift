@@ -357,7 +357,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         guard let contact else { throw IdentityError(.internal, "validated contact missing") }
         let found = try await store.findOrCreate(
             contact: contact,
-            newID: UUID(),
+            newID: SecureRandom.uuid(),
             signupVerification: request.signupVerification,
             audit: audit(.signIn, method: contact.method, clientIP, context)
         )
@@ -406,7 +406,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         }
         let hash = try await hashing.hash(password)
         let user = try await store.signUp(
-            id: UUID(),
+            id: SecureRandom.uuid(),
             contact: contact,
             displayName: request.displayName,
             passwordHash: hash,
@@ -692,7 +692,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
         let method = identity.provider.method
         let result = try await store.signIn(
             with: identity,
-            newID: UUID(),
+            newID: SecureRandom.uuid(),
             audit: audit(.signIn, method: method, clientIP, context, at: now)
         )
         if result.created || result.linked {

@@ -234,6 +234,13 @@ public final class ProviderFactory: Sendable {
         let timeout = TimeAmount.nanoseconds(Int64(configuration.httpTimeout.timeInterval * 1e9))
         httpConfiguration.timeout = HTTPClient.Configuration.Timeout(connect: timeout, read: timeout)
         httpConfiguration.redirectConfiguration = .disallow
+        // As many kept-alive connections per provider host as sends may run at once: past the
+        // pool's soft limit (8 by default) async-http-client opens a connection per request and
+        // closes it after the answer, a TCP (and, to a real provider, TLS) handshake per message.
+        httpConfiguration.connectionPool = .init(
+            idleTimeout: .seconds(60),
+            concurrentHTTP1ConnectionsPerHostSoftLimit: configuration.providerConcurrency
+        )
         self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: httpConfiguration)
         self.configuration = configuration
         self.logger = logger

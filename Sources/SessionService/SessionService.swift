@@ -111,7 +111,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
         let input = try IssueInput(validating: request, context: context)
         let now = clock.microsecondNow()
         let key = try await signingKey(at: now)
-        let sessionID = UUID()
+        let sessionID = SecureRandom.uuid()
         let expiresAt = now.addingTimeInterval(configuration.sessionLifetime.timeInterval)
         let refresh = RefreshToken.generate()
         let refreshExpiresAt = min(

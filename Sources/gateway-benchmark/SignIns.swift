@@ -1,6 +1,6 @@
 import ArgumentParser
-import AsyncHTTPClient
 import AuthCrypto
+import AuthText
 import BenchmarkHarness
 import Foundation
 import Histogram
@@ -85,16 +85,8 @@ extension GatewayBenchmark {
             )
             defer { receiver.stop() }
 
-            var configuration = HTTPClient.Configuration()
-            configuration.connectionPool = .init(
-                idleTimeout: .seconds(60),
-                concurrentHTTP1ConnectionsPerHostSoftLimit: levels.max() ?? 16
-            )
-            configuration.timeout = .init(connect: .seconds(5), read: .seconds(10))
-            let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
             let flow = SignInFlow(
-                http: http,
-                gateway: gateway,
+                gateway: try GatewayAddress(gateway),
                 mailbox: mailbox,
                 codeTimeout: .milliseconds(Int64(codeTimeout * 1000)),
                 forwardedFor: forwardedFor
@@ -145,7 +137,6 @@ extension GatewayBenchmark {
                     ].joined(separator: "\t")
                 )
             }
-            try? await http.shutdown()
             let unclaimed = mailbox.unclaimed.load(ordering: .relaxed)
             if unclaimed > 0 { print("\n\(unclaimed) webhook deliveries matched no sign-in (retries or late codes).") }
             if let resultFile {
@@ -155,10 +146,26 @@ extension GatewayBenchmark {
     }
 }
 
+/// `http://HOST:PORT` of the gateway (plaintext only: the load stays on this machine).
+struct GatewayAddress: Sendable {
+    var host: String
+    var port: Int
+
+    init(_ url: String) throws {
+        guard url.hasPrefix("http://") else { throw ValidationError("--gateway must be http://HOST:PORT") }
+        var rest = url.dropFirst("http://".count)
+        if rest.hasSuffix("/") { rest = rest.dropLast() }
+        guard let colon = rest.lastIndex(of: ":"), let port = Int(rest[rest.index(after: colon)...]),
+            (1...65535).contains(port), colon > rest.startIndex
+        else { throw ValidationError("--gateway must be http://HOST:PORT") }
+        self.host = String(rest[..<colon])
+        self.port = port
+    }
+}
+
 /// One phone sign-in through the gateway, timed call by call.
 struct SignInFlow: Sendable {
-    let http: HTTPClient
-    let gateway: String
+    let gateway: GatewayAddress
     let mailbox: CodeMailbox
     let codeTimeout: Duration
     /// Each sign-in from its own random 10.x.y.z, through X-Forwarded-For.
@@ -175,19 +182,26 @@ struct SignInFlow: Sendable {
         var kind: String
     }
 
-    private struct SendAnswer: Decodable {
-        var verification_id: String
+    /// A new keep-alive connection to the gateway for one loop's sign-ins.
+    func connect() async throws -> GatewayConnection {
+        do {
+            return try await GatewayConnection.connect(host: gateway.host, port: gateway.port)
+        } catch {
+            throw Failure(kind: "connect: \(type(of: error))")
+        }
     }
 
-    func signIn() async throws -> Timings {
+    func signIn(over connection: GatewayConnection) async throws -> Timings {
         let phone = randomIndianMobile()
         let client =
             forwardedFor
             ? "10.\(UInt8.random(in: 0...255)).\(UInt8.random(in: 0...255)).\(UInt8.random(in: 1...254))" : nil
         let sendStarted = ContinuousClock.now
-        let sent = try await post("/v1/otp/send", #"{"phone":"\#(phone)"}"#, step: "send", client: client)
+        let sent = try await post(connection, "/v1/otp/send", #"{"phone":"\#(phone)"}"#, step: "send", client: client)
         let sendEnded = ContinuousClock.now
-        guard let answer = try? JSONDecoder().decode(SendAnswer.self, from: Data(sent.readableBytesView)) else {
+        guard case .object(let answer)? = sent.withUnsafeReadableBytes({ try? JSONValue.parse($0) }),
+            let verificationID = answer["verification_id"]?.stringValue
+        else {
             throw Failure(kind: "send: no verification_id")
         }
         let delivery: CodeMailbox.Delivery
@@ -198,8 +212,9 @@ struct SignInFlow: Sendable {
         }
         let verifyStarted = ContinuousClock.now
         _ = try await post(
+            connection,
             "/v1/otp/verify",
-            #"{"verification_id":"\#(answer.verification_id)","code":"\#(delivery.code)"}"#,
+            #"{"verification_id":"\#(verificationID)","code":"\#(delivery.code)"}"#,
             step: "verify",
             client: client
         )
@@ -212,21 +227,25 @@ struct SignInFlow: Sendable {
 
     /// POSTs `json` to `path` (as `client`, through X-Forwarded-For, when given); anything but
     /// 200 is a ``Failure`` named by `step` and status.
-    private func post(_ path: String, _ json: String, step: String, client: String?) async throws -> ByteBuffer {
-        var request = HTTPClientRequest(url: gateway + path)
-        request.method = .POST
-        request.headers.add(name: "content-type", value: "application/json")
-        if let client { request.headers.add(name: "x-forwarded-for", value: client) }
-        request.body = .bytes(ByteBuffer(string: json))
-        let response: HTTPClientResponse
+    private func post(
+        _ connection: GatewayConnection,
+        _ path: String,
+        _ json: String,
+        step: String,
+        client: String?
+    ) async throws -> ByteBuffer {
+        let response: GatewayConnection.Response
         do {
-            response = try await http.execute(request, timeout: .seconds(10))
+            response = try await connection.post(
+                path,
+                body: json,
+                headers: client.map { [("x-forwarded-for", $0)] } ?? []
+            )
         } catch {
             throw Failure(kind: "\(step): \(type(of: error))")
         }
-        let body = try await response.body.collect(upTo: 1 << 16)
         guard response.status == .ok else { throw Failure(kind: "\(step) \(response.status.code)") }
-        return body
+        return response.body
     }
 }
 
@@ -279,6 +298,8 @@ final class SignInRun: Sendable {
             for _ in 0..<concurrency {
                 group.addTask {
                     var local = Results()
+                    // This loop's keep-alive connection, made again after a failure.
+                    var connection: GatewayConnection?
                     while true {
                         let sequence = self.issued.add(1, ordering: .relaxed).oldValue
                         var due = clock.now
@@ -289,18 +310,27 @@ final class SignInRun: Sendable {
                         if due >= measuredEnd { break }
                         let measured = due >= measuredStart
                         do {
-                            let timings = try await flow.signIn()
+                            if connection?.isActive != true {
+                                await connection?.close()
+                                connection = try await flow.connect()
+                            }
+                            let timings = try await flow.signIn(over: connection!)
                             guard measured else { continue }
                             _ = local.signIn.record((clock.now - due).nanoseconds)
                             _ = local.send.record(timings.send.nanoseconds)
                             _ = local.delivery.record(timings.delivery.nanoseconds)
                             _ = local.verify.record(timings.verify.nanoseconds)
                         } catch {
+                            // The connection's state after a failure is unknown: the next sign-in
+                            // starts on a new one.
+                            await connection?.close()
+                            connection = nil
                             guard measured else { continue }
                             let kind = (error as? SignInFlow.Failure)?.kind ?? "\(type(of: error))"
                             local.failures[kind, default: 0] += 1
                         }
                     }
+                    await connection?.close()
                     self.results.withLock { results in
                         results.signIn.add(local.signIn)
                         results.send.add(local.send)
@@ -338,11 +368,6 @@ final class SignInRun: Sendable {
 struct WebhookReceiver {
     let task: Task<Void, any Error>
 
-    private struct Message: Decodable {
-        var to: String
-        var code: String
-    }
-
     static func start(port: Int, secret: String, mailbox: CodeMailbox, logger: Logger) async throws -> WebhookReceiver {
         let hmac = HMACSHA256(key: Array(secret.utf8))
         let router = Router()
@@ -353,10 +378,12 @@ struct WebhookReceiver {
             guard request.headers[.init("x-auth-signature")!] == expected else {
                 return Response(status: .unauthorized)
             }
-            guard let message = try? JSONDecoder().decode(Message.self, from: Data(bytes)) else {
+            guard case .object(let message)? = try? JSONValue.parse(bytes),
+                let to = message["to"]?.stringValue, let code = message["code"]?.stringValue
+            else {
                 return Response(status: .badRequest)
             }
-            mailbox.deliver(destination: message.to, code: message.code)
+            mailbox.deliver(destination: to, code: code)
             return Response(status: .ok)
         }
         // One element: nil once it serves, or the error it stopped with (e.g. the port is taken).

@@ -2,12 +2,49 @@ import Testing
 
 @testable import AuthCrypto
 
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
 @Suite struct SecureRandomTests {
     @Test func bytes() {
         #expect(SecureRandom.bytes(count: 0).isEmpty)
         #expect(SecureRandom.bytes(count: 33).count == 33)
         // Two 32-byte draws collide with probability 2^-256.
         #expect(SecureRandom.bytes(count: 32) != SecureRandom.bytes(count: 32))
+    }
+
+    @Test("uuid(): version 4, variant 10, the other 122 bits random")
+    func uuid() {
+        var seen = Set<UUID>()
+        var ones = [Int](repeating: 0, count: 128)
+        let draws = 2_000
+        for _ in 0..<draws {
+            let uuid = SecureRandom.uuid()
+            seen.insert(uuid)
+            let text = uuid.uuidString.lowercased()
+            // xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx
+            let characters = Array(text)
+            #expect(characters[14] == "4", "\(text)")
+            #expect("89ab".contains(characters[19]), "\(text)")
+            #expect(UUID(uuidString: text) == uuid)
+            withUnsafeBytes(of: uuid.uuid) { raw in
+                for bit in 0..<128 where raw[bit / 8] & (0x80 >> (bit % 8)) != 0 { ones[bit] += 1 }
+            }
+        }
+        #expect(seen.count == draws)
+        // Fixed bits: the version (bits 48–51 = 0100) and the variant (bits 64–65 = 10).
+        let fixed: [Int: Int] = [48: 0, 49: draws, 50: 0, 51: 0, 64: draws, 65: 0]
+        for bit in 0..<128 {
+            if let expected = fixed[bit] {
+                #expect(ones[bit] == expected, "bit \(bit)")
+            } else {
+                // Binomial(2000, 0.5): standard deviation ≈ 22; ±250 is over 11 of them.
+                #expect((750...1_250).contains(ones[bit]), "bit \(bit) set in \(ones[bit]) of \(draws)")
+            }
+        }
     }
 
     @Test func uniformEdges() {

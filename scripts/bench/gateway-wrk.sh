@@ -23,6 +23,10 @@
 #   .data/gateway-wrk-perf/perf.data; =session or =refresh does so during that wrk load instead,
 #   GATEWAY_BENCH_STATEMENTS=1 loads pg_stat_statements and prints the statements of the closed-loop
 #   sign-ins (calls per sign-in, PostgreSQL time per call and per sign-in),
+#   GATEWAY_BENCH_ALLOCATIONS=1 counts each service's allocation calls (malloc, calloc and
+#   realloc of libc, through `perf` uprobes: slower while counting, so its rates are not comparable)
+#   and system calls, and prints them per request after the CPU table,
+#   GATEWAY_BENCH_ONLY_SIGNINS=1 runs the two sign-in loads alone (for comparing builds),
 #   GATEWAY_BENCH_SUPABASE=1 adds the Supabase door's refresh and password grants beside /v1's
 #   (POST /auth/v1/token?grant_type=refresh_token on Supabase-format sessions; POST /v1/login and
 #   POST /auth/v1/token?grant_type=password with one confirmed account),
@@ -43,6 +47,8 @@ token_count="${GATEWAY_BENCH_TOKENS:-20000}"
 signin_concurrency="${GATEWAY_BENCH_SIGNINS:-16}"
 profile="${GATEWAY_BENCH_PROFILE:-0}"
 statements="${GATEWAY_BENCH_STATEMENTS:-0}"
+allocations="${GATEWAY_BENCH_ALLOCATIONS:-0}"
+only_signins="${GATEWAY_BENCH_ONLY_SIGNINS:-0}"
 supabase="${GATEWAY_BENCH_SUPABASE:-0}"
 build_path="${GATEWAY_BENCH_BUILD_PATH:-.build}"
 summary_file="${GATEWAY_BENCH_SUMMARY:-}"
@@ -58,8 +64,8 @@ if ! command -v wrk >/dev/null; then
 fi
 [[ "$profile" == 1 ]] && profile=signins
 case "$profile" in 0 | signins | session | refresh) ;; *) log "GATEWAY_BENCH_PROFILE: 0, 1, signins, session or refresh"; exit 2 ;; esac
-if [[ "$profile" != 0 ]] && ! command -v perf >/dev/null; then
-    log "installing linux-perf (GATEWAY_BENCH_PROFILE=$profile)"
+if [[ "$profile" != 0 || "$allocations" == 1 ]] && ! command -v perf >/dev/null; then
+    log "installing linux-perf (GATEWAY_BENCH_PROFILE=$profile, GATEWAY_BENCH_ALLOCATIONS=$allocations)"
     DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y linux-perf >&2
 fi
 if [[ "$build_path" == .build ]]; then
@@ -243,13 +249,14 @@ run=0
 # run_wrk KEY NAME URL SCRIPT PROFILE [SCRIPT ARGUMENTS...]: one bounded wrk run
 # (scripts/bench/wrk/SCRIPT after report.lua), one table row (KEY: its name in
 # GATEWAY_BENCH_SUMMARY). The first run is the ceiling the others are compared with.
-# GATEWAY_BENCH_PROFILE: perf of the four services and PostgreSQL, from 1 s into the load to its end.
+# GATEWAY_BENCH_PROFILE: perf of the whole machine from 1 s into the load to its end; the report
+# (scripts/bench/profile-report.py) names the four services, PostgreSQL's processes and the load
+# generator (its pid in $work/driver.pid, see as_driver).
 perf_pid=""
 start_profile() {
     mkdir -p "$root/.data/gateway-wrk-perf"
-    local targets
-    targets=$(IFS=,; echo "${pid_of[gateway]},${pid_of[identity]},${pid_of[otp-dispatch]},${pid_of[session]},$postmaster,$(pgrep -P "$postmaster" | paste -sd,)")
-    (sleep 1 && exec perf record -e cpu-clock -F 499 -g -p "$targets" \
+    rm -f "$work/driver.pid"
+    (sleep 1 && exec perf record -e cpu-clock -F 499 -g -a \
         -o "$root/.data/gateway-wrk-perf/perf.data" -- sleep "$((seconds - 1))") >"$work/perf.log" 2>&1 &
     perf_pid=$!
     pids+=($perf_pid)
@@ -259,6 +266,72 @@ finish_profile() {
     wait "$perf_pid" || true
     log "perf ($profile): $(tail -n 1 "$work/perf.log")"
     perf_pid=""
+    local out="$root/.data/gateway-wrk-perf" service pid
+    {
+        for service in gateway identity otp-dispatch session; do printf '%s\t%s\n' "${pid_of[$service]}" "$service"; done
+        for pid in "$postmaster" $(pgrep -P "$postmaster"); do printf '%s\tPostgreSQL\n' "$pid"; done
+        [[ -s "$work/driver.pid" ]] && printf '%s\tload generator\n' "$(cat "$work/driver.pid")"
+    } >"$out/processes.tsv"
+    python3 scripts/bench/profile-report.py "$out/perf.data" "$out/processes.tsv" 15 >"$out/report.md" ||
+        log "profile-report.py failed"
+    log "profile report: .data/gateway-wrk-perf/report.md"
+}
+# "${as_driver[@]}" COMMAND...: runs COMMAND in place of a shell that first writes its pid (the
+# profile's report names the load generator by it).
+as_driver=(bash -c 'echo $$ >"$0"; exec "$@"' "$work/driver.pid")
+
+# GATEWAY_BENCH_ALLOCATIONS: uprobes on libc's malloc, calloc and realloc (made once, kept by the
+# kernel) and the system-call tracepoint, counted by one `perf stat` per service over each load;
+# alloc_rows and syscall_rows hold the tables.
+alloc_rows=()
+syscall_rows=()
+alloc_stats=()
+probe_events=""
+if [[ "$allocations" == 1 ]]; then
+    libc=$(ldd "$bin/gateway" | awk '$1 == "libc.so.6" { print $3 }')
+    for function in malloc calloc realloc; do
+        perf probe -l 2>/dev/null | grep -q "probe_libc:$function " ||
+            perf probe -q -x "$libc" --add "$function" >&2
+    done
+    probe_events="probe_libc:malloc,probe_libc:calloc,probe_libc:realloc,raw_syscalls:sys_enter"
+fi
+start_counting() {
+    [[ "$allocations" == 1 ]] || return 0
+    alloc_stats=()
+    local service
+    for service in gateway identity otp-dispatch session; do
+        perf stat -x, -e "$probe_events" -p "${pid_of[$service]}" -o "$work/alloc-$service.csv" &
+        alloc_stats+=($!)
+        pids+=($!)
+    done
+    sleep 0.3   # the probes are attached before the load starts
+}
+# finish_counting NAME REQUESTS: stops the counters; one row of allocation calls and one of
+# system calls per request.
+finish_counting() {
+    [[ "$allocations" == 1 ]] || return 0
+    local name=$1 requests=$2
+    kill -INT "${alloc_stats[@]}" 2>/dev/null || true
+    wait "${alloc_stats[@]}" 2>/dev/null || true
+    local rows
+    rows=$(python3 - "$name" "$requests" "$work" <<'EOF2'
+import sys
+name, requests, work = sys.argv[1], max(float(sys.argv[2]), 1), sys.argv[3]
+allocations, syscalls = [], []
+for service in ["gateway", "identity", "otp-dispatch", "session"]:
+    counts = {}
+    for line in open("%s/alloc-%s.csv" % (work, service)):
+        fields = line.strip().split(",")
+        if len(fields) > 2 and fields[0].replace(".", "").isdigit():
+            counts[fields[2]] = counts.get(fields[2], 0) + float(fields[0])
+    allocations.append(sum(v for k, v in counts.items() if k.startswith("probe_libc")) / requests)
+    syscalls.append(counts.get("raw_syscalls:sys_enter", 0) / requests)
+for values in (allocations, syscalls):
+    print("| %s | %s | %.0f |" % (name, " | ".join("%.0f" % v for v in values), sum(values)))
+EOF2
+)
+    alloc_rows+=("$(head -n 1 <<<"$rows")")
+    syscall_rows+=("$(tail -n 1 <<<"$rows")")
 }
 
 run_wrk() {
@@ -272,7 +345,8 @@ run_wrk() {
     local before after
     before=$(cpu_snapshot)
     if [[ "$profile" == "$profiled" ]]; then start_profile; fi
-    timed_driver timeout "$((seconds + 60))" wrk -t "$threads" -c "$conns" -d "${seconds}s" --latency -s "$lua" "$url" -- "$@" >"$out" 2>&1
+    start_counting
+    timed_driver timeout "$((seconds + 60))" "${as_driver[@]}" wrk -t "$threads" -c "$conns" -d "${seconds}s" --latency -s "$lua" "$url" -- "$@" >"$out" 2>&1
     after=$(cpu_snapshot)
     finish_profile
     cat "$out" >&2
@@ -289,16 +363,19 @@ run_wrk() {
     fi
     rows+=("| $name | $(format_count "$rate") | $(format_us "$p50") | $(format_us "$p99") | $status_errors / $socket_errors | $ratio |")
     cpu_row "$name" "$requests" "$before" "$after" "$driver_cpu"
+    finish_counting "$name" "$requests"
     summary_row "$key" "$name" "$rate" "$p50" "$p99" "$p999" "$max" "$((status_errors + socket_errors))" "$requests"
 }
 
-log "making $token_count signed-in sessions over RPC"
-timeout 900 "$bin/gateway-benchmark" tokens --count "$token_count" --out "$work/tokens" >&2
+if [[ "$only_signins" != 1 ]]; then
+    log "making $token_count signed-in sessions over RPC"
+    timeout 900 "$bin/gateway-benchmark" tokens --count "$token_count" --out "$work/tokens" >&2
 
-run_wrk bare "GET /health/live, bare Hummingbird (ceiling)" "http://127.0.0.1:$bare_port/health/live" plain.lua -
-run_wrk health "GET /health/live, gateway" "$gateway/health/live" plain.lua -
-run_wrk session "GET /v1/session" "$gateway" session.lua session "$work/tokens/access-tokens.txt" "$threads"
-run_wrk refresh "POST /v1/token/refresh" "$gateway" refresh.lua refresh "$work/tokens/refresh-tokens.txt" "$threads"
+    run_wrk bare "GET /health/live, bare Hummingbird (ceiling)" "http://127.0.0.1:$bare_port/health/live" plain.lua -
+    run_wrk health "GET /health/live, gateway" "$gateway/health/live" plain.lua -
+    run_wrk session "GET /v1/session" "$gateway" session.lua session "$work/tokens/access-tokens.txt" "$threads"
+    run_wrk refresh "POST /v1/token/refresh" "$gateway" refresh.lua refresh "$work/tokens/refresh-tokens.txt" "$threads"
+fi
 
 if [[ "$supabase" == 1 ]]; then
     # The Supabase door beside /v1 (docs/supabase.md, "Cost"): its refresh grant on sessions of
@@ -318,14 +395,15 @@ if [[ "$supabase" == 1 ]]; then
 fi
 
 # Sign-ins: closed loop, then open loop at half its rate.
+# signin_row KEY LABEL FILE BEFORE AFTER DONE: DONE is the count of sign-ins the CPU snapshots
+# bracket (the warm-up's included: every sign-in starts one verification).
 signin_row() {
-    local key=$1 label=$2 file=$3 before=$4 after=$5
+    local key=$1 label=$2 file=$3 before=$4 after=$5 done_count=$6
     local mode rate p50 p99 failed p999 max
     IFS=$'\t' read -r mode rate p50 p99 failed p999 max <"$file"
     rows+=("| phone sign-ins (send + code + verify), $label | $(format_count "$rate") | $p50 ms | $p99 ms | $failed failed | |")
-    local done_count
-    done_count=$(python3 -c "print(round($rate * $seconds))")
     cpu_row "phone sign-in, $label" "$done_count" "$before" "$after" "$driver_cpu"
+    finish_counting "phone sign-in, $label" "$done_count"
     local ms_to_us='import sys; print(" ".join("%.0f" % (float(v or 0) * 1000) for v in sys.argv[1:]))'
     local us
     read -r -a us <<<"$(python3 -c "$ms_to_us" "$p50" "$p99" "$p999" "$max")"
@@ -334,18 +412,19 @@ signin_row() {
 verifications() { psql "$AUTH_DATABASE_URL" -Atc "SELECT count(*) FROM otp.verifications"; }
 if [[ "$statements" == 1 ]]; then
     psql "$AUTH_DATABASE_URL" -qAtc "SELECT pg_stat_statements_reset()" >/dev/null
-    verifications_before=$(verifications)
 fi
+verifications_before=$(verifications)
 if [[ "$profile" == signins ]]; then start_profile; fi
+start_counting
 log "gateway-benchmark signins: closed loop, $signin_concurrency in flight"
 before=$(cpu_snapshot)
-timed_driver timeout "$((seconds * 2 + 60))" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
+timed_driver timeout "$((seconds * 2 + 60))" "${as_driver[@]}" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
     --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --forwarded-for --concurrency "$signin_concurrency" --seconds "$seconds" \
     --warmup 1 --result-file "$work/signins-closed.tsv"
 after=$(cpu_snapshot)
+# Every sign-in (warm-up included) starts one verification: that count divides the CPU and the calls.
+signins_done=$(($(verifications) - verifications_before))
 if [[ "$statements" == 1 ]]; then
-    # Every sign-in (warm-up included) starts one verification: that count divides the calls.
-    signins_done=$(($(verifications) - verifications_before))
     psql "$AUTH_DATABASE_URL" -qAt -F $'\t' -c "
         SELECT round(calls::numeric / $signins_done, 2), round((1000 * total_exec_time / calls)::numeric),
                round((1000 * total_exec_time / $signins_done)::numeric),
@@ -353,18 +432,21 @@ if [[ "$statements" == 1 ]]; then
         FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
         ORDER BY total_exec_time DESC LIMIT 40" >"$work/statements.tsv"
 fi
-signin_row signins-closed "closed loop, $signin_concurrency in flight" "$work/signins-closed.tsv" "$before" "$after"
+signin_row signins-closed "closed loop, $signin_concurrency in flight" "$work/signins-closed.tsv" "$before" "$after" "$signins_done"
 finish_profile
 
 closed_rate=$(cut -f 2 "$work/signins-closed.tsv")
 half_rate=$(python3 -c "print(max(1, round($closed_rate / 2)))")
 log "gateway-benchmark signins: open loop at $half_rate/s (half the closed loop's rate)"
+verifications_before=$(verifications)
+start_counting
 before=$(cpu_snapshot)
 timed_driver timeout "$((seconds * 2 + 60))" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
     --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --forwarded-for --concurrency $((signin_concurrency * 4)) --rate "$half_rate" \
     --seconds "$seconds" --warmup 1 --result-file "$work/signins-open.tsv"
 after=$(cpu_snapshot)
-signin_row signins-open "open loop at $half_rate/s" "$work/signins-open.tsv" "$before" "$after"
+signin_row signins-open "open loop at $half_rate/s" "$work/signins-open.tsv" "$before" "$after" \
+    "$(($(verifications) - verifications_before))"
 
 if [[ -n "$summary_file" ]]; then
     {
@@ -387,6 +469,21 @@ echo
 echo "| load | gateway | identity | otp-dispatch | session | PostgreSQL | bare | total | load generator |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${cpu_rows[@]}"
+if [[ "$allocations" == 1 ]]; then
+    echo
+    echo "Allocation calls per request (libc malloc + calloc + realloc, counted by perf uprobes over the"
+    echo "row, warm-up included; PostgreSQL's palloc is not among them):"
+    echo
+    echo "| load | gateway | identity | otp-dispatch | session | total |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    printf '%s\n' "${alloc_rows[@]}"
+    echo
+    echo "System calls per request (the raw_syscalls:sys_enter tracepoint, the same rows):"
+    echo
+    echo "| load | gateway | identity | otp-dispatch | session | total |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    printf '%s\n' "${syscall_rows[@]}"
+fi
 if [[ "$statements" == 1 ]]; then
     echo
     echo "PostgreSQL statements of the closed-loop sign-ins ($signins_done sign-ins, warm-up included;"
