@@ -93,7 +93,7 @@ let package = Package(
         // gateway against the published JWK Set.
         .target(
             name: "AuthAccessToken",
-            dependencies: ["AuthCrypto", "AuthTime"],
+            dependencies: ["AuthCrypto", "AuthText", "AuthTime"],
             swiftSettings: strictSwift
         ),
         // The wall clock services date things with, injected so tests move it by hand. No dependencies.

@@ -1,4 +1,5 @@
 import AuthCrypto
+import AuthText
 import AuthTime
 
 #if canImport(FoundationEssentials)
@@ -186,8 +187,11 @@ public enum AccessTokenCodec {
         json.unicodeScalars.append("\"")
     }
 
-    /// The payload as read back: `aud` may be a string or an array (RFC 7519 §4.1.3).
-    struct DecodedPayload: Decodable {
+    /// The payload as read back: `aud` may be a string or an array (RFC 7519 §4.1.3). Read
+    /// from ``JSONValue`` (one pass, AuthText's parser) under the rules `JSONDecoder` applied
+    /// to the `Decodable` struct this was: every member below of its type (an integer claim a
+    /// number that is exactly a 64-bit integer), the optional ones absent or null, others ignored.
+    struct DecodedPayload {
         var iss: String
         var aud: Audience
         var sub: String
@@ -202,40 +206,77 @@ public enum AccessTokenCodec {
         var email: String?
         var phone: String?
 
+        struct Malformed: Error {}
+
+        init(json: [UInt8]) throws(Malformed) {
+            guard case .object(let claims)? = try? JSONValue.parse(json) else { throw Malformed() }
+            func string(_ value: JSONValue?) throws(Malformed) -> String {
+                guard case .string(let text)? = value else { throw Malformed() }
+                return text
+            }
+            func integer(_ value: JSONValue?) throws(Malformed) -> Int64 {
+                guard case .integer(let text)? = value, let number = Int64(text) else { throw Malformed() }
+                return number
+            }
+            func optional<T>(_ value: JSONValue?, _ read: (JSONValue?) throws(Malformed) -> T) throws(Malformed) -> T? {
+                switch value {
+                case nil, .null?: nil
+                case let present: try read(present)
+                }
+            }
+            iss = try string(claims["iss"])
+            aud = try Audience(claims["aud"])
+            sub = try string(claims["sub"])
+            sid = try string(claims["sid"])
+            iat = try integer(claims["iat"])
+            exp = try integer(claims["exp"])
+            nbf = try optional(claims["nbf"], integer)
+            jti = try string(claims["jti"])
+            amr = try optional(claims["amr"]) { (value) throws(Malformed) in try Methods(value) }
+            role = try optional(claims["role"], string)
+            email = try optional(claims["email"], string)
+            phone = try optional(claims["phone"], string)
+        }
+
         /// `amr`: our strings, or Supabase's `{"method", "timestamp"}` objects.
-        struct Methods: Decodable {
+        struct Methods {
             var methods: [String]
             /// The first object's `timestamp` (Supabase's shape only).
             var timestamp: Int64?
 
-            struct Entry: Decodable {
-                var method: String
-                var timestamp: Int64
-            }
-
-            init(from decoder: any Decoder) throws {
-                let container = try decoder.singleValueContainer()
-                if let strings = try? container.decode([String].self) {
-                    self.methods = strings
-                    self.timestamp = nil
-                } else {
-                    let entries = try container.decode([Entry].self)
-                    self.methods = entries.map(\.method)
-                    self.timestamp = entries.first?.timestamp
+            init(_ value: JSONValue?) throws(Malformed) {
+                guard case .array(let elements)? = value else { throw Malformed() }
+                if elements.allSatisfy({ $0.stringValue != nil }) {
+                    methods = elements.compactMap(\.stringValue)
+                    timestamp = nil
+                    return
                 }
+                var methods: [String] = []
+                var timestamps: [Int64] = []
+                for element in elements {
+                    guard case .object(let entry) = element, case .string(let method)? = entry["method"],
+                        case .integer(let text)? = entry["timestamp"], let timestamp = Int64(text)
+                    else { throw Malformed() }
+                    methods.append(method)
+                    timestamps.append(timestamp)
+                }
+                self.methods = methods
+                self.timestamp = timestamps.first
             }
         }
 
-        enum Audience: Decodable {
+        enum Audience {
             case one(String)
             case many([String])
 
-            init(from decoder: any Decoder) throws {
-                let container = try decoder.singleValueContainer()
-                if let one = try? container.decode(String.self) {
-                    self = .one(one)
-                } else {
-                    self = .many(try container.decode([String].self))
+            init(_ value: JSONValue?) throws(Malformed) {
+                switch value {
+                case .string(let one)?: self = .one(one)
+                case .array(let elements)?:
+                    let many = elements.compactMap(\.stringValue)
+                    guard many.count == elements.count else { throw Malformed() }
+                    self = .many(many)
+                default: throw Malformed()
                 }
             }
 
@@ -313,7 +354,7 @@ public struct AccessTokenVerifier: Sendable {
         }
         let decoded: AccessTokenCodec.DecodedPayload
         do {
-            decoded = try JSONDecoder().decode(AccessTokenCodec.DecodedPayload.self, from: Data(payload))
+            decoded = try AccessTokenCodec.DecodedPayload(json: payload)
         } catch {
             throw invalid("claims missing or malformed")
         }

@@ -340,7 +340,8 @@ struct SupabaseRequest: Sendable {
             throw SupabaseError(.contentTooLarge, "request_too_large", "Request body too large")
         }
         guard buffer.readableBytes > 0 else { return SupabaseRequest(members: [:]) }
-        guard case .object(let members)? = try? JSONValue.parse(Array(buffer.readableBytesView)) else {
+        let value = buffer.withUnsafeReadableBytes { try? JSONValue.parse($0, maxDepth: JSONRequest.maxDepth) }
+        guard case .object(let members)? = value else {
             throw SupabaseError(.badRequest, "bad_json", "Could not parse request body as JSON")
         }
         return SupabaseRequest(members: members)

@@ -257,12 +257,22 @@ import Testing
                 try signed { $0["exp"] = "tomorrow" },
                 try signed { $0["iat"] = fixture.clock.now().unixSeconds + 3600 },
                 try signed { $0["nbf"] = fixture.clock.now().unixSeconds + 3600 },
+                // claims of the wrong shape
+                try signed { $0["aud"] = 7 },
+                try signed { $0["aud"] = [fixture.configuration.audience, 7] },
+                try signed { $0["sub"] = NSNull() },
+                try signed { $0["iat"] = 1.5 },
+                try signed { $0["amr"] = ["otp_sms", 3] },
+                try signed { $0["amr"] = [["method": "otp"]] },
             ] {
                 await expectRPCError(.unauthenticated, "invalid_access_token") { try await fixture.validate(bad) }
             }
             // An audience list containing ours is fine (RFC 7519 §4.1.3).
             let listed = try signed { $0["aud"] = ["another-api", fixture.configuration.audience] }
             #expect(try await fixture.validate(listed).claims?.audience == fixture.configuration.audience)
+            // A null optional claim is an absent one.
+            let nullNotBefore = try signed { $0["nbf"] = NSNull() }
+            #expect(try await fixture.validate(nullNotBefore).claims?.subject == "user-1")
         }
     }
 
