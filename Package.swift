@@ -86,7 +86,7 @@ let package = Package(
         ),
         .target(
             name: "AuthCrypto",
-            dependencies: ["COpenSSL", "CAuthCryptoShims"],
+            dependencies: ["COpenSSL", "CAuthCryptoShims", "AuthText"],
             swiftSettings: strictSwift
         ),
         // Access tokens (JWT, RFC 9068 profile): written by session, verified by session and the

@@ -132,59 +132,42 @@ public enum AccessTokenCodec {
             for (index, method) in claims.amr.enumerated() {
                 if index > 0 { json += "," }
                 json += #"{"method":"#
-                appendJSONString(SupabaseClaims.method(method), to: &json)
+                JSONText.appendString(SupabaseClaims.method(method), to: &json)
                 json += #","timestamp":\#(supabase.authenticatedAt)}"#
             }
             json += #"],"aud":["#
-            appendJSONString(claims.audience, to: &json)
+            JSONText.appendString(claims.audience, to: &json)
             json += #","authenticated"],"email":"#
-            appendJSONString(supabase.email, to: &json)
+            JSONText.appendString(supabase.email, to: &json)
             json += ","
         } else {
             json += #""amr":["#
             for (index, method) in claims.amr.enumerated() {
                 if index > 0 { json += "," }
-                appendJSONString(method, to: &json)
+                JSONText.appendString(method, to: &json)
             }
             json += #"],"aud":"#
-            appendJSONString(claims.audience, to: &json)
+            JSONText.appendString(claims.audience, to: &json)
             json += ","
         }
         json += #""exp":\#(claims.expiresAt),"iat":\#(claims.issuedAt),"#
         if claims.supabase != nil { json += #""is_anonymous":false,"# }
         json += #""iss":"#
-        appendJSONString(claims.issuer, to: &json)
+        JSONText.appendString(claims.issuer, to: &json)
         json += #","jti":"#
-        appendJSONString(claims.tokenID, to: &json)
+        JSONText.appendString(claims.tokenID, to: &json)
         if let supabase = claims.supabase {
             json += #","phone":"#
-            appendJSONString(supabase.phone, to: &json)
+            JSONText.appendString(supabase.phone, to: &json)
             json += #","role":"authenticated","session_id":"#
-            appendJSONString(claims.sessionID, to: &json)
+            JSONText.appendString(claims.sessionID, to: &json)
         }
         json += #","sid":"#
-        appendJSONString(claims.sessionID, to: &json)
+        JSONText.appendString(claims.sessionID, to: &json)
         json += #","sub":"#
-        appendJSONString(claims.subject, to: &json)
+        JSONText.appendString(claims.subject, to: &json)
         json += "}"
         return Array(json.utf8)
-    }
-
-    static func appendJSONString(_ string: String, to json: inout String) {
-        json.unicodeScalars.append("\"")
-        for scalar in string.unicodeScalars {
-            switch scalar {
-            case "\"": json += #"\""#
-            case "\\": json += #"\\"#
-            case _ where scalar.value < 0x20:
-                let hex = Array("0123456789abcdef".unicodeScalars)
-                json += #"\u00"#
-                json.unicodeScalars.append(hex[Int(scalar.value >> 4)])
-                json.unicodeScalars.append(hex[Int(scalar.value & 0xF)])
-            default: json.unicodeScalars.append(scalar)
-            }
-        }
-        json.unicodeScalars.append("\"")
     }
 
     /// The payload as read back: `aud` may be a string or an array (RFC 7519 §4.1.3). Read

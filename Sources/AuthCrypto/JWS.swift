@@ -1,3 +1,5 @@
+import AuthText
+
 #if canImport(FoundationEssentials)
 internal import FoundationEssentials
 #else
@@ -62,6 +64,27 @@ public struct JOSEHeader: Codable, Sendable, Equatable {
         self.cty = cty
         self.crit = crit
     }
+
+    /// The header as JSON, members sorted and absent ones left out: what `JSONEncoder` with
+    /// `.sortedKeys` and `.withoutEscapingSlashes` wrote, by hand (it is on every signing).
+    var json: String {
+        var json = #"{"alg":"#
+        JSONText.appendString(alg, to: &json)
+        if let crit {
+            json += #","crit":["#
+            for (index, name) in crit.enumerated() {
+                if index > 0 { json += "," }
+                JSONText.appendString(name, to: &json)
+            }
+            json += "]"
+        }
+        for (name, value) in [("cty", cty), ("kid", kid), ("typ", typ)] {
+            guard let value else { continue }
+            json += #",""# + name + #"":"#
+            JSONText.appendString(value, to: &json)
+        }
+        return json + "}"
+    }
 }
 
 /// JWS compact serialization (RFC 7515 §7.1): `base64url(header).base64url(payload).base64url(signature)`.
@@ -101,15 +124,7 @@ public enum JWS {
                 message: "an ES256 signature needs alg ES256, not \(header.alg)"
             )
         }
-        let headerJSON: [UInt8]
-        do {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            headerJSON = Array(try encoder.encode(header))
-        } catch {
-            throw CryptoError(code: .internalError, message: "cannot encode the JOSE header: \(error)")
-        }
-        let signingInput = Base64URL.encode(headerJSON) + "." + Base64URL.encode(payload)
+        let signingInput = Base64URL.encode(Array(header.json.utf8)) + "." + Base64URL.encode(payload)
         let signature = try key.signature(for: Array(signingInput.utf8))
         return signingInput + "." + Base64URL.encode(signature)
     }

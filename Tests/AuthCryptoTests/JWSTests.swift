@@ -1,5 +1,7 @@
-import AuthCrypto
+import Foundation
 import Testing
+
+@testable import AuthCrypto
 
 @Suite struct JWSTests {
     static func rfcECKey() throws -> ES256PublicKey {
@@ -33,6 +35,29 @@ import Testing
     @Test("RFC 7515 §A.2: the published RS256 token verifies with the published key")
     func rfc7515RS256() throws {
         #expect(try JWS.verify(RFC7515.rs256Token, expectedAlgorithm: .rs256, key: Self.rfcRSAKey()) == RFC7515.payload)
+    }
+
+    @Test(
+        "the JOSE header written by hand is what JSONEncoder wrote (sorted, slashes as they are)",
+        arguments: [
+            JOSEHeader(alg: "ES256"),
+            JOSEHeader(alg: "ES256", kid: "2026-11-28T00:00:00Z/ab+c", typ: "at+jwt"),
+            JOSEHeader(
+                alg: "ES256",
+                kid: "k\"q\\u\u{1}\n\t\r\u{8}\u{C}\u{1F}é/ü😀",
+                typ: "application/at+jwt",
+                cty: "JWT"
+            ),
+            JOSEHeader(alg: "RS256", typ: "JWT", crit: ["b64", "exp"]),
+            JOSEHeader(alg: "ES256", crit: []),
+        ]
+    )
+    func headerJSONMatchesJSONEncoder(_ header: JOSEHeader) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let expected = try encoder.encode(header)
+        #expect(header.json == String(decoding: expected, as: UTF8.self))
+        #expect(try JSONDecoder().decode(JOSEHeader.self, from: Data(header.json.utf8)) == header)
     }
 
     @Test func signAndVerifyRoundTrip() throws {
