@@ -65,6 +65,30 @@ public struct JOSEHeader: Codable, Sendable, Equatable {
         self.crit = crit
     }
 
+    /// A parsed header: `alg` a string; `kid`, `typ`, `cty` strings and `crit` an array of
+    /// strings when present and not null; other members ignored (what `JSONDecoder` did).
+    init?(_ members: [String: JSONValue]) {
+        guard case .string(let alg)? = members["alg"] else { return nil }
+        func text(_ name: String) -> String?? {
+            switch members[name] {
+            case nil, .null?: .some(nil)
+            case .string(let value)?: .some(value)
+            default: nil
+            }
+        }
+        guard let kid = text("kid"), let typ = text("typ"), let cty = text("cty") else { return nil }
+        var crit: [String]?
+        switch members["crit"] {
+        case nil, .null?: crit = nil
+        case .array(let names)?:
+            let strings = names.compactMap(\.stringValue)
+            guard strings.count == names.count else { return nil }
+            crit = strings
+        default: return nil
+        }
+        self.init(alg: alg, kid: kid, typ: typ, cty: cty, crit: crit)
+    }
+
     /// The header as JSON, members sorted and absent ones left out: what `JSONEncoder` with
     /// `.sortedKeys` and `.withoutEscapingSlashes` wrote, by hand (it is on every signing).
     var json: String {
@@ -163,16 +187,11 @@ public enum JWS {
         guard let signature = Base64URL.decode(segments[2]) else { throw malformed("signature is not base64url") }
 
         // RFC 7515 §4: a header naming one member twice must be rejected (or read last-wins;
-        // JSONDecoder reads first-wins, so rejecting is the only consistent choice).
-        guard let memberNames = JSONMemberScanner.topLevelMemberNames(headerJSON) else {
-            throw malformed("header is not a JSON object")
+        // rejecting is the only reading every library agrees with). One strict pass.
+        guard case .object(let members)? = try? JSONValue.parseRefusingRepeatedMembers(headerJSON, maxDepth: 16) else {
+            throw malformed("header is not a JSON object without repeated members")
         }
-        guard Set(memberNames).count == memberNames.count else { throw malformed("duplicate header member") }
-        // Decoding into a struct fails unless the object has a string `alg`.
-        let header: JOSEHeader
-        do {
-            header = try JSONDecoder().decode(JOSEHeader.self, from: Data(headerJSON))
-        } catch {
+        guard let header = JOSEHeader(members) else {
             throw malformed("header is not a JSON object with a string alg")
         }
         guard header.crit == nil else { throw malformed("unsupported critical header parameters") }

@@ -18,15 +18,23 @@ struct JSONParser {
 
     private let bytes: UnsafeBufferPointer<UInt8>
     private let maxDepth: Int
+    private let refusesRepeatedMembers: Bool
     private var index = 0
 
-    private init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
+    private init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int, refusesRepeatedMembers: Bool) {
         self.bytes = bytes
         self.maxDepth = maxDepth
+        self.refusesRepeatedMembers = refusesRepeatedMembers
     }
 
-    static func parse(_ bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) throws(Invalid) -> JSONValue {
-        var parser = JSONParser(bytes: bytes, maxDepth: maxDepth)
+    /// With `refusesRepeatedMembers`, an object naming a member twice (after its escapes are
+    /// undone: `"alg"` and `"al\u0067"` are one name) is an error instead of keeping the first.
+    static func parse(
+        _ bytes: UnsafeBufferPointer<UInt8>,
+        maxDepth: Int,
+        refusesRepeatedMembers: Bool = false
+    ) throws(Invalid) -> JSONValue {
+        var parser = JSONParser(bytes: bytes, maxDepth: maxDepth, refusesRepeatedMembers: refusesRepeatedMembers)
         parser.skipWhitespace()
         let value = try parser.value(depth: 0)
         parser.skipWhitespace()
@@ -87,8 +95,13 @@ struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw invalid() }
             index += 1
             skipWhitespace()
+            let start = index
             let member = try value(depth: depth + 1)
-            if members[name] == nil { members[name] = member }  // the first of a repeated name, as Foundation
+            if members[name] == nil {
+                members[name] = member
+            } else if refusesRepeatedMembers {
+                throw Invalid(offset: start)
+            }  // else the first of a repeated name stays, as Foundation's
             skipWhitespace()
             guard index < bytes.count else { throw invalid() }
             if bytes[index] == UInt8(ascii: "}") {

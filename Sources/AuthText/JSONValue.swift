@@ -86,6 +86,14 @@ public enum JSONValue: Decodable, Sendable, Equatable {
         try bytes.withUnsafeBufferPointer { buffer in try JSONParser.parse(buffer, maxDepth: maxDepth) }
     }
 
+    /// ``parse(_:maxDepth:)`` refusing any object that names a member twice (a JOSE header,
+    /// RFC 7515 §4).
+    public static func parseRefusingRepeatedMembers(_ bytes: [UInt8], maxDepth: Int) throws -> JSONValue {
+        try bytes.withUnsafeBufferPointer { buffer in
+            try JSONParser.parse(buffer, maxDepth: maxDepth, refusesRepeatedMembers: true)
+        }
+    }
+
     /// ``parse(_:maxDepth:)`` over bytes in place (a request body's buffer).
     public static func parse(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 512) throws -> JSONValue {
         try JSONParser.parse(bytes.assumingMemoryBound(to: UInt8.self), maxDepth: maxDepth)

@@ -216,6 +216,12 @@ import Testing
         "{\"alg\":\"ES256\",\"al\\u0067\":\"ES256\"}",
         "{\"alg\":\"ES256\"} x",
         "\u{FEFF}{\"alg\":\"ES256\"}",
+        "{\"alg\":\"ES256\",}",  // a trailing comma
+        "{\"alg\":\"ES256\",\"kid\":5}",
+        "{\"alg\":\"ES256\",\"typ\":[\"JWT\"]}",
+        "{\"alg\":\"ES256\",\"crit\":[\"exp\",1]}",
+        "{\"alg\":\"ES256\",\"jwk\":{\"x\":1,\"x\":2}}",  // a repeated member below the top too
+        "{\"alg\":\"ES256\",\"x\":" + String(repeating: "[", count: 20) + String(repeating: "]", count: 20) + "}",
     ])
     func headerMustBeAJSONObjectWithAlg(_ json: String) throws {
         let key = try Self.rfcECKey()
@@ -223,6 +229,17 @@ import Testing
         let token = "\(Base64URL.encode(utf8(json))).\(RFC7515.encodedPayload).\(signature)"
         Self.expectFailure(.malformedToken) {
             try JWS.verify(token, expectedAlgorithm: .es256, key: key)
+        }
+    }
+
+    @Test func headerReadsOptionalMembersAndIgnoresOthers() throws {
+        let header = #"{"alg":"ES256","kid":null,"typ":"at+jwt","x5u":"https://example.com/k","n":[1,{"a":2}]}"#
+        let token = "\(Base64URL.encode(utf8(header))).\(RFC7515.encodedPayload).AAAA"
+        let parts = try JWS.parse(token)
+        #expect(parts.header == JOSEHeader(alg: "ES256", typ: "at+jwt"))
+        let invalidUTF8: [UInt8] = [0x7B, 0x22, 0x61, 0x6C, 0x67, 0x22, 0x3A, 0x22, 0xFF, 0x22, 0x7D]
+        #expect(throws: CryptoError.self) {
+            try JWS.parse("\(Base64URL.encode(invalidUTF8)).\(RFC7515.encodedPayload).AAAA")
         }
     }
 

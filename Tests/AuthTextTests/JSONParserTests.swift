@@ -53,6 +53,18 @@ import Testing
         #expect(Self.parsed(text) == nil, "\(text)")
     }
 
+    @Test func refusingRepeatedMembers() throws {
+        let once = #"{"alg":"ES256","jwk":{"x":1,"y":2},"a":[{"b":1},{"b":2}]}"#
+        #expect(try JSONValue.parseRefusingRepeatedMembers(Array(once.utf8), maxDepth: 8) == Self.parsed(once))
+        for twice in [
+            #"{"alg":"ES256","alg":"none"}"#, #"{"alg":"ES256","al\u0067":"none"}"#,
+            #"{"jwk":{"x":1,"x":1}}"#, #"[{"a":1,"a":2}]"#,
+        ] {
+            #expect(Self.parsed(twice) != nil, "\(twice)")
+            #expect((try? JSONValue.parseRefusingRepeatedMembers(Array(twice.utf8), maxDepth: 8)) == nil, "\(twice)")
+        }
+    }
+
     @Test func refusesInvalidUTF8() {
         for bytes: [UInt8] in [
             [0x22, 0xFF, 0x22], [0x22, 0xC3, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22],
