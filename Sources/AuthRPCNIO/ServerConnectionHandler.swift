@@ -2,6 +2,7 @@ import AuthProtobuf
 import AuthRPC
 import Logging
 import NIOCore
+import Synchronization
 
 /// Serves one accepted connection: splits frames, runs the connection state machine, starts a
 /// task per call, enforces deadlines and limits, and writes responses.
@@ -11,6 +12,10 @@ import NIOCore
 /// ``HandlerExecution/onEventLoopUntilFirstSuspension``, started with `Task.immediate` on
 /// this loop (a handler that does not suspend then completes within the read that delivered
 /// its request, and its answer leaves in the same flush).
+///
+/// The default path pays the hop to the global executor once per read, not once per call: the
+/// calls decoded from one read are handed to at most ``handlerLanes`` tasks, and each of those
+/// starts its calls' handlers with `Task.immediate` on its own thread (see ``OffLoopCall``).
 final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -31,7 +36,9 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     private var watchdog: ConnectionWatchdog
     private var context: ChannelHandlerContext?
     /// The task of each call whose handler has not ended (the state machine has the call's state).
-    private var tasks: [UInt64: Task<Void, Never>] = [:]
+    private var tasks: [UInt64: CallTask] = [:]
+    /// Calls decoded in this read whose handlers start off the loop when the read is handled.
+    private var callsToStart: [OffLoopCall] = []
     private var watchdogTask: RepeatedTask?
     private var inReadBurst = false
     /// A flush is scheduled on the event loop for writes made outside a read burst.
@@ -106,6 +113,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         decoder.append(unwrapInboundIn(data))
         inReadBurst = true
+        defer { startOffLoopCalls() }
         let now = ContinuousClock.now
         while state.state != .closed {
             if state.state != .awaitingHello, decoder.maxFrameSize != limits.maxFrameSize {
@@ -304,15 +312,13 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         let loopBound = NIOLoopBound(self, eventLoop: context!.eventLoop)
         let eventLoop = context!.eventLoop
         let payload = request.payload
-        let task: Task<Void, Never>
         switch route.execution {
         case .offEventLoop:
-            task = Task {
-                let result = await route.run(payload: payload, context: serverContext)
-                eventLoop.execute { loopBound.value.finish(callID: callID, result: result) }
-            }
+            let call = OffLoopCall(callID: callID, route: route, payload: payload, context: serverContext)
+            callsToStart.append(call)
+            tasks[callID] = .offLoop(call)
         case .onEventLoopUntilFirstSuspension:
-            task = Task.immediate {
+            let task = Task.immediate {
                 let result = await route.run(payload: payload, context: serverContext)
                 if eventLoop.inEventLoop {
                     loopBound.value.finish(callID: callID, result: result)
@@ -320,9 +326,39 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
                     eventLoop.execute { loopBound.value.finish(callID: callID, result: result) }
                 }
             }
+            // The task may already have finished (and ended the call) within Task.immediate.
+            if state.callState(callID) != nil { tasks[callID] = .task(task) }
         }
-        // The task may already have finished (and ended the call) within Task.immediate.
-        if state.callState(callID) != nil { tasks[callID] = task }
+    }
+
+    /// At most this many tasks start the off-loop calls of one read: one per core, so handlers
+    /// that work before their first suspension still spread over the concurrency pool.
+    static let handlerLanes = max(1, System.coreCount)
+
+    /// Hands the calls decoded in this read to the global executor: one task per lane (calls
+    /// dealt round-robin), each starting its calls' handlers in turn with `Task.immediate`, so
+    /// a burst of N calls costs `min(N, handlerLanes)` hops instead of N.
+    private func startOffLoopCalls() {
+        guard !callsToStart.isEmpty else { return }
+        guard let context else {
+            callsToStart.removeAll()
+            return
+        }
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let eventLoop = context.eventLoop
+        let laneCount = min(callsToStart.count, Self.handlerLanes)
+        var lanes = [[OffLoopCall]](repeating: [], count: laneCount)
+        for (index, call) in callsToStart.enumerated() { lanes[index % laneCount].append(call) }
+        for calls in lanes {
+            Task {
+                for call in calls {
+                    let callID = call.callID
+                    call.start { result in eventLoop.execute { loopBound.value.finish(callID: callID, result: result) }
+                    }
+                }
+            }
+        }
+        callsToStart.removeAll(keepingCapacity: true)
     }
 
     private func armDeadlineTimer() {
@@ -462,6 +498,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             task.cancel()
         }
         tasks.removeAll()
+        callsToStart.removeAll()
         deadlineTimer.cancel()
     }
 
@@ -502,10 +539,92 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     }
 }
 
+/// What the event loop holds of a call whose handler has not ended, to cancel it.
+enum CallTask {
+    /// A handler started on the loop with `Task.immediate`.
+    case task(Task<Void, Never>)
+    /// A handler started off the loop, which may not have a task yet.
+    case offLoop(OffLoopCall)
+
+    func cancel() {
+        switch self {
+        case .task(let task): task.cancel()
+        case .offLoop(let call): call.cancel()
+        }
+    }
+}
+
+/// A call whose handler starts off the event loop, in a task another task creates (see
+/// ``ServerConnectionHandler/startOffLoopCalls()``). The event loop may cancel it before that
+/// task exists: the cancellation is kept and handed to the task as soon as it is known, or the
+/// handler does not start at all.
+final class OffLoopCall: Sendable {
+    let callID: UInt64
+    let route: RPCRouter.Route
+    let payload: [UInt8]
+    let context: ServerContext
+    private let task = Mutex(TaskState.notStarted)
+
+    private enum TaskState: Sendable {
+        case notStarted
+        case cancelledBeforeStart
+        case started(Task<Void, Never>)
+        case cancelled
+    }
+
+    init(callID: UInt64, route: RPCRouter.Route, payload: [UInt8], context: ServerContext) {
+        self.callID = callID
+        self.route = route
+        self.payload = payload
+        self.context = context
+    }
+
+    func cancel() {
+        let started: Task<Void, Never>? = task.withLock { state in
+            switch state {
+            case .notStarted:
+                state = .cancelledBeforeStart
+                return nil
+            case .started(let task):
+                state = .cancelled
+                return task
+            case .cancelledBeforeStart, .cancelled:
+                return nil
+            }
+        }
+        started?.cancel()
+    }
+
+    /// Runs the handler in a task started on the calling thread (`Task.immediate`) and passes
+    /// its result to `finish`. A call cancelled before this ends without its handler: `finish`
+    /// gets ``RPCError/cancelledBeforeStart`` (its answer is not sent anyway).
+    func start(finish: @escaping @Sendable (Result<[UInt8], RPCError>) -> Void) {
+        if task.withLock({ if case .cancelledBeforeStart = $0 { true } else { false } }) {
+            finish(.failure(.cancelledBeforeStart))
+            return
+        }
+        let started = Task.immediate { [route, payload, context] in
+            finish(await route.run(payload: payload, context: context))
+        }
+        let cancelled: Bool = task.withLock { state in
+            if case .cancelledBeforeStart = state { return true }
+            state = .started(started)
+            return false
+        }
+        if cancelled { started.cancel() }
+    }
+}
+
 /// Sent down a server connection's pipeline to start graceful shutdown (GOAWAY, drain, close).
 struct GracefulShutdownRequest: Sendable {}
 
 extension RPCError {
+    static let cancelledBeforeStart = RPCError(
+        code: .cancelled,
+        message: "The call was cancelled before its handler started.",
+        reason: RPCError.Reason.cancelled
+    )
+
     static let deadlineExceededOnServer = RPCError(
         code: .deadlineExceeded,
         message: "The call's deadline passed; the server abandoned it.",

@@ -173,6 +173,13 @@ public final class RawFrameConnection: @unchecked Sendable {
         await send(try Self.framed(frame))
     }
 
+    /// Sends frames with their length prefixes in one write, so that a server on loopback
+    /// reads them together.
+    @discardableResult
+    public func send(_ frames: [Auth_Rpc_V1_Frame]) async throws -> Bool {
+        await send(try frames.flatMap { try Self.framed($0) })
+    }
+
     /// `frame` with its length prefix.
     private static func framed(_ frame: Auth_Rpc_V1_Frame) throws -> [UInt8] {
         let body = try frame.serializedBytes()

@@ -43,6 +43,23 @@ let inlineThreadProbeMethod = MethodDescriptor(service: "auth.test.v1.Test", met
             #expect(inline.status == .notServing)
         }
         await transport.shutdown()
+
+        // Requests that arrive in one read start off the loop too (in a few tasks, not one
+        // each), and each is answered once.
+        let raw = try await authenticatedRawConnection(port: port)
+        let callIDs = Array(UInt64(1)...64)
+        try await raw.send(callIDs.map { try requestFrame($0, threadProbeMethod) })
+        var answered: [UInt64] = []
+        while answered.count < callIDs.count {
+            guard case .response(let response) = try await raw.receiveFrame()?.kind else {
+                Issue.record("expected a Response")
+                break
+            }
+            #expect(response.status == nil)
+            #expect(try HealthResponse(serializedBytes: response.payload).status == .serving)
+            answered.append(response.callID)
+        }
+        #expect(answered.sorted() == callIDs)
         server.beginShutdown()
         try await running.value
     }

@@ -120,6 +120,22 @@ func requestFrame(_ callID: UInt64, _ method: MethodDescriptor, _ value: String 
     )
 }
 
+/// Sends echo calls one at a time from `firstCallID` on until one is served (a freed slot
+/// reaches the server's state on its event loop a little after the handler ends); false after
+/// about 200 refusals.
+func echoIsServedSoon(on raw: RawFrameConnection, firstCallID: UInt64) async throws -> Bool {
+    for callID in firstCallID..<(firstCallID + 200) {
+        try await raw.send(requestFrame(callID, echoMethod, "1"))
+        guard case .response(let response) = try await raw.receiveFrame()?.kind else {
+            Issue.record("expected a Response")
+            return false
+        }
+        #expect(response.callID == callID)
+        if response.status == nil { return true }
+    }
+    return false
+}
+
 @Suite struct ServerCallLifecycleTests {
     @Test func cancelledCallKeepsItsSlotUntilItsHandlerEnds() async throws {
         try await withStubbornServer(limits: ConnectionLimits(maxConcurrentCalls: 1)) { _, port, handler in
@@ -140,18 +156,23 @@ func requestFrame(_ callID: UInt64, _ method: MethodDescriptor, _ value: String 
             // retry a few times), and nothing is ever sent for the cancelled call.
             handler.open()
             try await handler.waitUntilEnded(1)
-            var served = false
-            for callID in UInt64(3)..<UInt64(200) where !served {
-                try await raw.send(requestFrame(callID, echoMethod, "1"))
-                guard case .response(let response) = try await raw.receiveFrame()?.kind else {
-                    Issue.record("expected a Response")
-                    return
-                }
-                #expect(response.callID == callID)
-                served = response.status == nil
-            }
-            #expect(served)
+            #expect(try await echoIsServedSoon(on: raw, firstCallID: 3))
             #expect(handler.ended.load(ordering: .relaxed) == 1)
+        }
+    }
+
+    /// Off-loop handlers start when the read that carried their requests has been handled: a
+    /// call cancelled in that same read ends without its handler, and frees its slot.
+    @Test func callCancelledInTheReadThatCarriedItNeverStartsItsHandler() async throws {
+        try await withStubbornServer(limits: ConnectionLimits(maxConcurrentCalls: 1)) { _, port, handler in
+            let raw = try await authenticatedRawConnection(port: port)
+            try await raw.send([
+                requestFrame(1, stubbornMethod),
+                Auth_Rpc_V1_Frame(kind: .cancel(Auth_Rpc_V1_Cancel(callID: 1))),
+            ])
+            // The slot frees once the server has ended the call on its event loop: retry.
+            #expect(try await echoIsServedSoon(on: raw, firstCallID: 2))
+            #expect(handler.started.load(ordering: .relaxed) == 0)
         }
     }
 
