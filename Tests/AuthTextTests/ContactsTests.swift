@@ -1,6 +1,10 @@
 import AuthText
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The one rule for phone numbers and email addresses (gateway, identity, otp-dispatch).
 @Suite struct ContactsTests {
     @Test func phoneNumbersAreE164() {
@@ -92,6 +96,95 @@ import Testing
             String(repeating: "a-", count: 17) + "ab",
         ] {
             #expect(!LanguageTag.isValid(invalid), "\(invalid)")
+        }
+    }
+}
+
+/// `IPAddress` reads what glibc's `inet_pton` reads (a zone aside), and prints what
+/// `inet_ntop` prints (RFC 5952), on hand-picked and on random text.
+@Suite struct IPAddressAgainstLibcTests {
+    /// The address `inet_pton` reads from `text` (IPv4-mapped IPv6 as IPv4), or nil.
+    static func libcBytes(_ text: String) -> [UInt8]? {
+        var v4 = in_addr()
+        if inet_pton(AF_INET, text, &v4) == 1 {
+            return withUnsafeBytes(of: &v4) { Array($0) }
+        }
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, text, &v6) == 1 else { return nil }
+        let bytes = withUnsafeBytes(of: &v6) { Array($0) }
+        if bytes.prefix(10).allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF {
+            return Array(bytes.suffix(4))
+        }
+        return bytes
+    }
+
+    /// What `inet_ntop` prints for `bytes`.
+    static func libcText(_ bytes: [UInt8]) -> String {
+        var buffer = [CChar](repeating: 0, count: 64)
+        let family = bytes.count == 4 ? AF_INET : AF_INET6
+        let printed = bytes.withUnsafeBytes { inet_ntop(family, $0.baseAddress, &buffer, 64) }
+        return printed.map { String(cString: $0) } ?? "?"
+    }
+
+    @Test func handPickedTextIsReadAsLibcReadsIt() {
+        let texts = [
+            "0.0.0.0", "255.255.255.255", "1.2.3.4", "01.2.3.4", "1.2.3.04", "1.2.3.256", "1.2.3", "1.2.3.4.5",
+            "1..2.3", ".1.2.3", "1.2.3.", "1.2.3.4 ", " 1.2.3.4", "1.2.3.4:80", "::", "::1", "1::", ":", ":::",
+            "1:::2", "1::2::3", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7:8:9", "1:2:3:4:5:6:7::", "::2:3:4:5:6:7:8",
+            "1:2:3:4:5:6:7:8::", "::1:2:3:4:5:6:7:8", "1::2:3:4:5:6:7", ":1::", "1:", "1::2:", "12345::",
+            "abcd:EF01::", "g::1", "::ffff:1.2.3.4", "::ffff:01.2.3.4", "::1.2.3.4", "1.2.3.4::",
+            "1:2:3:4:5:6:1.2.3.4", "1:2:3:4:5:6:7:1.2.3.4", "::1.2.3.4:5", "::ffff:1.2.3", "2001:db8::8:800:200C:417A",
+            "0:0:0:0:0:0:0:0", "fe80:0000:0000:0000:0000:0000:0000:0001", "::0:0:1", "1.2.3.4/8", "", "٣.1.1.1",
+            "１::", "::ａ",
+        ]
+        for text in texts {
+            #expect(IPAddress(text)?.bytes == Self.libcBytes(text), "\(text)")
+        }
+    }
+
+    @Test func randomTextIsReadAsLibcReadsIt() {
+        var generator = SystemRandomNumberGenerator()
+        // Pieces of addresses and of near-misses, so that many texts are addresses.
+        let pieces = [
+            "0", "1", "9", "01", "255", "256", "ff", "FFFF", "abcd", "12345", "g", ":", ":", ":", "::", ".", ".", ".",
+            "",
+        ]
+        var addresses = 0
+        for _ in 0..<100_000 {
+            let count = Int(generator.next() % 16)
+            let text = (0..<count).map { _ in pieces[Int(generator.next() % UInt64(pieces.count))] }.joined()
+            let ours = IPAddress(text)?.bytes
+            #expect(ours == Self.libcBytes(text), "\(text)")
+            if ours != nil { addresses += 1 }
+        }
+        // The random texts must not all be refusals, or the comparison would prove little.
+        #expect(addresses > 1_000, "only \(addresses) addresses among the random texts")
+    }
+
+    @Test func everyAddressPrintsAsLibcPrintsIt() {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20_000 {
+            // Few distinct groups, so runs of zero groups of every length occur.
+            var bytes: [UInt8] = []
+            for _ in 0..<8 {
+                let group: UInt16 = [0, 0, 0, 1, 0xFFFF, 0xABC, UInt16(truncatingIfNeeded: generator.next())][
+                    Int(generator.next() % 7)
+                ]
+                bytes += [UInt8(group >> 8), UInt8(group & 0xFF)]
+            }
+            guard let address = IPAddress(Self.libcText(bytes)) else {
+                Issue.record("inet_ntop's \(Self.libcText(bytes)) not read")
+                continue
+            }
+            // glibc prints an "IPv4-compatible" address (96 zero bits first, deprecated by RFC
+            // 4291) in dotted form; RFC 5952 §5 keeps that for IPv4-mapped ones, which read as IPv4.
+            if address.bytes.count == 16, address.bytes.prefix(12).allSatisfy({ $0 == 0 }) {
+                #expect(address.description.hasPrefix("::"))
+            } else {
+                #expect(address.description == Self.libcText(address.bytes), "\(bytes)")
+            }
+            let v4 = (0..<4).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+            #expect(IPAddress(Self.libcText(v4))?.description == Self.libcText(v4))
         }
     }
 }
