@@ -307,7 +307,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
                 return
             }
             state.setDeadline(deadline, forCall: callID)
-            armDeadlineTimer()
+            armDeadlineTimer(for: deadline)
         }
         let loopBound = NIOLoopBound(self, eventLoop: context!.eventLoop)
         let eventLoop = context!.eventLoop
@@ -361,8 +361,11 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         callsToStart.removeAll(keepingCapacity: true)
     }
 
-    private func armDeadlineTimer() {
-        guard let next = state.nextDeadline, let context else { return }
+    /// Arms the connection's timer for `deadline` (a new call's: the timer keeps an earlier one),
+    /// or, without one, for the earliest deadline of the running calls (a scan of them all, done
+    /// only when the timer has fired).
+    private func armDeadlineTimer(for deadline: ContinuousClock.Instant? = nil) {
+        guard let next = deadline ?? state.nextDeadline, let context else { return }
         let due = NIODeadline.now() + TimeAmount(next - .now)
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
         deadlineTimer.schedule(due, on: context.eventLoop) { loopBound.value.deadlineTimerFired() }

@@ -208,6 +208,34 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
         }
     }
 
+    /// One timer serves all of a connection's deadlines, armed for the earliest: when that call
+    /// ends first, the timer still fires for the later ones.
+    @Test func laterDeadlinesFireAfterTheEarliestCallHasEnded() async throws {
+        let handlers = TestHandlers()
+        try await withServer(handlers: handlers) { _, port in
+            let (raw, _) = try await RawFrameConnection.greeted(port: port, service: "raw", secret: testSecret)
+            let hour = try HealthRequest(service: "3600000").serializedBytes()
+            try await raw.sendRequest(callID: 1, method: slowMethod.path, timeoutUS: 400_000, payload: hour)
+            try await raw.sendRequest(callID: 2, method: slowMethod.path, timeoutUS: 150_000, payload: hour)
+            // The earliest deadline, of a call that is answered at once.
+            try await raw.sendRequest(
+                callID: 3,
+                method: echoMethod.path,
+                timeoutUS: 50_000,
+                payload: try HealthRequest(service: "1").serializedBytes()
+            )
+            var statuses: [UInt64: String] = [:]
+            while statuses.count < 3 {
+                guard case .response(let response) = try await raw.receiveFrame()?.kind else {
+                    Issue.record("expected a response")
+                    return
+                }
+                statuses[response.callID] = response.status?.reason ?? "ok"
+            }
+            #expect(statuses == [1: "deadline_exceeded", 2: "deadline_exceeded", 3: "ok"])
+        }
+    }
+
     @Test func wrongServiceCredentialIsRefused() async throws {
         try await withServer { _, port in
             let (client, transport) = makeClient(port: port, secret: Array(repeating: 1, count: 32))
