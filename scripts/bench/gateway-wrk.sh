@@ -97,7 +97,11 @@ cleanup() {
         # Graceful shutdown, bounded: what still runs after 10 s is killed.
         stop_processes 10 "${pids[@]}"
     fi
-    if ((started_pg)); then scripts/postgres.sh destroy "$pg_dir" >/dev/null 2>&1 || true; fi
+    if ((started_pg)); then
+        # PostgreSQL's log outlives the cluster, for the rows of "PostgreSQL during each load".
+        [[ -n "${pg_log:-}" && -f "$pg_log" ]] && cp "$pg_log" "$root/.data/gateway-wrk-postgres.log" 2>/dev/null
+        scripts/postgres.sh destroy "$pg_dir" >/dev/null 2>&1 || true
+    fi
     if ((status != 0)); then
         log "failed; the services' logs:"
         tail -n 20 "$work"/*.log >&2 2>/dev/null || true
@@ -122,11 +126,23 @@ log "load before: $(uptime)"
 # cannot unwrap.
 scripts/postgres.sh destroy "$pg_dir" >/dev/null 2>&1 || true
 started_pg=1
+# PostgreSQL logs what may stall a load (checkpoints, autovacuum and autoanalyze, lock waits,
+# statements of 50 ms or more); each load's row of "PostgreSQL during each load" counts them.
+# Options already in POSTGRES_EXTRA_OPTIONS come first (e.g. auto_explain's, to read plans).
+# (pg_ctl hands these to a shell: no |, ; or spaces inside a value.)
+POSTGRES_EXTRA_OPTIONS="${POSTGRES_EXTRA_OPTIONS:+$POSTGRES_EXTRA_OPTIONS }-c log_checkpoints=on -c log_autovacuum_min_duration=0 -c log_min_duration_statement=50 \
+-c log_lock_waits=on -c deadlock_timeout=100ms"
 if [[ "$statements" == 1 ]]; then
-    export POSTGRES_EXTRA_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+    POSTGRES_EXTRA_OPTIONS+=" -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
 fi
+export POSTGRES_EXTRA_OPTIONS
 AUTH_DATABASE_URL=$(scripts/postgres.sh start "$pg_dir" | tail -n 1)
 export AUTH_DATABASE_URL
+# scripts/postgres.sh keeps the cluster in DIR, or (as root, when its user cannot reach DIR)
+# under /var/tmp linked from DIR/cluster.
+pg_log="$pg_dir/postgres.log"
+[[ -f "$pg_log" ]] || pg_log="$pg_dir/cluster/postgres.log"
+[[ -f "$pg_log" ]] || { log "no postgres.log in $pg_dir"; exit 1; }
 if [[ "$statements" == 1 ]]; then
     psql "$AUTH_DATABASE_URL" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >&2
 fi
@@ -334,6 +350,49 @@ EOF2
     syscall_rows+=("$(tail -n 1 <<<"$rows")")
 }
 
+# pg_events NAME START END: one row of $pg_rows, what PostgreSQL's log says happened between two
+# `date +%s.%N` times: automatic vacuums and analyzes (with their tables), checkpoints, lock
+# waits, statements of 50 ms or more (with the slowest). The log's lines start with "%m", the
+# time in the cluster's zone (UTC here; another zone's abbreviation is read as local time).
+pg_rows=()
+pg_events() {
+    local row
+    row=$(python3 - "$1" "$2" "$3" "$pg_log" <<'EOF2'
+import calendar, re, sys, time
+name, start, end, path = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+line_re = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d+)? (\S+) ")
+vacuums, analyzes, checkpoints, waits, slow = [], [], 0, 0, []
+for line in open(path, errors="replace"):
+    match = line_re.match(line)
+    if not match:
+        continue
+    parsed = time.strptime(match.group(1), "%Y-%m-%d %H:%M:%S")
+    at = (calendar.timegm(parsed) if match.group(3) in ("UTC", "GMT") else time.mktime(parsed)) + float(match.group(2) or 0)
+    if not start <= at <= end:
+        continue
+    table = re.search(r'automatic (vacuum|analyze) of table "[^."]*\.([^"]*)"', line)
+    if table:
+        (vacuums if table.group(1) == "vacuum" else analyzes).append(table.group(2))
+    elif "checkpoint starting" in line:
+        checkpoints += 1
+    elif "still waiting for" in line:
+        waits += 1
+    else:
+        duration = re.search(r"duration: ([0-9.]+) ms", line)
+        if duration:
+            slow.append(float(duration.group(1)))
+            # The statement itself, on the caller's log (stderr), shortened.
+            print("  slow: " + " ".join(line.split())[:240], file=sys.stderr)
+def tables(names):
+    return "%d (%s)" % (len(names), ", ".join(sorted(set(names)))) if names else "0"
+slowest = " (slowest %.0f ms)" % max(slow) if slow else ""
+print("| %s | %s | %s | %d | %d | %d%s |" % (name, tables(vacuums), tables(analyzes), checkpoints, waits, len(slow), slowest))
+EOF2
+) || { log "reading PostgreSQL's log failed"; return 0; }
+    pg_rows+=("$row")
+    log "PostgreSQL during $1: $row"
+}
+
 run_wrk() {
     local key=$1 name=$2 url=$3 script=$4 profiled=$5
     shift 5
@@ -342,12 +401,15 @@ run_wrk() {
     cat scripts/bench/wrk/report.lua "scripts/bench/wrk/$script" >"$lua"
     local conns="${wrk_connections:-$connections}"
     log "wrk: $name (${seconds} s, $threads threads, $conns connections)"
-    local before after
+    local before after started ended
     before=$(cpu_snapshot)
     if [[ "$profile" == "$profiled" ]]; then start_profile; fi
     start_counting
+    started=$(date +%s.%N)
     timed_driver timeout "$((seconds + 60))" "${as_driver[@]}" wrk -t "$threads" -c "$conns" -d "${seconds}s" --latency -s "$lua" "$url" -- "$@" >"$out" 2>&1
+    ended=$(date +%s.%N)
     after=$(cpu_snapshot)
+    pg_events "$name" "$started" "$ended"
     finish_profile
     cat "$out" >&2
     local result rate p50 p99 status_errors socket_errors requests p999 max
@@ -369,7 +431,9 @@ run_wrk() {
 
 if [[ "$only_signins" != 1 ]]; then
     log "making $token_count signed-in sessions over RPC"
+    tokens_started=$(date +%s.%N)
     timeout 900 "$bin/gateway-benchmark" tokens --count "$token_count" --out "$work/tokens" >&2
+    pg_events "making $token_count sessions (before the loads)" "$tokens_started" "$(date +%s.%N)"
 
     run_wrk bare "GET /health/live, bare Hummingbird (ceiling)" "http://127.0.0.1:$bare_port/health/live" plain.lua -
     run_wrk health "GET /health/live, gateway" "$gateway/health/live" plain.lua -
@@ -418,10 +482,12 @@ if [[ "$profile" == signins ]]; then start_profile; fi
 start_counting
 log "gateway-benchmark signins: closed loop, $signin_concurrency in flight"
 before=$(cpu_snapshot)
+signins_started=$(date +%s.%N)
 timed_driver timeout "$((seconds * 2 + 60))" "${as_driver[@]}" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
     --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --forwarded-for --concurrency "$signin_concurrency" --seconds "$seconds" \
     --warmup 1 --result-file "$work/signins-closed.tsv"
 after=$(cpu_snapshot)
+pg_events "phone sign-ins, closed loop" "$signins_started" "$(date +%s.%N)"
 # Every sign-in (warm-up included) starts one verification: that count divides the CPU and the calls.
 signins_done=$(($(verifications) - verifications_before))
 if [[ "$statements" == 1 ]]; then
@@ -441,10 +507,12 @@ log "gateway-benchmark signins: open loop at $half_rate/s (half the closed loop'
 verifications_before=$(verifications)
 start_counting
 before=$(cpu_snapshot)
+signins_started=$(date +%s.%N)
 timed_driver timeout "$((seconds * 2 + 60))" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
     --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --forwarded-for --concurrency $((signin_concurrency * 4)) --rate "$half_rate" \
     --seconds "$seconds" --warmup 1 --result-file "$work/signins-open.tsv"
 after=$(cpu_snapshot)
+pg_events "phone sign-ins, open loop" "$signins_started" "$(date +%s.%N)"
 signin_row signins-open "open loop at $half_rate/s" "$work/signins-open.tsv" "$before" "$after" \
     "$(($(verifications) - verifications_before))"
 
@@ -469,6 +537,13 @@ echo
 echo "| load | gateway | identity | otp-dispatch | session | PostgreSQL | bare | total | load generator |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${cpu_rows[@]}"
+echo
+echo "PostgreSQL during each load (its log: automatic vacuums and analyzes with their tables,"
+echo "checkpoints started, lock waits past 100 ms, statements of 50 ms or more):"
+echo
+echo "| load | automatic vacuums | automatic analyzes | checkpoints | lock waits | statements ≥ 50 ms |"
+echo "|---|---|---|---:|---:|---:|"
+printf '%s\n' "${pg_rows[@]}"
 if [[ "$allocations" == 1 ]]; then
     echo
     echo "Allocation calls per request (libc malloc + calloc + realloc, counted by perf uprobes over the"
