@@ -202,10 +202,8 @@ public enum AccessTokenCodec {
                 return number
             }
             func optional<T>(_ value: JSONValue?, _ read: (JSONValue?) throws(Malformed) -> T) throws(Malformed) -> T? {
-                switch value {
-                case nil, .null?: nil
-                case let present: try read(present)
-                }
+                guard let present = value.presentValue else { return nil }
+                return try read(present)
             }
             iss = try string(claims["iss"])
             aud = try Audience(claims["aud"])
@@ -229,8 +227,8 @@ public enum AccessTokenCodec {
 
             init(_ value: JSONValue?) throws(Malformed) {
                 guard case .array(let elements)? = value else { throw Malformed() }
-                if elements.allSatisfy({ $0.stringValue != nil }) {
-                    methods = elements.compactMap(\.stringValue)
+                if let strings = value?.stringArrayValue {
+                    methods = strings
                     timestamp = nil
                     return
                 }
@@ -255,9 +253,8 @@ public enum AccessTokenCodec {
             init(_ value: JSONValue?) throws(Malformed) {
                 switch value {
                 case .string(let one)?: self = .one(one)
-                case .array(let elements)?:
-                    let many = elements.compactMap(\.stringValue)
-                    guard many.count == elements.count else { throw Malformed() }
+                case .array?:
+                    guard let many = value?.stringArrayValue else { throw Malformed() }
                     self = .many(many)
                 default: throw Malformed()
                 }

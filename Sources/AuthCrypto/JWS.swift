@@ -69,23 +69,14 @@ public struct JOSEHeader: Codable, Sendable, Equatable {
     /// strings when present and not null; other members ignored (what `JSONDecoder` did).
     init?(_ members: [String: JSONValue]) {
         guard case .string(let alg)? = members["alg"] else { return nil }
-        func text(_ name: String) -> String?? {
-            switch members[name] {
-            case nil, .null?: .some(nil)
-            case .string(let value)?: .some(value)
-            default: nil
-            }
+        /// `.some(nil)` for a member absent or null, nil for one of the wrong type.
+        func optional<T>(_ name: String, _ read: (JSONValue) -> T?) -> T?? {
+            guard let value = members[name].presentValue else { return .some(nil) }
+            return read(value).map { .some($0) } ?? nil
         }
-        guard let kid = text("kid"), let typ = text("typ"), let cty = text("cty") else { return nil }
-        var crit: [String]?
-        switch members["crit"] {
-        case nil, .null?: crit = nil
-        case .array(let names)?:
-            let strings = names.compactMap(\.stringValue)
-            guard strings.count == names.count else { return nil }
-            crit = strings
-        default: return nil
-        }
+        guard let kid = optional("kid", \.stringValue), let typ = optional("typ", \.stringValue),
+            let cty = optional("cty", \.stringValue), let crit = optional("crit", \.stringArrayValue)
+        else { return nil }
         self.init(alg: alg, kid: kid, typ: typ, cty: cty, crit: crit)
     }
 

@@ -9,16 +9,7 @@ public enum SecureRandom {
     public static func bytes(count: Int) -> [UInt8] {
         precondition(count >= 0, "count must not be negative")
         var out = [UInt8](repeating: 0, count: count)
-        out.withUnsafeMutableBufferPointer { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let chunk = min(buffer.count - offset, Int(Int32.max))
-                guard RAND_bytes(buffer.baseAddress! + offset, Int32(chunk)) == 1 else {
-                    fatalError("RAND_bytes failed: \(OpenSSLErrorQueue.drain())")
-                }
-                offset += chunk
-            }
-        }
+        out.withUnsafeMutableBytes { fill($0) }
         return out
     }
 
@@ -65,31 +56,28 @@ public enum SecureRandom {
         return String(repeating: "0", count: digits - text.count) + text
     }
 
-    /// Fills `buffer` with random bytes.
+    /// Fills `buffer` with random bytes (in chunks of at most `Int32.max`, `RAND_bytes`'s limit).
     static func fill(_ buffer: UnsafeMutableRawBufferPointer) {
-        guard buffer.count > 0 else { return }
-        guard RAND_bytes(buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(buffer.count)) == 1 else {
-            fatalError("RAND_bytes failed: \(OpenSSLErrorQueue.drain())")
+        var offset = 0
+        while offset < buffer.count {
+            let chunk = min(buffer.count - offset, Int(Int32.max))
+            let start = (buffer.baseAddress! + offset).assumingMemoryBound(to: UInt8.self)
+            guard RAND_bytes(start, Int32(chunk)) == 1 else {
+                fatalError("RAND_bytes failed: \(OpenSSLErrorQueue.drain())")
+            }
+            offset += chunk
         }
     }
 
     private static func randomUInt32() -> UInt32 {
         var value: UInt32 = 0
-        withUnsafeMutableBytes(of: &value) { raw in
-            guard RAND_bytes(raw.baseAddress!.assumingMemoryBound(to: UInt8.self), 4) == 1 else {
-                fatalError("RAND_bytes failed: \(OpenSSLErrorQueue.drain())")
-            }
-        }
+        withUnsafeMutableBytes(of: &value) { fill($0) }
         return value
     }
 
     private static func randomUInt64() -> UInt64 {
         var value: UInt64 = 0
-        withUnsafeMutableBytes(of: &value) { raw in
-            guard RAND_bytes(raw.baseAddress!.assumingMemoryBound(to: UInt8.self), 8) == 1 else {
-                fatalError("RAND_bytes failed: \(OpenSSLErrorQueue.drain())")
-            }
-        }
+        withUnsafeMutableBytes(of: &value) { fill($0) }
         return value
     }
 }

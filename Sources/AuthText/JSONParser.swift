@@ -254,10 +254,6 @@ struct JSONParser {
             if let integer = UInt64(text) { return .integer(String(integer)) }
         }
         guard let number = Double(text), number.isFinite else { throw Invalid(offset: start) }
-        if let integer = Int64(exactly: number) { return .integer(String(integer)) }
-        if let integer = UInt64(exactly: number) { return .integer(String(integer)) }
-        // Whole numbers beyond 64 bits stay integers (and then fail the range check).
-        return number == number.rounded() && abs(number) >= 9.2e18
-            ? .integer(JSONValue.wholeNumberText(number)) : .number(String(number))
+        return JSONValue(finite: number)
     }
 }

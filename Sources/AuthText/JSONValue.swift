@@ -27,16 +27,28 @@ public enum JSONValue: Decodable, Sendable, Equatable {
         } else if let number = try? container.decode(UInt64.self) {
             self = .integer(String(number))
         } else if let number = try? container.decode(Double.self) {
-            // Whole numbers beyond 64 bits stay integers (and then fail the range check).
-            self =
-                number == number.rounded() && abs(number) >= 9.2e18
-                ? .integer(Self.wholeNumberText(number)) : .number(String(number))
+            self = Self(finite: number)
         } else if let text = try? container.decode(String.self) {
             self = .string(text)
         } else if let elements = try? container.decode([JSONValue].self) {
             self = .array(elements)
         } else {
             self = .object(try container.decode([String: JSONValue].self))
+        }
+    }
+
+    /// A finite number that is not written as a 64-bit integer (`1.0`, `1e2`, `2e19`, `0.5`): whole
+    /// numbers in 64-bit range are `.integer`, whole numbers beyond it too, with their exact
+    /// digits (they then fail every range check), others `.number` with Swift's shortest text.
+    init(finite number: Double) {
+        if let integer = Int64(exactly: number) {
+            self = .integer(String(integer))
+        } else if let integer = UInt64(exactly: number) {
+            self = .integer(String(integer))
+        } else if number == number.rounded() && abs(number) >= 9.2e18 {
+            self = .integer(Self.wholeNumberText(number))
+        } else {
+            self = .number(String(number))
         }
     }
 
@@ -70,6 +82,18 @@ public enum JSONValue: Decodable, Sendable, Equatable {
     public var stringValue: String? {
         if case .string(let text) = self { return text }
         return nil
+    }
+
+    /// The texts of an array that holds only strings (`[]` included), else nil.
+    public var stringArrayValue: [String]? {
+        guard case .array(let elements) = self else { return nil }
+        var texts: [String] = []
+        texts.reserveCapacity(elements.count)
+        for element in elements {
+            guard case .string(let text) = element else { return nil }
+            texts.append(text)
+        }
+        return texts
     }
 
     /// A number's value as a finite `Double`, else nil (booleans are not numbers).
@@ -109,5 +133,13 @@ public enum JSONValue: Decodable, Sendable, Equatable {
         case .array: "an array"
         case .object: "an object"
         }
+    }
+}
+
+extension Optional where Wrapped == JSONValue {
+    /// An optional member read as the value it holds: nil when the member is absent or `null`.
+    public var presentValue: JSONValue? {
+        if case .null? = self { return nil }
+        return self
     }
 }

@@ -67,8 +67,9 @@ struct IDTokenVerifier: Sendable {
         switch claims["aud"] {
         case .string(let single)?:
             audiences = [single]
-        case .array(let many)? where many.allSatisfy({ $0.stringValue != nil }):
-            audiences = many.compactMap(\.stringValue)
+        case .array?:
+            guard let many = claims["aud"]?.stringArrayValue else { throw invalid("no audience") }
+            audiences = many
         default:
             throw invalid("no audience")
         }

@@ -121,3 +121,25 @@ import Testing
         }
     }
 }
+
+/// The readers of members that JOSE headers, access-token claims and ID-token claims share.
+@Suite struct JSONValueReaderTests {
+    @Test func anArrayOfStringsOnly() throws {
+        #expect(try JSONValue.parse(Array(#"["a", "b"]"#.utf8)).stringArrayValue == ["a", "b"])
+        #expect(try JSONValue.parse(Array("[]".utf8)).stringArrayValue == [])
+        #expect(try JSONValue.parse(Array(#"["a", 1]"#.utf8)).stringArrayValue == nil)
+        #expect(try JSONValue.parse(Array(#"["a", null]"#.utf8)).stringArrayValue == nil)
+        #expect(try JSONValue.parse(Array(#""a""#.utf8)).stringArrayValue == nil)
+    }
+
+    @Test func anOptionalMemberIsAbsentWhenNull() throws {
+        guard case .object(let members) = try JSONValue.parse(Array(#"{"a": null, "b": "x", "c": 0}"#.utf8)) else {
+            Issue.record("not an object")
+            return
+        }
+        #expect(members["a"].presentValue == nil)
+        #expect(members["missing"].presentValue == nil)
+        #expect(members["b"].presentValue == .string("x"))
+        #expect(members["c"].presentValue == .integer("0"))
+    }
+}
