@@ -434,13 +434,6 @@ if [[ "$only_signins" != 1 ]]; then
     tokens_started=$(date +%s.%N)
     timeout 900 "$bin/gateway-benchmark" tokens --count "$token_count" --out "$work/tokens" >&2
     pg_events "making $token_count sessions (before the loads)" "$tokens_started" "$(date +%s.%N)"
-    # The loads measure serving, not the aftermath of that bulk insert: right after it, the
-    # first plans of GET /v1/session's statements took up to 424 ms to make (a `bind` that long
-    # in PostgreSQL's log, one run in ten; docs/benchmarks.md, issue 24's third stop), as
-    # autovacuum had not yet caught up with 20,000 new users and sessions. Its work, done now:
-    vacuum_started=$(date +%s.%N)
-    psql "$AUTH_DATABASE_URL" -qc "VACUUM (ANALYZE)" >&2
-    log "VACUUM (ANALYZE) after making the sessions: $(python3 -c "import sys; print('%.1f s' % (float(sys.argv[2]) - float(sys.argv[1])))" "$vacuum_started" "$(date +%s.%N)")"
 
     run_wrk bare "GET /health/live, bare Hummingbird (ceiling)" "http://127.0.0.1:$bare_port/health/live" plain.lua -
     run_wrk health "GET /health/live, gateway" "$gateway/health/live" plain.lua -
