@@ -8,6 +8,14 @@ public struct PostgresConfiguration: Sendable {
     public var connectionString: String
     /// The most connections the pool opens (callers wait beyond that). Default 10.
     public var maxConnections: Int
+    /// The connections the pool keeps open while it runs as a `Service`: it opens them when
+    /// ``PostgresPool/run()`` starts, so the first requests after a start do not wait for new
+    /// server sessions, and opens them again every ``minimumConnectionsCheckInterval`` when
+    /// fewer are open (after the database was restarted, say). At most ``maxConnections``.
+    /// Default 0: connections are opened only when a call needs one.
+    public var minConnections: Int
+    /// How often a running pool checks that ``minConnections`` are open. Default 10 s.
+    public var minimumConnectionsCheckInterval: Duration
     /// How long connecting may take (libpq `connect_timeout`, whole seconds, at least 2). Default 5 s.
     public var connectTimeout: Duration
     /// The server-side `statement_timeout` set on every connection; `nil` keeps the server's
@@ -55,6 +63,8 @@ public struct PostgresConfiguration: Sendable {
     ) {
         self.connectionString = connectionString
         self.maxConnections = maxConnections
+        self.minConnections = 0
+        self.minimumConnectionsCheckInterval = .seconds(10)
         self.connectTimeout = connectTimeout
         self.statementTimeout = statementTimeout
         self.acquireTimeout = acquireTimeout

@@ -81,6 +81,16 @@ extension PostgresPool {
             return ReleaseAction()
         }
 
+        /// Leases the free slots needed for `minimum` open connections (idle or leased) when
+        /// nobody waits, each with the duty to open a connection and release it. Returns how many.
+        mutating func leaseSlotsToOpen(minimum: Int) -> Int {
+            guard !self.isClosed, self.waiters.isEmpty else { return 0 }
+            let missing = Swift.min(minimum, self.maxConnections) - (self.idle.count + self.leased)
+            guard missing > 0 else { return 0 }
+            self.leased += missing
+            return missing
+        }
+
         /// A waiter gave up (timeout, cancellation). Returns it when it was still waiting.
         mutating func removeWaiter(id: Int) -> Waiter? {
             guard let index = self.waiters.firstIndex(where: { $0.id == id }) else { return nil }

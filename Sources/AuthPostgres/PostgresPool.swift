@@ -19,7 +19,8 @@ import Foundation
 ///   ``PostgresError/Code/poolTimeout``). A waiting caller whose task is cancelled stops waiting
 ///   with `CancellationError`; a cancelled caller whose statement is running sends the server a
 ///   cancel request and gets ``PostgresError/Code/cancelled``.
-/// - Connections are opened lazily. An idle connection is checked (without blocking) before
+/// - Connections are opened lazily, and while the pool runs as a `Service` it keeps at least
+///   ``PostgresConfiguration/minConnections`` open (see ``openMinimumConnections()``). An idle connection is checked (without blocking) before
 ///   reuse; a connection that failed at connection level is discarded. A failed connection
 ///   attempt starts a backoff during which calls that need a new connection fail at once with
 ///   ``PostgresError/Code/unavailable``; once the database is back, calls succeed again on the
@@ -50,6 +51,10 @@ public final class PostgresPool: Service, Sendable {
     /// Creates a pool. No connection is opened until the first call needs one.
     public init(configuration: PostgresConfiguration, logger: Logger) {
         precondition(configuration.maxConnections > 0, "maxConnections must be at least 1")
+        precondition(
+            (0...configuration.maxConnections).contains(configuration.minConnections),
+            "minConnections must be in 0...maxConnections"
+        )
         self.configuration = configuration
         self.logger = logger
         self.threadPool = NIOThreadPool(numberOfThreads: configuration.maxConnections)
@@ -212,10 +217,43 @@ public final class PostgresPool: Service, Sendable {
 
     // MARK: Lifecycle
 
-    /// Runs until graceful shutdown (or cancellation), then closes the pool.
+    /// Runs until graceful shutdown (or cancellation), then closes the pool. Meanwhile it keeps
+    /// ``PostgresConfiguration/minConnections`` open: at once, then every
+    /// ``PostgresConfiguration/minimumConnectionsCheckInterval``.
     public func run() async throws {
-        try? await gracefulShutdown()
+        if self.configuration.minConnections > 0 {
+            try? await cancelWhenGracefulShutdown {
+                while !Task.isCancelled {
+                    await self.openMinimumConnections()
+                    try await Task.sleep(for: self.configuration.minimumConnectionsCheckInterval)
+                }
+            }
+        } else {
+            try? await gracefulShutdown()
+        }
         await self.close()
+    }
+
+    /// Opens connections, all at once on the pool's threads, until
+    /// ``PostgresConfiguration/minConnections`` are open (idle or in use), and returns when they
+    /// are (or could not be: a failed attempt is logged and starts the reconnect backoff, as a
+    /// call's would). Opens none while callers wait: they open what they need themselves.
+    /// Returns how many it opened.
+    @discardableResult
+    public func openMinimumConnections() async -> Int {
+        let slots = self.state.withLock { $0.machine.leaseSlotsToOpen(minimum: self.configuration.minConnections) }
+        guard slots > 0 else { return 0 }
+        return await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<slots {
+                group.addTask {
+                    let opened = try? await self.threadPool.runIfActive { try self.usableConnection(nil) }
+                    // A waiter that came meanwhile gets the connection (or, without one, the slot).
+                    self.release(opened)
+                    return opened != nil
+                }
+            }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
     }
 
     /// Closes the pool: waiting callers fail with ``PostgresError/Code/closed``, idle connections

@@ -23,6 +23,9 @@ public struct ServiceConfiguration: Sendable {
     /// `AUTH_DB_POOLER=transaction`.
     public var databaseDirectURL: String?
     public var databasePoolSize: Int
+    /// `AUTH_DB_POOL_MIN_OPEN`: the connections the pool opens at start and keeps open
+    /// (0…`AUTH_DB_POOL_SIZE`, default `AUTH_DB_POOL_SIZE`).
+    public var databasePoolMinOpen: Int
     public var databaseStatementTimeout: Duration
     /// How long start-up keeps trying to reach the database before it gives up
     /// (`AUTH_DB_START_TIMEOUT_SECONDS`, 0 = one attempt).
@@ -59,6 +62,12 @@ public struct ServiceConfiguration: Sendable {
             )
         }
         self.databasePoolSize = try reader.integer("AUTH_DB_POOL_SIZE", default: 10, in: 1...200)
+        self.databasePoolMinOpen = try reader.integer(
+            "AUTH_DB_POOL_MIN_OPEN",
+            default: databasePoolSize,
+            in: 0...databasePoolSize,
+            note: " (at most AUTH_DB_POOL_SIZE)"
+        )
         self.databaseStatementTimeout = try reader.milliseconds(
             "AUTH_DB_STATEMENT_TIMEOUT_MS",
             default: .seconds(5),

@@ -103,6 +103,7 @@ public enum ServiceMain {
             statementTimeout: configuration.databaseStatementTimeout,
             applicationName: configuration.service.rawValue
         )
+        databaseConfiguration.minConnections = configuration.databasePoolMinOpen
         databaseConfiguration.pooler = configuration.databasePooler
         databaseConfiguration.directConnectionString = configuration.databaseDirectURL
         let database = PostgresPool(configuration: databaseConfiguration, logger: logger)

@@ -66,6 +66,44 @@ struct PostgresPoolStateMachineTests {
         #expect(machine.release("conn").resume?.waiter == "c")
     }
 
+    @Test func slotsToOpenFillUpToTheMinimumCountingIdleAndLeased() {
+        var machine = Machine(maxConnections: 4)
+        #expect(machine.leaseSlotsToOpen(minimum: 3) == 3)
+        #expect(machine.leased == 3)
+        // Nothing more while those three are being opened.
+        #expect(machine.leaseSlotsToOpen(minimum: 3) == 0)
+        _ = machine.release("conn1")
+        _ = machine.release("conn2")
+        _ = machine.release(nil)  // one could not be opened
+        #expect(machine.idle == ["conn1", "conn2"])
+        #expect(machine.leased == 0)
+        #expect(machine.leaseSlotsToOpen(minimum: 3) == 1)
+        _ = machine.release("conn3")
+        // A connection in use counts as open.
+        guard case .lease(.existing("conn3")) = machine.acquire(id: 1, waiter: "a") else {
+            Issue.record("expected the most recent idle connection")
+            return
+        }
+        #expect(machine.leaseSlotsToOpen(minimum: 3) == 0)
+        // Never past the bound.
+        #expect(machine.leaseSlotsToOpen(minimum: 9) == 1)
+        #expect(machine.idle.count + machine.leased == machine.maxConnections)
+    }
+
+    @Test func noSlotsToOpenWhileCallersWaitOrOnceClosed() {
+        var machine = Machine(maxConnections: 1)
+        _ = machine.acquire(id: 1, waiter: "a")
+        guard case .wait = machine.acquire(id: 2, waiter: "b") else {
+            Issue.record("expected to wait")
+            return
+        }
+        #expect(machine.leaseSlotsToOpen(minimum: 1) == 0)
+        var closed = Machine(maxConnections: 2)
+        _ = closed.close()
+        #expect(closed.leaseSlotsToOpen(minimum: 2) == 0)
+        #expect(closed.leased == 0)
+    }
+
     @Test func closeFailsWaitersAndDrainsLeases() {
         var machine = Machine(maxConnections: 2)
         _ = machine.acquire(id: 1, waiter: "a")

@@ -184,6 +184,44 @@ struct PostgresPoolTests {
         }
     }
 
+    /// `openMinimumConnections` opens the missing connections at once and counts those in use;
+    /// the server sees exactly that many sessions of the pool.
+    @Test func minimumConnectionsAreOpenedAtOnce() async throws {
+        let name = "auth-tests-min-" + UUID().uuidString.prefix(8).lowercased()
+        try await PostgresTestDatabase.withTestSchema(
+            maxConnections: 4,
+            configure: {
+                $0.minConnections = 3
+                $0.applicationName = name
+            }
+        ) { pool, _ in
+            #expect(pool.statistics.idleConnections == 0)
+            #expect(await pool.openMinimumConnections() == 3)
+            #expect(pool.statistics.idleConnections == 3)
+            #expect(await pool.openMinimumConnections() == 0)
+            let sessions = try await pool.backendPIDs(applicationName: name)
+            #expect(sessions.count == 3)
+            // One in use still counts: nothing new is opened beside it.
+            try await pool.withConnection { _ in }
+            #expect(try await pool.backendPIDs(applicationName: name).count == 3)
+        }
+    }
+
+    /// Run as a `Service`, the pool opens its minimum before any call needs a connection and
+    /// closes when its task ends.
+    @Test(.timeLimit(.minutes(1))) func runningPoolOpensItsMinimum() async throws {
+        let url = try await PostgresTestDatabase.connectionString()
+        var configuration = PostgresConfiguration(connectionString: url, maxConnections: 3)
+        configuration.minConnections = 2
+        let pool = PostgresPool(configuration: configuration, logger: PostgresTestDatabase.makeLogger())
+        let running = Task { try await pool.run() }
+        await self.waitUntil { pool.statistics.idleConnections == 2 }
+        running.cancel()
+        try await running.value
+        let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
+        #expect(error?.code == .closed)
+    }
+
     @Test func closedPoolRefusesWork() async throws {
         let url = try await PostgresTestDatabase.connectionString()
         let pool = PostgresPool(

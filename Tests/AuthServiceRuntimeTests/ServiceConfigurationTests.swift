@@ -16,6 +16,8 @@ import Testing
         ("AUTH_SESSION_PORT", "65536", "0...65535"),
         ("AUTH_SESSION_PORT", "-1", "0...65535"),
         ("AUTH_DB_POOL_SIZE", "0", "1...200"),
+        ("AUTH_DB_POOL_MIN_OPEN", "11", "0...10"),
+        ("AUTH_DB_POOL_MIN_OPEN", "-1", "0...10"),
         ("AUTH_DB_STATEMENT_TIMEOUT_MS", "0", "1...3600000"),
         ("AUTH_DB_START_TIMEOUT_SECONDS", "3601", "0...3600"),
         ("AUTH_RPC_MAX_FRAME_BYTES", "1023", "1024...67108864"),
@@ -52,6 +54,15 @@ import Testing
             environment: ["AUTH_RPC_SECRET": secret, "AUTH_OTP_METRICS_PORT": "9102"]
         )
         #expect(otp.metricsPort == 9102)
+    }
+
+    @Test func thePoolOpensItsWholeSizeUnlessToldOtherwise() throws {
+        #expect(try configuration([:]).databasePoolMinOpen == 10)
+        #expect(try configuration(["AUTH_DB_POOL_SIZE": "4"]).databasePoolMinOpen == 4)
+        #expect(try configuration(["AUTH_DB_POOL_SIZE": "4", "AUTH_DB_POOL_MIN_OPEN": "0"]).databasePoolMinOpen == 0)
+        #expect(throws: ConfigurationError.self) {
+            try configuration(["AUTH_DB_POOL_SIZE": "4", "AUTH_DB_POOL_MIN_OPEN": "5"])
+        }
     }
 
     @Test func enumeratedValuesNameTheChoices() {
