@@ -350,16 +350,23 @@ EOF2
     syscall_rows+=("$(tail -n 1 <<<"$rows")")
 }
 
+# The machine's major page faults so far (/proc/vmstat): code or data read back from disk. A
+# VM that reclaims memory idle for a few seconds (DAMON `pageout`, docs/benchmarks.md) makes the
+# first requests of a load after a quiet spell fault the evicted code back in.
+major_faults() { awk '$1 == "pgmajfault" { print $2 }' /proc/vmstat; }
+faults_mark=$(major_faults)
+
 # pg_events NAME START END: one row of $pg_rows, what PostgreSQL's log says happened between two
 # `date +%s.%N` times: automatic vacuums and analyzes (with their tables), checkpoints, lock
-# waits, statements of 50 ms or more (with the slowest). The log's lines start with "%m", the
+# waits, statements of 50 ms or more (with the slowest); and the machine's major page faults
+# since `faults_mark` was set at the load's start. The log's lines start with "%m", the
 # time in the cluster's zone (UTC here; another zone's abbreviation is read as local time).
 pg_rows=()
 pg_events() {
     local row
-    row=$(python3 - "$1" "$2" "$3" "$pg_log" <<'EOF2'
+    row=$(python3 - "$1" "$2" "$3" "$pg_log" "$(($(major_faults) - faults_mark))" <<'EOF2'
 import calendar, re, sys, time
-name, start, end, path = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+name, start, end, path, faults = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
 line_re = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d+)? (\S+) ")
 vacuums, analyzes, checkpoints, waits, slow = [], [], 0, 0, []
 for line in open(path, errors="replace"):
@@ -386,7 +393,7 @@ for line in open(path, errors="replace"):
 def tables(names):
     return "%d (%s)" % (len(names), ", ".join(sorted(set(names)))) if names else "0"
 slowest = " (slowest %.0f ms)" % max(slow) if slow else ""
-print("| %s | %s | %s | %d | %d | %d%s |" % (name, tables(vacuums), tables(analyzes), checkpoints, waits, len(slow), slowest))
+print("| %s | %s | %s | %d | %d | %d%s | %s |" % (name, tables(vacuums), tables(analyzes), checkpoints, waits, len(slow), slowest, faults))
 EOF2
 ) || { log "reading PostgreSQL's log failed"; return 0; }
     pg_rows+=("$row")
@@ -406,6 +413,7 @@ run_wrk() {
     if [[ "$profile" == "$profiled" ]]; then start_profile; fi
     start_counting
     started=$(date +%s.%N)
+    faults_mark=$(major_faults)
     timed_driver timeout "$((seconds + 60))" "${as_driver[@]}" wrk -t "$threads" -c "$conns" -d "${seconds}s" --latency -s "$lua" "$url" -- "$@" >"$out" 2>&1
     ended=$(date +%s.%N)
     after=$(cpu_snapshot)
@@ -432,6 +440,7 @@ run_wrk() {
 if [[ "$only_signins" != 1 ]]; then
     log "making $token_count signed-in sessions over RPC"
     tokens_started=$(date +%s.%N)
+    faults_mark=$(major_faults)
     timeout 900 "$bin/gateway-benchmark" tokens --count "$token_count" --out "$work/tokens" >&2
     pg_events "making $token_count sessions (before the loads)" "$tokens_started" "$(date +%s.%N)"
 
@@ -483,6 +492,7 @@ start_counting
 log "gateway-benchmark signins: closed loop, $signin_concurrency in flight"
 before=$(cpu_snapshot)
 signins_started=$(date +%s.%N)
+faults_mark=$(major_faults)
 timed_driver timeout "$((seconds * 2 + 60))" "${as_driver[@]}" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
     --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --forwarded-for --concurrency "$signin_concurrency" --seconds "$seconds" \
     --warmup 1 --result-file "$work/signins-closed.tsv"
@@ -508,6 +518,7 @@ verifications_before=$(verifications)
 start_counting
 before=$(cpu_snapshot)
 signins_started=$(date +%s.%N)
+faults_mark=$(major_faults)
 timed_driver timeout "$((seconds * 2 + 60))" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
     --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --forwarded-for --concurrency $((signin_concurrency * 4)) --rate "$half_rate" \
     --seconds "$seconds" --warmup 1 --result-file "$work/signins-open.tsv"
@@ -539,10 +550,11 @@ echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${cpu_rows[@]}"
 echo
 echo "PostgreSQL during each load (its log: automatic vacuums and analyzes with their tables,"
-echo "checkpoints started, lock waits past 100 ms, statements of 50 ms or more):"
+echo "checkpoints started, lock waits past 100 ms, statements of 50 ms or more) and the machine's"
+echo "major page faults (/proc/vmstat pgmajfault: pages read back from disk):"
 echo
-echo "| load | automatic vacuums | automatic analyzes | checkpoints | lock waits | statements ≥ 50 ms |"
-echo "|---|---|---|---:|---:|---:|"
+echo "| load | automatic vacuums | automatic analyzes | checkpoints | lock waits | statements ≥ 50 ms | major page faults |"
+echo "|---|---|---|---:|---:|---:|---:|"
 printf '%s\n' "${pg_rows[@]}"
 if [[ "$allocations" == 1 ]]; then
     echo
