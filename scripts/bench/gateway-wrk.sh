@@ -350,10 +350,12 @@ EOF2
     syscall_rows+=("$(tail -n 1 <<<"$rows")")
 }
 
-# The machine's major page faults so far (/proc/vmstat): code or data read back from disk. A
-# VM that reclaims memory idle for a few seconds (DAMON `pageout`, docs/benchmarks.md) makes the
-# first requests of a load after a quiet spell fault the evicted code back in.
-major_faults() { awk '$1 == "pgmajfault" { print $2 }' /proc/vmstat; }
+# The machine's major page faults so far (/proc/vmstat: code or data read back from disk; this
+# VM pages out memory idle for a few seconds, DAMON `pageout`, docs/benchmarks.md) and the time
+# its vCPUs were stolen by the host (/proc/stat, in ticks of 10 ms): "FAULTS STEAL".
+major_faults() {
+    echo "$(awk '$1 == "pgmajfault" { print $2 }' /proc/vmstat) $(awk '$1 == "cpu" { print $9 }' /proc/stat)"
+}
 faults_mark=$(major_faults)
 
 # pg_events NAME START END: one row of $pg_rows, what PostgreSQL's log says happened between two
@@ -364,9 +366,11 @@ faults_mark=$(major_faults)
 pg_rows=()
 pg_events() {
     local row
-    row=$(python3 - "$1" "$2" "$3" "$pg_log" "$(($(major_faults) - faults_mark))" <<'EOF2'
+    row=$(python3 - "$1" "$2" "$3" "$pg_log" "$faults_mark" "$(major_faults)" <<'EOF2'
 import calendar, re, sys, time
-name, start, end, path, faults = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
+name, start, end, path = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+(faults_before, steal_before), (faults_after, steal_after) = (map(int, v.split()) for v in sys.argv[5:7])
+machine = "%d | %d ms" % (faults_after - faults_before, (steal_after - steal_before) * 10)
 line_re = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d+)? (\S+) ")
 vacuums, analyzes, checkpoints, waits, slow = [], [], 0, 0, []
 for line in open(path, errors="replace"):
@@ -393,7 +397,7 @@ for line in open(path, errors="replace"):
 def tables(names):
     return "%d (%s)" % (len(names), ", ".join(sorted(set(names)))) if names else "0"
 slowest = " (slowest %.0f ms)" % max(slow) if slow else ""
-print("| %s | %s | %s | %d | %d | %d%s | %s |" % (name, tables(vacuums), tables(analyzes), checkpoints, waits, len(slow), slowest, faults))
+print("| %s | %s | %s | %d | %d | %d%s | %s |" % (name, tables(vacuums), tables(analyzes), checkpoints, waits, len(slow), slowest, machine))
 EOF2
 ) || { log "reading PostgreSQL's log failed"; return 0; }
     pg_rows+=("$row")
@@ -551,10 +555,11 @@ printf '%s\n' "${cpu_rows[@]}"
 echo
 echo "PostgreSQL during each load (its log: automatic vacuums and analyzes with their tables,"
 echo "checkpoints started, lock waits past 100 ms, statements of 50 ms or more) and the machine's"
-echo "major page faults (/proc/vmstat pgmajfault: pages read back from disk):"
+echo "major page faults (/proc/vmstat pgmajfault: pages read back from disk) and steal time (both"
+echo "vCPUs' time taken by the host, /proc/stat):"
 echo
-echo "| load | automatic vacuums | automatic analyzes | checkpoints | lock waits | statements ≥ 50 ms | major page faults |"
-echo "|---|---|---|---:|---:|---:|---:|"
+echo "| load | automatic vacuums | automatic analyzes | checkpoints | lock waits | statements ≥ 50 ms | major page faults | steal |"
+echo "|---|---|---|---:|---:|---:|---:|---:|"
 printf '%s\n' "${pg_rows[@]}"
 if [[ "$allocations" == 1 ]]; then
     echo
