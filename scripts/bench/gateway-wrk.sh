@@ -352,9 +352,13 @@ EOF2
 
 # The machine's major page faults so far (/proc/vmstat: code or data read back from disk; this
 # VM pages out memory idle for a few seconds, DAMON `pageout`, docs/benchmarks.md) and the time
-# its vCPUs were stolen by the host (/proc/stat, in ticks of 10 ms): "FAULTS STEAL".
+# its vCPUs were stolen by the host (/proc/stat, in ticks of 10 ms) and the time some task
+# waited for I/O (pressure stall information, /proc/pressure/io "some", µs; 0 without PSI):
+# "FAULTS STEAL IO".
 major_faults() {
-    echo "$(awk '$1 == "pgmajfault" { print $2 }' /proc/vmstat) $(awk '$1 == "cpu" { print $9 }' /proc/stat)"
+    local io=0
+    [[ -r /proc/pressure/io ]] && io=$(awk '$1 == "some" { sub("total=", "", $5); print $5 }' /proc/pressure/io)
+    echo "$(awk '$1 == "pgmajfault" { print $2 }' /proc/vmstat) $(awk '$1 == "cpu" { print $9 }' /proc/stat) $io"
 }
 faults_mark=$(major_faults)
 
@@ -369,8 +373,8 @@ pg_events() {
     row=$(python3 - "$1" "$2" "$3" "$pg_log" "$faults_mark" "$(major_faults)" <<'EOF2'
 import calendar, re, sys, time
 name, start, end, path = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-(faults_before, steal_before), (faults_after, steal_after) = (map(int, v.split()) for v in sys.argv[5:7])
-machine = "%d | %d ms" % (faults_after - faults_before, (steal_after - steal_before) * 10)
+(faults_before, steal_before, io_before), (faults_after, steal_after, io_after) = (map(int, v.split()) for v in sys.argv[5:7])
+machine = "%d | %d ms | %d ms" % (faults_after - faults_before, (steal_after - steal_before) * 10, (io_after - io_before) / 1000)
 line_re = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d+)? (\S+) ")
 vacuums, analyzes, checkpoints, waits, slow = [], [], 0, 0, []
 for line in open(path, errors="replace"):
@@ -555,11 +559,12 @@ printf '%s\n' "${cpu_rows[@]}"
 echo
 echo "PostgreSQL during each load (its log: automatic vacuums and analyzes with their tables,"
 echo "checkpoints started, lock waits past 100 ms, statements of 50 ms or more) and the machine's"
-echo "major page faults (/proc/vmstat pgmajfault: pages read back from disk) and steal time (both"
-echo "vCPUs' time taken by the host, /proc/stat):"
+echo "major page faults (/proc/vmstat pgmajfault: pages read back from disk), steal time (both"
+echo "vCPUs' time taken by the host, /proc/stat) and I/O stall (time some task waited for I/O,"
+echo "/proc/pressure/io):"
 echo
-echo "| load | automatic vacuums | automatic analyzes | checkpoints | lock waits | statements ≥ 50 ms | major page faults | steal |"
-echo "|---|---|---|---:|---:|---:|---:|---:|"
+echo "| load | automatic vacuums | automatic analyzes | checkpoints | lock waits | statements ≥ 50 ms | major page faults | steal | I/O stall |"
+echo "|---|---|---|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${pg_rows[@]}"
 if [[ "$allocations" == 1 ]]; then
     echo
