@@ -331,7 +331,8 @@ def command_table(raw, out_md, out_tsv):
                meta.get("commit", "?"),
                " with %d uncommitted tracked file(s)" % dirty if dirty else "",
                meta.get("build", "?"), meta.get("seconds", "?"), meta.get("cores", "?"), meta.get("runtime", "?")),
-           "Machine load: before `%s`; after `%s`." % (uptime("uptime-before.txt"), uptime("uptime-after.txt")),
+           "Machine load: before `%s`; after `%s`; scheduler autogroups: %s." % (
+               uptime("uptime-before.txt"), uptime("uptime-after.txt"), meta.get("autogroup", "not recorded")),
            ""]
     out += table_markdown(t)
     out += ["",

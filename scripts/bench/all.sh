@@ -25,8 +25,15 @@
 #                                 of .data/bench-all/*.tsv)
 # Environment: BENCH_SECONDS (10), BENCH_SKIP_BUILD=1 uses the existing build, BENCH_BUILD_PATH
 #   (.build-bench: swift build --scratch-path, so the default .build and its lock are never
-#   touched), PG_BIN (/usr/lib/postgresql/15/bin, for pgbench). GATEWAY_BENCH_* pass through to
-#   gateway-wrk.sh.
+#   touched), PG_BIN (/usr/lib/postgresql/15/bin, for pgbench), BENCH_KEEP_AUTOGROUP=1 (see
+#   below). GATEWAY_BENCH_* pass through to gateway-wrk.sh.
+#
+# Scheduler autogroups: with kernel.sched_autogroup_enabled = 1 the kernel schedules each session
+# as one group, and every PostgreSQL backend starts a session of its own (setsid), so on two
+# cores a backend can wait hundreds of milliseconds for a core (docs/benchmarks.md, issue 24's
+# fourth stop). Containers and services in their own cgroups are not grouped that way. As root,
+# the run turns autogroups off and restores the setting when it ends (the table's header says
+# so); BENCH_KEEP_AUTOGROUP=1 leaves them on.
 set -euo pipefail
 export AUTH_BENCHMARKS=1   # the benchmark executables are in the package only with it (Package.swift)
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -65,6 +72,20 @@ if ! command -v wrk >/dev/null; then
         { "${sudo[@]}" apt-get update >&2 && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y wrk >&2; }
 fi
 
+# Scheduler autogroups (see the header): turned off for the run when on and writable.
+autogroup_knob=/proc/sys/kernel/sched_autogroup_enabled
+autogroup_restore=""
+autogroup="not in this kernel"
+if [[ -r "$autogroup_knob" ]]; then
+    autogroup="on"
+    if [[ $(cat "$autogroup_knob") == 0 ]]; then
+        autogroup="off"
+    elif [[ "${BENCH_KEEP_AUTOGROUP:-0}" != 1 && -w "$autogroup_knob" ]] && echo 0 >"$autogroup_knob" 2>/dev/null; then
+        autogroup_restore=1
+        autogroup="off for the run (on before, restored after)"
+    fi
+fi
+
 # What it started: background processes (killed by pid) and the PostgreSQL cluster.
 pids=()
 pg_dir="$root/.data/pg-bench-all"
@@ -80,6 +101,7 @@ cleanup() {
         stop_processes 60 "${pids[@]}"
     fi
     if ((started_pg)); then scripts/postgres.sh destroy "$pg_dir" >/dev/null 2>&1 || true; fi
+    if [[ -n "$autogroup_restore" ]]; then echo "$autogroup_restore" >"$autogroup_knob" 2>/dev/null || true; fi
     ((status == 0)) || log "stopped (status $status); outputs so far in ${raw#"$root"/}/"
     exit "$status"
 }
@@ -273,6 +295,7 @@ log "measured in $bench_seconds s; the table:"
     echo "seconds=$seconds"
     echo "runtime=$bench_seconds"
     echo "cores=$(nproc)"
+    echo "autogroup=$autogroup"
     if [[ "${BENCH_SKIP_BUILD:-0}" == 1 ]]; then
         echo "build=$build_path, not rebuilt (BENCH_SKIP_BUILD=1)"
     else
