@@ -25,15 +25,15 @@
 #                                 of .data/bench-all/*.tsv)
 # Environment: BENCH_SECONDS (10), BENCH_SKIP_BUILD=1 uses the existing build, BENCH_BUILD_PATH
 #   (.build-bench: swift build --scratch-path, so the default .build and its lock are never
-#   touched), PG_BIN (/usr/lib/postgresql/15/bin, for pgbench), BENCH_KEEP_AUTOGROUP=1 (see
+#   touched), PG_BIN (/usr/lib/postgresql/15/bin, for pgbench), BENCH_AUTOGROUP_OFF=1 (see
 #   below). GATEWAY_BENCH_* pass through to gateway-wrk.sh.
 #
 # Scheduler autogroups: with kernel.sched_autogroup_enabled = 1 the kernel schedules each session
 # as one group, and every PostgreSQL backend starts a session of its own (setsid), so on two
 # cores a backend can wait hundreds of milliseconds for a core (docs/benchmarks.md, issue 24's
-# fourth stop). Containers and services in their own cgroups are not grouped that way. As root,
-# the run turns autogroups off and restores the setting when it ends (the table's header says
-# so); BENCH_KEEP_AUTOGROUP=1 leaves them on.
+# fourth stop). The table's header says whether they were on. With BENCH_AUTOGROUP_OFF=1 (as
+# root) the run turns them off and restores the setting when it ends; that removed the stalls
+# but the sign-ins cost more CPU in those runs, so it is not the default.
 set -euo pipefail
 export AUTH_BENCHMARKS=1   # the benchmark executables are in the package only with it (Package.swift)
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -72,7 +72,7 @@ if ! command -v wrk >/dev/null; then
         { "${sudo[@]}" apt-get update >&2 && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y wrk >&2; }
 fi
 
-# Scheduler autogroups (see the header): turned off for the run when on and writable.
+# Scheduler autogroups (see the header): with BENCH_AUTOGROUP_OFF=1, turned off for the run.
 autogroup_knob=/proc/sys/kernel/sched_autogroup_enabled
 autogroup_restore=""
 autogroup="not in this kernel"
@@ -80,7 +80,7 @@ if [[ -r "$autogroup_knob" ]]; then
     autogroup="on"
     if [[ $(cat "$autogroup_knob") == 0 ]]; then
         autogroup="off"
-    elif [[ "${BENCH_KEEP_AUTOGROUP:-0}" != 1 && -w "$autogroup_knob" ]] && echo 0 >"$autogroup_knob" 2>/dev/null; then
+    elif [[ "${BENCH_AUTOGROUP_OFF:-0}" == 1 && -w "$autogroup_knob" ]] && echo 0 >"$autogroup_knob" 2>/dev/null; then
         autogroup_restore=1
         autogroup="off for the run (on before, restored after)"
     fi
