@@ -20,8 +20,9 @@ import Foundation
 ///   with `CancellationError`; a cancelled caller whose statement is running sends the server a
 ///   cancel request and gets ``PostgresError/Code/cancelled``.
 /// - Connections are opened lazily, and while the pool runs as a `Service` it keeps at least
-///   ``PostgresConfiguration/minConnections`` open (see ``openMinimumConnections()``). An idle connection is checked (without blocking) before
-///   reuse; a connection that failed at connection level is discarded. A failed connection
+///   ``PostgresConfiguration/minConnections`` open (see ``openMinimumConnections()``). An idle
+///   connection is checked (without blocking) before reuse; a connection that failed at
+///   connection level is discarded. A failed connection
 ///   attempt starts a backoff during which calls that need a new connection fail at once with
 ///   ``PostgresError/Code/unavailable``; once the database is back, calls succeed again on the
 ///   same pool.
@@ -48,7 +49,7 @@ public final class PostgresPool: Service, Sendable {
         var drainWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
-    /// Creates a pool. No connection is opened until the first call needs one.
+    /// Creates a pool. No connection is opened until the first call needs one or ``run()`` starts.
     public init(configuration: PostgresConfiguration, logger: Logger) {
         precondition(configuration.maxConnections > 0, "maxConnections must be at least 1")
         precondition(

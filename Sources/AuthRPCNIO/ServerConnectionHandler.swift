@@ -289,11 +289,9 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         }
         let metadata = RPCMetadata(proto: wireMetadata)
         var deadline: ContinuousClock.Instant?
-        var budget = Duration.zero
         if request.timeoutUS > 0 {
             let asked = Duration.microseconds(Int64(clamping: request.timeoutUS))
-            budget = min(asked, limits.maxCallTimeout)
-            deadline = ContinuousClock.now + budget
+            deadline = ContinuousClock.now + min(asked, limits.maxCallTimeout)
         }
         let serverContext = ServerContext(
             method: route.method,
@@ -303,12 +301,13 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             peer: peer
         )
         if let deadline {
-            guard budget > .zero else {
+            let remaining = deadline - .now
+            guard remaining > .zero else {
                 finish(callID: callID, result: .failure(.deadlineExceededOnServer))
                 return
             }
             state.setDeadline(deadline, forCall: callID)
-            armDeadlineTimer(in: budget)
+            armDeadlineTimer(for: deadline)
         }
         let loopBound = NIOLoopBound(self, eventLoop: context!.eventLoop)
         let eventLoop = context!.eventLoop
@@ -362,12 +361,12 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         callsToStart.removeAll(keepingCapacity: true)
     }
 
-    /// Arms the connection's timer to fire `remaining` from now (a new call's budget: the timer
-    /// keeps an earlier deadline), or, without it, at the earliest deadline of the running calls
-    /// (a scan of them all, done only when the timer has fired).
-    private func armDeadlineTimer(in remaining: Duration? = nil) {
-        guard let remaining = remaining ?? state.nextDeadline.map({ $0 - .now }), let context else { return }
-        let due = NIODeadline.now() + TimeAmount(remaining)
+    /// Arms the connection's timer for `deadline` (a new call's: the timer keeps an earlier one),
+    /// or, without one, for the earliest deadline of the running calls (a scan of them all, done
+    /// only when the timer has fired).
+    private func armDeadlineTimer(for deadline: ContinuousClock.Instant? = nil) {
+        guard let next = deadline ?? state.nextDeadline, let context else { return }
+        let due = NIODeadline.now() + TimeAmount(next - .now)
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
         deadlineTimer.schedule(due, on: context.eventLoop) { loopBound.value.deadlineTimerFired() }
     }
