@@ -235,26 +235,32 @@ public final class PostgresPool: Service, Sendable {
         await self.close()
     }
 
-    /// Opens connections, all at once on the pool's threads, until
-    /// ``PostgresConfiguration/minConnections`` are open (idle or in use), and returns when they
-    /// are (or could not be: a failed attempt is logged and starts the reconnect backoff, as a
-    /// call's would). Opens none while callers wait: they open what they need themselves.
-    /// Returns how many it opened.
+    /// Opens connections on the pool's threads until ``PostgresConfiguration/minConnections``
+    /// are open (idle or in use), and returns when they are: one first, then, if it opened, the
+    /// rest all at once, so an unreachable database gets one attempt per pass, not one per slot
+    /// (a failed attempt is logged and starts the reconnect backoff, as a call's would). Opens
+    /// none while callers wait: they open what they need themselves. Returns how many it opened.
     @discardableResult
     public func openMinimumConnections() async -> Int {
         let slots = self.state.withLock { $0.machine.leaseSlotsToOpen(minimum: self.configuration.minConnections) }
         guard slots > 0 else { return 0 }
-        return await withTaskGroup(of: Bool.self) { group in
-            for _ in 0..<slots {
-                group.addTask {
-                    let opened = try? await self.threadPool.runIfActive { try self.usableConnection(nil) }
-                    // A waiter that came meanwhile gets the connection (or, without one, the slot).
-                    self.release(opened)
-                    return opened != nil
-                }
-            }
-            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        guard await self.openLeasedSlot() else {
+            // The other slots go back unopened (to a waiter, if one came meanwhile).
+            for _ in 1..<slots { self.release(nil) }
+            return 0
         }
+        return await withTaskGroup(of: Bool.self) { group in
+            for _ in 1..<slots { group.addTask { await self.openLeasedSlot() } }
+            return await group.reduce(1) { $0 + ($1 ? 1 : 0) }
+        }
+    }
+
+    /// Opens a connection for a slot ``openMinimumConnections()`` leased and releases it (a
+    /// waiter that came meanwhile gets the connection or, without one, the slot).
+    private func openLeasedSlot() async -> Bool {
+        let opened = try? await self.threadPool.runIfActive { try self.usableConnection(nil) }
+        self.release(opened)
+        return opened != nil
     }
 
     /// Closes the pool: waiting callers fail with ``PostgresError/Code/closed``, idle connections

@@ -207,6 +207,20 @@ struct PostgresPoolTests {
         }
     }
 
+    /// Against an unreachable database a pass makes one attempt and gives every slot back.
+    @Test(.timeLimit(.minutes(1))) func minimumAgainstAnUnreachableDatabaseGivesTheSlotsBack() async throws {
+        var configuration = PostgresConfiguration(
+            connectionString: "host=127.0.0.1 port=1 dbname=auth user=postgres",
+            maxConnections: 4
+        )
+        configuration.minConnections = 3
+        let pool = PostgresPool(configuration: configuration, logger: PostgresTestDatabase.makeLogger())
+        #expect(await pool.openMinimumConnections() == 0)
+        #expect(pool.statistics.leasedConnections == 0)
+        #expect(pool.statistics.idleConnections == 0)
+        await pool.close()
+    }
+
     /// Run as a `Service`, the pool opens its minimum before any call needs a connection and
     /// closes when its task ends.
     @Test(.timeLimit(.minutes(1))) func runningPoolOpensItsMinimum() async throws {

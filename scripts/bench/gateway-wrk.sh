@@ -355,22 +355,22 @@ EOF2
 # its vCPUs were stolen by the host (/proc/stat, in ticks of 10 ms) and the time some task
 # waited for I/O (pressure stall information, /proc/pressure/io "some", µs; 0 without PSI):
 # "FAULTS STEAL IO".
-major_faults() {
+machine_counters() {
     local io=0
     [[ -r /proc/pressure/io ]] && io=$(awk '$1 == "some" { sub("total=", "", $5); print $5 }' /proc/pressure/io)
     echo "$(awk '$1 == "pgmajfault" { print $2 }' /proc/vmstat) $(awk '$1 == "cpu" { print $9 }' /proc/stat) $io"
 }
-faults_mark=$(major_faults)
+counters_mark=$(machine_counters)
 
 # pg_events NAME START END: one row of $pg_rows, what PostgreSQL's log says happened between two
 # `date +%s.%N` times: automatic vacuums and analyzes (with their tables), checkpoints, lock
 # waits, statements of 50 ms or more (with the slowest); and the machine's major page faults
-# since `faults_mark` was set at the load's start. The log's lines start with "%m", the
+# since `counters_mark` was set at the load's start. The log's lines start with "%m", the
 # time in the cluster's zone (UTC here; another zone's abbreviation is read as local time).
 pg_rows=()
 pg_events() {
     local row
-    row=$(python3 - "$1" "$2" "$3" "$pg_log" "$faults_mark" "$(major_faults)" <<'EOF2'
+    row=$(python3 - "$1" "$2" "$3" "$pg_log" "$counters_mark" "$(machine_counters)" <<'EOF2'
 import calendar, re, sys, time
 name, start, end, path = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 (faults_before, steal_before, io_before), (faults_after, steal_after, io_after) = (map(int, v.split()) for v in sys.argv[5:7])
@@ -421,7 +421,7 @@ run_wrk() {
     if [[ "$profile" == "$profiled" ]]; then start_profile; fi
     start_counting
     started=$(date +%s.%N)
-    faults_mark=$(major_faults)
+    counters_mark=$(machine_counters)
     timed_driver timeout "$((seconds + 60))" "${as_driver[@]}" wrk -t "$threads" -c "$conns" -d "${seconds}s" --latency -s "$lua" "$url" -- "$@" >"$out" 2>&1
     ended=$(date +%s.%N)
     after=$(cpu_snapshot)
@@ -448,7 +448,7 @@ run_wrk() {
 if [[ "$only_signins" != 1 ]]; then
     log "making $token_count signed-in sessions over RPC"
     tokens_started=$(date +%s.%N)
-    faults_mark=$(major_faults)
+    counters_mark=$(machine_counters)
     timeout 900 "$bin/gateway-benchmark" tokens --count "$token_count" --out "$work/tokens" >&2
     pg_events "making $token_count sessions (before the loads)" "$tokens_started" "$(date +%s.%N)"
 
@@ -500,7 +500,7 @@ start_counting
 log "gateway-benchmark signins: closed loop, $signin_concurrency in flight"
 before=$(cpu_snapshot)
 signins_started=$(date +%s.%N)
-faults_mark=$(major_faults)
+counters_mark=$(machine_counters)
 timed_driver timeout "$((seconds * 2 + 60))" "${as_driver[@]}" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
     --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --forwarded-for --concurrency "$signin_concurrency" --seconds "$seconds" \
     --warmup 1 --result-file "$work/signins-closed.tsv"
@@ -526,7 +526,7 @@ verifications_before=$(verifications)
 start_counting
 before=$(cpu_snapshot)
 signins_started=$(date +%s.%N)
-faults_mark=$(major_faults)
+counters_mark=$(machine_counters)
 timed_driver timeout "$((seconds * 2 + 60))" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
     --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --forwarded-for --concurrency $((signin_concurrency * 4)) --rate "$half_rate" \
     --seconds "$seconds" --warmup 1 --result-file "$work/signins-open.tsv"
