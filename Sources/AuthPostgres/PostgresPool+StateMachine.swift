@@ -9,6 +9,13 @@ extension PostgresPool {
     /// is a slot plus either an idle connection or the duty to open a new one. Invariant:
     /// `idle.count + leased <= maxConnections`, and callers wait only when every slot is leased
     /// (so there is then no idle connection).
+    ///
+    /// Waiters give up at their deadline through one timer for the whole pool, not one per
+    /// waiter: the machine says when to arm it (for the earliest deadline, only when none is
+    /// armed for an earlier or equal one) and ``expireWaiters(timerDeadline:now:)`` says, when it
+    /// fires, who timed out and when to arm it next. The pool computes every deadline as the
+    /// clock read under its lock plus one fixed timeout, so deadlines never decrease along the
+    /// queue and the first waiter's is the earliest.
     struct StateMachine<Connection, Waiter> {
         enum Lease {
             case existing(Connection)
@@ -18,8 +25,16 @@ extension PostgresPool {
 
         enum AcquireAction {
             case lease(Lease)
-            case wait
+            /// Queued; arm the pool's timer for `armTimer` when it is given.
+            case wait(armTimer: ContinuousClock.Instant?)
             case fail(PostgresError)
+        }
+
+        struct ExpireAction {
+            /// Waiters whose deadline has passed, removed from the queue, first come first.
+            var expired: [Waiter] = []
+            /// Arm the timer again for this deadline (the next waiter's).
+            var armTimer: ContinuousClock.Instant?
         }
 
         struct ReleaseAction {
@@ -40,7 +55,9 @@ extension PostgresPool {
         let maxConnections: Int
         private(set) var idle: [Connection] = []
         private(set) var leased = 0
-        private var waiters: [(id: Int, waiter: Waiter)] = []
+        private var waiters: [(id: Int, waiter: Waiter, deadline: ContinuousClock.Instant)] = []
+        /// The deadline the pool's timer is armed for, if it is armed.
+        private(set) var timerDeadline: ContinuousClock.Instant?
         private(set) var isClosed = false
 
         init(maxConnections: Int) {
@@ -50,8 +67,9 @@ extension PostgresPool {
 
         var waiting: Int { self.waiters.count }
 
-        /// A caller wants a connection. When it must wait it is queued (first come, first served).
-        mutating func acquire(id: Int, waiter: Waiter) -> AcquireAction {
+        /// A caller wants a connection. When it must wait it is queued (first come, first served)
+        /// until `deadline`.
+        mutating func acquire(id: Int, waiter: Waiter, deadline: ContinuousClock.Instant) -> AcquireAction {
             if self.isClosed { return .fail(PostgresError.poolClosed) }
             if self.leased < self.maxConnections {
                 self.leased += 1
@@ -59,8 +77,31 @@ extension PostgresPool {
                 if let connection = self.idle.popLast() { return .lease(.existing(connection)) }
                 return .lease(.new)
             }
-            self.waiters.append((id, waiter))
-            return .wait
+            self.waiters.append((id, waiter, deadline))
+            if let armed = self.timerDeadline, armed <= deadline { return .wait(armTimer: nil) }
+            self.timerDeadline = deadline
+            return .wait(armTimer: deadline)
+        }
+
+        /// The timer armed for `fired` went off at `now`: the waiters whose deadline has passed
+        /// leave the queue, and the timer is armed again for the next waiter's deadline (unless
+        /// a timer for an earlier or equal one is still armed).
+        mutating func expireWaiters(
+            timerDeadline fired: ContinuousClock.Instant,
+            now: ContinuousClock.Instant
+        ) -> ExpireAction {
+            if self.timerDeadline == fired { self.timerDeadline = nil }
+            var action = ExpireAction()
+            let due = self.waiters.prefix { $0.deadline <= now }.count
+            if due > 0 {
+                action.expired = self.waiters[..<due].map(\.waiter)
+                self.waiters.removeFirst(due)
+            }
+            guard !self.isClosed, let next = self.waiters.first?.deadline else { return action }
+            if let armed = self.timerDeadline, armed <= next { return action }
+            self.timerDeadline = next
+            action.armTimer = next
+            return action
         }
 
         /// A lease ends, with its connection when that is still usable (`nil` when it was broken
@@ -73,7 +114,7 @@ extension PostgresPool {
             }
             if !self.waiters.isEmpty {
                 // The slot goes straight to the first waiter; `leased` does not change.
-                let (_, waiter) = self.waiters.removeFirst()
+                let waiter = self.waiters.removeFirst().waiter
                 return ReleaseAction(resume: (waiter, connection.map(Lease.existing) ?? .new))
             }
             self.leased -= 1
@@ -107,6 +148,7 @@ extension PostgresPool {
             )
             self.waiters.removeAll()
             self.idle.removeAll()
+            self.timerDeadline = nil
             return action
         }
     }

@@ -7,22 +7,24 @@ import Testing
 @Suite("PostgresPool.StateMachine")
 struct PostgresPoolStateMachineTests {
     typealias Machine = PostgresPool.StateMachine<String, String>
+    /// A deadline none of the tests reaches.
+    static let later = ContinuousClock.now + .seconds(3600)
 
     @Test func leasesUpToTheBoundThenQueues() {
         var machine = Machine(maxConnections: 2)
-        guard case .lease(.new) = machine.acquire(id: 1, waiter: "a") else {
+        guard case .lease(.new) = machine.acquire(id: 1, waiter: "a", deadline: Self.later) else {
             Issue.record("expected a new slot")
             return
         }
-        guard case .lease(.new) = machine.acquire(id: 2, waiter: "b") else {
+        guard case .lease(.new) = machine.acquire(id: 2, waiter: "b", deadline: Self.later) else {
             Issue.record("expected a new slot")
             return
         }
-        guard case .wait = machine.acquire(id: 3, waiter: "c") else {
+        guard case .wait = machine.acquire(id: 3, waiter: "c", deadline: Self.later) else {
             Issue.record("expected to wait")
             return
         }
-        guard case .wait = machine.acquire(id: 4, waiter: "d") else {
+        guard case .wait = machine.acquire(id: 4, waiter: "d", deadline: Self.later) else {
             Issue.record("expected to wait")
             return
         }
@@ -48,7 +50,7 @@ struct PostgresPoolStateMachineTests {
         _ = machine.release("conn1")
         _ = machine.release("conn2")
         #expect(machine.idle == ["conn1", "conn2"])
-        guard case .lease(.existing("conn2")) = machine.acquire(id: 5, waiter: "e") else {
+        guard case .lease(.existing("conn2")) = machine.acquire(id: 5, waiter: "e", deadline: Self.later) else {
             Issue.record()
             return
         }
@@ -58,12 +60,80 @@ struct PostgresPoolStateMachineTests {
 
     @Test func waiterCanLeave() {
         var machine = Machine(maxConnections: 1)
-        _ = machine.acquire(id: 1, waiter: "a")
-        _ = machine.acquire(id: 2, waiter: "b")
-        _ = machine.acquire(id: 3, waiter: "c")
+        _ = machine.acquire(id: 1, waiter: "a", deadline: Self.later)
+        _ = machine.acquire(id: 2, waiter: "b", deadline: Self.later)
+        _ = machine.acquire(id: 3, waiter: "c", deadline: Self.later)
         #expect(machine.removeWaiter(id: 2) == "b")
         #expect(machine.removeWaiter(id: 2) == nil)
         #expect(machine.release("conn").resume?.waiter == "c")
+    }
+
+    @Test func oneTimerForAllWaitersArmedForTheEarliestDeadline() {
+        var machine = Machine(maxConnections: 1)
+        let start = ContinuousClock.now
+        _ = machine.acquire(id: 1, waiter: "a", deadline: start + .seconds(1))
+        // The first waiter arms the timer; later ones, with later deadlines, do not.
+        guard
+            case .wait(armTimer: start + .seconds(2)) = machine.acquire(
+                id: 2,
+                waiter: "b",
+                deadline: start + .seconds(2)
+            )
+        else {
+            Issue.record("the first waiter arms the timer")
+            return
+        }
+        guard case .wait(armTimer: nil) = machine.acquire(id: 3, waiter: "c", deadline: start + .seconds(3)) else {
+            Issue.record("a later deadline does not arm another timer")
+            return
+        }
+        guard case .wait(armTimer: nil) = machine.acquire(id: 4, waiter: "d", deadline: start + .seconds(4)) else {
+            Issue.record("a later deadline does not arm another timer")
+            return
+        }
+        #expect(machine.timerDeadline == start + .seconds(2))
+        // "b" got a connection before its deadline; the timer fires for nobody and moves on to "c".
+        #expect(machine.release("conn").resume?.waiter == "b")
+        let first = machine.expireWaiters(timerDeadline: start + .seconds(2), now: start + .seconds(2))
+        #expect(first.expired.isEmpty)
+        #expect(first.armTimer == start + .seconds(3))
+        #expect(machine.timerDeadline == start + .seconds(3))
+        // Fired late, past both remaining deadlines: both expire in queue order, no timer is left.
+        let second = machine.expireWaiters(timerDeadline: start + .seconds(3), now: start + .seconds(5))
+        #expect(second.expired == ["c", "d"])
+        #expect(second.armTimer == nil)
+        #expect(machine.timerDeadline == nil)
+        #expect(machine.waiting == 0)
+        // The next waiter arms it again.
+        guard
+            case .wait(armTimer: start + .seconds(6)) = machine.acquire(
+                id: 5,
+                waiter: "e",
+                deadline: start + .seconds(6)
+            )
+        else {
+            Issue.record("with no timer armed, a waiter arms one")
+            return
+        }
+    }
+
+    @Test func timerSkipsALeftWaiterAndStopsOnceClosed() {
+        var machine = Machine(maxConnections: 1)
+        let start = ContinuousClock.now
+        _ = machine.acquire(id: 1, waiter: "a", deadline: start)
+        _ = machine.acquire(id: 2, waiter: "b", deadline: start + .seconds(1))
+        _ = machine.acquire(id: 3, waiter: "c", deadline: start + .seconds(2))
+        #expect(machine.removeWaiter(id: 2) == "b")  // cancelled
+        let fired = machine.expireWaiters(timerDeadline: start + .seconds(1), now: start + .seconds(1))
+        #expect(fired.expired.isEmpty)
+        #expect(fired.armTimer == start + .seconds(2))
+        let close = machine.close()
+        #expect(close.waiters == ["c"])
+        #expect(machine.timerDeadline == nil)
+        // A timer that fires after the close finds nobody and is not armed again.
+        let late = machine.expireWaiters(timerDeadline: start + .seconds(2), now: start + .seconds(2))
+        #expect(late.expired.isEmpty)
+        #expect(late.armTimer == nil)
     }
 
     @Test func slotsToOpenFillUpToTheMinimumCountingIdleAndLeased() {
@@ -80,7 +150,7 @@ struct PostgresPoolStateMachineTests {
         #expect(machine.leaseSlotsToOpen(minimum: 3) == 1)
         _ = machine.release("conn3")
         // A connection in use counts as open.
-        guard case .lease(.existing("conn3")) = machine.acquire(id: 1, waiter: "a") else {
+        guard case .lease(.existing("conn3")) = machine.acquire(id: 1, waiter: "a", deadline: Self.later) else {
             Issue.record("expected the most recent idle connection")
             return
         }
@@ -92,8 +162,8 @@ struct PostgresPoolStateMachineTests {
 
     @Test func noSlotsToOpenWhileCallersWaitOrOnceClosed() {
         var machine = Machine(maxConnections: 1)
-        _ = machine.acquire(id: 1, waiter: "a")
-        guard case .wait = machine.acquire(id: 2, waiter: "b") else {
+        _ = machine.acquire(id: 1, waiter: "a", deadline: Self.later)
+        guard case .wait = machine.acquire(id: 2, waiter: "b", deadline: Self.later) else {
             Issue.record("expected to wait")
             return
         }
@@ -106,16 +176,16 @@ struct PostgresPoolStateMachineTests {
 
     @Test func closeFailsWaitersAndDrainsLeases() {
         var machine = Machine(maxConnections: 2)
-        _ = machine.acquire(id: 1, waiter: "a")
+        _ = machine.acquire(id: 1, waiter: "a", deadline: Self.later)
         _ = machine.release("idle")
-        _ = machine.acquire(id: 2, waiter: "b")  // takes "idle"
-        _ = machine.acquire(id: 3, waiter: "c")  // new
-        _ = machine.acquire(id: 4, waiter: "d")  // waits
+        _ = machine.acquire(id: 2, waiter: "b", deadline: Self.later)  // takes "idle"
+        _ = machine.acquire(id: 3, waiter: "c", deadline: Self.later)  // new
+        _ = machine.acquire(id: 4, waiter: "d", deadline: Self.later)  // waits
         let close = machine.close()
         #expect(close.waiters == ["d"])
         #expect(close.connections.isEmpty)
         #expect(!close.drained)
-        if case .fail(let error) = machine.acquire(id: 5, waiter: "e") {
+        if case .fail(let error) = machine.acquire(id: 5, waiter: "e", deadline: Self.later) {
             #expect(error.code == .closed)
         } else {
             Issue.record("a closed pool must refuse")

@@ -57,6 +57,31 @@ struct PostgresPoolTests {
         }
     }
 
+    /// The pool has one timer for all waiters: after the first waiter's deadline it is armed
+    /// again for the next one's, which times out on its own deadline too. (The two usually queue
+    /// together, the second a little later; the state machine's tests pin the re-arming down.)
+    @Test(.timeLimit(.minutes(2))) func waitersQueuedOneAfterAnotherEachTimeOut() async throws {
+        try await PostgresTestDatabase.withTestSchema(
+            maxConnections: 1,
+            configure: { $0.acquireTimeout = .milliseconds(300) }
+        ) { pool, _ async throws in
+            let holder = Task { try await pool.query("SELECT pg_sleep(3600)") }
+            await self.waitUntil { pool.statistics.leasedConnections == 1 }
+            let first = Task { try await pool.query("SELECT 1") }
+            let second = Task { try await pool.query("SELECT 2") }
+            for waiter in [first, second] {
+                let result = await waiter.result
+                #expect(throws: PostgresError.self) { try result.get() }
+                if case .failure(let error as PostgresError) = result { #expect(error.code == .poolTimeout) }
+            }
+            #expect(pool.statistics.acquireTimeouts == 2)
+            #expect(pool.statistics.waitingCallers == 0)
+            holder.cancel()
+            _ = await holder.result
+            #expect(try await pool.query("SELECT 3")[0][0].int == 3)
+        }
+    }
+
     @Test(.timeLimit(.minutes(2))) func waitingCallerRespectsCancellation() async throws {
         try await PostgresTestDatabase.withTestSchema(
             maxConnections: 1,
