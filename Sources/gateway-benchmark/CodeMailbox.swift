@@ -3,6 +3,9 @@ import Synchronization
 /// Codes that otp-dispatch's webhook provider delivered, by destination, handed to the sign-in
 /// waiting for them. A code may arrive before its sign-in waits (the webhook can beat the
 /// answer to `/v1/otp/send`): it is kept until then.
+///
+/// A wait gives up after the mailbox's `timeout`, checked by ``expireWaits(every:)`` running
+/// beside the load: one timer for every sign-in instead of a sleeping task per wait.
 final class CodeMailbox: Sendable {
     struct Delivery: Sendable {
         var code: String
@@ -15,26 +18,30 @@ final class CodeMailbox: Sendable {
     }
 
     private enum Entry {
-        case waiting(CheckedContinuation<Delivery, any Error>)
+        case waiting(CheckedContinuation<Delivery, any Error>, deadline: ContinuousClock.Instant)
         case arrived(Delivery)
-        /// The wait timed out before the waiter was registered.
-        case expired
     }
 
+    /// How long a sign-in waits for its code.
+    let timeout: Duration
     private let entries = Mutex<[String: Entry]>([:])
     /// Deliveries nobody waited for or will wait for (a retried message, a late one from an
     /// earlier run): counted, not kept beyond their destination's entry.
     let unclaimed = Atomic<Int>(0)
+
+    init(timeout: Duration) {
+        self.timeout = timeout
+    }
 
     /// Hands `code` to whoever waits for `destination`, or keeps it for them.
     func deliver(destination: String, code: String) {
         let delivery = Delivery(code: code, arrived: .now)
         let waiter: CheckedContinuation<Delivery, any Error>? = entries.withLock { entries in
             switch entries[destination] {
-            case .waiting(let continuation):
+            case .waiting(let continuation, _):
                 entries[destination] = nil
                 return continuation
-            case .arrived, .expired:
+            case .arrived:
                 unclaimed.add(1, ordering: .relaxed)
                 return nil
             case nil:
@@ -46,44 +53,38 @@ final class CodeMailbox: Sendable {
     }
 
     /// The code for `destination`: at once if it came already, else when it comes, or
-    /// ``TimedOut`` after `timeout`.
-    func code(for destination: String, timeout: Duration) async throws -> Delivery {
-        let timer = Task {
-            try await Task.sleep(for: timeout)
-            self.fail(destination: destination)
-        }
-        defer { timer.cancel() }
-        return try await withCheckedThrowingContinuation { continuation in
-            let ready: Result<Delivery, TimedOut>? = entries.withLock { entries in
-                switch entries[destination] {
-                case .arrived(let delivery):
+    /// ``TimedOut`` once ``timeout`` has passed (while ``expireWaits(every:)`` runs).
+    func code(for destination: String) async throws -> Delivery {
+        try await withCheckedThrowingContinuation { continuation in
+            let ready: Delivery? = entries.withLock { entries in
+                if case .arrived(let delivery) = entries[destination] {
                     entries[destination] = nil
-                    return .success(delivery)
-                case .expired:
-                    entries[destination] = nil
-                    return .failure(TimedOut(destination: destination))
-                case .waiting, nil:
-                    entries[destination] = .waiting(continuation)
-                    return nil
+                    return delivery
                 }
+                entries[destination] = .waiting(continuation, deadline: .now + timeout)
+                return nil
             }
-            if let ready { continuation.resume(with: ready.mapError { $0 as any Error }) }
+            if let ready { continuation.resume(returning: ready) }
         }
     }
 
-    private func fail(destination: String) {
-        let waiter: CheckedContinuation<Delivery, any Error>? = entries.withLock { entries in
-            switch entries[destination] {
-            case .waiting(let continuation):
-                entries[destination] = nil
-                return continuation
-            case nil:
-                entries[destination] = .expired
-                return nil
-            case .arrived, .expired:
-                return nil
+    /// Fails the waits past their deadline with ``TimedOut``, every `interval`, until cancelled.
+    func expireWaits(every interval: Duration) async {
+        while (try? await Task.sleep(for: interval)) != nil {
+            let now = ContinuousClock.now
+            let expired: [(String, CheckedContinuation<Delivery, any Error>)] = entries.withLock { entries in
+                var expired: [(String, CheckedContinuation<Delivery, any Error>)] = []
+                for (destination, entry) in entries {
+                    if case .waiting(let continuation, let deadline) = entry, deadline <= now {
+                        expired.append((destination, continuation))
+                    }
+                }
+                for (destination, _) in expired { entries[destination] = nil }
+                return expired
+            }
+            for (destination, continuation) in expired {
+                continuation.resume(throwing: TimedOut(destination: destination))
             }
         }
-        waiter?.resume(throwing: TimedOut(destination: destination))
     }
 }

@@ -4,10 +4,7 @@ import AuthText
 import BenchmarkHarness
 import Foundation
 import Histogram
-import Hummingbird
-import Logging
 import NIOCore
-import ServiceLifecycle
 import Synchronization
 
 extension GatewayBenchmark {
@@ -73,22 +70,15 @@ extension GatewayBenchmark {
 
         func run() async throws {
             let levels = try load.levels(default: [16])
-            var logger = Logger(label: "gateway-benchmark")
-            logger.logLevel = .warning
-
-            let mailbox = CodeMailbox()
-            let receiver = try await WebhookReceiver.start(
-                port: webhookPort,
-                secret: webhookSecret,
-                mailbox: mailbox,
-                logger: logger
-            )
+            let mailbox = CodeMailbox(timeout: .milliseconds(Int64(codeTimeout * 1000)))
+            let expiry = Task { await mailbox.expireWaits(every: .milliseconds(100)) }
+            defer { expiry.cancel() }
+            let receiver = try await WebhookReceiver.start(port: webhookPort, secret: webhookSecret, mailbox: mailbox)
             defer { receiver.stop() }
 
             let flow = SignInFlow(
                 gateway: try GatewayAddress(gateway),
                 mailbox: mailbox,
-                codeTimeout: .milliseconds(Int64(codeTimeout * 1000)),
                 forwardedFor: forwardedFor
             )
 
@@ -167,7 +157,6 @@ struct GatewayAddress: Sendable {
 struct SignInFlow: Sendable {
     let gateway: GatewayAddress
     let mailbox: CodeMailbox
-    let codeTimeout: Duration
     /// Each sign-in from its own random 10.x.y.z, through X-Forwarded-For.
     var forwardedFor = false
 
@@ -206,7 +195,7 @@ struct SignInFlow: Sendable {
         }
         let delivery: CodeMailbox.Delivery
         do {
-            delivery = try await mailbox.code(for: phone, timeout: codeTimeout)
+            delivery = try await mailbox.code(for: phone)
         } catch {
             throw Failure(kind: "code timeout")
         }
@@ -361,54 +350,4 @@ final class SignInRun: Sendable {
             elapsed: elapsed
         )
     }
-}
-
-/// The webhook otp-dispatch delivers codes to: checks `X-Auth-Signature` (HMAC-SHA256 of the
-/// body with the shared secret) and hands each code to the ``CodeMailbox``.
-struct WebhookReceiver {
-    let task: Task<Void, any Error>
-
-    static func start(port: Int, secret: String, mailbox: CodeMailbox, logger: Logger) async throws -> WebhookReceiver {
-        let hmac = HMACSHA256(key: Array(secret.utf8))
-        let router = Router()
-        router.post("/otp") { request, _ -> Response in
-            let body = try await request.body.collect(upTo: 1 << 16)
-            let bytes = Array(buffer: body)
-            let expected = "sha256=" + Hex.lowercase(hmac.authenticationCode(for: bytes))
-            guard request.headers[.init("x-auth-signature")!] == expected else {
-                return Response(status: .unauthorized)
-            }
-            guard case .object(let message)? = try? JSONValue.parse(bytes),
-                let to = message["to"]?.stringValue, let code = message["code"]?.stringValue
-            else {
-                return Response(status: .badRequest)
-            }
-            mailbox.deliver(destination: to, code: code)
-            return Response(status: .ok)
-        }
-        // One element: nil once it serves, or the error it stopped with (e.g. the port is taken).
-        let outcome = AsyncStream<(any Error)?>.makeStream()
-        let application = Application(
-            router: router,
-            configuration: ApplicationConfiguration(address: .hostname("127.0.0.1", port: port), serverName: "webhook"),
-            onServerRunning: { _ in outcome.continuation.yield(nil) },
-            logger: logger
-        )
-        let group = ServiceGroup(services: [application], logger: logger)
-        let task = Task {
-            do {
-                try await group.run()
-            } catch {
-                outcome.continuation.yield(error)
-                throw error
-            }
-        }
-        var first = outcome.stream.makeAsyncIterator()
-        if let failure = await first.next() ?? nil {
-            throw ValidationError("the webhook receiver on port \(port) did not start: \(failure)")
-        }
-        return WebhookReceiver(task: task)
-    }
-
-    func stop() { task.cancel() }
 }
