@@ -1,3 +1,4 @@
+import NIOCore
 import Synchronization
 
 /// Codes that otp-dispatch's webhook provider delivered, by destination, handed to the sign-in
@@ -18,7 +19,7 @@ final class CodeMailbox: Sendable {
     }
 
     private enum Entry {
-        case waiting(CheckedContinuation<Delivery, any Error>, deadline: ContinuousClock.Instant)
+        case waiting(EventLoopPromise<Delivery>, deadline: ContinuousClock.Instant)
         case arrived(Delivery)
     }
 
@@ -36,7 +37,7 @@ final class CodeMailbox: Sendable {
     /// Hands `code` to whoever waits for `destination`, or keeps it for them.
     func deliver(destination: String, code: String) {
         let delivery = Delivery(code: code, arrived: .now)
-        let waiter: CheckedContinuation<Delivery, any Error>? = entries.withLock { entries in
+        let waiter: EventLoopPromise<Delivery>? = entries.withLock { entries in
             switch entries[destination] {
             case .waiting(let continuation, _):
                 entries[destination] = nil
@@ -49,42 +50,40 @@ final class CodeMailbox: Sendable {
                 return nil
             }
         }
-        waiter?.resume(returning: delivery)
+        waiter?.succeed(delivery)
     }
 
-    /// The code for `destination`: at once if it came already, else when it comes, or
-    /// ``TimedOut`` once ``timeout`` has passed (while ``expireWaits(every:)`` runs).
-    func code(for destination: String) async throws -> Delivery {
-        try await withCheckedThrowingContinuation { continuation in
-            let ready: Delivery? = entries.withLock { entries in
-                if case .arrived(let delivery) = entries[destination] {
-                    entries[destination] = nil
-                    return delivery
-                }
-                entries[destination] = .waiting(continuation, deadline: .now + timeout)
-                return nil
+    /// The code for `destination`, on `eventLoop`: at once if it came already, else when it
+    /// comes, or ``TimedOut`` once ``timeout`` has passed (while ``expireWaits(every:)`` runs).
+    func code(for destination: String, on eventLoop: any EventLoop) -> EventLoopFuture<Delivery> {
+        let promise = eventLoop.makePromise(of: Delivery.self)
+        let ready: Delivery? = entries.withLock { entries in
+            if case .arrived(let delivery) = entries[destination] {
+                entries[destination] = nil
+                return delivery
             }
-            if let ready { continuation.resume(returning: ready) }
+            entries[destination] = .waiting(promise, deadline: .now + timeout)
+            return nil
         }
+        if let ready { promise.succeed(ready) }
+        return promise.futureResult
     }
 
     /// Fails the waits past their deadline with ``TimedOut``, every `interval`, until cancelled.
     func expireWaits(every interval: Duration) async {
         while (try? await Task.sleep(for: interval)) != nil {
             let now = ContinuousClock.now
-            let expired: [(String, CheckedContinuation<Delivery, any Error>)] = entries.withLock { entries in
-                var expired: [(String, CheckedContinuation<Delivery, any Error>)] = []
+            let expired: [(String, EventLoopPromise<Delivery>)] = entries.withLock { entries in
+                var expired: [(String, EventLoopPromise<Delivery>)] = []
                 for (destination, entry) in entries {
-                    if case .waiting(let continuation, let deadline) = entry, deadline <= now {
-                        expired.append((destination, continuation))
+                    if case .waiting(let promise, let deadline) = entry, deadline <= now {
+                        expired.append((destination, promise))
                     }
                 }
                 for (destination, _) in expired { entries[destination] = nil }
                 return expired
             }
-            for (destination, continuation) in expired {
-                continuation.resume(throwing: TimedOut(destination: destination))
-            }
+            for (destination, promise) in expired { promise.fail(TimedOut(destination: destination)) }
         }
     }
 }

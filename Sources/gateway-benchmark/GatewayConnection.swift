@@ -27,8 +27,9 @@ final class GatewayConnection: Sendable {
         self.collector = collector
     }
 
-    static func connect(host: String, port: Int) async throws -> GatewayConnection {
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+    /// Connects on `eventLoop`; the future completes there.
+    static func connect(host: String, port: Int, on eventLoop: any EventLoop) -> EventLoopFuture<GatewayConnection> {
+        ClientBootstrap(group: eventLoop)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -37,41 +38,40 @@ final class GatewayConnection: Sendable {
                 }
             }
             .connect(host: host, port: port)
-            .get()
-        let collector = try await channel.eventLoop.submit {
-            NIOLoopBound(
-                try channel.pipeline.syncOperations.handler(type: ResponseCollector.self),
-                eventLoop: channel.eventLoop
-            )
-        }.get()
-        return GatewayConnection(host: host, port: port, channel: channel, collector: collector)
+            .flatMapThrowing { channel in
+                let collector = NIOLoopBound(
+                    try channel.pipeline.syncOperations.handler(type: ResponseCollector.self),
+                    eventLoop: channel.eventLoop
+                )
+                return GatewayConnection(host: host, port: port, channel: channel, collector: collector)
+            }
     }
 
     var isActive: Bool { channel.isActive }
 
+    /// The event loop the connection lives on: call ``post(_:body:headers:)`` there.
+    var eventLoop: any EventLoop { channel.eventLoop }
+
     /// POSTs `body` (JSON) to `path` with `headers` besides Host, Content-Type and Content-Length.
-    func post(_ path: String, body: String, headers: [(String, String)] = []) async throws -> Response {
+    /// Call it on ``eventLoop``, one request at a time; the future completes there.
+    func post(_ path: String, body: String, headers: [(String, String)] = []) -> EventLoopFuture<Response> {
+        channel.eventLoop.preconditionInEventLoop()
         var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: path)
         head.headers.reserveCapacity(4 + headers.count)
         head.headers.add(name: "host", value: "\(host):\(port)")
         head.headers.add(name: "content-type", value: "application/json")
         head.headers.add(name: "content-length", value: "\(body.utf8.count)")
         for (name, value) in headers { head.headers.add(name: name, value: value) }
-        let channel = self.channel
-        let collector = self.collector
-        let requestHead = head
-        return try await channel.eventLoop.flatSubmit { () -> EventLoopFuture<Response> in
-            let promise = channel.eventLoop.makePromise(of: Response.self)
-            collector.value.expect(promise)
-            channel.write(HTTPClientRequestPart.head(requestHead), promise: nil)
-            channel.write(HTTPClientRequestPart.body(.byteBuffer(channel.allocator.buffer(string: body))), promise: nil)
-            channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
-            return promise.futureResult
-        }.get()
+        let promise = channel.eventLoop.makePromise(of: Response.self)
+        collector.value.expect(promise)
+        channel.write(HTTPClientRequestPart.head(head), promise: nil)
+        channel.write(HTTPClientRequestPart.body(.byteBuffer(channel.allocator.buffer(string: body))), promise: nil)
+        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+        return promise.futureResult
     }
 
-    func close() async {
-        try? await channel.close()
+    func close() {
+        channel.close(promise: nil)
     }
 }
 

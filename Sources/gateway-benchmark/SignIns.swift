@@ -5,6 +5,7 @@ import BenchmarkHarness
 import Foundation
 import Histogram
 import NIOCore
+import NIOPosix
 import Synchronization
 
 extension GatewayBenchmark {
@@ -153,7 +154,10 @@ struct GatewayAddress: Sendable {
     }
 }
 
-/// One phone sign-in through the gateway, timed call by call.
+/// One phone sign-in through the gateway, timed call by call, driven on the event loop of the
+/// connection it runs over: future callbacks, no task and no hop between the loop and Swift's
+/// cooperative pool per request (the load generator's own CPU hides the system's headroom,
+/// docs/benchmarks.md, "The load generator").
 struct SignInFlow: Sendable {
     let gateway: GatewayAddress
     let mailbox: CodeMailbox
@@ -171,47 +175,50 @@ struct SignInFlow: Sendable {
         var kind: String
     }
 
-    /// A new keep-alive connection to the gateway for one loop's sign-ins.
-    func connect() async throws -> GatewayConnection {
-        do {
-            return try await GatewayConnection.connect(host: gateway.host, port: gateway.port)
-        } catch {
-            throw Failure(kind: "connect: \(type(of: error))")
-        }
+    /// A new keep-alive connection to the gateway on `eventLoop`, for one loop's sign-ins.
+    func connect(on eventLoop: any EventLoop) -> EventLoopFuture<GatewayConnection> {
+        GatewayConnection.connect(host: gateway.host, port: gateway.port, on: eventLoop)
+            .flatMapErrorThrowing { error in throw Failure(kind: "connect: \(type(of: error))") }
     }
 
-    func signIn(over connection: GatewayConnection) async throws -> Timings {
+    /// One sign-in over `connection`; call it on the connection's event loop, where the
+    /// returned future completes.
+    func signIn(over connection: GatewayConnection) -> EventLoopFuture<Timings> {
         let phone = randomIndianMobile()
         let client =
             forwardedFor
             ? "10.\(UInt8.random(in: 0...255)).\(UInt8.random(in: 0...255)).\(UInt8.random(in: 1...254))" : nil
+        let mailbox = self.mailbox
+        let eventLoop = connection.eventLoop
         let sendStarted = ContinuousClock.now
-        let sent = try await post(connection, "/v1/otp/send", #"{"phone":"\#(phone)"}"#, step: "send", client: client)
-        let sendEnded = ContinuousClock.now
-        guard case .object(let answer)? = sent.withUnsafeReadableBytes({ try? JSONValue.parse($0) }),
-            let verificationID = answer["verification_id"]?.stringValue
-        else {
-            throw Failure(kind: "send: no verification_id")
-        }
-        let delivery: CodeMailbox.Delivery
-        do {
-            delivery = try await mailbox.code(for: phone)
-        } catch {
-            throw Failure(kind: "code timeout")
-        }
-        let verifyStarted = ContinuousClock.now
-        _ = try await post(
-            connection,
-            "/v1/otp/verify",
-            #"{"verification_id":"\#(verificationID)","code":"\#(delivery.code)"}"#,
-            step: "verify",
-            client: client
-        )
-        return Timings(
-            send: sendEnded - sendStarted,
-            delivery: delivery.arrived - sendStarted,
-            verify: .now - verifyStarted
-        )
+        return post(connection, "/v1/otp/send", #"{"phone":"\#(phone)"}"#, step: "send", client: client)
+            .flatMap { sent -> EventLoopFuture<(String, CodeMailbox.Delivery, ContinuousClock.Instant)> in
+                let sendEnded = ContinuousClock.now
+                guard case .object(let answer)? = sent.withUnsafeReadableBytes({ try? JSONValue.parse($0) }),
+                    let verificationID = answer["verification_id"]?.stringValue
+                else {
+                    return eventLoop.makeFailedFuture(Failure(kind: "send: no verification_id"))
+                }
+                return mailbox.code(for: phone, on: eventLoop)
+                    .map { (verificationID, $0, sendEnded) }
+                    .flatMapErrorThrowing { _ in throw Failure(kind: "code timeout") }
+            }
+            .flatMap { verificationID, delivery, sendEnded in
+                let verifyStarted = ContinuousClock.now
+                return post(
+                    connection,
+                    "/v1/otp/verify",
+                    #"{"verification_id":"\#(verificationID)","code":"\#(delivery.code)"}"#,
+                    step: "verify",
+                    client: client
+                ).map { _ in
+                    Timings(
+                        send: sendEnded - sendStarted,
+                        delivery: delivery.arrived - sendStarted,
+                        verify: .now - verifyStarted
+                    )
+                }
+            }
     }
 
     /// POSTs `json` to `path` (as `client`, through X-Forwarded-For, when given); anything but
@@ -222,24 +229,18 @@ struct SignInFlow: Sendable {
         _ json: String,
         step: String,
         client: String?
-    ) async throws -> ByteBuffer {
-        let response: GatewayConnection.Response
-        do {
-            response = try await connection.post(
-                path,
-                body: json,
-                headers: client.map { [("x-forwarded-for", $0)] } ?? []
-            )
-        } catch {
-            throw Failure(kind: "\(step): \(type(of: error))")
-        }
-        guard response.status == .ok else { throw Failure(kind: "\(step) \(response.status.code)") }
-        return response.body
+    ) -> EventLoopFuture<ByteBuffer> {
+        connection.post(path, body: json, headers: client.map { [("x-forwarded-for", $0)] } ?? [])
+            .flatMapErrorThrowing { error in throw Failure(kind: "\(step): \(type(of: error))") }
+            .flatMapThrowing { response in
+                guard response.status == .ok else { throw Failure(kind: "\(step) \(response.status.code)") }
+                return response.body
+            }
     }
 }
 
 /// Drives sign-ins closed or open loop, like `authctl bench` drives calls, and keeps a
-/// histogram per step.
+/// histogram per step. Each sign-in loop is a ``SignInLoop`` on one of the event loops.
 final class SignInRun: Sendable {
     let concurrency: Int
     let rate: Double?
@@ -249,7 +250,7 @@ final class SignInRun: Sendable {
     private let results = Mutex<Results>(Results())
     private let clock = ContinuousClock()
 
-    struct Results {
+    struct Results: Sendable {
         var signIn = LoadResult.emptyHistogram()
         var send = LoadResult.emptyHistogram()
         var delivery = LoadResult.emptyHistogram()
@@ -266,6 +267,16 @@ final class SignInRun: Sendable {
         var elapsed: Duration
     }
 
+    /// When sign-ins are due: `interval` apart from `started` (open loop) or as soon as the
+    /// previous one ends (closed loop, `interval` nil); recorded from `measuredStart`, none
+    /// started from `measuredEnd`.
+    struct Plan: Sendable {
+        var started: ContinuousClock.Instant
+        var measuredStart: ContinuousClock.Instant
+        var measuredEnd: ContinuousClock.Instant
+        var interval: Duration?
+    }
+
     init(concurrency: Int, rate: Double?, warmup: Double, seconds: Double) {
         self.concurrency = concurrency
         self.rate = rate
@@ -275,51 +286,27 @@ final class SignInRun: Sendable {
 
     private let window = Mutex<(start: ContinuousClock.Instant, end: ContinuousClock.Instant)?>(nil)
 
+    /// The number of the next sign-in, across the loops.
+    func issue() -> Int { issued.add(1, ordering: .relaxed).oldValue }
+
     /// Runs sign-ins until the warm-up and the measured time are over; sign-ins due in the
     /// measured time are recorded (an open-loop sign-in from its due time).
     func drive(_ flow: SignInFlow) async {
         let started = clock.now
-        let measuredStart = started + warmup
-        let measuredEnd = measuredStart + duration
-        let interval = rate.map { Duration.nanoseconds(Int64(1e9 / $0)) }
-        let clock = self.clock
+        let plan = Plan(
+            started: started,
+            measuredStart: started + warmup,
+            measuredEnd: started + warmup + duration,
+            interval: rate.map { Duration.nanoseconds(Int64(1e9 / $0)) }
+        )
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<concurrency {
+                let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
                 group.addTask {
-                    var local = Results()
-                    // This loop's keep-alive connection, made again after a failure.
-                    var connection: GatewayConnection?
-                    while true {
-                        let sequence = self.issued.add(1, ordering: .relaxed).oldValue
-                        var due = clock.now
-                        if let interval {
-                            due = started + interval * sequence
-                            if due > clock.now { try? await clock.sleep(until: due) }
-                        }
-                        if due >= measuredEnd { break }
-                        let measured = due >= measuredStart
-                        do {
-                            if connection?.isActive != true {
-                                await connection?.close()
-                                connection = try await flow.connect()
-                            }
-                            let timings = try await flow.signIn(over: connection!)
-                            guard measured else { continue }
-                            _ = local.signIn.record((clock.now - due).nanoseconds)
-                            _ = local.send.record(timings.send.nanoseconds)
-                            _ = local.delivery.record(timings.delivery.nanoseconds)
-                            _ = local.verify.record(timings.verify.nanoseconds)
-                        } catch {
-                            // The connection's state after a failure is unknown: the next sign-in
-                            // starts on a new one.
-                            await connection?.close()
-                            connection = nil
-                            guard measured else { continue }
-                            let kind = (error as? SignInFlow.Failure)?.kind ?? "\(type(of: error))"
-                            local.failures[kind, default: 0] += 1
-                        }
+                    let ended = eventLoop.flatSubmit {
+                        SignInLoop(eventLoop: eventLoop, flow: flow, run: self, plan: plan).start()
                     }
-                    await connection?.close()
+                    guard let local = try? await ended.get() else { return }
                     self.results.withLock { results in
                         results.signIn.add(local.signIn)
                         results.send.add(local.send)
@@ -332,7 +319,7 @@ final class SignInRun: Sendable {
         }
         // Closed loop: the measured time is as planned, plus the last sign-ins' tail; open loop:
         // sign-ins were due during exactly `duration`.
-        window.withLock { $0 = (measuredStart, rate == nil ? clock.now : measuredEnd) }
+        window.withLock { $0 = (plan.measuredStart, rate == nil ? clock.now : plan.measuredEnd) }
     }
 
     func report() -> Report {
@@ -349,5 +336,88 @@ final class SignInRun: Sendable {
             failures: results.failures,
             elapsed: elapsed
         )
+    }
+}
+
+/// One sign-in loop of a ``SignInRun``: sign-ins one after another on one keep-alive
+/// connection (made again after a failure), all on `eventLoop`, where every member is used.
+final class SignInLoop {
+    private let eventLoop: any EventLoop
+    private let flow: SignInFlow
+    private let run: SignInRun
+    private let plan: SignInRun.Plan
+    private var connection: GatewayConnection?
+    private var local = SignInRun.Results()
+    private let ended: EventLoopPromise<SignInRun.Results>
+
+    init(eventLoop: any EventLoop, flow: SignInFlow, run: SignInRun, plan: SignInRun.Plan) {
+        self.eventLoop = eventLoop
+        self.flow = flow
+        self.run = run
+        self.plan = plan
+        self.ended = eventLoop.makePromise()
+    }
+
+    /// Starts the loop; the future gives its results once no more sign-ins are due.
+    func start() -> EventLoopFuture<SignInRun.Results> {
+        next()
+        return ended.futureResult
+    }
+
+    private func next() {
+        eventLoop.preconditionInEventLoop()
+        let now = ContinuousClock.now
+        var due = now
+        if let interval = plan.interval { due = plan.started + interval * run.issue() } else { _ = run.issue() }
+        guard due < plan.measuredEnd else {
+            connection?.close()
+            ended.succeed(local)
+            return
+        }
+        if due > now {
+            eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Int64((due - now).nanoseconds))) {
+                self.signIn(due: due)
+            }
+        } else {
+            signIn(due: due)
+        }
+    }
+
+    private func signIn(due: ContinuousClock.Instant) {
+        let measured = due >= plan.measuredStart
+        let connected: EventLoopFuture<GatewayConnection>
+        if let connection, connection.isActive {
+            connected = eventLoop.makeSucceededFuture(connection)
+        } else {
+            connection?.close()
+            connection = nil
+            connected = flow.connect(on: eventLoop)
+        }
+        let flow = self.flow
+        connected.assumeIsolated().flatMap { connection -> EventLoopFuture<SignInFlow.Timings> in
+            self.connection = connection
+            return flow.signIn(over: connection)
+        }.whenComplete { result in
+            switch result {
+            case .success(let timings):
+                if measured {
+                    _ = self.local.signIn.record((ContinuousClock.now - due).nanoseconds)
+                    _ = self.local.send.record(timings.send.nanoseconds)
+                    _ = self.local.delivery.record(timings.delivery.nanoseconds)
+                    _ = self.local.verify.record(timings.verify.nanoseconds)
+                }
+                self.next()
+            case .failure(let error):
+                // The connection's state after a failure is unknown: the next sign-in starts on
+                // a new one. Next on a later tick, so failures that come at once do not recurse.
+                self.connection?.close()
+                self.connection = nil
+                if measured {
+                    let kind = (error as? SignInFlow.Failure)?.kind ?? "\(type(of: error))"
+                    self.local.failures[kind, default: 0] += 1
+                }
+                self.eventLoop.assumeIsolated().execute { self.next() }
+            }
+        }
     }
 }
