@@ -10,7 +10,7 @@ import AuthProtobuf
 /// Every call's state lives here: a call is *running* until it is answered, or *abandoned*
 /// once the client cancelled it or its deadline passed (answered `DEADLINE_EXCEEDED`) while its
 /// handler has not ended yet. A call holds its slot of `maxConcurrentCalls` until its handler
-/// has ended (``callFinished(callID:)``), so cancelling cannot make room for more work than the
+/// has ended (``callFinished(callID:now:)``), so cancelling cannot make room for more work than the
 /// limit. A draining connection closes as soon as no call is running, however the last one
 /// ended; handlers still running then are cancelled with the connection.
 public struct ServerConnectionStateMachine: Sendable {
@@ -51,6 +51,11 @@ public struct ServerConnectionStateMachine: Sendable {
     public enum FinishAction: Sendable, Hashable {
         case sendResponse
         case sendResponseThenClose
+        /// The call's deadline passed before its handler ended, and the deadline timer has not
+        /// answered it yet: answer `DEADLINE_EXCEEDED` instead of the handler's result, as the
+        /// timer would have (docs/protocol.md, "Deadlines").
+        case sendDeadlineExceeded
+        case sendDeadlineExceededThenClose
         /// The call was already answered (deadline) or cancelled: send nothing.
         case drop
     }
@@ -234,14 +239,15 @@ public struct ServerConnectionStateMachine: Sendable {
         return DeadlineAction(expired: expired.sorted(), close: !expired.isEmpty && closeIfDrained())
     }
 
-    /// A call's handler ended (with an answer or an error), or a call ended before it had one
-    /// (unknown method, bad metadata). Frees its slot; `.drop` when it was already answered
-    /// or cancelled.
-    public mutating func callFinished(callID: UInt64) -> FinishAction {
+    /// A call's handler ended (with an answer or an error) at `now`, or a call ended before it
+    /// had one (unknown method, bad metadata). Frees its slot; `.drop` when it was already
+    /// answered or cancelled, `.sendDeadlineExceeded…` when its deadline is at or before `now`.
+    public mutating func callFinished(callID: UInt64, now: ContinuousClock.Instant) -> FinishAction {
         guard let call = calls.removeValue(forKey: callID) else { return .drop }
         guard call.state == .running else { return .drop }
-        if closeIfDrained() { return .sendResponseThenClose }
-        return .sendResponse
+        let late = call.deadline.map { $0 <= now } ?? false
+        if closeIfDrained() { return late ? .sendDeadlineExceededThenClose : .sendResponseThenClose }
+        return late ? .sendDeadlineExceeded : .sendResponse
     }
 
     /// Starts graceful shutdown: returns the GOAWAY's last call id, and whether the

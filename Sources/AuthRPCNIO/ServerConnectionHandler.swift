@@ -398,10 +398,20 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
 
     private func finish(callID: UInt64, result: Result<[UInt8], RPCError>) {
         tasks.removeValue(forKey: callID)
-        let action = state.callFinished(callID: callID)
-        guard action != .drop else { return }
-        send(response(callID: callID, result: result))
-        if action == .sendResponseThenClose { close() }
+        switch state.callFinished(callID: callID, now: .now) {
+        case .drop:
+            return
+        case .sendResponse:
+            send(response(callID: callID, result: result))
+        case .sendResponseThenClose:
+            send(response(callID: callID, result: result))
+            close()
+        case .sendDeadlineExceeded:
+            send(response(callID: callID, result: .failure(.deadlineExceededOnServer)))
+        case .sendDeadlineExceededThenClose:
+            send(response(callID: callID, result: .failure(.deadlineExceededOnServer)))
+            close()
+        }
     }
 
     // MARK: Shutdown

@@ -78,7 +78,7 @@ enum RPCFuzzTarget {
             _ = verifier.verify(hello, challenge: challenge, peer: .none)
             _ = machine.helloVerified(.success(String(hello.service.prefix(64))))
         case .startCall(let request):
-            if request.callID % 2 == 0 { _ = machine.callFinished(callID: request.callID) }
+            if request.callID % 2 == 0 { _ = machine.callFinished(callID: request.callID, now: .now) }
         default:
             break
         }

@@ -208,6 +208,45 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
         }
     }
 
+    /// docs/protocol.md, "Deadlines": a call whose time runs out before its handler starts (1 µs)
+    /// is answered DEADLINE_EXCEEDED without running, even a handler that would answer at once.
+    /// (A server that armed its timer from the budget instead of reading the clock when the
+    /// handler starts let such calls succeed; only the Python protocol check caught it.)
+    @Test func callWhoseTimeRunsOutBeforeItsHandlerStartsIsNotRun() async throws {
+        let handlers = TestHandlers()
+        try await withServer(handlers: handlers) { _, port in
+            let (raw, _) = try await RawFrameConnection.greeted(port: port, service: "raw", secret: testSecret)
+            for callID in UInt64(1)...20 {
+                try await raw.sendRequest(
+                    callID: callID,
+                    method: echoMethod.path,
+                    timeoutUS: 1,
+                    payload: try HealthRequest(service: "1").serializedBytes()
+                )
+                guard case .response(let response) = try await raw.receiveFrame()?.kind else {
+                    Issue.record("expected a response")
+                    return
+                }
+                #expect(response.callID == callID)
+                #expect(response.status?.code == .deadlineExceeded)
+                #expect(response.status?.reason == "deadline_exceeded")
+            }
+            // The connection still serves a call with time to spare.
+            try await raw.sendRequest(
+                callID: 21,
+                method: echoMethod.path,
+                timeoutUS: 5_000_000,
+                payload: try HealthRequest(service: "1").serializedBytes()
+            )
+            guard case .response(let response) = try await raw.receiveFrame()?.kind else {
+                Issue.record("expected a response")
+                return
+            }
+            #expect(response.callID == 21)
+            #expect(response.status == nil)
+        }
+    }
+
     /// One timer serves all of a connection's deadlines, armed for the earliest: when that call
     /// ends first, the timer still fires for the later ones.
     @Test func laterDeadlinesFireAfterTheEarliestCallHasEnded() async throws {

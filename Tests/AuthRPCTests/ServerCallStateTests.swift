@@ -44,7 +44,7 @@ import Testing
             Issue.record("a repeated Cancel must be ignored")
             return
         }
-        #expect(machine.callFinished(callID: 1) == .drop)
+        #expect(machine.callFinished(callID: 1, now: .now) == .drop)
         guard case .startCall = machine.frameReceived(request(3)) else {
             Issue.record("the slot must be free once the handler ended")
             return
@@ -67,7 +67,7 @@ import Testing
         #expect(machine.callState(1) == .abandoned)
         #expect(isRejectedForLimit(machine.frameReceived(request(3))))
         // The handler ends later: nothing more is sent, the slot frees.
-        #expect(machine.callFinished(callID: 1) == .drop)
+        #expect(machine.callFinished(callID: 1, now: .now) == .drop)
         guard case .startCall = machine.frameReceived(request(4)) else {
             Issue.record("the slot must be free once the handler ended")
             return
@@ -90,6 +90,28 @@ import Testing
         #expect(machine.state == .closed)
     }
 
+    /// A handler that ends after its call's deadline, before the deadline timer has fired, gets
+    /// the timer's answer, not its own: the rule does not depend on which comes first.
+    @Test func handlerEndingPastItsDeadlineIsAnsweredDeadlineExceeded() {
+        let start = ContinuousClock.now
+        var machine = active(maxConcurrentCalls: 4)
+        _ = machine.frameReceived(request(1))
+        _ = machine.frameReceived(request(2))
+        _ = machine.frameReceived(request(3))
+        machine.setDeadline(start + .seconds(1), forCall: 1)
+        machine.setDeadline(start + .seconds(1), forCall: 2)
+        #expect(machine.callFinished(callID: 1, now: start + .milliseconds(999)) == .sendResponse)
+        #expect(machine.callFinished(callID: 2, now: start + .seconds(1)) == .sendDeadlineExceeded)
+        // Without a deadline, never late.
+        #expect(machine.callFinished(callID: 3, now: start + .seconds(3600)) == .sendResponse)
+        // The last call of a draining connection, late: answered, then the connection closes.
+        _ = machine.frameReceived(request(4))
+        machine.setDeadline(start + .seconds(1), forCall: 4)
+        #expect(machine.beginGracefulShutdown()?.closeNow == false)
+        #expect(machine.callFinished(callID: 4, now: start + .seconds(2)) == .sendDeadlineExceededThenClose)
+        #expect(machine.state == .closed)
+    }
+
     @Test func drainingConnectionClosesWhenItsLastCallTimesOut() {
         let start = ContinuousClock.now
         var machine = active(maxConcurrentCalls: 4)
@@ -97,7 +119,7 @@ import Testing
         _ = machine.frameReceived(request(2))
         machine.setDeadline(start + .seconds(1), forCall: 2)
         #expect(machine.beginGracefulShutdown()?.closeNow == false)
-        #expect(machine.callFinished(callID: 1) == .sendResponse)
+        #expect(machine.callFinished(callID: 1, now: .now) == .sendResponse)
         #expect(machine.deadlinesPassed(now: start + .seconds(1)) == .init(expired: [2], close: true))
         #expect(machine.state == .closed)
     }
@@ -108,7 +130,7 @@ import Testing
         _ = machine.frameReceived(request(2))
         _ = machine.frameReceived(cancel(1))
         #expect(machine.beginGracefulShutdown()?.closeNow == false)
-        #expect(machine.callFinished(callID: 2) == .sendResponseThenClose)
+        #expect(machine.callFinished(callID: 2, now: .now) == .sendResponseThenClose)
         // The abandoned handler is cancelled with the connection.
         #expect(machine.connectionClosed() == [1])
     }

@@ -55,8 +55,8 @@ import Testing
         }
         #expect(started.callID == 1)
         #expect(machine.authenticatedCaller == "gateway")
-        #expect(machine.callFinished(callID: 1) == .sendResponse)
-        #expect(machine.callFinished(callID: 1) == .drop)
+        #expect(machine.callFinished(callID: 1, now: .now) == .sendResponse)
+        #expect(machine.callFinished(callID: 1, now: .now) == .drop)
     }
 
     @Test func callIDsMustIncrease() {
@@ -80,7 +80,7 @@ import Testing
         #expect(id == 3)
         #expect(error.code == .resourceExhausted)
         #expect(machine.state == .active)
-        #expect(machine.callFinished(callID: 1) == .sendResponse)
+        #expect(machine.callFinished(callID: 1, now: .now) == .sendResponse)
         guard case .startCall = machine.frameReceived(request(4)) else {
             Issue.record("a call fits again once one finished")
             return
@@ -99,7 +99,7 @@ import Testing
             return
         }
         #expect(id == 1)
-        #expect(machine.callFinished(callID: 1) == .drop)
+        #expect(machine.callFinished(callID: 1, now: .now) == .drop)
     }
 
     @Test func gracefulShutdownLetsOpenCallsFinishAndRefusesNewOnes() {
@@ -115,8 +115,8 @@ import Testing
         }
         #expect(error.code == .unavailable)
         #expect(error.reason == "going_away")
-        #expect(machine.callFinished(callID: 1) == .sendResponse)
-        #expect(machine.callFinished(callID: 2) == .sendResponseThenClose)
+        #expect(machine.callFinished(callID: 1, now: .now) == .sendResponse)
+        #expect(machine.callFinished(callID: 2, now: .now) == .sendResponseThenClose)
         #expect(machine.state == .closed)
     }
 
