@@ -39,9 +39,9 @@ final class CodeMailbox: Sendable {
         let delivery = Delivery(code: code, arrived: .now)
         let waiter: EventLoopPromise<Delivery>? = entries.withLock { entries in
             switch entries[destination] {
-            case .waiting(let continuation, _):
+            case .waiting(let promise, _):
                 entries[destination] = nil
-                return continuation
+                return promise
             case .arrived:
                 unclaimed.add(1, ordering: .relaxed)
                 return nil
@@ -57,14 +57,21 @@ final class CodeMailbox: Sendable {
     /// comes, or ``TimedOut`` once ``timeout`` has passed (while ``expireWaits(every:)`` runs).
     func code(for destination: String, on eventLoop: any EventLoop) -> EventLoopFuture<Delivery> {
         let promise = eventLoop.makePromise(of: Delivery.self)
-        let ready: Delivery? = entries.withLock { entries in
-            if case .arrived(let delivery) = entries[destination] {
+        let (ready, displaced): (Delivery?, EventLoopPromise<Delivery>?) = entries.withLock { entries in
+            switch entries[destination] {
+            case .arrived(let delivery):
                 entries[destination] = nil
-                return delivery
+                return (delivery, nil)
+            case .waiting(let earlier, _):
+                // Two sign-ins drew the same number: the earlier one cannot tell its code apart.
+                entries[destination] = .waiting(promise, deadline: .now + timeout)
+                return (nil, earlier)
+            case nil:
+                entries[destination] = .waiting(promise, deadline: .now + timeout)
+                return (nil, nil)
             }
-            entries[destination] = .waiting(promise, deadline: .now + timeout)
-            return nil
         }
+        displaced?.fail(TimedOut(destination: destination))
         if let ready { promise.succeed(ready) }
         return promise.futureResult
     }
