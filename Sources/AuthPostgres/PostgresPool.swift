@@ -384,7 +384,7 @@ public final class PostgresPool: Service, Sendable {
 
     /// The pool's one timer for waiting callers, armed for `deadline` (called under the lock;
     /// the task starts after it is released). One timer for all waiters, instead of a sleeping
-    /// task per wait: a session Refresh at 16 in flight on 10 connections waits on most calls.
+    /// task per wait: a service with more calls in flight than connections waits often.
     private func timer(for deadline: ContinuousClock.Instant) -> Task<Void, Never> {
         Task { [weak self] in
             guard (try? await Task.sleep(until: deadline, clock: .continuous)) != nil, let self else { return }
