@@ -72,6 +72,20 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get install -y -qq netavark aardvark-dns catatonit slirp4netns uidmap fuse-overlayfs >/dev/null || true
 fi
 
+# --- free disk space -----------------------------------------------------------------------------
+# The run writes its images to podman's storage and copies every layer through /var/tmp first
+# (podman's image_copy_tmp_dir); the staged executables of a debug build alone are ~300 MB. A full
+# disk used to surface half-way as podman's "writing blob: ... no space left on device" (exit
+# 125); say what is missing before starting instead.
+required_mib=3072
+for place in "${TMPDIR:-/tmp}" /var/tmp "$(podman info --format '{{.Store.GraphRoot}}' 2>/dev/null || echo /var/lib/containers)"; do
+    probe="$place"
+    while [ ! -e "$probe" ]; do probe="$(dirname "$probe")"; done
+    free_mib=$(df -Pm "$probe" | awk 'NR == 2 { print $4 }')
+    [ "$free_mib" -ge "$required_mib" ] \
+        || die "needs ${required_mib} MiB free in $place, has ${free_mib} MiB (df -h $probe); free some space (old build folders, podman system prune) and run again"
+done
+
 work="$(mktemp -d "${TMPDIR:-/tmp}/auth-smoke.XXXXXX")"
 export CONTAINERS_CONF="$work/containers.conf"
 # log_driver: `podman logs` must work without journald (the walk reads otp-dispatch's log).
