@@ -49,15 +49,21 @@ public struct ServerConnectionStateMachine: Sendable {
     }
 
     public enum FinishAction: Sendable, Hashable {
-        case sendResponse
-        case sendResponseThenClose
-        /// The call's deadline passed before its handler ended, and the deadline timer has not
-        /// answered it yet: answer `DEADLINE_EXCEEDED` instead of the handler's result, as the
-        /// timer would have (docs/protocol.md, "Deadlines").
-        case sendDeadlineExceeded
-        case sendDeadlineExceededThenClose
+        /// Send the call's answer, then close the connection when `close` (it was draining and
+        /// this was its last call).
+        case send(Answer, close: Bool)
         /// The call was already answered (deadline) or cancelled: send nothing.
         case drop
+    }
+
+    /// What a finished call is answered.
+    public enum Answer: Sendable, Hashable {
+        /// What its handler returned (a response or an error).
+        case handlerResult
+        /// `DEADLINE_EXCEEDED`: the call's deadline passed before its handler ended, and the
+        /// deadline timer has not answered it yet; answered as the timer would have
+        /// (docs/protocol.md, "Deadlines").
+        case deadlineExceeded
     }
 
     public enum CallState: Sendable, Hashable {
@@ -241,13 +247,12 @@ public struct ServerConnectionStateMachine: Sendable {
 
     /// A call's handler ended (with an answer or an error) at `now`, or a call ended before it
     /// had one (unknown method, bad metadata). Frees its slot; `.drop` when it was already
-    /// answered or cancelled, `.sendDeadlineExceeded…` when its deadline is at or before `now`.
+    /// answered or cancelled, `.deadlineExceeded` when its deadline is at or before `now`.
     public mutating func callFinished(callID: UInt64, now: ContinuousClock.Instant) -> FinishAction {
         guard let call = calls.removeValue(forKey: callID) else { return .drop }
         guard call.state == .running else { return .drop }
         let late = call.deadline.map { $0 <= now } ?? false
-        if closeIfDrained() { return late ? .sendDeadlineExceededThenClose : .sendResponseThenClose }
-        return late ? .sendDeadlineExceeded : .sendResponse
+        return .send(late ? .deadlineExceeded : .handlerResult, close: closeIfDrained())
     }
 
     /// Starts graceful shutdown: returns the GOAWAY's last call id, and whether the

@@ -34,4 +34,10 @@ public struct ServerContext: Sendable {
         guard let deadline else { return nil }
         return max(.zero, deadline - now)
     }
+
+    /// True when the call has a deadline and it is at or before `now`.
+    public func deadlineHasPassed(now: ContinuousClock.Instant) -> Bool {
+        guard let deadline else { return false }
+        return deadline <= now
+    }
 }

@@ -289,9 +289,11 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         }
         let metadata = RPCMetadata(proto: wireMetadata)
         var deadline: ContinuousClock.Instant?
+        var budget = Duration.zero
         if request.timeoutUS > 0 {
             let asked = Duration.microseconds(Int64(clamping: request.timeoutUS))
-            deadline = ContinuousClock.now + min(asked, limits.maxCallTimeout)
+            budget = min(asked, limits.maxCallTimeout)
+            deadline = ContinuousClock.now + budget
         }
         let serverContext = ServerContext(
             method: route.method,
@@ -301,13 +303,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             peer: peer
         )
         if let deadline {
-            let remaining = deadline - .now
-            guard remaining > .zero else {
-                finish(callID: callID, result: .failure(.deadlineExceededOnServer))
-                return
-            }
             state.setDeadline(deadline, forCall: callID)
-            armDeadlineTimer(for: deadline)
+            armDeadlineTimer(in: budget)
         }
         let loopBound = NIOLoopBound(self, eventLoop: context!.eventLoop)
         let eventLoop = context!.eventLoop
@@ -318,6 +315,10 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             callsToStart.append(call)
             tasks[callID] = .offLoop(call)
         case .onEventLoopUntilFirstSuspension:
+            if serverContext.deadlineHasPassed(now: .now) {
+                finish(callID: callID, result: .failure(.deadlineExceededOnServer))
+                return
+            }
             let task = Task.immediate {
                 let result = await route.run(payload: payload, context: serverContext)
                 if eventLoop.inEventLoop {
@@ -361,12 +362,12 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         callsToStart.removeAll(keepingCapacity: true)
     }
 
-    /// Arms the connection's timer for `deadline` (a new call's: the timer keeps an earlier one),
-    /// or, without one, for the earliest deadline of the running calls (a scan of them all, done
-    /// only when the timer has fired).
-    private func armDeadlineTimer(for deadline: ContinuousClock.Instant? = nil) {
-        guard let next = deadline ?? state.nextDeadline, let context else { return }
-        let due = NIODeadline.now() + TimeAmount(next - .now)
+    /// Arms the connection's timer to fire `remaining` from now (a new call's budget: the timer
+    /// keeps an earlier deadline), or, without it, at the earliest deadline of the running calls
+    /// (a scan of them all, done only when the timer has fired).
+    private func armDeadlineTimer(in remaining: Duration? = nil) {
+        guard let remaining = remaining ?? state.nextDeadline.map({ $0 - .now }), let context else { return }
+        let due = NIODeadline.now() + TimeAmount(remaining)
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
         deadlineTimer.schedule(due, on: context.eventLoop) { loopBound.value.deadlineTimerFired() }
     }
@@ -401,16 +402,12 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         switch state.callFinished(callID: callID, now: .now) {
         case .drop:
             return
-        case .sendResponse:
-            send(response(callID: callID, result: result))
-        case .sendResponseThenClose:
-            send(response(callID: callID, result: result))
-            close()
-        case .sendDeadlineExceeded:
-            send(response(callID: callID, result: .failure(.deadlineExceededOnServer)))
-        case .sendDeadlineExceededThenClose:
-            send(response(callID: callID, result: .failure(.deadlineExceededOnServer)))
-            close()
+        case .send(let answer, let closeAfter):
+            switch answer {
+            case .handlerResult: send(response(callID: callID, result: result))
+            case .deadlineExceeded: send(response(callID: callID, result: .failure(.deadlineExceededOnServer)))
+            }
+            if closeAfter { close() }
         }
     }
 
@@ -610,10 +607,16 @@ final class OffLoopCall: Sendable {
 
     /// Runs the handler in a task started on the calling thread (`Task.immediate`) and passes
     /// its result to `finish`. A call cancelled before this ends without its handler: `finish`
-    /// gets ``RPCError/cancelledBeforeStart`` (its answer is not sent anyway).
+    /// gets ``RPCError/cancelledBeforeStart`` (its answer is not sent anyway). A call whose
+    /// deadline has passed by now ends without its handler too, with `DEADLINE_EXCEEDED`
+    /// (docs/protocol.md, "Deadlines": such a call is not run).
     func start(finish: @escaping @Sendable (Result<[UInt8], RPCError>) -> Void) {
         if task.withLock({ if case .cancelledBeforeStart = $0 { true } else { false } }) {
             finish(.failure(.cancelledBeforeStart))
+            return
+        }
+        if context.deadlineHasPassed(now: .now) {
+            finish(.failure(.deadlineExceededOnServer))
             return
         }
         let started = Task.immediate { [route, payload, context] in

@@ -210,8 +210,8 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
 
     /// docs/protocol.md, "Deadlines": a call whose time runs out before its handler starts (1 µs)
     /// is answered DEADLINE_EXCEEDED without running, even a handler that would answer at once.
-    /// (A server that armed its timer from the budget instead of reading the clock when the
-    /// handler starts let such calls succeed; only the Python protocol check caught it.)
+    /// (A server that read the clock only when the call arrived let such calls run and succeed;
+    /// only the Python protocol check caught it. The check is now where the handler starts.)
     @Test func callWhoseTimeRunsOutBeforeItsHandlerStartsIsNotRun() async throws {
         let handlers = TestHandlers()
         try await withServer(handlers: handlers) { _, port in
@@ -219,9 +219,9 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
             for callID in UInt64(1)...20 {
                 try await raw.sendRequest(
                     callID: callID,
-                    method: echoMethod.path,
+                    method: slowMethod.path,
                     timeoutUS: 1,
-                    payload: try HealthRequest(service: "1").serializedBytes()
+                    payload: try HealthRequest(service: "0").serializedBytes()
                 )
                 guard case .response(let response) = try await raw.receiveFrame()?.kind else {
                     Issue.record("expected a response")
@@ -231,12 +231,16 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
                 #expect(response.status?.code == .deadlineExceeded)
                 #expect(response.status?.reason == "deadline_exceeded")
             }
-            // The connection still serves a call with time to spare.
+            // None of the twenty handlers ran (each one that runs counts itself, finished or
+            // cancelled).
+            #expect(handlers.finishedCalls.load(ordering: .relaxed) == 0)
+            #expect(handlers.cancelledCalls.load(ordering: .relaxed) == 0)
+            // The connection still serves a call with time to spare, and its handler runs.
             try await raw.sendRequest(
                 callID: 21,
-                method: echoMethod.path,
+                method: slowMethod.path,
                 timeoutUS: 5_000_000,
-                payload: try HealthRequest(service: "1").serializedBytes()
+                payload: try HealthRequest(service: "0").serializedBytes()
             )
             guard case .response(let response) = try await raw.receiveFrame()?.kind else {
                 Issue.record("expected a response")
@@ -244,6 +248,7 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
             }
             #expect(response.callID == 21)
             #expect(response.status == nil)
+            #expect(handlers.finishedCalls.load(ordering: .relaxed) == 1)
         }
     }
 

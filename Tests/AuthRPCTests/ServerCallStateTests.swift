@@ -100,15 +100,15 @@ import Testing
         _ = machine.frameReceived(request(3))
         machine.setDeadline(start + .seconds(1), forCall: 1)
         machine.setDeadline(start + .seconds(1), forCall: 2)
-        #expect(machine.callFinished(callID: 1, now: start + .milliseconds(999)) == .sendResponse)
-        #expect(machine.callFinished(callID: 2, now: start + .seconds(1)) == .sendDeadlineExceeded)
+        #expect(machine.callFinished(callID: 1, now: start + .milliseconds(999)) == .send(.handlerResult, close: false))
+        #expect(machine.callFinished(callID: 2, now: start + .seconds(1)) == .send(.deadlineExceeded, close: false))
         // Without a deadline, never late.
-        #expect(machine.callFinished(callID: 3, now: start + .seconds(3600)) == .sendResponse)
+        #expect(machine.callFinished(callID: 3, now: start + .seconds(3600)) == .send(.handlerResult, close: false))
         // The last call of a draining connection, late: answered, then the connection closes.
         _ = machine.frameReceived(request(4))
         machine.setDeadline(start + .seconds(1), forCall: 4)
         #expect(machine.beginGracefulShutdown()?.closeNow == false)
-        #expect(machine.callFinished(callID: 4, now: start + .seconds(2)) == .sendDeadlineExceededThenClose)
+        #expect(machine.callFinished(callID: 4, now: start + .seconds(2)) == .send(.deadlineExceeded, close: true))
         #expect(machine.state == .closed)
     }
 
@@ -119,7 +119,7 @@ import Testing
         _ = machine.frameReceived(request(2))
         machine.setDeadline(start + .seconds(1), forCall: 2)
         #expect(machine.beginGracefulShutdown()?.closeNow == false)
-        #expect(machine.callFinished(callID: 1, now: .now) == .sendResponse)
+        #expect(machine.callFinished(callID: 1, now: .now) == .send(.handlerResult, close: false))
         #expect(machine.deadlinesPassed(now: start + .seconds(1)) == .init(expired: [2], close: true))
         #expect(machine.state == .closed)
     }
@@ -130,7 +130,7 @@ import Testing
         _ = machine.frameReceived(request(2))
         _ = machine.frameReceived(cancel(1))
         #expect(machine.beginGracefulShutdown()?.closeNow == false)
-        #expect(machine.callFinished(callID: 2, now: .now) == .sendResponseThenClose)
+        #expect(machine.callFinished(callID: 2, now: .now) == .send(.handlerResult, close: true))
         // The abandoned handler is cancelled with the connection.
         #expect(machine.connectionClosed() == [1])
     }

@@ -55,7 +55,7 @@ import Testing
         }
         #expect(started.callID == 1)
         #expect(machine.authenticatedCaller == "gateway")
-        #expect(machine.callFinished(callID: 1, now: .now) == .sendResponse)
+        #expect(machine.callFinished(callID: 1, now: .now) == .send(.handlerResult, close: false))
         #expect(machine.callFinished(callID: 1, now: .now) == .drop)
     }
 
@@ -80,7 +80,7 @@ import Testing
         #expect(id == 3)
         #expect(error.code == .resourceExhausted)
         #expect(machine.state == .active)
-        #expect(machine.callFinished(callID: 1, now: .now) == .sendResponse)
+        #expect(machine.callFinished(callID: 1, now: .now) == .send(.handlerResult, close: false))
         guard case .startCall = machine.frameReceived(request(4)) else {
             Issue.record("a call fits again once one finished")
             return
@@ -115,8 +115,8 @@ import Testing
         }
         #expect(error.code == .unavailable)
         #expect(error.reason == "going_away")
-        #expect(machine.callFinished(callID: 1, now: .now) == .sendResponse)
-        #expect(machine.callFinished(callID: 2, now: .now) == .sendResponseThenClose)
+        #expect(machine.callFinished(callID: 1, now: .now) == .send(.handlerResult, close: false))
+        #expect(machine.callFinished(callID: 2, now: .now) == .send(.handlerResult, close: true))
         #expect(machine.state == .closed)
     }
 
