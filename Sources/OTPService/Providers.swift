@@ -130,21 +130,13 @@ public struct WebhookProvider: MessageProvider {
         return Array(try encoder.encode(payload))
     }
 
-    /// `sha256=` and the lower-case hex HMAC of `body`.
-    static func signature(of body: [UInt8], secret: String) -> String {
-        "sha256=" + Hex.lowercase(HMACSHA256.authenticationCode(for: body, key: Array(secret.utf8)))
-    }
-
     public func send(_ message: OutgoingMessage) async throws -> ProviderReceipt {
         let body = try Self.body(of: message)
         var request = HTTPClientRequest(url: url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: "User-Agent", value: "auth-otp-dispatch/1")
-        request.headers.add(
-            name: "X-Auth-Signature",
-            value: "sha256=" + Hex.lowercase(signer.authenticationCode(for: body))
-        )
+        request.headers.add(name: WebhookSignature.headerName, value: WebhookSignature.value(for: body, signer: signer))
         request.body = .bytes(ByteBuffer(bytes: body))
         _ = try await http.send(request, provider: name)
         return ProviderReceipt(providerMessageID: message.id.uuidString.lowercased())

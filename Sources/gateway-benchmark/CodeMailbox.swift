@@ -58,18 +58,16 @@ final class CodeMailbox: Sendable {
     func code(for destination: String, on eventLoop: any EventLoop) -> EventLoopFuture<Delivery> {
         let promise = eventLoop.makePromise(of: Delivery.self)
         let (ready, displaced): (Delivery?, EventLoopPromise<Delivery>?) = entries.withLock { entries in
-            switch entries[destination] {
-            case .arrived(let delivery):
+            if case .arrived(let delivery) = entries[destination] {
                 entries[destination] = nil
                 return (delivery, nil)
-            case .waiting(let earlier, _):
-                // Two sign-ins drew the same number: the earlier one cannot tell its code apart.
-                entries[destination] = .waiting(promise, deadline: .now + timeout)
-                return (nil, earlier)
-            case nil:
-                entries[destination] = .waiting(promise, deadline: .now + timeout)
-                return (nil, nil)
             }
+            // An earlier wait for the same number (two sign-ins drew it) cannot tell its code
+            // apart: it is displaced and failed.
+            var earlier: EventLoopPromise<Delivery>?
+            if case .waiting(let waiting, _) = entries[destination] { earlier = waiting }
+            entries[destination] = .waiting(promise, deadline: .now + timeout)
+            return (nil, earlier)
         }
         displaced?.fail(TimedOut(destination: destination))
         if let ready { promise.succeed(ready) }

@@ -83,8 +83,8 @@ private final class WebhookHandler: ChannelInboundHandler {
     /// Checks the request and delivers its code; the status to answer with.
     private func answer(_ head: HTTPRequestHead) -> HTTPResponseStatus {
         guard head.method == .POST, head.uri == "/otp" else { return .notFound }
-        let expected = "sha256=" + Hex.lowercase(hmac.authenticationCode(for: body))
-        guard head.headers.first(name: "x-auth-signature") == expected else { return .unauthorized }
+        guard WebhookSignature.isValid(head.headers.first(name: WebhookSignature.headerName), for: body, signer: hmac)
+        else { return .unauthorized }
         guard case .object(let message)? = try? JSONValue.parse(body),
             let to = message["to"]?.stringValue, let code = message["code"]?.stringValue
         else {
