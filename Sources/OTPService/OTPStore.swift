@@ -1,5 +1,6 @@
 import AuthCrypto
 import AuthPostgres
+import AuthText
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -652,14 +653,29 @@ struct OTPStore: Sendable {
     }
 
     /// A message a provider accepted, with the provider's own id of it.
-    struct SentMessage: Sendable, Encodable {
+    struct SentMessage: Sendable {
         var id: UUID
         var provider: String
         var providerMessageID: String?
 
-        enum CodingKeys: String, CodingKey {
-            case id, provider
-            case providerMessageID = "provider_message_id"
+        /// The messages as the JSON array `markSent` hands PostgreSQL's `jsonb_to_recordset`:
+        /// `[{"id":…,"provider":…,"provider_message_id":…},…]`, the last member `null` when the
+        /// provider gave no id (written by hand: `JSONEncoder` was on every delivery).
+        static func jsonRows(_ sent: [SentMessage]) -> String {
+            var json = "["
+            for message in sent {
+                if json.utf8.count > 1 { json += "," }
+                json += #"{"id":""# + message.id.uuidString + #"","provider":"#
+                JSONText.appendString(message.provider, to: &json)
+                json += #","provider_message_id":"#
+                if let providerMessageID = message.providerMessageID {
+                    JSONText.appendString(providerMessageID, to: &json)
+                } else {
+                    json += "null"
+                }
+                json += "}"
+            }
+            return json + "]"
         }
     }
 
@@ -671,7 +687,7 @@ struct OTPStore: Sendable {
     /// table that grows), a cost that grew with every message sent (issue 24).
     func markSent(_ sent: [SentMessage], now: Date) async throws {
         guard !sent.isEmpty else { return }
-        let rows = String(decoding: try JSONEncoder().encode(sent), as: UTF8.self)
+        let rows = SentMessage.jsonRows(sent)
         let ids = sent.map(\.id.uuidString).joined(separator: ",")
         try await pool.query(
             """

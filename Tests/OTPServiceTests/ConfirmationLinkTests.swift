@@ -44,7 +44,7 @@ import Testing
             )
             #expect(provider.sent.first?.text.body.contains("verification code is \(code).") == true)
             let webhook = String(
-                decoding: try WebhookProvider.body(of: try #require(provider.sent.first)),
+                decoding: WebhookProvider.body(of: try #require(provider.sent.first)),
                 as: UTF8.self
             )
             #expect(webhook.contains("\"link\":\"\(Self.base + token)\""))

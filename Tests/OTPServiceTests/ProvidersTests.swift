@@ -3,6 +3,7 @@ import AuthCrypto
 import AuthProtobuf
 import AuthRPC
 import AuthTestSupport
+import AuthText
 import Foundation
 import Testing
 
@@ -204,5 +205,104 @@ import Testing
             form
                 == "To=%2B919876543210&Body=153982%20is%20your%20Caf%C3%A9%20code%0A%40auth.example%20%23153982%20~a_b.c-d"
         )
+    }
+}
+
+/// The webhook body is written by hand; it must be the bytes `JSONEncoder` wrote before
+/// (`.sortedKeys`, `.withoutEscapingSlashes`, absent optionals left out), which receivers may
+/// already compare or log.
+@Suite struct WebhookBodyTests {
+    /// What otp-dispatch POSTed before issue 24: the old encoder, kept here as the oracle.
+    struct EncodedByFoundation: Encodable {
+        var id: String
+        var channel: String
+        var to: String
+        var subject: String?
+        var body: String
+        var code: String
+        var purpose: String
+        var locale: String
+        var created_at: String
+        var expires_at: String
+        var link: String?
+    }
+
+    static func oracle(_ message: OutgoingMessage) throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return Array(
+            try encoder.encode(
+                EncodedByFoundation(
+                    id: message.id.uuidString.lowercased(),
+                    channel: message.channel.rawValue,
+                    to: message.to,
+                    subject: message.text.subject,
+                    body: message.text.body,
+                    code: message.code,
+                    purpose: message.purpose,
+                    locale: message.locale,
+                    created_at: RFC3339.string(message.createdAt),
+                    expires_at: RFC3339.string(message.expiresAt),
+                    link: message.link
+                )
+            )
+        )
+    }
+
+    static func message(subject: String?, body: String, link: String?, to: String) -> OutgoingMessage {
+        OutgoingMessage(
+            id: UUID(),
+            verificationID: UUID(),
+            channel: subject == nil ? .sms : .email,
+            to: to,
+            code: "042917",
+            purpose: "sign_in",
+            locale: "pt-BR",
+            createdAt: Date(timeIntervalSince1970: 1_764_000_000.123),
+            expiresAt: Date(timeIntervalSince1970: 1_764_000_300),
+            text: RenderedMessage(subject: subject, body: body),
+            link: link
+        )
+    }
+
+    @Test(arguments: [
+        message(
+            subject: nil,
+            body: "042917 is your Laten verification code\n\n@laten.app #042917",
+            link: nil,
+            to: "+5511999990000"
+        ),
+        message(
+            subject: "Seu código: 042917",
+            body: "Olá \"Zoë\" \\ tab\there\r\n\u{01}\u{1F}\u{7F} ✓ 🙂 \u{2028} </script> https://a.example/x?y=1&z=2",
+            link: "https://laten.app/auth/confirm?token=a/b+c%2F",
+            to: "zoë+tag@example.com"
+        ),
+        message(subject: "", body: "", link: "", to: ""),
+    ])
+    func sameBytesAsJSONEncoder(message: OutgoingMessage) throws {
+        let written = WebhookProvider.body(of: message)
+        #expect(String(decoding: written, as: UTF8.self) == String(decoding: try Self.oracle(message), as: UTF8.self))
+    }
+}
+
+/// The rows `markSent` hands PostgreSQL, written by hand: valid JSON holding each message.
+@Suite struct SentMessageRowsTests {
+    @Test func rowsAreAJSONArrayOfEveryMessage() throws {
+        let sent = [
+            OTPStore.SentMessage(id: UUID(), provider: "twilio", providerMessageID: "SM0123\"\\/\n✓"),
+            OTPStore.SentMessage(id: UUID(), provider: "webhook", providerMessageID: nil),
+        ]
+        let rows = OTPStore.SentMessage.jsonRows(sent)
+        let parsed = try #require(
+            try JSONSerialization.jsonObject(with: Data(rows.utf8)) as? [[String: Any]]
+        )
+        #expect(parsed.count == 2)
+        #expect(parsed[0]["id"] as? String == sent[0].id.uuidString)
+        #expect(parsed[0]["provider"] as? String == "twilio")
+        #expect(parsed[0]["provider_message_id"] as? String == "SM0123\"\\/\n✓")
+        #expect(parsed[1]["provider"] as? String == "webhook")
+        #expect(parsed[1]["provider_message_id"] is NSNull)
+        #expect(OTPStore.SentMessage.jsonRows([]) == "[]")
     }
 }
