@@ -36,6 +36,9 @@ public final class PostgresPool: Service, Sendable {
     /// connection threads are busy with the very statements being cancelled.
     private let cancelThread: NIOThreadPool
     private let state: Mutex<State>
+    /// Numbers the callers that ask for a connection (the state machine's waiter ids), outside
+    /// the lock: `acquire` then takes the pool's lock once.
+    private let nextWaiterID = Atomic<Int>(0)
     private let listener = Mutex<PostgresListener?>(nil)
 
     typealias Machine = StateMachine<PooledConnection, CheckedContinuation<PooledConnection?, any Error>>
@@ -43,7 +46,6 @@ public final class PostgresPool: Service, Sendable {
     private struct State {
         var machine: Machine
         var backoff = ReconnectBackoff()
-        var nextWaiterID = 0
         /// The timer for waiting callers' deadlines, while armed (see ``StateMachine``).
         var timer: Task<Void, Never>?
         /// Callers that waited ``PostgresConfiguration/acquireTimeout`` for a connection in vain.
@@ -346,10 +348,7 @@ public final class PostgresPool: Service, Sendable {
     // MARK: Internals
 
     private func acquire() async throws -> PooledConnection? {
-        let id = self.state.withLock { state in
-            state.nextWaiterID += 1
-            return state.nextWaiterID
-        }
+        let id = self.nextWaiterID.wrappingAdd(1, ordering: .relaxed).newValue
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation {
                 (continuation: CheckedContinuation<PooledConnection?, any Error>) in
