@@ -5,24 +5,41 @@ public enum JSONText {
     /// `\n`, `\r`, `\t`, `\b`, `\f`, other control characters as `\u00XX`, everything else (`/`
     /// and non-ASCII included) as it is.
     public static func appendString(_ string: String, to json: inout String) {
-        json.unicodeScalars.append("\"")
-        for scalar in string.unicodeScalars {
-            switch scalar {
-            case "\"": json += #"\""#
-            case "\\": json += #"\\"#
-            case "\n": json += #"\n"#
-            case "\r": json += #"\r"#
-            case "\t": json += #"\t"#
-            case "\u{08}": json += #"\b"#
-            case "\u{0C}": json += #"\f"#
-            case _ where scalar.value < 0x20:
-                json += #"\u00"#
-                json.unicodeScalars.append(hexDigits[Int(scalar.value >> 4)])
-                json.unicodeScalars.append(hexDigits[Int(scalar.value & 0xF)])
-            default: json.unicodeScalars.append(scalar)
+        json += "\""
+        // Runs of bytes that need no escape are appended whole: every byte escaped is ASCII, so
+        // each run starts and ends on a character boundary.
+        let utf8 = string.utf8
+        var runStart = utf8.startIndex
+        var index = runStart
+        while index != utf8.endIndex {
+            let byte = utf8[index]
+            if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                json += string[runStart..<index]
+                appendEscape(of: byte, to: &json)
+                index = utf8.index(after: index)
+                runStart = index
+            } else {
+                index = utf8.index(after: index)
             }
         }
-        json.unicodeScalars.append("\"")
+        json += string[runStart..<utf8.endIndex]
+        json += "\""
+    }
+
+    private static func appendEscape(of byte: UInt8, to json: inout String) {
+        switch byte {
+        case UInt8(ascii: "\""): json += #"\""#
+        case UInt8(ascii: "\\"): json += #"\\"#
+        case UInt8(ascii: "\n"): json += #"\n"#
+        case UInt8(ascii: "\r"): json += #"\r"#
+        case UInt8(ascii: "\t"): json += #"\t"#
+        case 0x08: json += #"\b"#
+        case 0x0C: json += #"\f"#
+        default:
+            json += #"\u00"#
+            json.unicodeScalars.append(hexDigits[Int(byte >> 4)])
+            json.unicodeScalars.append(hexDigits[Int(byte & 0xF)])
+        }
     }
 
     private static let hexDigits = Array("0123456789abcdef".unicodeScalars)
