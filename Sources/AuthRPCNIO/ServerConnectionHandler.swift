@@ -352,14 +352,32 @@ final class ServerConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         for (index, call) in callsToStart.enumerated() { lanes[index % laneCount].append(call) }
         for calls in lanes {
             Task {
+                // Handlers that end while their lane is still starting calls (those that do not
+                // suspend, or resume at once) go back to the loop together, in one hop.
+                let finished = FinishedCalls()
                 for call in calls {
                     let callID = call.callID
-                    call.start { result in eventLoop.execute { loopBound.value.finish(callID: callID, result: result) }
+                    call.start { result in
+                        guard !finished.collect(callID: callID, result: result) else { return }
+                        eventLoop.execute { loopBound.value.finish(callID: callID, result: result) }
                     }
                 }
+                let collected = finished.close()
+                if !collected.isEmpty { eventLoop.execute { loopBound.value.finish(collected) } }
             }
         }
         callsToStart.removeAll(keepingCapacity: true)
+    }
+
+    /// Ends the calls a lane collected: their responses go out in one write and one flush.
+    private func finish(_ calls: [FinishedCalls.Call]) {
+        let wasInReadBurst = inReadBurst
+        inReadBurst = true
+        for call in calls { finish(callID: call.callID, result: call.result) }
+        inReadBurst = wasInReadBurst
+        guard !wasInReadBurst, let output = pendingOutput, let context else { return }
+        pendingOutput = nil
+        context.writeAndFlush(wrapOutboundOut(output), promise: nil)
     }
 
     /// Arms the connection's timer to fire `remaining` from now (a new call's budget: the timer
@@ -628,6 +646,34 @@ final class OffLoopCall: Sendable {
             return false
         }
         if cancelled { started.cancel() }
+    }
+}
+
+/// The results of a lane's handlers that ended before the lane finished starting its calls,
+/// gathered to go back to the event loop in one hop; once closed, results are not taken.
+final class FinishedCalls: Sendable {
+    struct Call: Sendable {
+        let callID: UInt64
+        let result: Result<[UInt8], RPCError>
+    }
+
+    private let state = Mutex<(collecting: Bool, calls: [Call])>((true, []))
+
+    /// Takes `result` if the lane is still starting calls; false when the caller must send it.
+    func collect(callID: UInt64, result: Result<[UInt8], RPCError>) -> Bool {
+        state.withLock { state in
+            guard state.collecting else { return false }
+            state.calls.append(Call(callID: callID, result: result))
+            return true
+        }
+    }
+
+    /// Stops collecting; returns what was collected.
+    func close() -> [Call] {
+        state.withLock { state in
+            state.collecting = false
+            return state.calls
+        }
     }
 }
 

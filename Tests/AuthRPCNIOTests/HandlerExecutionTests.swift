@@ -64,3 +64,24 @@ let inlineThreadProbeMethod = MethodDescriptor(service: "auth.test.v1.Test", met
         try await running.value
     }
 }
+
+/// A lane gathers the results of handlers that end while it still starts calls, to hand them to
+/// the event loop in one hop; after it has finished starting them, each result goes on its own.
+@Suite struct FinishedCallsTests {
+    @Test func collectsUntilClosedThenRefuses() {
+        let finished = FinishedCalls()
+        #expect(finished.collect(callID: 1, result: .success([1])))
+        #expect(finished.collect(callID: 3, result: .failure(RPCError(code: .internal, message: "x"))))
+        let collected = finished.close()
+        #expect(collected.map(\.callID) == [1, 3])
+        #expect((try? collected[0].result.get()) == [1])
+        guard case .failure(let error) = collected[1].result else {
+            Issue.record("expected the error collected")
+            return
+        }
+        #expect(error.code == .internal)
+        // A handler that ends later (it suspended) is sent by its own hop.
+        #expect(!finished.collect(callID: 5, result: .success([])))
+        #expect(finished.close().map(\.callID) == [1, 3])
+    }
+}
