@@ -11,7 +11,8 @@ public struct PostgresConfiguration: Sendable {
     /// The connections the pool keeps open while it runs as a `Service`: it opens them when
     /// ``PostgresPool/run()`` starts, so the first requests after a start do not wait for new
     /// server sessions, and opens them again every ``minimumConnectionsCheckInterval`` when
-    /// fewer are open (after the database was restarted, say). At most ``maxConnections``.
+    /// fewer are open (after the database was restarted, say: idle connections whose server
+    /// session ended are found and closed first). At most ``maxConnections``.
     /// Default 0: connections are opened only when a call needs one.
     public var minConnections: Int
     /// How often a running pool checks that ``minConnections`` are open. Default 10 s.

@@ -132,6 +132,17 @@ extension PostgresPool {
             return missing
         }
 
+        /// Leases every idle connection, to be checked and released again (healthy) or with
+        /// `nil` (closed): one the server closed while it sat idle would otherwise count toward
+        /// the minimum until a call found it.
+        mutating func leaseIdleToCheck() -> [Connection] {
+            guard !self.isClosed else { return [] }
+            let connections = self.idle
+            self.idle.removeAll()
+            self.leased += connections.count
+            return connections
+        }
+
         /// A waiter gave up (timeout, cancellation). Returns it when it was still waiting.
         mutating func removeWaiter(id: Int) -> Waiter? {
             guard let index = self.waiters.firstIndex(where: { $0.id == id }) else { return nil }

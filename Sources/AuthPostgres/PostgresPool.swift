@@ -229,6 +229,7 @@ public final class PostgresPool: Service, Sendable {
         if self.configuration.minConnections > 0 {
             try? await cancelWhenGracefulShutdown {
                 while !Task.isCancelled {
+                    await self.discardBrokenIdleConnections()
                     await self.openMinimumConnections()
                     try await Task.sleep(for: self.configuration.minimumConnectionsCheckInterval)
                 }
@@ -257,6 +258,43 @@ public final class PostgresPool: Service, Sendable {
             for _ in 1..<slots { group.addTask { await self.openLeasedSlot() } }
             return await group.reduce(1) { $0 + ($1 ? 1 : 0) }
         }
+    }
+
+    /// Checks the idle connections, without blocking, on the pool's threads, and closes those
+    /// whose server session has ended (a restart, an idle timeout, `pg_terminate_backend`), so
+    /// that ``openMinimumConnections()`` replaces them before a call would find them. Returns
+    /// how many it closed.
+    @discardableResult
+    public func discardBrokenIdleConnections() async -> Int {
+        let connections = self.state.withLock { $0.machine.leaseIdleToCheck() }
+        guard !connections.isEmpty else { return 0 }
+        let healthy: [Bool] = (try? await self.threadPool.runIfActive { connections.map(Self.keepIfHealthy) }) ?? []
+        var discarded = 0
+        for (index, pooled) in connections.enumerated() {
+            if index < healthy.count && healthy[index] {
+                self.release(pooled)
+            } else {
+                if index >= healthy.count { pooled.connection.close() }
+                self.release(nil)
+                discarded += 1
+            }
+        }
+        if discarded > 0 {
+            self.logger.info(
+                "closed idle PostgreSQL connections the server had ended",
+                metadata: ["count": "\(discarded)"]
+            )
+        }
+        return discarded
+    }
+
+    /// Whether an idle connection is still usable; closes it when not.
+    private static func keepIfHealthy(_ pooled: PooledConnection) -> Bool {
+        guard pooled.connection.isHealthyWhenIdle() else {
+            pooled.connection.close()
+            return false
+        }
+        return true
     }
 
     /// Opens a connection for a slot ``openMinimumConnections()`` leased and releases it (a

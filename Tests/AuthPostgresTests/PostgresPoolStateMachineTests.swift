@@ -136,6 +136,29 @@ struct PostgresPoolStateMachineTests {
         #expect(late.armTimer == nil)
     }
 
+    /// The idle check leases every idle connection; those that come back broken (`nil`) free
+    /// their slots, which the minimum then opens again.
+    @Test func idleConnectionsLeasedForTheCheckComeBackOrFreeTheirSlots() {
+        var machine = Machine(maxConnections: 4)
+        #expect(machine.leaseSlotsToOpen(minimum: 3) == 3)
+        for connection in ["conn1", "conn2", "conn3"] { _ = machine.release(connection) }
+        let checked = machine.leaseIdleToCheck()
+        #expect(checked == ["conn1", "conn2", "conn3"])
+        #expect(machine.idle.isEmpty)
+        #expect(machine.leased == 3)
+        // While they are checked they count as open.
+        #expect(machine.leaseSlotsToOpen(minimum: 3) == 0)
+        _ = machine.release("conn1")
+        _ = machine.release(nil)
+        _ = machine.release(nil)
+        #expect(machine.idle == ["conn1"])
+        #expect(machine.leased == 0)
+        #expect(machine.leaseSlotsToOpen(minimum: 3) == 2)
+        // A closed pool checks nothing.
+        _ = machine.close()
+        #expect(machine.leaseIdleToCheck().isEmpty)
+    }
+
     @Test func slotsToOpenFillUpToTheMinimumCountingIdleAndLeased() {
         var machine = Machine(maxConnections: 4)
         #expect(machine.leaseSlotsToOpen(minimum: 3) == 3)
