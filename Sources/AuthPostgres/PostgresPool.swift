@@ -268,17 +268,15 @@ public final class PostgresPool: Service, Sendable {
     public func discardBrokenIdleConnections() async -> Int {
         let connections = self.state.withLock { $0.machine.leaseIdleToCheck() }
         guard !connections.isEmpty else { return 0 }
-        let healthy: [Bool] = (try? await self.threadPool.runIfActive { connections.map(Self.keepIfHealthy) }) ?? []
-        var discarded = 0
-        for (index, pooled) in connections.enumerated() {
-            if index < healthy.count && healthy[index] {
-                self.release(pooled)
-            } else {
-                if index >= healthy.count { pooled.connection.close() }
-                self.release(nil)
-                discarded += 1
+        // A pool whose threads have stopped (it is closing) keeps none of them.
+        let healthy =
+            (try? await self.threadPool.runIfActive { connections.map(Self.keepIfHealthy) })
+            ?? connections.map {
+                $0.connection.close()
+                return false
             }
-        }
+        for (pooled, isHealthy) in zip(connections, healthy) { self.release(isHealthy ? pooled : nil) }
+        let discarded = healthy.count { !$0 }
         if discarded > 0 {
             self.logger.info(
                 "closed idle PostgreSQL connections the server had ended",
