@@ -48,6 +48,7 @@ public final class IdentityService: Auth_Identity_V1_Identity.ServiceProtocol {
             "0003_oauth_flows.sql": PackageResources._003_oauth_flows_sql,
             "0004_email_link_codes.sql": PackageResources._004_email_link_codes_sql,
             "0005_account_checks.sql": PackageResources._005_account_checks_sql,
+            "0006_column_checks_in_domains.sql": PackageResources._006_column_checks_in_domains_sql,
         ])
     }
 

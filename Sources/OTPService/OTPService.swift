@@ -42,6 +42,7 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
             "0006_check_by_destination_and_signup_notice.sql":
                 PackageResources._006_check_by_destination_and_signup_notice_sql,
             "0007_confirmation_links.sql": PackageResources._007_confirmation_links_sql,
+            "0008_column_checks_in_domains.sql": PackageResources._008_column_checks_in_domains_sql,
         ])
     }
 

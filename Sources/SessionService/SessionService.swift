@@ -41,6 +41,7 @@ public final class SessionService: Auth_Session_V1_Session.ServiceProtocol {
             "0002_refresh_hot_path.sql": PackageResources._002_refresh_hot_path_sql,
             "0003_security_events_without_user.sql": PackageResources._003_security_events_without_user_sql,
             "0004_supabase_token_format.sql": PackageResources._004_supabase_token_format_sql,
+            "0005_column_checks_in_domains.sql": PackageResources._005_column_checks_in_domains_sql,
         ])
     }
 
