@@ -79,6 +79,51 @@ import Testing
         }
     }
 
+    /// Mark-sent, one message (by its key) and a batch (by the list of ids): each records the
+    /// provider and its id (or none), wipes the code, and leaves a message that is no longer
+    /// queued or sending (here superseded by a resend) as it is.
+    @Test(arguments: [1, 3])
+    func markSentRecordsOnlyMessagesStillOut(count: Int) async throws {
+        try await withOTPService { otp in
+            for n in 0..<count + 1 { _ = try await otp.start("mark\(n)@example.com") }
+            let ids = try await otp.query("SELECT id FROM @messages ORDER BY id").map { try $0[0].uuid }
+            let superseded = ids[count]
+            _ = try await otp.query(
+                "UPDATE @messages SET state = 'superseded', code = NULL WHERE id = $1",
+                [.uuid(superseded)]
+            )
+            let sent = ids.enumerated().map { index, id in
+                OTPStore.SentMessage(id: id, provider: "webhook", providerMessageID: index == 0 ? nil : "p-\(index)")
+            }
+            let now = Date(timeIntervalSince1970: 1_800_000_000)
+            // The superseded message is in the batch's list, or alone after the single one.
+            if count == 1 {
+                try await otp.service.store.markSent([sent[0]], now: now)
+                try await otp.service.store.markSent([sent[1]], now: now)
+            } else {
+                try await otp.service.store.markSent(sent, now: now)
+            }
+            let rows = try await otp.query(
+                "SELECT id, state, code IS NULL, provider, provider_message_id, sent_at FROM @messages ORDER BY id"
+            )
+            #expect(rows.count == count + 1)
+            for (index, row) in rows.enumerated() {
+                #expect(try row[0].uuid == ids[index])
+                if try row[0].uuid == superseded {
+                    #expect(try row[1].string == "superseded")
+                    #expect(try row[3].string == "")
+                    #expect(try row[5].decode(Date?.self) == nil)
+                } else {
+                    #expect(try row[1].string == "sent")
+                    #expect(try row[2].bool)
+                    #expect(try row[3].string == "webhook")
+                    #expect(try row[4].decode(String?.self) == (index == 0 ? nil : "p-\(index)"))
+                    #expect(try row[5].date == now)
+                }
+            }
+        }
+    }
+
     /// A claimed batch: sent together, the sent ones recorded in one statement with each
     /// provider's id, a failed one retried alone.
     @Test func aBatchIsSentAtOnceAndEachOutcomeIsRecorded() async throws {
