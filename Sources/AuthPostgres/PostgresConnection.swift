@@ -231,13 +231,30 @@ public final class PostgresConnection {
         }
         do {
             return try self.executePrepared(name: name, encoded, handle: handle)
-        } catch let error where error.sqlState == "0A000" && self.transactionStatus == .idle {
+        } catch let error where error.sqlState == "0A000" {
             // "cached plan must not change result type": the table changed under a cached
             // statement. Prepare it afresh, once, when not inside a transaction.
+            guard self.transactionStatus == .idle else {
+                throw self.staleStatement(error, sql: sql, types: encoded.types)
+            }
             self.forgetPreparedStatement(sql: sql, types: encoded.types, name: name)
             let name = try self.preparedStatementName(sql: sql, types: encoded.types, handle: handle)
             return try self.executePrepared(name: name, encoded, handle: handle)
         }
+    }
+
+    /// A prepared statement failed inside a transaction with "cached plan must not change
+    /// result type" (SQLSTATE 0A000: a table changed under it, e.g. a column's type in a
+    /// migration a newer replica applied). The failed transaction cannot prepare it again, so
+    /// the connection forgets it, for its next use to prepare it afresh, and the error becomes
+    /// ``PostgresError/Code/staleStatement``, on which ``PostgresPool/transaction(isolation:maxAttempts:_:)``
+    /// runs the transaction again. The server keeps the old statement until the cache is cleared
+    /// or the connection closes: the failed transaction cannot run a `DEALLOCATE`.
+    private func staleStatement(_ error: PostgresError, sql: String, types: [UInt32]) -> PostgresError {
+        self.preparedStatements[StatementKey(sql: sql, types: types)] = nil
+        var stale = error
+        stale.code = .staleStatement
+        return stale
     }
 
     /// Runs one or more `;`-separated statements without parameters over the simple query
@@ -417,7 +434,13 @@ public final class PostgresConnection {
         if let beginResult, PQresultStatus(beginResult.pointer) != PGRES_COMMAND_OK {
             throw self.failure(result: beginResult.pointer, handle: handle)
         }
-        let rows = try self.check(owned: statementResult!, handle: handle) { result in copyRows(from: result) }
+        let rows: PostgresRows
+        do {
+            rows = try self.check(owned: statementResult!, handle: handle) { result in copyRows(from: result) }
+        } catch let error where preparedName != nil && error.sqlState == "0A000" {
+            // Always inside a transaction: this one's BEGIN went first, or an earlier statement's.
+            throw self.staleStatement(error, sql: sql, types: parameters.types)
+        }
         if let commitResult {
             guard PQresultStatus(commitResult.pointer) == PGRES_COMMAND_OK else {
                 throw self.failure(result: commitResult.pointer, handle: handle)

@@ -12,7 +12,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
             case unavailable, connectionLost, queryFailed, serializationFailure, deadlock
             case uniqueViolation, foreignKeyViolation, checkViolation, notNullViolation
             case invalidData, decodingFailed, invalidArgument, timeout, cancelled, poolTimeout
-            case closed, migrationFailed
+            case closed, migrationFailed, staleStatement
         }
 
         private let wrapped: Wrapped
@@ -59,6 +59,12 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         public static let closed = Code(.closed)
         /// A migration could not be applied, or an applied migration was edited afterwards.
         public static let migrationFailed = Code(.migrationFailed)
+        /// A statement this connection had prepared failed inside a transaction because a table
+        /// changed under it (SQLSTATE 0A000, "cached plan must not change result type", e.g. a
+        /// column's type changed by a newer replica's migration). The connection prepares the
+        /// statement again at its next use; the transaction can be run again, and
+        /// ``PostgresPool/transaction(isolation:maxAttempts:_:)`` does so (``PostgresError/isRetryable``).
+        public static let staleStatement = Code(.staleStatement)
     }
 
     /// What went wrong.
@@ -99,10 +105,11 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         self.column = column
     }
 
-    /// True when the whole transaction can safely be run again: serialization failure or
-    /// deadlock. ``PostgresPool/transaction(isolation:maxAttempts:_:)`` retries these itself.
+    /// True when the whole transaction can safely be run again: serialization failure,
+    /// deadlock, or a statement prepared before its table changed (``Code/staleStatement``).
+    /// ``PostgresPool/transaction(isolation:maxAttempts:_:)`` retries these itself.
     public var isRetryable: Bool {
-        self.code == .serializationFailure || self.code == .deadlock
+        self.code == .serializationFailure || self.code == .deadlock || self.code == .staleStatement
     }
 
     /// True when the database is (momentarily) unreachable: ``Code/unavailable`` or

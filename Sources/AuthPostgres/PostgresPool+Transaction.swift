@@ -3,7 +3,8 @@ import Logging
 
 extension PostgresPool {
     /// Runs `body` in a transaction on a pooled connection, retrying the whole transaction on
-    /// serialization failure (SQLSTATE 40001) and deadlock (40P01).
+    /// serialization failure (SQLSTATE 40001), deadlock (40P01) and a statement prepared before
+    /// its table changed (``PostgresError/Code/staleStatement``).
     ///
     /// Each attempt sends `BEGIN ISOLATION LEVEL …`, runs `body`, and sends `COMMIT`; any error
     /// rolls back. A retryable error (also one raised by `COMMIT`) leads to a new attempt on a

@@ -161,3 +161,70 @@ struct PostgresPoolTransactionTests {
         }
     }
 }
+
+/// A statement prepared before its table changed (a newer replica's migration changed a column's
+/// type) fails inside a transaction with "cached plan must not change result type"; the
+/// connection forgets it and the pool runs the transaction again, which prepares it afresh.
+@Suite("PostgresPool.transaction after a table changed")
+struct PostgresPoolStaleStatementTests {
+    enum Position: String, CaseIterable, CustomTestStringConvertible {
+        /// The transaction's first statement, sent with its `BEGIN`.
+        case first
+        /// A later statement.
+        case later
+        /// The last statement, sent with its `COMMIT` (`executeAndCommit`).
+        case withCommit
+
+        var testDescription: String { rawValue }
+    }
+
+    @Test(arguments: Position.allCases)
+    func theTransactionRunsAgain(position: Position) async throws {
+        try await PostgresTestDatabase.withTestSchema(maxConnections: 1) { pool, _ in
+            try await pool.query("CREATE TABLE t (a int)")
+            try await pool.query("INSERT INTO t VALUES (7)")
+            let attempts = Counter()
+            @Sendable func read(_ connection: PostgresConnection) throws -> Int {
+                attempts.increment()
+                switch position {
+                case .first:
+                    let value = try connection.execute("SELECT a FROM t")[0][0].int
+                    try connection.execute("SELECT 1")
+                    return value
+                case .later:
+                    try connection.execute("SELECT 1")
+                    return try connection.execute("SELECT a FROM t")[0][0].int
+                case .withCommit:
+                    try connection.execute("SELECT 1")
+                    return try connection.executeAndCommit("SELECT a FROM t", [])[0][0].int
+                }
+            }
+            #expect(try await pool.transaction(read) == 7)
+            #expect(attempts.total == 1)
+            // The pool's one connection has the statement prepared; the column's type changes.
+            try await pool.query("ALTER TABLE t ALTER COLUMN a TYPE bigint")
+            #expect(try await pool.transaction(read) == 7)
+            #expect(attempts.total == 3)
+            // Prepared afresh: the next transaction runs once.
+            #expect(try await pool.transaction(read) == 7)
+            #expect(attempts.total == 4)
+        }
+    }
+
+    @Test func withoutTheTransactionsRetriesTheErrorSaysWhatHappened() async throws {
+        try await PostgresTestDatabase.withTestSchema(maxConnections: 1) { pool, _ in
+            try await pool.query("CREATE TABLE t (a int)")
+            try await pool.query("INSERT INTO t VALUES (7)")
+            let read: @Sendable (PostgresConnection) throws -> Int = { connection in
+                try connection.transaction { try connection.execute("SELECT a FROM t")[0][0].int }
+            }
+            #expect(try await pool.withConnection(read) == 7)
+            try await pool.query("ALTER TABLE t ALTER COLUMN a TYPE bigint")
+            let error = await #expect(throws: PostgresError.self) { try await pool.withConnection(read) }
+            #expect(error?.code == .staleStatement)
+            #expect(error?.sqlState == "0A000")
+            #expect(error?.isRetryable == true)
+            #expect(try await pool.withConnection(read) == 7)
+        }
+    }
+}
