@@ -1,4 +1,5 @@
 import AuthPostgres
+import AuthTestSupport
 import Testing
 
 /// The schema refuses what its checks refuse, whether a check sits in a domain (a user's phone
@@ -23,13 +24,7 @@ import Testing
     func aValueTheChecksRefuseIsNotStored(statement: String, value: String, constraint: String) async throws {
         try await withIdentityService { fixture in
             _ = try await fixture.query(Self.user("phone"), [.text("+919876543210")])
-            do {
-                _ = try await fixture.query(statement, [.text(value)])
-                Issue.record("stored: \(statement) with \(value)")
-            } catch let error as PostgresError {
-                #expect(error.code == .checkViolation)
-                #expect(error.constraint == constraint)
-            }
+            try await expectCheckViolation(constraint) { try await fixture.query(statement, [.text(value)]) }
             let stored = try await fixture.query(
                 "SELECT phone, email, deleted_at IS NULL, (SELECT count(*) FROM @users) FROM @users"
             )

@@ -1,4 +1,5 @@
 import AuthPostgres
+import AuthTestSupport
 import Testing
 
 /// The schema refuses what its checks refuse, whether a check sits in a domain (the
@@ -70,13 +71,7 @@ import Testing
     func aValueTheChecksRefuseIsNotStored(statement: String, constraint: String) async throws {
         try await withOTPService { fixture in
             _ = try await fixture.query(Self.validVerification)
-            do {
-                _ = try await fixture.query(statement)
-                Issue.record("stored: \(statement)")
-            } catch let error as PostgresError {
-                #expect(error.code == .checkViolation)
-                #expect(error.constraint == constraint)
-            }
+            try await expectCheckViolation(constraint) { try await fixture.query(statement) }
             let stored = try await fixture.query(
                 "SELECT status, resends, (SELECT count(*) FROM @verifications) FROM @verifications WHERE id = '\(Self.verificationID)'"
             )

@@ -1,4 +1,5 @@
 import AuthPostgres
+import AuthTestSupport
 import Testing
 
 /// The schema refuses what its checks refuse, whether a check sits in a domain (the
@@ -50,13 +51,7 @@ import Testing
     func aValueTheChecksRefuseIsNotStored(statement: String, constraint: String) async throws {
         try await withSessionService { fixture in
             _ = try await fixture.query(Self.validSession)
-            do {
-                _ = try await fixture.query(statement)
-                Issue.record("stored: \(statement)")
-            } catch let error as PostgresError {
-                #expect(error.code == .checkViolation)
-                #expect(error.constraint == constraint)
-            }
+            try await expectCheckViolation(constraint) { try await fixture.query(statement) }
             #expect(try await fixture.query("SELECT count(*) FROM @sessions")[0][0].int == 1)
             #expect(try await fixture.query("SELECT count(*) FROM @refresh_tokens")[0][0].int == 0)
             let stored = try await fixture.query("SELECT generation, user_id FROM @sessions")
