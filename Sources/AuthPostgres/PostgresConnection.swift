@@ -34,6 +34,8 @@ public final class PostgresConnection {
     private var broken = false
     /// Where ``transaction(isolation:_:)``'s body stands.
     private var transactionBody = TransactionBody.none
+    /// Statements of the body waiting to travel with the next one (``executeWithNext(_:_:)``).
+    private var queued: [PipelinedStatement] = []
     /// Round trips to the server so far (tests count them).
     private(set) var roundTrips = 0
     /// While set, each statement's text is appended (the pool's trace span lists them).
@@ -54,6 +56,24 @@ public final class PostgresConnection {
     private struct StatementKey: Hashable {
         var sql: String
         var types: [UInt32]
+    }
+
+    /// One statement of a pipeline (``executePipelined(_:handle:)``).
+    private struct PipelinedStatement {
+        var sql: String
+        /// Its prepared statement's name; nil: sent unnamed with its text.
+        var preparedName: String?
+        var parameters: EncodedParameters
+        /// Its rows are the pipeline's answer (the statement a caller executes, not one that
+        /// travels with it).
+        var answers = false
+        /// A `COMMIT`: its command tag says whether the transaction committed.
+        var isCommit = false
+
+        /// A statement without parameters (`BEGIN`, `COMMIT`), sent unnamed.
+        static func text(_ sql: String, isCommit: Bool = false) -> PipelinedStatement {
+            PipelinedStatement(sql: sql, preparedName: nil, parameters: EncodedParameters(), isCommit: isCommit)
+        }
     }
 
     private init(handle: OpaquePointer, logger: Logger, maxPreparedStatements: Int, preparesStatements: Bool) {
@@ -205,30 +225,15 @@ public final class PostgresConnection {
         self.statementLog?.append(sql)
         if case .committed = self.transactionBody { throw Self.statementAfterCommit }
         let encoded = try EncodedParameters(parameters)
-        guard self.preparesStatements else {
-            if let begin = self.takePendingBegin() {
-                return try self.executePipelined(
-                    begin: begin,
-                    sql: sql,
-                    preparedName: nil,
-                    encoded,
-                    commit: false,
-                    handle: handle
-                )
-            }
-            return try self.executeUnnamed(sql: sql, encoded, handle: handle)
+        let name =
+            self.preparesStatements
+            ? try self.preparedStatementName(sql: sql, types: encoded.types, handle: handle) : nil
+        let waiting = self.takeWaitingStatements()
+        if !waiting.isEmpty {
+            let statement = PipelinedStatement(sql: sql, preparedName: name, parameters: encoded, answers: true)
+            return try self.executePipelined(waiting + [statement], handle: handle)
         }
-        let name = try self.preparedStatementName(sql: sql, types: encoded.types, handle: handle)
-        if let begin = self.takePendingBegin() {
-            return try self.executePipelined(
-                begin: begin,
-                sql: sql,
-                preparedName: name,
-                encoded,
-                commit: false,
-                handle: handle
-            )
-        }
+        guard let name else { return try self.executeUnnamed(sql: sql, encoded, handle: handle) }
         do {
             return try self.executePrepared(name: name, encoded, handle: handle)
         } catch let error where error.sqlState == "0A000" {
@@ -241,6 +246,39 @@ public final class PostgresConnection {
             let name = try self.preparedStatementName(sql: sql, types: encoded.types, handle: handle)
             return try self.executePrepared(name: name, encoded, handle: handle)
         }
+    }
+
+    /// ``executeWithNext(_:_:)`` for a statement built with string interpolation.
+    public func executeWithNext(_ statement: PostgresStatement) throws(PostgresError) {
+        try self.executeWithNext(statement.sql, statement.parameters)
+    }
+
+    /// Sends `sql` with the transaction's next statement, in that statement's round trip
+    /// (libpq's pipeline mode), instead of in a round trip of its own: for a statement whose
+    /// answer is only success or failure and that the next one must follow, such as taking an
+    /// advisory lock before reading what it guards. The server runs it first, as a statement of
+    /// its own: the next statement still takes its snapshot after it has finished. Its rows are
+    /// dropped. Its error is thrown by the call that sends it: the body's next ``execute(_:_:)``,
+    /// ``executeAndCommit(_:_:)`` or ``executeScript(_:)``, or, when the body runs no statement
+    /// after it, ``transaction(isolation:_:)`` at the `COMMIT`.
+    ///
+    /// - Throws: ``PostgresError/Code/invalidArgument`` outside a transaction's body (there every
+    ///   statement commits on its own, so none can wait for the next).
+    public func executeWithNext(_ sql: String, _ parameters: [PostgresValue]) throws(PostgresError) {
+        let handle = try self.usableHandle()
+        switch self.transactionBody {
+        case .beginPending, .open: break
+        case .committed: throw Self.statementAfterCommit
+        case .none:
+            throw PostgresError.invalidArgument("executeWithNext runs only inside a transaction's body")
+        }
+        self.statementLog?.append(sql)
+        let encoded = try EncodedParameters(parameters)
+        // Preparing it may clear the cache (DEALLOCATE ALL), which sends what waits first.
+        let name =
+            self.preparesStatements
+            ? try self.preparedStatementName(sql: sql, types: encoded.types, handle: handle) : nil
+        self.queued.append(PipelinedStatement(sql: sql, preparedName: name, parameters: encoded))
     }
 
     /// A prepared statement failed inside a transaction with "cached plan must not change
@@ -266,11 +304,10 @@ public final class PostgresConnection {
     public func executeScript(_ sql: String) throws(PostgresError) -> String {
         let handle = try self.usableHandle()
         self.statementLog?.append(sql)
-        // The simple query protocol cannot share a round trip: a pending BEGIN goes first.
-        if let begin = self.takePendingBegin() {
-            self.roundTrips += 1
-            try self.check(PQexec(handle, begin), handle: handle) { _ in () }
-        }
+        // The simple query protocol cannot share a round trip: a pending BEGIN and the
+        // statements waiting for the next one go first.
+        let waiting = self.takeWaitingStatements()
+        if !waiting.isEmpty { try self.executePipelined(waiting, handle: handle) }
         self.roundTrips += 1
         let result = PQexec(handle, sql)
         return try self.check(result, handle: handle) { result in
@@ -284,7 +321,8 @@ public final class PostgresConnection {
     ///
     /// The `BEGIN` travels with the body's first statement, in one round trip (libpq's pipeline
     /// mode: `BEGIN`, the statement, a sync), so a transaction of n statements takes n + 1
-    /// round trips, not n + 2. A body that runs no statement sends nothing.
+    /// round trips, not n + 2. A body that runs no statement sends nothing. A statement given
+    /// to ``executeWithNext(_:_:)`` travels the same way, with the body's next one.
     ///
     /// - Throws: the body's error, or ``PostgresError/Code/queryFailed`` when the transaction
     ///   was rolled back at `COMMIT` because a statement inside it had failed.
@@ -294,18 +332,24 @@ public final class PostgresConnection {
     ) throws -> R {
         _ = try self.usableHandle()
         self.transactionBody = .beginPending("BEGIN ISOLATION LEVEL \(isolation.sql)")
-        defer { self.transactionBody = .none }
+        defer {
+            self.transactionBody = .none
+            self.queued.removeAll()
+        }
         do {
             let result = try body()
             switch self.transactionBody {
-            case .committed, .beginPending, .none:
+            case .beginPending where self.queued.isEmpty, .committed, .none:
                 // The last statement carried the COMMIT, or no statement ran: nothing was opened.
                 return result
-            case .open:
+            case .beginPending, .open:
+                // A statement waiting for the next one goes with the COMMIT.
                 if try self.executeScript("COMMIT") == "ROLLBACK" { throw Self.rolledBackAtCommit }
                 return result
             }
         } catch {
+            // Statements still waiting for the next one are dropped, not sent before the ROLLBACK.
+            self.queued.removeAll()
             if case .beginPending = self.transactionBody {} else { self.rollbackIfInTransaction() }
             throw error
         }
@@ -342,16 +386,15 @@ public final class PostgresConnection {
         let name =
             self.preparesStatements
             ? try self.preparedStatementName(sql: sql, types: encoded.types, handle: handle) : nil
-        let begin = self.takePendingBegin()
+        let waiting = self.takeWaitingStatements()
         // Whatever happens now, no COMMIT follows: a failed statement leaves the transaction
         // failed for transaction()'s ROLLBACK; a failed COMMIT has ended it.
         self.transactionBody = .committed
         return try self.executePipelined(
-            begin: begin,
-            sql: sql,
-            preparedName: name,
-            encoded,
-            commit: true,
+            waiting + [
+                PipelinedStatement(sql: sql, preparedName: name, parameters: encoded, answers: true),
+                .text("COMMIT", isCommit: true),
+            ],
             handle: handle
         )
     }
@@ -360,51 +403,36 @@ public final class PostgresConnection {
         "a statement after executeAndCommit: the transaction is over"
     )
 
-    /// The pending `BEGIN`, if the body has run no statement yet; the transaction counts as
-    /// open from here on (its `BEGIN` is about to be sent).
-    private func takePendingBegin() -> String? {
-        guard case .beginPending(let begin) = self.transactionBody else { return nil }
-        self.transactionBody = .open
-        return begin
+    /// What has to go before the body's next statement: the pending `BEGIN`, if the body has run
+    /// no statement yet (the transaction counts as open from here on), and the statements
+    /// waiting for the next one.
+    private func takeWaitingStatements() -> [PipelinedStatement] {
+        var waiting: [PipelinedStatement] = []
+        if case .beginPending(let begin) = self.transactionBody {
+            self.transactionBody = .open
+            waiting.append(.text(begin))
+        }
+        if !self.queued.isEmpty {
+            waiting += self.queued
+            self.queued.removeAll(keepingCapacity: true)
+        }
+        return waiting
     }
 
-    /// `begin` (if any), the statement (prepared as `preparedName`, or unnamed) and `COMMIT` (if
-    /// `commit`) in one round trip: libpq's pipeline mode sends them and a sync, then reads each
-    /// one's result and the sync's. A failed statement makes the server skip the rest, so a
-    /// failed `BEGIN` throws its error, and a failed statement leaves the transaction failed,
-    /// for the caller's `ROLLBACK`, as without the pipeline; a `COMMIT` that failed (a
-    /// serialization failure) throws its error with the transaction over.
+    /// `statements` in one round trip: libpq's pipeline mode sends them and a sync, then reads
+    /// each one's result and the sync's. Returns the rows of the statement marked `answers`
+    /// (none when no statement is). A failed statement makes the server skip the rest, so the
+    /// first failure is thrown: a failed `BEGIN` throws its error, and a failed statement leaves
+    /// the transaction failed, for the caller's `ROLLBACK`, as without the pipeline; a `COMMIT`
+    /// that failed (a serialization failure) throws its error with the transaction over.
+    @discardableResult
     private func executePipelined(
-        begin: String?,
-        sql: String,
-        preparedName: String?,
-        _ parameters: EncodedParameters,
-        commit: Bool,
+        _ statements: [PipelinedStatement],
         handle: OpaquePointer
     ) throws(PostgresError) -> PostgresRows {
         guard PQenterPipelineMode(handle) == 1 else { throw self.failure(result: nil, handle: handle) }
-        var sent = begin.map { PQsendQueryParams(handle, $0, 0, nil, nil, nil, nil, 0) == 1 } ?? true
-        if sent {
-            sent = parameters.types.withUnsafeBufferPointer { types in
-                parameters.withPointers { values, lengths, formats in
-                    if let preparedName {
-                        PQsendQueryPrepared(handle, preparedName, Int32(types.count), values, lengths, formats, 1) == 1
-                    } else {
-                        PQsendQueryParams(
-                            handle,
-                            sql,
-                            Int32(types.count),
-                            types.baseAddress,
-                            values,
-                            lengths,
-                            formats,
-                            1
-                        ) == 1
-                    }
-                }
-            }
-        }
-        if sent, commit { sent = PQsendQueryParams(handle, "COMMIT", 0, nil, nil, nil, nil, 0) == 1 }
+        var sent = true
+        for statement in statements where sent { sent = Self.send(statement, handle: handle) }
         if sent { sent = PQpipelineSync(handle) == 1 }
         self.roundTrips += 1
         guard sent else {
@@ -419,35 +447,71 @@ public final class PostgresConnection {
             while let extra = PQgetResult(handle) { PQclear(extra) }
             return PostgresResultHandle(result)
         }
-        let beginResult = begin == nil ? nil : nextQueryResult()
-        let statementResult = nextQueryResult()
-        let commitResult = commit ? nextQueryResult() : nil
+        var results: [PostgresResultHandle] = []
+        results.reserveCapacity(statements.count)
+        for _ in statements {
+            guard let result = nextQueryResult() else { break }
+            results.append(result)
+        }
         let syncResult = PQgetResult(handle).map(PostgresResultHandle.init)
         guard let syncResult, PQresultStatus(syncResult.pointer) == PGRES_PIPELINE_SYNC,
-            PQexitPipelineMode(handle) == 1, begin == nil || beginResult != nil, statementResult != nil,
-            !commit || commitResult != nil
+            PQexitPipelineMode(handle) == 1, results.count == statements.count
         else {
             let error = self.failure(result: nil, handle: handle)
             self.broken = true
             throw error
         }
-        if let beginResult, PQresultStatus(beginResult.pointer) != PGRES_COMMAND_OK {
-            throw self.failure(result: beginResult.pointer, handle: handle)
-        }
-        let rows: PostgresRows
-        do {
-            rows = try self.check(owned: statementResult!, handle: handle) { result in copyRows(from: result) }
-        } catch let error where preparedName != nil && error.sqlState == "0A000" {
-            // Always inside a transaction: this one's BEGIN went first, or an earlier statement's.
-            throw self.staleStatement(error, sql: sql, types: parameters.types)
-        }
-        if let commitResult {
-            guard PQresultStatus(commitResult.pointer) == PGRES_COMMAND_OK else {
-                throw self.failure(result: commitResult.pointer, handle: handle)
+        var rows = PostgresRows.empty
+        for (statement, result) in zip(statements, results) {
+            if statement.isCommit {
+                guard PQresultStatus(result.pointer) == PGRES_COMMAND_OK else {
+                    throw self.failure(result: result.pointer, handle: handle)
+                }
+                if String(cString: PQcmdStatus(result.pointer)) == "ROLLBACK" { throw Self.rolledBackAtCommit }
+                continue
             }
-            if String(cString: PQcmdStatus(commitResult.pointer)) == "ROLLBACK" { throw Self.rolledBackAtCommit }
+            do {
+                if statement.answers {
+                    rows = try self.check(owned: result, handle: handle) { result in copyRows(from: result) }
+                } else {
+                    try self.check(owned: result, handle: handle) { _ in () }
+                }
+            } catch let error where statement.preparedName != nil && error.sqlState == "0A000" {
+                // Always inside a transaction: this pipeline's BEGIN went first, or an earlier one's.
+                throw self.staleStatement(error, sql: statement.sql, types: statement.parameters.types)
+            }
         }
         return rows
+    }
+
+    /// Queues `statement` on the connection's pipeline; false when libpq refused it.
+    private static func send(_ statement: PipelinedStatement, handle: OpaquePointer) -> Bool {
+        let parameters = statement.parameters
+        guard !parameters.types.isEmpty else {
+            if let name = statement.preparedName {
+                return PQsendQueryPrepared(handle, name, 0, nil, nil, nil, 1) == 1
+            }
+            return PQsendQueryParams(handle, statement.sql, 0, nil, nil, nil, nil, 1) == 1
+        }
+        return parameters.types.withUnsafeBufferPointer { types in
+            parameters.withPointers { values, lengths, formats in
+                if let name = statement.preparedName {
+                    PQsendQueryPrepared(handle, name, Int32(types.count), values, lengths, formats, 1) == 1
+                } else {
+                    PQsendQueryParams(
+                        handle,
+                        statement.sql,
+                        Int32(types.count),
+                        types.baseAddress,
+                        values,
+                        lengths,
+                        formats,
+                        1
+                    )
+                        == 1
+                }
+            }
+        }
     }
 
     static let rolledBackAtCommit = PostgresError(

@@ -45,6 +45,13 @@ public struct PostgresRows: RandomAccessCollection, Sendable {
         self.affectedRows = affectedRows
     }
 
+    /// No columns, no rows, no command tag.
+    static let empty = PostgresRows(
+        storage: Storage(columns: [], rowCount: 0, offsets: [], lengths: [], bytes: []),
+        commandTag: "",
+        affectedRows: nil
+    )
+
     /// Immutable cell data of a whole result, shared by its rows and cells.
     final class Storage: Sendable {
         let columns: [PostgresColumn]

@@ -228,6 +228,9 @@ struct EncodedParameters {
     var offsets: [Int] = []
     var bytes: [UInt8] = []
 
+    /// No parameters.
+    init() {}
+
     init(_ values: [PostgresValue]) throws(PostgresError) {
         self.types.reserveCapacity(values.count)
         self.formats.reserveCapacity(values.count)

@@ -483,8 +483,9 @@ struct UserStore: Sendable {
     func spendAccountCheck(ipHash: [UInt8], at now: Date, windowStart: Date, limit: Int) async throws -> Date? {
         try await pool.transaction { connection in
             // The lock in a statement of its own: the count's snapshot must be taken after it, so
-            // that it sees the checks of whoever held the lock before.
-            try connection.execute(
+            // that it sees the checks of whoever held the lock before. It travels with the count,
+            // in one round trip.
+            try connection.executeWithNext(
                 """
                 SELECT pg_advisory_xact_lock(\(Self.accountCheckLockClass)::int4, hashtext(encode(\(ipHash)::bytea, 'hex')))
                 """
@@ -540,7 +541,8 @@ struct UserStore: Sendable {
         maxConsecutive: Int
     ) async throws -> PasswordAttemptReservation {
         try await pool.transaction { connection in
-            try connection.execute(
+            // As in spendAccountCheck: the lock in a statement of its own, sent with the count.
+            try connection.executeWithNext(
                 """
                 SELECT pg_advisory_xact_lock(\(Self.passwordAttemptLockClass)::int4,
                     hashtext(encode(\(emailHash)::bytea, 'hex')))

@@ -245,7 +245,8 @@ public final class OTPService: Auth_Otp_V1_OTP.ServiceProtocol {
         let reservation = testCode == nil && !decoy ? handoff.reserve(now: now) : nil
         var handedOver = false
         defer { if reservation != nil && !handedOver { handoff.release() } }
-        // Three statements (locks, every limit's figures, every write), each a round trip.
+        // Three statements (locks, every limit's figures, every write) in two round trips: the locks
+        // travel with the figures.
         let outcome = try await store.pool.transaction { connection -> StartDecision in
             let attemptsSince = now.addingTimeInterval(-configuration.attemptWindow.timeInterval)
             guard testCode == nil else {

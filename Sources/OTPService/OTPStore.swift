@@ -122,9 +122,10 @@ struct OTPStore: Sendable {
     // MARK: Locks and limit events (inside a transaction)
 
     /// Serializes the transactions that count or change what belongs to `key` (released at
-    /// commit or rollback).
+    /// commit or rollback). The lock travels with the transaction's next statement, in its
+    /// round trip, which still takes its snapshot after the lock is held.
     func lock(_ connection: PostgresConnection, _ key: String) throws {
-        try connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(\(lockName(key)), 0))")
+        try connection.executeWithNext("SELECT pg_advisory_xact_lock(hashtextextended(\(lockName(key)), 0))")
     }
 
     /// The times of `kind` events for `key` after `since`, oldest first.
@@ -253,15 +254,16 @@ struct OTPStore: Sendable {
 
     static func pumpingShard() -> Int64 { Int64.random(in: 0...3) }
 
-    // MARK: Start (three statements: locks, every limit's figures, every write)
+    // MARK: Start (three statements: locks, every limit's figures, every write; two round trips)
 
-    /// Takes the transaction-scoped advisory locks of `keys`, in that order, in one statement.
+    /// Takes the transaction-scoped advisory locks of `keys`, in that order, in one statement
+    /// that travels with the next one (``lock(_:_:)``).
     func lock(_ connection: PostgresConnection, keys: [String]) throws {
         precondition(!keys.isEmpty && keys.count <= 2)
         if keys.count == 1 {
             try self.lock(connection, keys[0])
         } else {
-            try connection.execute(
+            try connection.executeWithNext(
                 """
                 SELECT pg_advisory_xact_lock(hashtextextended(\(lockName(keys[0])), 0)),
                     pg_advisory_xact_lock(hashtextextended(\(lockName(keys[1])), 0))

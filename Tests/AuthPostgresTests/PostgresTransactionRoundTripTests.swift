@@ -153,4 +153,174 @@ struct PostgresTransactionRoundTripTests {
             #expect(connection.transactionStatus == .idle)
         }
     }
+
+    // MARK: executeWithNext
+
+    @Test(arguments: modes)
+    func aStatementWaitsForTheNextOneAndSharesItsRoundTrip(_ pooler: PostgresPooler) async throws {
+        try await withConnection(pooler) { connection, schema in
+            let lock = "SELECT pg_advisory_xact_lock($1)"
+            let count = "SELECT count(*) FROM \(schema).t"
+            let insert = "INSERT INTO \(schema).t VALUES ($1)"
+            // Prepared once, outside the counted transaction.
+            try connection.transaction {
+                try connection.executeWithNext(lock, [.int64(11)])
+                try connection.execute(count, [])
+                try connection.executeAndCommit(insert, [.int32(0)])
+            }
+            let before = connection.roundTrips
+            let seen = try connection.transaction {
+                try connection.executeWithNext(lock, [.int64(11)])
+                try connection.executeWithNext(insert, [.int32(1)])
+                let seen = try connection.execute(count, [])[0][0].int
+                try connection.executeAndCommit(insert, [.int32(2)])
+                return seen
+            }
+            // BEGIN, the lock, the first insert and the count in one round trip; the second
+            // insert and COMMIT in the other.
+            #expect(connection.roundTrips - before == 2)
+            #expect(seen == 2)  // the waiting insert ran before the count
+            let total = try connection.execute(count, [])[0][0].int
+            #expect(total == 3)
+            #expect(connection.transactionStatus == .idle)
+        }
+    }
+
+    /// The guarantee the limits rest on: the statement after the lock takes its snapshot after
+    /// the lock is held, so it sees what the previous holder committed (one statement taking the
+    /// lock and reading would not: its snapshot predates the wait).
+    @Test(arguments: modes)
+    func theNextStatementSeesWhatThePreviousHolderCommitted(_ pooler: PostgresPooler) async throws {
+        let applicationName = "with_next_\(UUID().uuidString.prefix(8).lowercased())"
+        try await PostgresTestDatabase.withTestSchema(
+            maxConnections: 3,
+            configure: {
+                $0.pooler = pooler
+                $0.applicationName = applicationName
+            }
+        ) { pool, schema in
+            try await pool.query("CREATE TABLE \(schema).t (x int PRIMARY KEY)", [])
+            let holderLocked = AsyncStream.makeStream(of: Void.self)
+            let commit = DispatchSemaphore(value: 0)
+            async let holder: Void = pool.withConnection { connection in
+                try connection.transaction {
+                    try connection.execute("SELECT pg_advisory_xact_lock($1)", [.int64(12)])
+                    try connection.execute("INSERT INTO \(schema).t VALUES (1)", [])
+                    holderLocked.continuation.yield()
+                    // Commits once the other transaction waits for the lock (below); the
+                    // pool's thread may block.
+                    commit.wait()
+                }
+            }
+            for await _ in holderLocked.stream { break }
+            async let waiter: Int = pool.withConnection { connection in
+                try connection.transaction {
+                    try connection.executeWithNext("SELECT pg_advisory_xact_lock($1)", [.int64(12)])
+                    return try connection.execute("SELECT count(*) FROM \(schema).t", [])[0][0].int
+                }
+            }
+            let waiting = try await eventually {
+                try await pool.query(
+                    """
+                    SELECT count(*) FROM pg_stat_activity
+                    WHERE application_name = $1 AND wait_event_type = 'Lock' AND wait_event = 'advisory'
+                    """,
+                    [.text(applicationName)]
+                )[0][0].int == 1
+            }
+            commit.signal()
+            try await holder
+            #expect(waiting, "the second transaction never waited for the lock")
+            let seenAfterWaiting = try await waiter
+            #expect(seenAfterWaiting == 1)
+        }
+    }
+
+    @Test(arguments: modes)
+    func aWaitingStatementsErrorComesFromTheCallThatSendsIt(_ pooler: PostgresPooler) async throws {
+        try await withConnection(pooler) { connection, schema in
+            let error = #expect(throws: PostgresError.self) {
+                try connection.transaction {
+                    try connection.executeWithNext("INSERT INTO \(schema).t VALUES ($1), ($1)", [.int32(1)])
+                    try connection.execute("INSERT INTO \(schema).t VALUES ($1)", [.int32(2)])
+                }
+            }
+            #expect(error?.code == .uniqueViolation)
+            #expect(connection.transactionStatus == .idle)
+            let rowsAfterFailure = try connection.execute("SELECT count(*) FROM \(schema).t", [])[0][0].int
+            #expect(rowsAfterFailure == 0)
+        }
+    }
+
+    @Test(arguments: modes)
+    func aWaitingStatementWithNothingAfterItGoesWithTheCommit(_ pooler: PostgresPooler) async throws {
+        try await withConnection(pooler) { connection, schema in
+            try connection.transaction {
+                try connection.executeWithNext("INSERT INTO \(schema).t VALUES ($1)", [.int32(1)])
+            }
+            try connection.transaction {
+                try connection.execute("INSERT INTO \(schema).t VALUES ($1)", [.int32(2)])
+                try connection.executeWithNext("INSERT INTO \(schema).t VALUES ($1)", [.int32(3)])
+            }
+            let rows = try connection.execute("SELECT x FROM \(schema).t ORDER BY x", [])
+            let values = try rows.map { try $0[0].int }
+            #expect(values == [1, 2, 3])
+            // Its failure there fails the transaction.
+            let error = #expect(throws: PostgresError.self) {
+                try connection.transaction {
+                    try connection.executeWithNext("INSERT INTO \(schema).t VALUES ($1)", [.int32(3)])
+                }
+            }
+            #expect(error?.code == .uniqueViolation)
+            #expect(connection.transactionStatus == .idle)
+        }
+    }
+
+    @Test(arguments: modes)
+    func aBodyThatThrowsDropsItsWaitingStatements(_ pooler: PostgresPooler) async throws {
+        struct Refused: Error {}
+        try await withConnection(pooler) { connection, schema in
+            // A sequence is not rolled back: it shows whether a statement ran at all.
+            try connection.execute("CREATE SEQUENCE \(schema).s", [])
+            #expect(throws: Refused.self) {
+                try connection.transaction {
+                    try connection.execute("INSERT INTO \(schema).t VALUES ($1)", [.int32(1)])
+                    try connection.executeWithNext("SELECT nextval('\(schema).s')", [])
+                    throw Refused()
+                }
+            }
+            #expect(connection.transactionStatus == .idle)
+            let sequenceUsed = try connection.execute("SELECT is_called FROM \(schema).s", [])[0][0].bool
+            #expect(sequenceUsed == false)
+            let rowsAfterRefusal = try connection.execute("SELECT count(*) FROM \(schema).t", [])[0][0].int
+            #expect(rowsAfterRefusal == 0)
+            // The next transaction sends only its own statements.
+            _ = try connection.transaction {
+                try connection.executeAndCommit("INSERT INTO \(schema).t VALUES ($1)", [.int32(2)])
+            }
+            let sequenceUsedLater = try connection.execute("SELECT is_called FROM \(schema).s", [])[0][0].bool
+            #expect(sequenceUsedLater == false)
+            let rowsLater = try connection.execute("SELECT count(*) FROM \(schema).t", [])[0][0].int
+            #expect(rowsLater == 1)
+        }
+    }
+
+    @Test func executeWithNextRunsInsideATransactionOnly() async throws {
+        try await withConnection(.none) { connection, schema in
+            let outside = #expect(throws: PostgresError.self) {
+                try connection.executeWithNext("INSERT INTO \(schema).t VALUES (1)", [])
+            }
+            #expect(outside?.code == .invalidArgument)
+            let afterCommit = #expect(throws: PostgresError.self) {
+                try connection.transaction {
+                    try connection.executeAndCommit("INSERT INTO \(schema).t VALUES (1)", [])
+                    try connection.executeWithNext("INSERT INTO \(schema).t VALUES (2)", [])
+                }
+            }
+            #expect(afterCommit?.code == .invalidArgument)
+            let committed = try connection.execute("SELECT x FROM \(schema).t", [])
+            #expect(committed.count == 1)
+            #expect(connection.transactionStatus == .idle)
+        }
+    }
 }
