@@ -225,9 +225,7 @@ public final class PostgresConnection {
         self.statementLog?.append(sql)
         if case .committed = self.transactionBody { throw Self.statementAfterCommit }
         let encoded = try EncodedParameters(parameters)
-        let name =
-            self.preparesStatements
-            ? try self.preparedStatementName(sql: sql, types: encoded.types, handle: handle) : nil
+        let name = try self.statementName(sql: sql, types: encoded.types, handle: handle)
         let waiting = self.takeWaitingStatements()
         if !waiting.isEmpty {
             let statement = PipelinedStatement(sql: sql, preparedName: name, parameters: encoded, answers: true)
@@ -275,9 +273,7 @@ public final class PostgresConnection {
         self.statementLog?.append(sql)
         let encoded = try EncodedParameters(parameters)
         // Preparing it may clear the cache (DEALLOCATE ALL), which sends what waits first.
-        let name =
-            self.preparesStatements
-            ? try self.preparedStatementName(sql: sql, types: encoded.types, handle: handle) : nil
+        let name = try self.statementName(sql: sql, types: encoded.types, handle: handle)
         self.queued.append(PipelinedStatement(sql: sql, preparedName: name, parameters: encoded))
     }
 
@@ -332,10 +328,7 @@ public final class PostgresConnection {
     ) throws -> R {
         _ = try self.usableHandle()
         self.transactionBody = .beginPending("BEGIN ISOLATION LEVEL \(isolation.sql)")
-        defer {
-            self.transactionBody = .none
-            self.queued.removeAll()
-        }
+        defer { self.transactionBody = .none }
         do {
             let result = try body()
             switch self.transactionBody {
@@ -383,9 +376,7 @@ public final class PostgresConnection {
             )
         }
         let encoded = try EncodedParameters(parameters)
-        let name =
-            self.preparesStatements
-            ? try self.preparedStatementName(sql: sql, types: encoded.types, handle: handle) : nil
+        let name = try self.statementName(sql: sql, types: encoded.types, handle: handle)
         let waiting = self.takeWaitingStatements()
         // Whatever happens now, no COMMIT follows: a failed statement leaves the transaction
         // failed for transaction()'s ROLLBACK; a failed COMMIT has ended it.
@@ -487,12 +478,6 @@ public final class PostgresConnection {
     /// Queues `statement` on the connection's pipeline; false when libpq refused it.
     private static func send(_ statement: PipelinedStatement, handle: OpaquePointer) -> Bool {
         let parameters = statement.parameters
-        guard !parameters.types.isEmpty else {
-            if let name = statement.preparedName {
-                return PQsendQueryPrepared(handle, name, 0, nil, nil, nil, 1) == 1
-            }
-            return PQsendQueryParams(handle, statement.sql, 0, nil, nil, nil, nil, 1) == 1
-        }
         return parameters.types.withUnsafeBufferPointer { types in
             parameters.withPointers { values, lengths, formats in
                 if let name = statement.preparedName {
@@ -507,8 +492,7 @@ public final class PostgresConnection {
                         lengths,
                         formats,
                         1
-                    )
-                        == 1
+                    ) == 1
                 }
             }
         }
@@ -597,6 +581,13 @@ public final class PostgresConnection {
             throw PostgresError(code: .connectionLost, message: "the connection to the server was lost")
         }
         return handle
+    }
+
+    /// The prepared statement to execute `sql` by, prepared on first use; nil behind a
+    /// transaction pooler, where every statement is sent unnamed.
+    private func statementName(sql: String, types: [UInt32], handle: OpaquePointer) throws(PostgresError) -> String? {
+        guard self.preparesStatements else { return nil }
+        return try self.preparedStatementName(sql: sql, types: types, handle: handle)
     }
 
     private func preparedStatementName(
