@@ -575,7 +575,10 @@ let package = Package(
         ),
         .testTarget(
             name: "BenchmarkHarnessTests",
-            dependencies: ["BenchmarkHarness", "AuthProtobuf", "AuthRPC", "AuthText"],
+            dependencies: [
+                "BenchmarkHarness", "AuthProtobuf", "AuthRPC", "AuthText",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
             swiftSettings: strictSwift
         ),
         .testTarget(

@@ -1,17 +1,15 @@
+import BenchmarkHarness
 import NIOCore
-import NIOHTTP1
 import NIOPosix
 
 /// One plaintext HTTP/1.1 keep-alive connection to the gateway, one request at a time: what
 /// each sign-in loop of ``SignInRun`` sends its requests on. A bare NIO pipeline rather than
 /// async-http-client, whose pool, request state machine and tracing cost the load generator
-/// more than the HTTP exchange itself (docs/benchmarks.md, "The load generator").
+/// more than the HTTP exchange itself; each request is written as one buffer and each answer
+/// framed by ``HTTP1ResponseDecoder`` rather than NIO's HTTP codec, whose headers as strings
+/// and three parts per message cost it a third of its CPU (docs/benchmarks.md, "The load
+/// generator").
 final class GatewayConnection: Sendable {
-    struct Response: Sendable {
-        var status: HTTPResponseStatus
-        var body: ByteBuffer
-    }
-
     /// The connection closed or failed before the answer was complete.
     struct Closed: Error {}
 
@@ -33,7 +31,7 @@ final class GatewayConnection: Sendable {
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(HTTP1ResponseDecoder()))
                     try channel.pipeline.syncOperations.addHandler(ResponseCollector())
                 }
             }
@@ -54,19 +52,23 @@ final class GatewayConnection: Sendable {
 
     /// POSTs `body` (JSON) to `path` with `headers` besides Host, Content-Type and Content-Length.
     /// Call it on ``eventLoop``, one request at a time; the future completes there.
-    func post(_ path: String, body: String, headers: [(String, String)] = []) -> EventLoopFuture<Response> {
+    func post(
+        _ path: String,
+        body: String,
+        headers: [(name: String, value: String)] = []
+    ) -> EventLoopFuture<HTTP1Response> {
         channel.eventLoop.preconditionInEventLoop()
-        var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: path)
-        head.headers.reserveCapacity(4 + headers.count)
-        head.headers.add(name: "host", value: "\(host):\(port)")
-        head.headers.add(name: "content-type", value: "application/json")
-        head.headers.add(name: "content-length", value: "\(body.utf8.count)")
-        for (name, value) in headers { head.headers.add(name: name, value: value) }
-        let promise = channel.eventLoop.makePromise(of: Response.self)
+        var request = channel.allocator.buffer(capacity: 160 + path.utf8.count + body.utf8.count)
+        HTTP1RequestWriter.write(
+            method: "POST",
+            target: path,
+            headers: [("host", "\(host):\(port)"), ("content-type", "application/json")] + headers,
+            body: body,
+            into: &request
+        )
+        let promise = channel.eventLoop.makePromise(of: HTTP1Response.self)
         collector.value.expect(promise)
-        channel.write(HTTPClientRequestPart.head(head), promise: nil)
-        channel.write(HTTPClientRequestPart.body(.byteBuffer(channel.allocator.buffer(string: body))), promise: nil)
-        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+        channel.writeAndFlush(request, promise: nil)
         return promise.futureResult
     }
 
@@ -75,35 +77,22 @@ final class GatewayConnection: Sendable {
     }
 }
 
-/// Gathers one response at a time and completes the promise of the request it answers.
+/// Completes the promise of the request each response answers.
 private final class ResponseCollector: ChannelInboundHandler {
-    typealias InboundIn = HTTPClientResponsePart
+    typealias InboundIn = HTTP1Response
 
-    private var waiting: EventLoopPromise<GatewayConnection.Response>?
-    private var status: HTTPResponseStatus = .ok
-    private var body: ByteBuffer?
+    private var waiting: EventLoopPromise<HTTP1Response>?
 
-    func expect(_ promise: EventLoopPromise<GatewayConnection.Response>) {
+    func expect(_ promise: EventLoopPromise<HTTP1Response>) {
         precondition(waiting == nil, "one request at a time on a GatewayConnection")
         waiting = promise
-        body = nil
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let head):
-            status = head.status
-        case .body(var part):
-            if body == nil {
-                body = part
-            } else {
-                body!.writeBuffer(&part)
-            }
-        case .end:
-            let promise = waiting
-            waiting = nil
-            promise?.succeed(.init(status: status, body: body ?? context.channel.allocator.buffer(capacity: 0)))
-        }
+        let response = unwrapInboundIn(data)
+        let promise = waiting
+        waiting = nil
+        promise?.succeed(response)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

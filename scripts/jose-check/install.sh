@@ -4,6 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 venv=.data/jose-venv
+# Tests run in parallel may start this together: one installs while the others wait.
+mkdir -p .data
+exec 9>"$venv.lock"
+flock 9
 if ! "$venv/bin/python" -c 'import joserfc' >/dev/null 2>&1; then
     mkdir -p .data
     python3 -m venv "$venv" >&2

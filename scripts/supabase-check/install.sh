@@ -5,6 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 venv=.data/supabase-venv
+# Tests run in parallel may start this together: one installs while the others wait.
+mkdir -p .data
+exec 9>"$venv.lock"
+flock 9
 requirements=scripts/supabase-check/requirements.txt
 if ! cmp -s "$requirements" "$venv/requirements.txt" 2>/dev/null; then
     rm -rf "$venv"
