@@ -13,14 +13,13 @@ final class GatewayConnection: Sendable {
     /// The connection closed or failed before the answer was complete.
     struct Closed: Error {}
 
-    let host: String
-    let port: Int
+    /// Host and Content-Type, the same for every request on the connection.
+    private let fixedHeaders: [(name: String, value: String)]
     private let channel: any Channel
     private let collector: NIOLoopBound<ResponseCollector>
 
     private init(host: String, port: Int, channel: any Channel, collector: NIOLoopBound<ResponseCollector>) {
-        self.host = host
-        self.port = port
+        self.fixedHeaders = [("host", "\(host):\(port)"), ("content-type", "application/json")]
         self.channel = channel
         self.collector = collector
     }
@@ -62,7 +61,7 @@ final class GatewayConnection: Sendable {
         HTTP1RequestWriter.write(
             method: "POST",
             target: path,
-            headers: [("host", "\(host):\(port)"), ("content-type", "application/json")] + headers,
+            headers: fixedHeaders + headers,
             body: body,
             into: &request
         )
