@@ -584,7 +584,8 @@ let package = Package(
         .testTarget(
             name: "AuthGatewayTests",
             dependencies: [
-                "AuthGateway", "AuthAccessToken", "AuthAPI", "AuthRPC", "AuthProtobuf", "AuthTestSupport",
+                "AuthGateway", "AuthAccessToken", "AuthAPI", "AuthRPC", "AuthProtobuf", "AuthTestSupport", "AuthText",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: strictSwift

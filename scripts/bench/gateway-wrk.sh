@@ -301,6 +301,7 @@ as_driver=(bash -c 'echo $$ >"$0"; exec "$@"' "$work/driver.pid")
 # alloc_rows and syscall_rows hold the tables.
 alloc_rows=()
 syscall_rows=()
+switch_rows=()
 alloc_stats=()
 probe_events=""
 if [[ "$allocations" == 1 ]]; then
@@ -309,7 +310,7 @@ if [[ "$allocations" == 1 ]]; then
         perf probe -l 2>/dev/null | grep -q "probe_libc:$function " ||
             perf probe -q -x "$libc" --add "$function" >&2
     done
-    probe_events="probe_libc:malloc,probe_libc:calloc,probe_libc:realloc,raw_syscalls:sys_enter"
+    probe_events="probe_libc:malloc,probe_libc:calloc,probe_libc:realloc,raw_syscalls:sys_enter,context-switches"
 fi
 start_counting() {
     [[ "$allocations" == 1 ]] || return 0
@@ -333,7 +334,7 @@ finish_counting() {
     rows=$(python3 - "$name" "$requests" "$work" <<'EOF2'
 import sys
 name, requests, work = sys.argv[1], max(float(sys.argv[2]), 1), sys.argv[3]
-allocations, syscalls = [], []
+allocations, syscalls, switches = [], [], []
 for service in ["gateway", "identity", "otp-dispatch", "session"]:
     counts = {}
     for line in open("%s/alloc-%s.csv" % (work, service)):
@@ -342,12 +343,14 @@ for service in ["gateway", "identity", "otp-dispatch", "session"]:
             counts[fields[2]] = counts.get(fields[2], 0) + float(fields[0])
     allocations.append(sum(v for k, v in counts.items() if k.startswith("probe_libc")) / requests)
     syscalls.append(counts.get("raw_syscalls:sys_enter", 0) / requests)
-for values in (allocations, syscalls):
-    print("| %s | %s | %.0f |" % (name, " | ".join("%.0f" % v for v in values), sum(values)))
+    switches.append(counts.get("context-switches", 0) / requests)
+for values in (allocations, syscalls, switches):
+    print("| %s | %s | %.1f |" % (name, " | ".join("%.1f" % v for v in values), sum(values)))
 EOF2
 )
-    alloc_rows+=("$(head -n 1 <<<"$rows")")
-    syscall_rows+=("$(tail -n 1 <<<"$rows")")
+    alloc_rows+=("$(sed -n 1p <<<"$rows")")
+    syscall_rows+=("$(sed -n 2p <<<"$rows")")
+    switch_rows+=("$(sed -n 3p <<<"$rows")")
 }
 
 # The machine's major page faults so far (/proc/vmstat: code or data read back from disk; this
@@ -580,6 +583,13 @@ if [[ "$allocations" == 1 ]]; then
     echo "| load | gateway | identity | otp-dispatch | session | total |"
     echo "|---|---:|---:|---:|---:|---:|"
     printf '%s\n' "${syscall_rows[@]}"
+    echo
+    echo "Context switches per request (the context-switches software event, the same rows: each"
+    echo "thread that goes to sleep and is woken again counts one; a hop between threads costs one):"
+    echo
+    echo "| load | gateway | identity | otp-dispatch | session | total |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    printf '%s\n' "${switch_rows[@]}"
 fi
 if [[ "$statements" == 1 ]]; then
     echo
