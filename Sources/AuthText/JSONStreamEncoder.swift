@@ -28,8 +28,19 @@ public enum JSONStreamEncoder {
     fileprivate final class Writer {
         var json = ""
         var problem: String?
+        /// One frame per value being written, innermost last; frame 0 takes what refused
+        /// containers write (the text is thrown away then).
+        var frames = [Frame(kind: .none, count: 0)]
 
-        init() { json.reserveCapacity(512) }
+        struct Frame {
+            var kind: ValueState.Kind
+            var count: Int
+        }
+
+        init() {
+            json.reserveCapacity(512)
+            frames.reserveCapacity(8)
+        }
 
         func fail(_ reason: String) {
             if problem == nil { problem = reason }
@@ -37,14 +48,16 @@ public enum JSONStreamEncoder {
 
         /// Writes `value` through a fresh encoder, then closes the container it opened.
         func write(_ value: some Encodable) throws {
-            let state = ValueState()
-            try value.encode(to: StreamEncoder(writer: self, state: state))
+            frames.append(Frame(kind: .none, count: 0))
+            let state = ValueState(writer: self, index: frames.count - 1)
+            try value.encode(to: StreamEncoder(state: state))
             switch state.kind {
             case .none: fail("\(type(of: value)) encoded no container")
             case .object: json += "}"
             case .array: json += "]"
             case .scalar: break
             }
+            frames.removeLast()
         }
 
         func writeKey(_ key: some CodingKey, state: ValueState) {
@@ -68,16 +81,30 @@ public enum JSONStreamEncoder {
         }
     }
 
-    /// What one value opened, and how many elements its container holds (shared by every
-    /// container handle `encode(to:)` takes for that value).
-    fileprivate final class ValueState {
+    /// What one value opened, and how many elements its container holds: its frame in the
+    /// writer, shared by every container handle `encode(to:)` takes for that value (no
+    /// allocation per value).
+    fileprivate struct ValueState {
         enum Kind { case none, object, array, scalar }
-        var kind = Kind.none
-        var count = 0
+        let writer: Writer
+        let index: Int
+
+        /// The frame that refused containers write to.
+        static func scratch(_ writer: Writer) -> ValueState { ValueState(writer: writer, index: 0) }
+
+        var kind: Kind {
+            get { writer.frames[index].kind }
+            nonmutating set { writer.frames[index].kind = newValue }
+        }
+
+        var count: Int {
+            get { writer.frames[index].count }
+            nonmutating set { writer.frames[index].count = newValue }
+        }
 
         /// Opens `kind` for the value unless it is open already; false (and a problem) for a
         /// second container of another kind.
-        func open(_ kind: Kind, writer: Writer) -> Bool {
+        func open(_ kind: Kind) -> Bool {
             if self.kind == kind { return kind != .scalar || count == 0 }
             guard self.kind == .none else {
                 writer.fail("a value took a second container of another kind")
@@ -94,29 +121,29 @@ public enum JSONStreamEncoder {
     }
 
     fileprivate struct StreamEncoder: Encoder {
-        let writer: Writer
         let state: ValueState
+        var writer: Writer { state.writer }
         var codingPath: [any CodingKey] { [] }
         var userInfo: [CodingUserInfoKey: Any] { [:] }
 
         func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-            _ = state.open(.object, writer: writer)
-            return KeyedEncodingContainer(ObjectContainer<Key>(writer: writer, state: state))
+            _ = state.open(.object)
+            return KeyedEncodingContainer(ObjectContainer<Key>(state: state))
         }
 
         func unkeyedContainer() -> any UnkeyedEncodingContainer {
-            _ = state.open(.array, writer: writer)
-            return ArrayContainer(writer: writer, state: state)
+            _ = state.open(.array)
+            return ArrayContainer(state: state)
         }
 
         func singleValueContainer() -> any SingleValueEncodingContainer {
-            ScalarContainer(writer: writer, state: state)
+            ScalarContainer(state: state)
         }
     }
 
     fileprivate struct ObjectContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
-        let writer: Writer
         let state: ValueState
+        var writer: Writer { state.writer }
         var codingPath: [any CodingKey] { [] }
 
         mutating func encodeNil(forKey key: Key) throws {
@@ -165,22 +192,22 @@ public enum JSONStreamEncoder {
             forKey key: Key
         ) -> KeyedEncodingContainer<NestedKey> {
             writer.fail("nestedContainer(keyedBy:forKey:)")
-            return KeyedEncodingContainer(ObjectContainer<NestedKey>(writer: writer, state: ValueState()))
+            return KeyedEncodingContainer(ObjectContainer<NestedKey>(state: .scratch(writer)))
         }
 
         mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
             writer.fail("nestedUnkeyedContainer(forKey:)")
-            return ArrayContainer(writer: writer, state: ValueState())
+            return ArrayContainer(state: .scratch(writer))
         }
 
         mutating func superEncoder() -> any Encoder {
             writer.fail("superEncoder()")
-            return StreamEncoder(writer: writer, state: ValueState())
+            return StreamEncoder(state: .scratch(writer))
         }
 
         mutating func superEncoder(forKey key: Key) -> any Encoder {
             writer.fail("superEncoder(forKey:)")
-            return StreamEncoder(writer: writer, state: ValueState())
+            return StreamEncoder(state: .scratch(writer))
         }
     }
 
@@ -192,8 +219,8 @@ public enum JSONStreamEncoder {
     }
 
     fileprivate struct ArrayContainer: UnkeyedEncodingContainer, ScalarWriting {
-        let writer: Writer
         let state: ValueState
+        var writer: Writer { state.writer }
         var codingPath: [any CodingKey] { [] }
         var count: Int { state.count }
 
@@ -211,29 +238,29 @@ public enum JSONStreamEncoder {
             keyedBy keyType: NestedKey.Type
         ) -> KeyedEncodingContainer<NestedKey> {
             writer.fail("nestedContainer(keyedBy:)")
-            return KeyedEncodingContainer(ObjectContainer<NestedKey>(writer: writer, state: ValueState()))
+            return KeyedEncodingContainer(ObjectContainer<NestedKey>(state: .scratch(writer)))
         }
 
         mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
             writer.fail("nestedUnkeyedContainer()")
-            return ArrayContainer(writer: writer, state: ValueState())
+            return ArrayContainer(state: .scratch(writer))
         }
 
         mutating func superEncoder() -> any Encoder {
             writer.fail("superEncoder()")
-            return StreamEncoder(writer: writer, state: ValueState())
+            return StreamEncoder(state: .scratch(writer))
         }
     }
 
     /// One scalar (or a value that writes itself through another encoder, as `Optional` does).
     fileprivate struct ScalarContainer: SingleValueEncodingContainer, ScalarWriting {
-        let writer: Writer
         let state: ValueState
+        var writer: Writer { state.writer }
         var codingPath: [any CodingKey] { [] }
 
         /// Opens the value as a scalar: once, and only if nothing else was opened for it.
         func begin() -> Bool {
-            guard state.open(.scalar, writer: writer) else {
+            guard state.open(.scalar) else {
                 if state.kind == .scalar { writer.fail("a single value container encoded twice") }
                 return false
             }
@@ -248,7 +275,7 @@ public enum JSONStreamEncoder {
                 writer.fail("a single value container encoded twice")
                 return
             }
-            try value.encode(to: StreamEncoder(writer: writer, state: state))
+            try value.encode(to: StreamEncoder(state: state))
         }
     }
 }
