@@ -282,8 +282,8 @@ enum JSONResponse {
     }
 
     /// `value`'s JSON: written in one pass by `JSONStreamEncoder` (members in the order the body
-    /// encodes them; on `GET /v1/session` 3.0 % of the gateway's CPU samples where `JSONEncoder`
-    /// took 7.5 %, docs/benchmarks.md), by `JSONEncoder` for a body the stream encoder does not
+    /// encodes them; on `GET /v1/session` 3–5 % of the gateway's CPU samples where `JSONEncoder`
+    /// took 7–7.5 %, docs/benchmarks.md), by `JSONEncoder` for a body the stream encoder does not
     /// write.
     static func body(_ value: some Encodable) throws -> ByteBuffer {
         do {

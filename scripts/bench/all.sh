@@ -56,6 +56,10 @@ build_path="${BENCH_BUILD_PATH:-.build-bench}"
 bin="$build_path/release"
 [[ "$bin" == /* ]] || bin="$root/$bin"
 pg_bin="${PG_BIN:-/usr/lib/postgresql/15/bin}"
+# One run at a time: a second run would destroy this run's cluster (.data/pg-bench-all) under it.
+mkdir -p "$root/.data"
+exec 8>"$root/.data/pg-bench-all.lock"
+flock -n 8 || { echo "all.sh: another all.sh run is under way; wait for it to end" >&2; exit 2; }
 stamp=$(date -u '+%Y-%m-%dT%H%M%SZ')
 out_dir="$root/.data/bench-all"
 raw="$out_dir/$stamp"

@@ -84,8 +84,13 @@ else
     [[ "$bin" == /* ]] || bin="$root/$bin"
 fi
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/gateway-wrk.XXXXXX")
 pg_dir="$root/.data/pg-bench"
+# One run at a time: another run's start or end would destroy this run's cluster under it (its
+# services would then answer 503). The lock is held until this script and what it started end.
+mkdir -p "$root/.data"
+exec 8>"$root/.data/pg-bench.lock"
+flock -n 8 || { log "another gateway-wrk.sh run is using $pg_dir; wait for it to end"; exit 2; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/gateway-wrk.XXXXXX")
 pids=()
 started_pg=0
 # shellcheck source=../lib/stop-processes.sh
@@ -323,6 +328,14 @@ start_counting() {
     done
     sleep 0.3   # the probes are attached before the load starts
 }
+# begin_load: what a load's rows are measured from: the counters started, the CPU of every
+# process (`before`), the start time (`load_started`), the machine's counters (`counters_mark`).
+begin_load() {
+    start_counting
+    before=$(cpu_snapshot)
+    load_started=$(date +%s.%N)
+    counters_mark=$(machine_counters)
+}
 # finish_counting NAME REQUESTS: stops the counters; one row of allocation calls and one of
 # system calls per request.
 finish_counting() {
@@ -419,16 +432,13 @@ run_wrk() {
     cat scripts/bench/wrk/report.lua "scripts/bench/wrk/$script" >"$lua"
     local conns="${wrk_connections:-$connections}"
     log "wrk: $name (${seconds} s, $threads threads, $conns connections)"
-    local before after started ended
-    before=$(cpu_snapshot)
+    local before after load_started ended
     if [[ "$profile" == "$profiled" ]]; then start_profile; fi
-    start_counting
-    started=$(date +%s.%N)
-    counters_mark=$(machine_counters)
+    begin_load
     timed_driver timeout "$((seconds + 60))" "${as_driver[@]}" wrk -t "$threads" -c "$conns" -d "${seconds}s" --latency -s "$lua" "$url" -- "$@" >"$out" 2>&1
     ended=$(date +%s.%N)
     after=$(cpu_snapshot)
-    pg_events "$name" "$started" "$ended"
+    pg_events "$name" "$load_started" "$ended"
     finish_profile
     cat "$out" >&2
     local result rate p50 p99 status_errors socket_errors requests p999 max
@@ -499,16 +509,13 @@ if [[ "$statements" == 1 ]]; then
 fi
 verifications_before=$(verifications)
 if [[ "$profile" == signins ]]; then start_profile; fi
-start_counting
 log "gateway-benchmark signins: closed loop, $signin_concurrency in flight"
-before=$(cpu_snapshot)
-signins_started=$(date +%s.%N)
-counters_mark=$(machine_counters)
+begin_load
 timed_driver timeout "$((seconds * 2 + 60))" "${as_driver[@]}" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
     --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --forwarded-for --concurrency "$signin_concurrency" --seconds "$seconds" \
     --warmup 1 --result-file "$work/signins-closed.tsv"
 after=$(cpu_snapshot)
-pg_events "phone sign-ins, closed loop" "$signins_started" "$(date +%s.%N)"
+pg_events "phone sign-ins, closed loop" "$load_started" "$(date +%s.%N)"
 # Every sign-in (warm-up included) starts one verification: that count divides the CPU and the calls.
 signins_done=$(($(verifications) - verifications_before))
 if [[ "$statements" == 1 ]]; then
@@ -526,15 +533,12 @@ closed_rate=$(cut -f 2 "$work/signins-closed.tsv")
 half_rate=$(python3 -c "print(max(1, round($closed_rate / 2)))")
 log "gateway-benchmark signins: open loop at $half_rate/s (half the closed loop's rate)"
 verifications_before=$(verifications)
-start_counting
-before=$(cpu_snapshot)
-signins_started=$(date +%s.%N)
-counters_mark=$(machine_counters)
+begin_load
 timed_driver timeout "$((seconds * 2 + 60))" "$bin/gateway-benchmark" signins --gateway "$gateway" --webhook-port "$webhook_port" \
     --webhook-secret "$AUTH_OTP_WEBHOOK_SECRET" --forwarded-for --concurrency $((signin_concurrency * 4)) --rate "$half_rate" \
     --seconds "$seconds" --warmup 1 --result-file "$work/signins-open.tsv"
 after=$(cpu_snapshot)
-pg_events "phone sign-ins, open loop" "$signins_started" "$(date +%s.%N)"
+pg_events "phone sign-ins, open loop" "$load_started" "$(date +%s.%N)"
 signin_row signins-open "open loop at $half_rate/s" "$work/signins-open.tsv" "$before" "$after" \
     "$(($(verifications) - verifications_before))"
 
