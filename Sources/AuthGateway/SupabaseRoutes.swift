@@ -432,17 +432,20 @@ struct SupabaseError: Error, Sendable {
             var weak_password: WeakPassword?
         }
         let weak = weakPasswordReasons.map(WeakPassword.init)
-        let data: Data?
+        let body: ByteBuffer?
         if modern {
             headers[GatewayRoutes.supabaseAPIVersion] = "2024-01-01"
-            data = try? JSONEncoder().encode(Modern(code: code, message: message, weak_password: weak))
+            body = try? JSONResponse.body(Modern(code: code, message: message, weak_password: weak))
         } else {
             headers[GatewayRoutes.supabaseErrorCode] = code
-            data = try? JSONEncoder().encode(
+            body = try? JSONResponse.body(
                 Legacy(code: Int(status.code), error_code: code, msg: message, weak_password: weak)
             )
         }
-        let bytes = data ?? Data("{}".utf8)
-        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+        return Response(
+            status: status,
+            headers: headers,
+            body: ResponseBody(byteBuffer: body ?? ByteBuffer(string: "{}"))
+        )
     }
 }

@@ -72,7 +72,7 @@ public enum JSONStreamEncoder {
             state.count += 1
         }
 
-        func writeNumber(_ value: Double) {
+        func writeNumber<Number: BinaryFloatingPoint & CustomStringConvertible>(_ value: Number) {
             guard value.isFinite else {
                 fail("\(value) is not a JSON number")
                 return
@@ -164,7 +164,7 @@ public enum JSONStreamEncoder {
         }
         mutating func encode(_ value: Float, forKey key: Key) throws {
             writer.writeKey(key, state: state)
-            writer.writeNumber(Double(value))
+            writer.writeNumber(value)
         }
         mutating func encode(_ value: Int, forKey key: Key) throws { try encodeInteger(value, key) }
         mutating func encode(_ value: Int8, forKey key: Key) throws { try encodeInteger(value, key) }
@@ -294,7 +294,7 @@ extension JSONStreamEncoder.ScalarWriting {
         if begin() { writer.writeNumber(value) }
     }
     mutating func encode(_ value: Float) throws {
-        if begin() { writer.writeNumber(Double(value)) }
+        if begin() { writer.writeNumber(value) }
     }
     mutating func encode(_ value: Int) throws { encodeInteger(value) }
     mutating func encode(_ value: Int8) throws { encodeInteger(value) }

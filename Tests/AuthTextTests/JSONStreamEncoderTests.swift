@@ -126,7 +126,12 @@ import Testing
         let json = try JSONStreamEncoder.encode(["n": number])
         let parsed = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Double]
         #expect(parsed?["n"] == number)
-        #expect(try JSONStreamEncoder.encode([Float(0.5)]) == "[0.5]")
+    }
+
+    @Test func floatsAsTheirShortestText() throws {
+        // Float's own shortest form, not that of the Double it widens to (0.10000000149011612).
+        #expect(try JSONStreamEncoder.encode([Float(0.5), Float(0.1)]) == "[0.5,0.1]")
+        #expect(try JSONStreamEncoder.encode(["f": Float(0.1)]) == #"{"f":0.1}"#)
     }
 
     struct NestedKeyed: Encodable {

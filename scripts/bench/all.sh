@@ -57,9 +57,9 @@ bin="$build_path/release"
 [[ "$bin" == /* ]] || bin="$root/$bin"
 pg_bin="${PG_BIN:-/usr/lib/postgresql/15/bin}"
 # One run at a time: a second run would destroy this run's cluster (.data/pg-bench-all) under it.
-mkdir -p "$root/.data"
-exec 8>"$root/.data/pg-bench-all.lock"
-flock -n 8 || { echo "all.sh: another all.sh run is under way; wait for it to end" >&2; exit 2; }
+# shellcheck source=../lib/bench-lock.sh
+source "$root/scripts/lib/bench-lock.sh"
+hold_bench_lock "$root/.data/pg-bench-all.lock" "another all.sh run"
 stamp=$(date -u '+%Y-%m-%dT%H%M%SZ')
 out_dir="$root/.data/bench-all"
 raw="$out_dir/$stamp"
@@ -205,7 +205,7 @@ across() {
     local serve_seconds=$((seconds + 60))
     record "$bin/rpc-benchmark" --serve 0 --serve-seconds "$serve_seconds" "$@"
     sed -i '$ s/$/ \&/' "$commands"
-    "$bin/rpc-benchmark" --serve 0 --serve-seconds "$serve_seconds" "$@" >"$raw/$name-server.out" 2>&1 &
+    "$bin/rpc-benchmark" --serve 0 --serve-seconds "$serve_seconds" "$@" >"$raw/$name-server.out" 2>&1 8>&- &
     local server=$!
     pids+=("$server")
     local line address
@@ -228,7 +228,7 @@ across echo-across "serving the plain echo on" --echo
 log "PostgreSQL in ${pg_dir#"$root"/}"
 scripts/postgres.sh destroy "$pg_dir" >/dev/null 2>&1 || true
 started_pg=1
-database_url=$(scripts/postgres.sh start "$pg_dir" 2>"$raw/postgres.log" | tail -n 1)
+database_url=$(scripts/postgres.sh start "$pg_dir" 2>"$raw/postgres.log" 8>&- | tail -n 1)
 record scripts/postgres.sh start "${pg_dir#"$root"/}"
 pgbench="$pg_bin/pgbench"
 [[ -x "$pgbench" ]] || pgbench=$(command -v pgbench) || { log "no pgbench (package postgresql)"; exit 1; }

@@ -86,10 +86,10 @@ fi
 
 pg_dir="$root/.data/pg-bench"
 # One run at a time: another run's start or end would destroy this run's cluster under it (its
-# services would then answer 503). The lock is held until this script and what it started end.
-mkdir -p "$root/.data"
-exec 8>"$root/.data/pg-bench.lock"
-flock -n 8 || { log "another gateway-wrk.sh run is using $pg_dir; wait for it to end"; exit 2; }
+# services would then answer 503).
+# shellcheck source=../lib/bench-lock.sh
+source "$root/scripts/lib/bench-lock.sh"
+hold_bench_lock "$root/.data/pg-bench.lock" "another gateway-wrk.sh run (using $pg_dir)"
 work=$(mktemp -d "${TMPDIR:-/tmp}/gateway-wrk.XXXXXX")
 pids=()
 started_pg=0
@@ -141,7 +141,7 @@ if [[ "$statements" == 1 ]]; then
     POSTGRES_EXTRA_OPTIONS+=" -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
 fi
 export POSTGRES_EXTRA_OPTIONS
-AUTH_DATABASE_URL=$(scripts/postgres.sh start "$pg_dir" | tail -n 1)
+AUTH_DATABASE_URL=$(scripts/postgres.sh start "$pg_dir" 8>&- | tail -n 1)
 export AUTH_DATABASE_URL
 # scripts/postgres.sh keeps the cluster in DIR, or (as root, when its user cannot reach DIR)
 # under /var/tmp linked from DIR/cluster.
@@ -186,11 +186,11 @@ bare_port=$(free_port)
 
 declare -A pid_of
 for service in identity otp-dispatch session gateway; do
-    "$bin/$service" >"$work/$service.log" 2>&1 &
+    "$bin/$service" >"$work/$service.log" 2>&1 8>&- &
     pids+=($!)
     pid_of[$service]=$!
 done
-"$bin/gateway-benchmark" bare --port "$bare_port" >"$work/bare.log" 2>&1 &
+"$bin/gateway-benchmark" bare --port "$bare_port" >"$work/bare.log" 2>&1 8>&- &
 pids+=($!)
 pid_of[bare]=$!
 
@@ -573,27 +573,23 @@ echo
 echo "| load | automatic vacuums | automatic analyzes | checkpoints | lock waits | statements ≥ 50 ms | major page faults | steal | I/O stall |"
 echo "|---|---|---|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${pg_rows[@]}"
+# print_counted TITLE ROWS...: one counted table (per request and service, with the total).
+print_counted() {
+    echo
+    echo "$1"
+    echo
+    echo "| load | gateway | identity | otp-dispatch | session | total |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    shift
+    printf '%s\n' "$@"
+}
 if [[ "$allocations" == 1 ]]; then
-    echo
-    echo "Allocation calls per request (libc malloc + calloc + realloc, counted by perf uprobes over the"
-    echo "row, warm-up included; PostgreSQL's palloc is not among them):"
-    echo
-    echo "| load | gateway | identity | otp-dispatch | session | total |"
-    echo "|---|---:|---:|---:|---:|---:|"
-    printf '%s\n' "${alloc_rows[@]}"
-    echo
-    echo "System calls per request (the raw_syscalls:sys_enter tracepoint, the same rows):"
-    echo
-    echo "| load | gateway | identity | otp-dispatch | session | total |"
-    echo "|---|---:|---:|---:|---:|---:|"
-    printf '%s\n' "${syscall_rows[@]}"
-    echo
-    echo "Context switches per request (the context-switches software event, the same rows: each"
-    echo "thread that goes to sleep and is woken again counts one; a hop between threads costs one):"
-    echo
-    echo "| load | gateway | identity | otp-dispatch | session | total |"
-    echo "|---|---:|---:|---:|---:|---:|"
-    printf '%s\n' "${switch_rows[@]}"
+    print_counted "Allocation calls per request (libc malloc + calloc + realloc, counted by perf uprobes over the
+row, warm-up included; PostgreSQL's palloc is not among them):" "${alloc_rows[@]}"
+    print_counted "System calls per request (the raw_syscalls:sys_enter tracepoint, the same rows):" \
+        "${syscall_rows[@]}"
+    print_counted "Context switches per request (the context-switches software event, the same rows: each
+thread that goes to sleep and is woken again counts one; a hop between threads costs one):" "${switch_rows[@]}"
 fi
 if [[ "$statements" == 1 ]]; then
     echo
