@@ -343,6 +343,7 @@ let package = Package(
                 "AuthRPC",
                 "AuthRPCNIO",
                 "AuthTime",
+                "AuthTracing",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

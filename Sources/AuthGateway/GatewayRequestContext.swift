@@ -1,5 +1,6 @@
 import AuthCrypto
 import AuthRPC
+import AuthTracing
 import HTTPTypes
 import Hummingbird
 import Logging
@@ -125,23 +126,20 @@ struct RequestIdentityMiddleware: RouterMiddleware {
     }
 
     /// The caller's `traceparent` when it is a well-formed version-00 one (W3C Trace Context
-    /// §3.2), else a new trace with a random trace id and parent id, sampled.
+    /// §3.2: lower-case hex, ids not all zeros), else a new trace with a random trace id and
+    /// parent id, sampled. Read and written by ``W3CTraceContext``, as the tracer reads it.
     static func traceparent(_ header: String?) -> String {
-        if let header, isValidTraceparent(header) { return header.lowercased() }
+        if let header, isValidTraceparent(header) { return header }
         var random = SystemRandomNumberGenerator()
-        // Never all zeros (an invalid id): the top bit of each is set.
-        let traceID = withUnsafeBytes(of: (random.next() | 1 << 63, random.next())) { Hex.lowercase($0) }
-        let parentID = withUnsafeBytes(of: random.next() | 1 << 63) { Hex.lowercase($0) }
-        return "00-\(traceID)-\(parentID)-01"
+        return W3CTraceContext(
+            traceID: .random(using: &random),
+            spanID: random.next() | 1 << 63,
+            sampled: true
+        ).traceparent
     }
 
     static func isValidTraceparent(_ value: String) -> Bool {
-        let parts = value.split(separator: "-", omittingEmptySubsequences: false)
-        guard parts.count == 4, parts[0] == "00", parts[1].count == 32, parts[2].count == 16, parts[3].count == 2 else {
-            return false
-        }
-        guard parts.allSatisfy({ $0.allSatisfy(\.isHexDigit) }) else { return false }
-        return parts[1].contains { $0 != "0" } && parts[2].contains { $0 != "0" }
+        value.hasPrefix("00-") && W3CTraceContext(traceparent: value) != nil
     }
 
     /// `request_id` of the request the current task serves.

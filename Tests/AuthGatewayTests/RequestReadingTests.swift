@@ -45,6 +45,13 @@ import Testing
         ("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", false),
         ("00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01", false),
         ("00-4bf92f3577b34da6a3ce929d0e0e47zz-00f067aa0ba902b7-01", false),
+        // Upper-case hex is not well-formed (§3.2.2.3), nor is a version-00 header with more
+        // fields, nor a future version (the gateway passes on version 00 only).
+        ("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", false),
+        ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-00", false),
+        ("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", false),
+        // Digits outside ASCII (Character.isHexDigit once took the full-width ones).
+        ("00-４bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01", false),
     ])
     func traceparents(value: String, valid: Bool) {
         #expect(RequestIdentityMiddleware.isValidTraceparent(value) == valid)
