@@ -585,7 +585,8 @@ let package = Package(
         .testTarget(
             name: "AuthGatewayTests",
             dependencies: [
-                "AuthGateway", "AuthAccessToken", "AuthAPI", "AuthRPC", "AuthProtobuf", "AuthTestSupport", "AuthText",
+                "AuthGateway", "AuthAccessToken", "AuthAPI", "AuthCrypto", "AuthRPC", "AuthProtobuf", "AuthTestSupport",
+                "AuthText", "AuthTime",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],

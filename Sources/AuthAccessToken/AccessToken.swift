@@ -277,6 +277,15 @@ public enum AccessTokenCodec {
     }
 }
 
+/// An access token whose signature (under a key of one key set), `typ`, `iss` and `aud`
+/// ``AccessTokenVerifier/verifyIgnoringTime(_:key:)`` checked, but not its times: valid only
+/// after ``AccessTokenVerifier/checkTimes(of:now:)``.
+public struct VerifiedAccessToken: Sendable, Equatable {
+    public let claims: AccessTokenClaims
+    /// `nbf`, Unix seconds, when the token has one.
+    public let notBefore: Int64?
+}
+
 /// Verifies our access tokens: signature (ES256 only, by `kid`), `typ`, `iss`, `aud`, `exp`,
 /// `iat`/`nbf`. Checks run in this order and the first failure is thrown:
 ///
@@ -307,21 +316,28 @@ public struct AccessTokenVerifier: Sendable {
         now: Date,
         key: (String) -> ES256PublicKey?
     ) throws(AccessTokenError) -> AccessTokenClaims {
-        func invalid(_ why: String) -> AccessTokenError {
-            AccessTokenError(.invalid, "The access token is not valid: \(why).")
-        }
-        guard token.utf8.count <= AccessTokenCodec.maximumLength else { throw invalid("too long") }
+        try checkTimes(of: try verifyIgnoringTime(token, key: key), now: now)
+    }
+
+    /// Checks 1 to 6 but `iat`/`nbf` (everything that does not change with time): what a
+    /// cache of verified tokens may keep for the key set that verified them, passing it to
+    /// ``checkTimes(of:now:)`` on each use.
+    public func verifyIgnoringTime(
+        _ token: String,
+        key: (String) -> ES256PublicKey?
+    ) throws(AccessTokenError) -> VerifiedAccessToken {
+        guard token.utf8.count <= AccessTokenCodec.maximumLength else { throw Self.invalid("too long") }
         let parts: JWS.Parts
         do {
             parts = try JWS.parse(token)
         } catch {
-            throw invalid("malformed")
+            throw Self.invalid("malformed")
         }
         guard parts.header.alg == JWSAlgorithm.es256.rawValue else {
-            throw invalid("algorithm \(parts.header.alg.prefix(16)) is not accepted")
+            throw Self.invalid("algorithm \(parts.header.alg.prefix(16)) is not accepted")
         }
         guard let typ = parts.header.typ, Self.isAccessTokenType(typ) else {
-            throw invalid("typ is not at+jwt")
+            throw Self.invalid("typ is not at+jwt")
         }
         guard let kid = parts.header.kid, let publicKey = key(kid) else {
             throw AccessTokenError(.unknownSigningKey, "The access token's signing key is not known (or retired).")
@@ -330,40 +346,54 @@ public struct AccessTokenVerifier: Sendable {
         do {
             payload = try JWS.verify(parts, expectedAlgorithm: .es256, key: publicKey)
         } catch {
-            throw invalid("bad signature")
+            throw Self.invalid("bad signature")
         }
         let decoded: AccessTokenCodec.DecodedPayload
         do {
             decoded = try AccessTokenCodec.DecodedPayload(json: payload)
         } catch {
-            throw invalid("claims missing or malformed")
+            throw Self.invalid("claims missing or malformed")
         }
-        guard decoded.iss == issuer else { throw invalid("wrong issuer") }
-        guard decoded.aud.contains(audience) else { throw invalid("wrong audience") }
+        guard decoded.iss == issuer else { throw Self.invalid("wrong issuer") }
+        guard decoded.aud.contains(audience) else { throw Self.invalid("wrong audience") }
+        return VerifiedAccessToken(
+            claims: AccessTokenClaims(
+                issuer: decoded.iss,
+                audience: audience,
+                subject: decoded.sub,
+                sessionID: decoded.sid,
+                issuedAt: decoded.iat,
+                expiresAt: decoded.exp,
+                tokenID: decoded.jti,
+                amr: decoded.amr?.methods ?? [],
+                supabase: decoded.role == nil
+                    ? nil
+                    : SupabaseClaims(
+                        email: decoded.email ?? "",
+                        phone: decoded.phone ?? "",
+                        authenticatedAt: decoded.amr?.timestamp ?? decoded.iat
+                    )
+            ),
+            notBefore: decoded.nbf
+        )
+    }
+
+    /// The checks that depend on the time, in order: `iat`/`nbf` in the future (check 6,
+    /// ``AccessTokenError/Code/invalid``), then `exp` passed (check 7,
+    /// ``AccessTokenError/Code/expired``).
+    public func checkTimes(of token: VerifiedAccessToken, now: Date) throws(AccessTokenError) -> AccessTokenClaims {
         let skew = Int64(clockSkewTolerance.timeInterval.rounded(.up))
         let nowSeconds = now.unixSeconds
-        guard decoded.iat <= nowSeconds + skew else { throw invalid("issued in the future") }
-        if let nbf = decoded.nbf, nbf > nowSeconds + skew { throw invalid("not yet valid") }
-        guard nowSeconds < decoded.exp + skew else {
+        guard token.claims.issuedAt <= nowSeconds + skew else { throw Self.invalid("issued in the future") }
+        if let nbf = token.notBefore, nbf > nowSeconds + skew { throw Self.invalid("not yet valid") }
+        guard nowSeconds < token.claims.expiresAt + skew else {
             throw AccessTokenError(.expired, "The access token has expired.")
         }
-        return AccessTokenClaims(
-            issuer: decoded.iss,
-            audience: audience,
-            subject: decoded.sub,
-            sessionID: decoded.sid,
-            issuedAt: decoded.iat,
-            expiresAt: decoded.exp,
-            tokenID: decoded.jti,
-            amr: decoded.amr?.methods ?? [],
-            supabase: decoded.role == nil
-                ? nil
-                : SupabaseClaims(
-                    email: decoded.email ?? "",
-                    phone: decoded.phone ?? "",
-                    authenticatedAt: decoded.amr?.timestamp ?? decoded.iat
-                )
-        )
+        return token.claims
+    }
+
+    private static func invalid(_ why: String) -> AccessTokenError {
+        AccessTokenError(.invalid, "The access token is not valid: \(why).")
     }
 
     /// `at+jwt`, also as the full media type; media types compare case-insensitively (RFC 9068 §4).
@@ -397,5 +427,10 @@ public struct LocalAccessTokenVerifier: Sendable {
     /// Verifies `token`; see ``AccessTokenVerifier`` for the checks and errors.
     public func verify(_ token: String, now: Date = Date()) throws(AccessTokenError) -> AccessTokenClaims {
         try verifier.verify(token, now: now) { keys[$0] }
+    }
+
+    /// Verifies all but the times of `token`; see ``AccessTokenVerifier/verifyIgnoringTime(_:key:)``.
+    public func verifyIgnoringTime(_ token: String) throws(AccessTokenError) -> VerifiedAccessToken {
+        try verifier.verifyIgnoringTime(token) { keys[$0] }
     }
 }

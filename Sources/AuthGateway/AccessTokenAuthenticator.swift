@@ -21,11 +21,13 @@ final class JWKSCache: Sendable {
         let json: String
         let verifier: LocalAccessTokenVerifier
         let fetchedAt: ContinuousClock.Instant
+        /// Tokens these keys verified; shared with the next fetch when it returns the same JSON.
+        let verifiedTokens: VerifiedTokenCache
     }
 
     let maxAge: Duration
     let refetchInterval: Duration
-    private let load: @Sendable () async throws -> Keys
+    private let load: @Sendable () async throws -> (json: String, verifier: LocalAccessTokenVerifier)
     private let current = Mutex<Keys?>(nil)
     private let fetches = SingleFlight<Keys>()
 
@@ -42,7 +44,7 @@ final class JWKSCache: Sendable {
         self.load = {
             let json = try await fetchJSON()
             let verifier = try LocalAccessTokenVerifier(jwksJSON: json, issuer: issuer, audience: audience)
-            return Keys(json: json, verifier: verifier, fetchedAt: .now)
+            return (json, verifier)
         }
     }
 
@@ -66,9 +68,16 @@ final class JWKSCache: Sendable {
     /// Checked again and stored where `SingleFlight` says, so that one fetch serves every caller.
     private func refresh(unlessYoungerThan age: Duration) async throws -> Keys {
         try await fetches.run(reusing: { held(youngerThan: age) }) { [self] in
-            let keys = try await self.load()
-            self.current.withLock { $0 = keys }
-            return keys
+            let (json, verifier) = try await self.load()
+            return self.current.withLock { current in
+                // The same set verifies the same tokens; a changed one (a key added or retired)
+                // must not answer from what the old one verified.
+                let verifiedTokens =
+                    current.flatMap { $0.json == json ? $0.verifiedTokens : nil } ?? VerifiedTokenCache()
+                let keys = Keys(json: json, verifier: verifier, fetchedAt: .now, verifiedTokens: verifiedTokens)
+                current = keys
+                return keys
+            }
         }
     }
 }
@@ -121,11 +130,12 @@ struct AccessTokenAuthenticator: Sendable {
         return String(decoding: bytes[index..<end], as: UTF8.self)
     }
 
-    /// Verifies `token` against the JWK Set only (no revocation check).
+    /// Verifies `token` against the JWK Set only (no revocation check): a token these keys
+    /// verified before is taken from their ``VerifiedTokenCache``, its times checked again.
     func verifyLocally(_ token: String) async throws -> AccessTokenClaims {
         let keys = try await jwksKeys()
         do {
-            return try keys.verifier.verify(token)
+            return try Self.verify(token, with: keys)
         } catch let error where error.code == .unknownSigningKey {
             // A key published since the last fetch (rotation), or a forged kid: fetch again, but
             // not more than once per refetch interval.
@@ -137,13 +147,25 @@ struct AccessTokenAuthenticator: Sendable {
             }
             guard fresh.fetchedAt != keys.fetchedAt else { throw APIError.invalidToken }
             do {
-                return try fresh.verifier.verify(token)
+                return try Self.verify(token, with: fresh)
             } catch {
                 throw APIError.invalidToken
             }
         } catch {
             throw APIError.invalidToken
         }
+    }
+
+    /// ``LocalAccessTokenVerifier/verify(_:now:)`` through `keys`' cache of verified tokens.
+    static func verify(_ token: String, with keys: JWKSCache.Keys) throws(AccessTokenError) -> AccessTokenClaims {
+        let verified: VerifiedAccessToken
+        if let cached = keys.verifiedTokens.lookup(token) {
+            verified = cached
+        } else {
+            verified = try keys.verifier.verifyIgnoringTime(token)
+            keys.verifiedTokens.store(token, verified)
+        }
+        return try keys.verifier.verifier.checkTimes(of: verified, now: Date())
     }
 
     /// The caller of `request`: a valid token of a live session, or 401.
