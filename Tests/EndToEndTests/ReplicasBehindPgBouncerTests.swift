@@ -166,22 +166,33 @@ import Testing
         ]
         let load = try streams.map {
             // Open loop at a modest rate: the suite runs other tests beside this one on the same
-            // cores, and their time bounds must not suffer from it.
+            // cores, and their time bounds must not suffer from it. The load runs until it is
+            // stopped (SIGINT) once the kill lies behind it; a fixed length once ended before a
+            // late kill (beside the whole suite on a loaded machine), and the test then checked
+            // nothing. The duration only bounds a stream the test never stopped.
             try bench(
                 addresses[$0.service]!,
                 $0,
-                ["--duration", "15", "--warmup", "0", "--concurrency", "8", "--rate", "60"]
+                ["--duration", "600", "--warmup", "0", "--concurrency", "8", "--rate", "60"]
             )
         }
-        // Kill once every stream has answered calls for 5 seconds (a progress line a second), so
-        // the kill lands in the middle of the load.
+        /// A regular expression matching a log with at least `lines` progress lines (one a second).
+        func progressLines(_ lines: Int) -> String { "(?s)( calls, .*){\(lines)}" }
+        // Kill once every stream has answered calls for 5 seconds, so the kill lands in the middle
+        // of the load.
         for bench in load {
             _ = try await bench.waitForLog("authctl: [1-9][0-9,]* calls")
-            _ = try await bench.waitForLog("(?s)( calls, .*){5}", timeout: .seconds(60))
+            _ = try await bench.waitForLog(progressLines(5), timeout: .seconds(60))
         }
         // Progress lines are one a second: the one each stream was in when the kill came.
         let killSecond = load.map { $0.log.components(separatedBy: " calls, ").count - 1 }
         for processes in replicas.values { await processes[0].kill() }
+        // Each stream goes on for 5 more seconds after the kill (whenever the kill came), then stops
+        // and reports.
+        for (index, bench) in load.enumerated() {
+            _ = try await bench.waitForLog(progressLines(killSecond[index] + 5), timeout: .seconds(60))
+        }
+        for bench in load { bench.send(SIGINT) }
 
         for (index, bench) in load.enumerated() {
             let stream = streams[index]
@@ -192,6 +203,11 @@ import Testing
             #expect(statuses["OK", default: 0] > 0, "\(stream.method): \(statuses)")
             // Throughput returns: after the kill and after the last failed call, calls succeed.
             let perSecond = (report["per_second"] as? [[String: Int]] ?? []).map { ($0["ok"] ?? 0, $0["not_ok"] ?? 0) }
+            // The scenario took place: the load went on after the kill.
+            try #require(
+                perSecond.count > killSecond[index] + 1,
+                "\(stream.method): the kill came in second \(killSecond[index]) but the load has \(perSecond.count)"
+            )
             let lastFailure = perSecond.lastIndex { $0.1 > 0 } ?? -1
             let recovered = max(lastFailure, killSecond[index]) + 1
             let okAfter = perSecond.dropFirst(recovered).map { $0.0 }
