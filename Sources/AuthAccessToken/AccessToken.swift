@@ -433,4 +433,12 @@ public struct LocalAccessTokenVerifier: Sendable {
     public func verifyIgnoringTime(_ token: String) throws(AccessTokenError) -> VerifiedAccessToken {
         try verifier.verifyIgnoringTime(token) { keys[$0] }
     }
+
+    /// The checks of a token's times; see ``AccessTokenVerifier/checkTimes(of:now:)``.
+    public func checkTimes(
+        of token: VerifiedAccessToken,
+        now: Date = Date()
+    ) throws(AccessTokenError) -> AccessTokenClaims {
+        try verifier.checkTimes(of: token, now: now)
+    }
 }

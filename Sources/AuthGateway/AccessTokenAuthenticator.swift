@@ -27,7 +27,8 @@ final class JWKSCache: Sendable {
 
     let maxAge: Duration
     let refetchInterval: Duration
-    private let load: @Sendable () async throws -> (json: String, verifier: LocalAccessTokenVerifier)
+    private let fetchJSON: @Sendable () async throws -> String
+    private let makeVerifier: @Sendable (String) throws -> LocalAccessTokenVerifier
     private let current = Mutex<Keys?>(nil)
     private let fetches = SingleFlight<Keys>()
 
@@ -41,11 +42,8 @@ final class JWKSCache: Sendable {
     ) {
         self.maxAge = maxAge
         self.refetchInterval = refetchInterval
-        self.load = {
-            let json = try await fetchJSON()
-            let verifier = try LocalAccessTokenVerifier(jwksJSON: json, issuer: issuer, audience: audience)
-            return (json, verifier)
-        }
+        self.fetchJSON = fetchJSON
+        self.makeVerifier = { try LocalAccessTokenVerifier(jwksJSON: $0, issuer: issuer, audience: audience) }
     }
 
     /// Keys fetched less than `maxAge` ago, or freshly fetched ones.
@@ -66,18 +64,27 @@ final class JWKSCache: Sendable {
     }
 
     /// Checked again and stored where `SingleFlight` says, so that one fetch serves every caller.
+    /// The same JSON as the held keys' keeps their verifier and what it verified; a changed set
+    /// (a key added or retired) gets a new verifier and an empty cache: it must not answer from
+    /// what the old one verified.
     private func refresh(unlessYoungerThan age: Duration) async throws -> Keys {
         try await fetches.run(reusing: { held(youngerThan: age) }) { [self] in
-            let (json, verifier) = try await self.load()
-            return self.current.withLock { current in
-                // The same set verifies the same tokens; a changed one (a key added or retired)
-                // must not answer from what the old one verified.
-                let verifiedTokens =
-                    current.flatMap { $0.json == json ? $0.verifiedTokens : nil } ?? VerifiedTokenCache()
-                let keys = Keys(json: json, verifier: verifier, fetchedAt: .now, verifiedTokens: verifiedTokens)
-                current = keys
-                return keys
-            }
+            let json = try await fetchJSON()
+            // One fetch at a time (`SingleFlight`): nothing replaces the held keys meanwhile.
+            let held = current.withLock { $0 }
+            let keys =
+                if let held, held.json == json {
+                    Keys(json: json, verifier: held.verifier, fetchedAt: .now, verifiedTokens: held.verifiedTokens)
+                } else {
+                    Keys(
+                        json: json,
+                        verifier: try makeVerifier(json),
+                        fetchedAt: .now,
+                        verifiedTokens: VerifiedTokenCache()
+                    )
+                }
+            current.withLock { $0 = keys }
+            return keys
         }
     }
 }
@@ -158,14 +165,10 @@ struct AccessTokenAuthenticator: Sendable {
 
     /// ``LocalAccessTokenVerifier/verify(_:now:)`` through `keys`' cache of verified tokens.
     static func verify(_ token: String, with keys: JWKSCache.Keys) throws(AccessTokenError) -> AccessTokenClaims {
-        let verified: VerifiedAccessToken
-        if let cached = keys.verifiedTokens.lookup(token) {
-            verified = cached
-        } else {
-            verified = try keys.verifier.verifyIgnoringTime(token)
-            keys.verifiedTokens.store(token, verified)
+        let verified = try keys.verifiedTokens.verified(token) { () throws(AccessTokenError) in
+            try keys.verifier.verifyIgnoringTime(token)
         }
-        return try keys.verifier.verifier.checkTimes(of: verified, now: Date())
+        return try keys.verifier.checkTimes(of: verified)
     }
 
     /// The caller of `request`: a valid token of a live session, or 401.

@@ -21,13 +21,22 @@ final class VerifiedTokenCache: Sendable {
         var current: [String: VerifiedAccessToken] = [:]
         var previous: [String: VerifiedAccessToken] = [:]
 
-        mutating func insert(_ token: String, _ verified: VerifiedAccessToken, capacity: Int) {
+        /// Stores `verified`; returns the generation it dropped to make room, if any, so that the
+        /// caller frees its entries after the lock.
+        mutating func insert(
+            _ token: String,
+            _ verified: VerifiedAccessToken,
+            capacity: Int
+        ) -> [String: VerifiedAccessToken]? {
+            var dropped: [String: VerifiedAccessToken]?
             if current.count >= capacity {
+                dropped = previous
                 previous = current
                 current = [:]
                 current.reserveCapacity(capacity)
             }
             current[token] = verified
+            return dropped
         }
     }
 
@@ -39,18 +48,35 @@ final class VerifiedTokenCache: Sendable {
         self.capacity = capacityPerGeneration
     }
 
+    /// The verified token stored for `token`, else what `verify` returns, stored. `verify` runs
+    /// outside the lock (it is an ES256 verification); when it throws nothing is stored.
+    func verified<Failure: Error>(
+        _ token: String,
+        orVerify verify: () throws(Failure) -> VerifiedAccessToken
+    ) throws(Failure) -> VerifiedAccessToken {
+        if let cached = lookup(token) { return cached }
+        let verified = try verify()
+        store(token, verified)
+        return verified
+    }
+
     /// The verified token stored for `token`, if any.
     func lookup(_ token: String) -> VerifiedAccessToken? {
-        generations.withLock { generations in
-            if let verified = generations.current[token] { return verified }
-            guard let verified = generations.previous.removeValue(forKey: token) else { return nil }
-            generations.insert(token, verified, capacity: capacity)
-            return verified
+        let (verified, dropped) = generations.withLock {
+            generations -> (VerifiedAccessToken?, [String: VerifiedAccessToken]?) in
+            if let verified = generations.current[token] { return (verified, nil) }
+            guard let verified = generations.previous.removeValue(forKey: token) else { return (nil, nil) }
+            return (verified, generations.insert(token, verified, capacity: capacity))
         }
+        // Freed here, after the lock (once per `capacity` tokens stored).
+        withExtendedLifetime(dropped) {}
+        return verified
     }
 
     func store(_ token: String, _ verified: VerifiedAccessToken) {
-        generations.withLock { $0.insert(token, verified, capacity: capacity) }
+        let dropped = generations.withLock { $0.insert(token, verified, capacity: capacity) }
+        // Freed here, after the lock (once per `capacity` tokens stored).
+        withExtendedLifetime(dropped) {}
     }
 
     /// Tokens held, both generations.

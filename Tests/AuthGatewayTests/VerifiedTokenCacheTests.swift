@@ -52,6 +52,26 @@ import Foundation
         #expect(cache.count <= 4)
     }
 
+    @Test func aStoredTokenIsNotVerifiedAgainAndARefusedOneIsNotStored() throws {
+        struct Refused: Error {}
+        let cache = VerifiedTokenCache()
+        let a = try Self.verified("a")
+        var verifications = 0
+        for _ in 0..<3 {
+            let found = try cache.verified("a") { () throws(Refused) in
+                verifications += 1
+                return a
+            }
+            #expect(found == a)
+        }
+        #expect(verifications == 1)
+        #expect(throws: Refused.self) {
+            try cache.verified("b") { () throws(Refused) -> VerifiedAccessToken in throw Refused() }
+        }
+        #expect(cache.count == 1)
+        #expect(cache.lookup("b") == nil)
+    }
+
     @Test func aTokenIsVerifiedOnceAndItsTimesOnEveryUse() throws {
         let now = Date().unixSeconds
         let live = AccessTokenClaims(
