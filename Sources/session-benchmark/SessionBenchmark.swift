@@ -32,7 +32,7 @@ struct SessionBenchmark: AsyncParsableCommand {
 
     @Option(
         help:
-            "Which measurements, comma-separated: issue, refresh, validate, check (Validate with check_session), local."
+            "Which measurements, comma-separated: issue, refresh, validate, check (Validate with check_session), local; also statement (SELECT 1 through the pool and on connections of its own threads: the pool's hand-off cost)."
     )
     var calls = "issue,refresh,validate,check,local"
 
@@ -44,7 +44,10 @@ struct SessionBenchmark: AsyncParsableCommand {
 
     func run() async throws {
         let levels = try load.levels(default: [16, 64], limit: 1024)
-        let selected = try LoadOptions.selection(calls, of: ["issue", "refresh", "validate", "check", "local"])
+        let selected = try LoadOptions.selection(
+            calls,
+            of: ["issue", "refresh", "validate", "check", "local", "statement"]
+        )
         guard (1...16).contains(connections) else {
             throw ValidationError("--connections in 1...16")
         }
@@ -132,16 +135,19 @@ struct SessionBenchmark: AsyncParsableCommand {
         print("calls/s and latencies are wall-clock: they drop when other work shares the cores. CPU/call counts this")
         print("process (client and server) and the PostgreSQL backends serving it, so calls per CPU-second is the")
         print("capacity of one fully used vCPU, the client's share included.")
-        print("")
-        let table = MarkdownTable([
-            .left("call"), .right("in flight"), .right("calls/s"), .right("calls/s per vCPU"), .right("p50"),
-            .right("p99"), .right("CPU/call"), .right("calls per CPU-second"),
-        ])
+        let rpcRows = !selected.isDisjoint(with: ["issue", "refresh", "validate", "check"])
+        if rpcRows { print("") }
+        let table =
+            rpcRows
+            ? MarkdownTable([
+                .left("call"), .right("in flight"), .right("calls/s"), .right("calls/s per vCPU"), .right("p50"),
+                .right("p99"), .right("CPU/call"), .right("calls per CPU-second"),
+            ]) : nil
         var slowest: [String] = []
         func row(_ name: String, _ level: Int, _ result: LoadResult) throws {
             try results?.append(name, inFlight: level, result)
             if let call = result.slowestCall { slowest.append("- \(name), \(level) in flight: \(call.description)") }
-            table.row([
+            table?.row([
                 name, "\(level)", LoadResult.formatCount(result.callsPerSecond),
                 LoadResult.formatCount(result.callsPerSecond / Double(cores)), result.p50, result.p99,
                 result.cpuPerCall, result.callsPerCPUSecond,
@@ -206,10 +212,16 @@ struct SessionBenchmark: AsyncParsableCommand {
             }
         }
 
+        if selected.contains("statement") {
+            try await statementCost(pool: pool, levels: levels, results: results, logger: logger)
+        }
+
         // Where an outlier came from is in the session's and PostgreSQL's logs of that moment.
-        print("")
-        print("Slowest call of each row:")
-        for line in slowest { print(line) }
+        if rpcRows {
+            print("")
+            print("Slowest call of each row:")
+            for line in slowest { print(line) }
+        }
 
         // Local verification: what an API server does with the JWKS, no RPC, no database.
         guard selected.contains("local") else {
@@ -241,5 +253,46 @@ struct SessionBenchmark: AsyncParsableCommand {
         }
 
         try await rpc.shutdown()
+    }
+
+    /// ``StatementCost``: `SELECT 1` through the pool (as a service's calls run their
+    /// statements), then the same on as many threads each holding a connection.
+    func statementCost(pool: PostgresPool, levels: [Int], results: ResultFile?, logger: Logger) async throws {
+        print("")
+        print(
+            "\(StatementCost.statement): through the pool (\(database.poolSize) connections) and on connections of "
+                + "the threads' own; CPU of this process and the backends serving it:"
+        )
+        print("")
+        let table = MarkdownTable([
+            .left("path"), .right("in flight"), .right("statements/s"), .right("CPU/statement"),
+            .right("statements per CPU-second"),
+        ])
+        let cpu = CPUAccounting { try await pool.backendPIDs(applicationName: "session-benchmark") }
+        for level in levels {
+            let pooled = try await load.closedLoop.run(concurrency: level, cpu: cpu) {
+                try await pool.query(StatementCost.statement, [])
+            }
+            let direct = try await StatementCost.direct(
+                threads: level,
+                duration: load.closedLoop.duration,
+                configuration: PostgresConfiguration(connectionString: try database.url()),
+                applicationName: "session-benchmark-direct",
+                pool: pool,
+                logger: logger
+            )
+            // The closed loop's own cost per call (a task's step, the clock, the histogram), which
+            // the pool's row carries and the threads' does not.
+            let harness = try await load.closedLoop.run(concurrency: level, cpu: cpu) {}
+            for (name, result) in [
+                ("pool", pooled), ("own connection per thread", direct), ("closed loop alone, no statement", harness),
+            ] {
+                try results?.append("\(StatementCost.statement), \(name)", inFlight: level, result)
+                table.row([
+                    name, "\(level)", LoadResult.formatCount(result.callsPerSecond), result.cpuPerCall,
+                    result.callsPerCPUSecond,
+                ])
+            }
+        }
     }
 }
