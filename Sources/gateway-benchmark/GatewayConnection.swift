@@ -46,16 +46,24 @@ final class GatewayConnection: Sendable {
 
     var isActive: Bool { channel.isActive }
 
-    /// The event loop the connection lives on: call ``post(_:body:headers:)`` there.
+    /// The event loop the connection lives on: call ``post(_:body:headers:then:)`` there.
     var eventLoop: any EventLoop { channel.eventLoop }
 
-    /// POSTs `body` (JSON) to `path` with `headers` besides Host, Content-Type and Content-Length.
-    /// Call it on ``eventLoop``, one request at a time; the future completes there.
+    /// What ``post(_:body:headers:then:)`` calls with the answer, on ``eventLoop``.
+    typealias Completion = (Result<HTTP1Response, any Error>) -> Void
+
+    /// POSTs `body` (JSON) to `path` with `headers` besides Host, Content-Type and Content-Length,
+    /// and calls `completion` with the answer. Call it on ``eventLoop``, one request at a time;
+    /// `completion` runs there. A callback rather than a future: a sign-in makes two requests,
+    /// and a future (its allocation, its callback list, the runtime's look-up of its generic
+    /// type) per step was a tenth of the load generator's CPU (docs/benchmarks.md, "Issue 24,
+    /// thirteenth stop").
     func post(
         _ path: String,
         body: String,
-        headers: [(name: String, value: String)] = []
-    ) -> EventLoopFuture<HTTP1Response> {
+        headers: [(name: String, value: String)] = [],
+        then completion: @escaping Completion
+    ) {
         channel.eventLoop.preconditionInEventLoop()
         var request = channel.allocator.buffer(capacity: 160 + path.utf8.count + body.utf8.count)
         HTTP1RequestWriter.write(
@@ -65,10 +73,8 @@ final class GatewayConnection: Sendable {
             body: body,
             into: &request
         )
-        let promise = channel.eventLoop.makePromise(of: HTTP1Response.self)
-        collector.value.expect(promise)
+        collector.value.expect(completion)
         channel.writeAndFlush(request, promise: nil)
-        return promise.futureResult
     }
 
     func close() {
@@ -76,22 +82,22 @@ final class GatewayConnection: Sendable {
     }
 }
 
-/// Completes the promise of the request each response answers.
+/// Hands each response to the completion of the request it answers.
 private final class ResponseCollector: ChannelInboundHandler {
     typealias InboundIn = HTTP1Response
 
-    private var waiting: EventLoopPromise<HTTP1Response>?
+    private var waiting: GatewayConnection.Completion?
 
-    func expect(_ promise: EventLoopPromise<HTTP1Response>) {
+    func expect(_ completion: @escaping GatewayConnection.Completion) {
         precondition(waiting == nil, "one request at a time on a GatewayConnection")
-        waiting = promise
+        waiting = completion
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let response = unwrapInboundIn(data)
-        let promise = waiting
+        let completion = waiting
         waiting = nil
-        promise?.succeed(response)
+        completion?(.success(response))
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -105,8 +111,8 @@ private final class ResponseCollector: ChannelInboundHandler {
     }
 
     private func fail(_ error: any Error) {
-        let promise = waiting
+        let completion = waiting
         waiting = nil
-        promise?.fail(error)
+        completion?(.failure(error))
     }
 }

@@ -186,21 +186,13 @@ struct GatewayAddress: Sendable {
     }
 }
 
-/// One phone sign-in through the gateway, timed call by call, driven on the event loop of the
-/// connection it runs over: future callbacks, no task and no hop between the loop and Swift's
-/// cooperative pool per request (the load generator's own CPU hides the system's headroom,
-/// docs/benchmarks.md, "The load generator").
+/// What each sign-in of a ``SignInLoop`` needs: where the gateway is, where codes arrive, and
+/// whether each sign-in comes from its own address.
 struct SignInFlow: Sendable {
     let gateway: GatewayAddress
     let mailbox: CodeMailbox
     /// Each sign-in from its own random 10.x.y.z, through X-Forwarded-For.
     var forwardedFor = false
-
-    struct Timings: Sendable {
-        var send: Duration
-        var delivery: Duration
-        var verify: Duration
-    }
 
     struct Failure: Error {
         /// What the tally counts, e.g. "send 429" or "code timeout".
@@ -213,61 +205,23 @@ struct SignInFlow: Sendable {
             .flatMapErrorThrowing { error in throw Failure(kind: "connect: \(type(of: error))") }
     }
 
-    /// One sign-in over `connection`; call it on the connection's event loop, where the
-    /// returned future completes.
-    func signIn(over connection: GatewayConnection) -> EventLoopFuture<Timings> {
-        let phone = randomIndianMobile()
-        let client =
-            forwardedFor
-            ? "10.\(UInt8.random(in: 0...255)).\(UInt8.random(in: 0...255)).\(UInt8.random(in: 1...254))" : nil
-        let mailbox = self.mailbox
-        let eventLoop = connection.eventLoop
-        let sendStarted = ContinuousClock.now
-        return post(connection, "/v1/otp/send", #"{"phone":"\#(phone)"}"#, step: "send", client: client)
-            .flatMap { sent -> EventLoopFuture<(String, CodeMailbox.Delivery, ContinuousClock.Instant)> in
-                let sendEnded = ContinuousClock.now
-                guard case .object(let answer)? = sent.withUnsafeReadableBytes({ try? JSONValue.parse($0) }),
-                    let verificationID = answer["verification_id"]?.stringValue
-                else {
-                    return eventLoop.makeFailedFuture(Failure(kind: "send: no verification_id"))
-                }
-                return mailbox.code(for: phone, on: eventLoop)
-                    .map { (verificationID, $0, sendEnded) }
-                    .flatMapErrorThrowing { _ in throw Failure(kind: "code timeout") }
-            }
-            .flatMap { verificationID, delivery, sendEnded in
-                let verifyStarted = ContinuousClock.now
-                return post(
-                    connection,
-                    "/v1/otp/verify",
-                    #"{"verification_id":"\#(verificationID)","code":"\#(delivery.code)"}"#,
-                    step: "verify",
-                    client: client
-                ).map { _ in
-                    Timings(
-                        send: sendEnded - sendStarted,
-                        delivery: delivery.arrived - sendStarted,
-                        verify: .now - verifyStarted
-                    )
-                }
-            }
+    /// The X-Forwarded-For header of a new sign-in: a random 10.x.y.z, or none.
+    func clientHeaders() -> [(name: String, value: String)] {
+        guard forwardedFor else { return [] }
+        var random = SystemRandomNumberGenerator()
+        let address = random.next() as UInt32
+        let (b, c, d) = (address >> 16 & 0xFF, address >> 8 & 0xFF, (address >> 24) % 254 + 1)
+        return [("x-forwarded-for", "10.\(b).\(c).\(d)")]
     }
 
-    /// POSTs `json` to `path` (as `client`, through X-Forwarded-For, when given); anything but
-    /// 200 is a ``Failure`` named by `step` and status.
-    private func post(
-        _ connection: GatewayConnection,
-        _ path: String,
-        _ json: String,
-        step: String,
-        client: String?
-    ) -> EventLoopFuture<ByteBuffer> {
-        connection.post(path, body: json, headers: client.map { [("x-forwarded-for", $0)] } ?? [])
-            .flatMapErrorThrowing { error in throw Failure(kind: "\(step): \(type(of: error))") }
-            .flatMapThrowing { response in
-                guard response.status == 200 else { throw Failure(kind: "\(step) \(response.status)") }
-                return response.body
-            }
+    /// The body of a 200 answer to `step`; anything else is a ``Failure`` named by the step
+    /// and the status (or the connection's error).
+    static func body(of answer: Result<HTTP1Response, any Error>, step: String) -> Result<ByteBuffer, Failure> {
+        switch answer {
+        case .success(let response) where response.status == 200: .success(response.body)
+        case .success(let response): .failure(Failure(kind: "\(step) \(response.status)"))
+        case .failure(let error): .failure(Failure(kind: "\(step): \(type(of: error))"))
+        }
     }
 }
 
@@ -374,8 +328,13 @@ final class SignInRun: Sendable {
     }
 }
 
-/// One sign-in loop of a ``SignInRun``: sign-ins one after another on one keep-alive
+/// One sign-in loop of a ``SignInRun``: phone sign-ins one after another on one keep-alive
 /// connection (made again after a failure), all on `eventLoop`, where every member is used.
+/// Each sign-in is timed call by call and carried from step to step by callbacks on the
+/// event loop (the answer to send, the code from the mailbox, the answer to verify): no task,
+/// no hop between the loop and Swift's cooperative pool, and one future per sign-in (the
+/// code's) instead of one per step (the load generator's own CPU hides the system's headroom,
+/// docs/benchmarks.md, "The load generator").
 final class SignInLoop {
     private let eventLoop: any EventLoop
     private let flow: SignInFlow
@@ -384,6 +343,15 @@ final class SignInLoop {
     private var connection: GatewayConnection?
     private var local = SignInRun.Results()
     private let ended: EventLoopPromise<SignInRun.Results>
+
+    /// The sign-in in flight: what its later steps need from its earlier ones.
+    private struct Attempt {
+        var due: ContinuousClock.Instant
+        var phone: String
+        var headers: [(name: String, value: String)]
+        var sendStarted = ContinuousClock.now
+        var sendEnded = ContinuousClock.now
+    }
 
     init(eventLoop: any EventLoop, flow: SignInFlow, run: SignInRun, plan: SignInRun.Plan) {
         self.eventLoop = eventLoop
@@ -419,40 +387,88 @@ final class SignInLoop {
     }
 
     private func signIn(due: ContinuousClock.Instant) {
-        let measured = due >= plan.measuredStart
-        let connected: EventLoopFuture<GatewayConnection>
+        let attempt = Attempt(due: due, phone: randomIndianMobile(), headers: flow.clientHeaders())
         if let connection, connection.isActive {
-            connected = eventLoop.makeSucceededFuture(connection)
-        } else {
-            connection?.close()
-            connection = nil
-            connected = flow.connect(on: eventLoop)
+            send(attempt, over: connection)
+            return
         }
-        let flow = self.flow
-        connected.assumeIsolated().flatMap { connection -> EventLoopFuture<SignInFlow.Timings> in
-            self.connection = connection
-            return flow.signIn(over: connection)
-        }.whenComplete { result in
-            switch result {
-            case .success(let timings):
-                if measured {
-                    _ = self.local.signIn.record((ContinuousClock.now - due).nanoseconds)
-                    _ = self.local.send.record(timings.send.nanoseconds)
-                    _ = self.local.delivery.record(timings.delivery.nanoseconds)
-                    _ = self.local.verify.record(timings.verify.nanoseconds)
-                }
-                self.next()
+        connection?.close()
+        connection = nil
+        flow.connect(on: eventLoop).assumeIsolated().whenComplete { connected in
+            switch connected {
+            case .success(let connection):
+                self.connection = connection
+                self.send(attempt, over: connection)
             case .failure(let error):
-                // The connection's state after a failure is unknown: the next sign-in starts on
-                // a new one. Next on a later tick, so failures that come at once do not recurse.
-                self.connection?.close()
-                self.connection = nil
-                if measured {
-                    let kind = (error as? SignInFlow.Failure)?.kind ?? "\(type(of: error))"
-                    self.local.failures[kind, default: 0] += 1
-                }
-                self.eventLoop.assumeIsolated().execute { self.next() }
+                self.failed(attempt, error)
             }
         }
+    }
+
+    /// POST /v1/otp/send, then the wait for its code.
+    private func send(_ attempt: Attempt, over connection: GatewayConnection) {
+        var attempt = attempt
+        attempt.sendStarted = .now
+        connection.post("/v1/otp/send", body: #"{"phone":"\#(attempt.phone)"}"#, headers: attempt.headers) { answer in
+            attempt.sendEnded = .now
+            let verificationID: String
+            switch SignInFlow.body(of: answer, step: "send") {
+            case .failure(let failure):
+                return self.failed(attempt, failure)
+            case .success(let body):
+                guard case .object(let fields)? = body.withUnsafeReadableBytes({ try? JSONValue.parse($0) }),
+                    let id = fields["verification_id"]?.stringValue
+                else { return self.failed(attempt, SignInFlow.Failure(kind: "send: no verification_id")) }
+                verificationID = id
+            }
+            self.flow.mailbox.code(for: attempt.phone, on: self.eventLoop).assumeIsolated().whenComplete { code in
+                switch code {
+                case .success(let delivery):
+                    self.verify(attempt, verificationID: verificationID, delivery: delivery, over: connection)
+                case .failure:
+                    self.failed(attempt, SignInFlow.Failure(kind: "code timeout"))
+                }
+            }
+        }
+    }
+
+    /// POST /v1/otp/verify with the code, then the sign-in's timings.
+    private func verify(
+        _ attempt: Attempt,
+        verificationID: String,
+        delivery: CodeMailbox.Delivery,
+        over connection: GatewayConnection
+    ) {
+        let verifyStarted = ContinuousClock.now
+        connection.post(
+            "/v1/otp/verify",
+            body: #"{"verification_id":"\#(verificationID)","code":"\#(delivery.code)"}"#,
+            headers: attempt.headers
+        ) { answer in
+            let verifyEnded = ContinuousClock.now
+            if case .failure(let failure) = SignInFlow.body(of: answer, step: "verify") {
+                return self.failed(attempt, failure)
+            }
+            if attempt.due >= self.plan.measuredStart {
+                _ = self.local.signIn.record((verifyEnded - attempt.due).nanoseconds)
+                _ = self.local.send.record((attempt.sendEnded - attempt.sendStarted).nanoseconds)
+                _ = self.local.delivery.record((delivery.arrived - attempt.sendStarted).nanoseconds)
+                _ = self.local.verify.record((verifyEnded - verifyStarted).nanoseconds)
+            }
+            self.next()
+        }
+    }
+
+    /// Counts the failure (when measured) and starts the next sign-in on a new connection: the
+    /// connection's state after a failure is unknown. Next on a later tick, so failures that
+    /// come at once do not recurse.
+    private func failed(_ attempt: Attempt, _ error: any Error) {
+        connection?.close()
+        connection = nil
+        if attempt.due >= plan.measuredStart {
+            let kind = (error as? SignInFlow.Failure)?.kind ?? "\(type(of: error))"
+            local.failures[kind, default: 0] += 1
+        }
+        eventLoop.assumeIsolated().execute { self.next() }
     }
 }
