@@ -42,11 +42,15 @@ struct SessionBenchmark: AsyncParsableCommand {
     )
     var resultFile: String?
 
+    /// The measurements of `--calls` that are RPC calls (the main table's rows); `local` and
+    /// `statement` print tables of their own.
+    static let rpcMeasurements = ["issue", "refresh", "validate", "check"]
+
     func run() async throws {
         let levels = try load.levels(default: [16, 64], limit: 1024)
         let selected = try LoadOptions.selection(
             calls,
-            of: ["issue", "refresh", "validate", "check", "local", "statement"]
+            of: Self.rpcMeasurements + ["local", "statement"]
         )
         guard (1...16).contains(connections) else {
             throw ValidationError("--connections in 1...16")
@@ -135,7 +139,7 @@ struct SessionBenchmark: AsyncParsableCommand {
         print("calls/s and latencies are wall-clock: they drop when other work shares the cores. CPU/call counts this")
         print("process (client and server) and the PostgreSQL backends serving it, so calls per CPU-second is the")
         print("capacity of one fully used vCPU, the client's share included.")
-        let rpcRows = !selected.isDisjoint(with: ["issue", "refresh", "validate", "check"])
+        let rpcRows = !selected.isDisjoint(with: Self.rpcMeasurements)
         if rpcRows { print("") }
         let table =
             rpcRows

@@ -1,9 +1,6 @@
 import AuthPostgres
 import BenchmarkHarness
-import Dispatch
-import Foundation
 import Logging
-import Synchronization
 
 /// What one statement costs a service through its ``PostgresPool`` beside the same statement on
 /// a connection its thread owns: the libpq calls and the server's work are the same, so the
@@ -26,65 +23,24 @@ enum StatementCost {
     ) async throws -> LoadResult {
         var configuration = configuration
         configuration.applicationName = applicationName
-        let connected = DispatchGroup()
-        let finished = DispatchGroup()
-        let start = DispatchSemaphore(value: 0)
-        let close = DispatchSemaphore(value: 0)
-        let calls = Atomic<Int>(0)
-        let failure = Mutex<(any Error)?>(nil)
-        let deadline = Mutex<ContinuousClock.Instant>(.now)
-        for _ in 0..<threads {
-            connected.enter()
-            finished.enter()
-            // A connection is used by one thread only: each is made on the thread that uses it.
-            Thread { [configuration] in
-                var connection: PostgresConnection?
-                do {
-                    connection = try PostgresConnection.connect(configuration: configuration, logger: logger)
-                } catch {
-                    failure.withLock { $0 = $0 ?? error }
-                }
-                connected.leave()
-                start.wait()
-                if let connection {
-                    let end = deadline.withLock { $0 }
-                    var count = 0
-                    do {
-                        repeat {
-                            _ = try connection.execute(statement, [])
-                            count += 1
-                        } while ContinuousClock.now < end
-                    } catch {
-                        failure.withLock { $0 = $0 ?? error }
-                    }
-                    calls.add(count, ordering: .relaxed)
-                }
-                finished.leave()
-                // Open until the backends' CPU time is read.
-                close.wait()
-                withExtendedLifetime(connection) {}
-            }.start()
-        }
-        defer { for _ in 0..<threads { close.signal() } }
-        await withCheckedContinuation { continuation in connected.notify(queue: .global()) { continuation.resume() } }
-        if let error = failure.withLock({ $0 }) {
-            for _ in 0..<threads { start.signal() }
-            throw error
-        }
         let cpu = CPUAccounting { try await pool.backendPIDs(applicationName: applicationName) }
-        let mark = try await cpu.start()
-        let started = ContinuousClock.now
-        deadline.withLock { $0 = started + duration }
-        for _ in 0..<threads { start.signal() }
-        await withCheckedContinuation { continuation in finished.notify(queue: .global()) { continuation.resume() } }
-        let elapsed = ContinuousClock.now - started
-        let cpuSeconds = try await mark.secondsSince()
-        if let error = failure.withLock({ $0 }) { throw error }
-        return LoadResult(
-            calls: calls.load(ordering: .relaxed),
-            elapsed: elapsed,
-            histogram: LoadResult.emptyHistogram(),
-            cpuSeconds: cpuSeconds
-        )
+        return try await ThreadedThroughput.measure(
+            threads: threads,
+            duration: duration,
+            // A connection is used by one thread only: each is made on the thread that uses it.
+            setUp: { [configuration] in try PostgresConnection.connect(configuration: configuration, logger: logger) },
+            operation: { connection in _ = try connection.execute(statement, []) }
+        ) { run in
+            let mark = try await cpu.start()
+            let count = try await run()
+            // The connections are still open: their backends' CPU can be read.
+            let cpuSeconds = try await mark.secondsSince()
+            return LoadResult(
+                calls: count.operations,
+                elapsed: count.elapsed,
+                histogram: LoadResult.emptyHistogram(),
+                cpuSeconds: cpuSeconds
+            )
+        }
     }
 }

@@ -116,6 +116,92 @@ import Testing
             _ = try await ThreadedThroughput.measure(threads: 2, duration: .seconds(30)) { throw Broken() }
         }
     }
+
+    final class Counter: Sendable {
+        private let count = Atomic<Int>(0)
+        var value: Int { count.load(ordering: .relaxed) }
+        @discardableResult func add(_ delta: Int = 1) -> Int { count.add(delta, ordering: .relaxed).newValue }
+    }
+
+    /// What one thread made: which thread made it; `alive` counts those not yet freed.
+    final class ThreadState: Sendable {
+        let maker = pthread_self()
+        let alive: Counter
+
+        init(alive: Counter) {
+            self.alive = alive
+            alive.add()
+        }
+
+        deinit { alive.add(-1) }
+    }
+
+    @Test func eachThreadUsesTheStateItMadeWhichLastsUntilAroundReturns() async throws {
+        let threads = 3
+        let made = Counter()
+        let alive = Counter()
+        let usedElsewhere = Counter()
+        let operations = Counter()
+        let (count, aliveAfterRun) = try await ThreadedThroughput.measure(
+            threads: threads,
+            duration: .milliseconds(50),
+            setUp: { () -> ThreadState in
+                made.add()
+                return ThreadState(alive: alive)
+            },
+            operation: { (state: ThreadState) in
+                operations.add()
+                if pthread_equal(state.maker, pthread_self()) == 0 { usedElsewhere.add() }
+            }
+        ) { run in
+            // Every thread is set up before the measured run starts, and nothing ran yet.
+            #expect(made.value == threads)
+            #expect(operations.value == 0)
+            let count = try await run()
+            return (count, alive.value)
+        }
+        #expect(count.operations == operations.value)
+        #expect(count.operations >= threads)  // each thread runs at least one batch
+        #expect(usedElsewhere.value == 0)
+        #expect(aliveAfterRun == threads)  // held while around could still take its marks
+        #expect(alive.value == 0)  // dropped once the measurement is over
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aFailedSetUpIsThrownAndNothingIsMeasured() async {
+        let operations = Counter()
+        let aroundRan = Counter()
+        let made = Counter()
+        await #expect(throws: Broken.self) {
+            _ = try await ThreadedThroughput.measure(
+                threads: 2,
+                duration: .seconds(3600),
+                setUp: {
+                    if made.add() == 2 { throw Broken() }
+                },
+                operation: { operations.add() }
+            ) { run in
+                aroundRan.add()
+                return try await run()
+            }
+        }
+        #expect(aroundRan.value == 0)
+        #expect(operations.value == 0)
+    }
+
+    struct MarkFailed: Error {}
+
+    @Test(.timeLimit(.minutes(2))) func aroundThrowingBeforeTheRunReleasesTheThreads() async {
+        let operations = Counter()
+        await #expect(throws: MarkFailed.self) {
+            _ = try await ThreadedThroughput.measure(
+                threads: 2,
+                duration: .seconds(3600),
+                setUp: {},
+                operation: { operations.add() }
+            ) { (_: () async throws -> ThreadedThroughput.Count) -> Int in throw MarkFailed() }
+        }
+        #expect(operations.value == 0)
+    }
 }
 
 @Suite struct StoppingTests {
