@@ -617,21 +617,33 @@ struct OTPStore: Sendable {
         return (try row[0].int, oldest.map { max(0, now.timeIntervalSince($0)) } ?? 0)
     }
 
-    /// Claims up to `limit` messages that are due (queued and past `next_attempt_at`) or whose
-    /// claim expired (the worker died or hung), skipping rows other workers hold.
+    /// Claims up to `limit` messages whose claim expired (the worker died or hung), oldest claim
+    /// first, then, up to `limit` in all, messages that are due (queued and past
+    /// `next_attempt_at`), oldest first, skipping rows other workers hold.
+    ///
+    /// Each kind is read in the order of its own partial index, so a claim reads about `limit`
+    /// rows whatever the backlog. One condition over both kinds (`… OR …`) could use neither
+    /// index's order: PostgreSQL read and sorted every due row at each claim, which made
+    /// draining a backlog quadratic in its size (docs/benchmarks.md, "Where issue 24 ended").
     func claim(now: Date, leaseUntil: Date, worker: String, limit: Int) async throws -> [ClaimedMessage] {
         let rows = try await pool.query(
             """
-            WITH due AS (
+            WITH expired AS (
                 SELECT id FROM \(t.messages)
-                WHERE (state = 'queued' AND next_attempt_at <= \(now)) OR (state = 'sending' AND claimed_until <= \(now))
-                ORDER BY next_attempt_at
+                WHERE state = 'sending' AND claimed_until <= \(now)
+                ORDER BY claimed_until
                 LIMIT \(limit)
+                FOR UPDATE SKIP LOCKED
+            ), due AS (
+                SELECT id FROM \(t.messages)
+                WHERE state = 'queued' AND next_attempt_at <= \(now)
+                ORDER BY next_attempt_at
+                LIMIT \(limit) - (SELECT count(*) FROM expired)
                 FOR UPDATE SKIP LOCKED
             )
             UPDATE \(t.messages) m SET state = 'sending', claimed_until = \(leaseUntil), claimed_by = \(worker),
                 attempts = m.attempts + 1, total_attempts = m.total_attempts + 1, updated_at = \(now)
-            FROM due WHERE m.id = due.id
+            WHERE m.id = ANY (ARRAY(SELECT id FROM expired UNION ALL SELECT id FROM due))
             RETURNING m.id, m.verification_id, m.channel, m.destination, m.calling_code, m.code, m.purpose, m.locale,
                 m.created_at, m.provider_index, m.attempts, m.link_base
             """

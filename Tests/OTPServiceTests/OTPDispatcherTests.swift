@@ -234,6 +234,46 @@ import Testing
         }
     }
 
+    @Test func aClaimTakesExpiredClaimsFirstThenTheOldestDueUpToItsLimit() async throws {
+        try await withOTPService { otp in
+            for index in 1...5 {
+                _ = try await otp.start("m\(index)@example.com", clientIP: "")
+                otp.clock.advance(seconds: 1)
+            }
+            let store = otp.service.store
+            func claim(_ limit: Int, leaseSeconds: Double, worker: String) async throws -> Set<String> {
+                let claimed = try await store.claim(
+                    now: otp.clock.now(),
+                    leaseUntil: otp.clock.now().addingTimeInterval(leaseSeconds),
+                    worker: worker,
+                    limit: limit
+                )
+                return Set(claimed.map(\.destination))
+            }
+            // The oldest due first, never more than the limit.
+            #expect(try await claim(2, leaseSeconds: 10, worker: "dead#0") == ["m1@example.com", "m2@example.com"])
+            #expect(try await claim(2, leaseSeconds: 60, worker: "busy#0") == ["m3@example.com", "m4@example.com"])
+            otp.clock.advance(seconds: 11)
+            // The dead worker's claims have expired, the busy one's have not: the expired ones
+            // come first, and the limit leaves room for one due message.
+            #expect(
+                try await claim(3, leaseSeconds: 30, worker: "live#0")
+                    == ["m1@example.com", "m2@example.com", "m5@example.com"]
+            )
+            #expect(try await claim(10, leaseSeconds: 30, worker: "live#1").isEmpty)
+            let rows = try await otp.query(
+                "SELECT destination, claimed_by, total_attempts FROM @messages ORDER BY destination"
+            )
+            let claims = try rows.map { "\(try $0[0].string) \(try $0[1].string) \(try $0[2].int)" }
+            #expect(
+                claims == [
+                    "m1@example.com live#0 2", "m2@example.com live#0 2", "m3@example.com busy#0 1",
+                    "m4@example.com busy#0 1", "m5@example.com live#0 1",
+                ]
+            )
+        }
+    }
+
     @Test func twoDispatchersNeverClaimTheSameMessage() async throws {
         try await withOTPService(maxConnections: 12) { otp in
             let first = ScriptedProvider(name: "log")
