@@ -236,7 +236,7 @@ import Testing
 
     @Test func aClaimTakesExpiredClaimsFirstThenTheOldestDueUpToItsLimit() async throws {
         try await withOTPService { otp in
-            for index in 1...5 {
+            for index in 1...7 {
                 _ = try await otp.start("m\(index)@example.com", clientIP: "")
                 otp.clock.advance(seconds: 1)
             }
@@ -254,13 +254,14 @@ import Testing
             #expect(try await claim(2, leaseSeconds: 10, worker: "dead#0") == ["m1@example.com", "m2@example.com"])
             #expect(try await claim(2, leaseSeconds: 60, worker: "busy#0") == ["m3@example.com", "m4@example.com"])
             otp.clock.advance(seconds: 11)
-            // The dead worker's claims have expired, the busy one's have not: the expired ones
-            // come first, and the limit leaves room for one due message.
+            // The dead worker's claims have expired, the busy one's have not. The expired ones
+            // and the due ones share the limit: two expired leave room for one of the three due.
             #expect(
                 try await claim(3, leaseSeconds: 30, worker: "live#0")
                     == ["m1@example.com", "m2@example.com", "m5@example.com"]
             )
-            #expect(try await claim(10, leaseSeconds: 30, worker: "live#1").isEmpty)
+            #expect(try await claim(10, leaseSeconds: 30, worker: "live#1") == ["m6@example.com", "m7@example.com"])
+            #expect(try await claim(10, leaseSeconds: 30, worker: "live#2").isEmpty)
             let rows = try await otp.query(
                 "SELECT destination, claimed_by, total_attempts FROM @messages ORDER BY destination"
             )
@@ -268,7 +269,8 @@ import Testing
             #expect(
                 claims == [
                     "m1@example.com live#0 2", "m2@example.com live#0 2", "m3@example.com busy#0 1",
-                    "m4@example.com busy#0 1", "m5@example.com live#0 1",
+                    "m4@example.com busy#0 1", "m5@example.com live#0 1", "m6@example.com live#1 1",
+                    "m7@example.com live#1 1",
                 ]
             )
         }
