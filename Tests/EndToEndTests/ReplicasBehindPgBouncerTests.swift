@@ -60,6 +60,28 @@ import Testing
         return try #require(object as? [String: Any], "\(output)")
     }
 
+    /// How many progress lines (`authctl: N calls, …`, one a second) `log` holds.
+    static func progressLines(in log: String) -> Int {
+        log.components(separatedBy: " calls, ").count - 1
+    }
+
+    /// Waits until `bench` has printed at least `lines` progress lines. Counted, not matched
+    /// with a pattern: `(?s)( calls, .*){N}` backtracks through every choice of lines while the
+    /// log holds fewer than N, its time doubling with each line. When a kill came late (second
+    /// 23), the wait for 28 lines failed with authctl still running.
+    static func waitForProgress(of bench: ServiceProcess, lines: Int, timeout: Duration) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while progressLines(in: bench.log) < lines {
+            guard ContinuousClock.now < deadline, bench.isRunning else {
+                throw ServiceProcessError(
+                    message: "authctl printed \(progressLines(in: bench.log)) progress lines, not \(lines) "
+                        + "(running: \(bench.isRunning)); log:\n\(bench.log)"
+                )
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
     static func statuses(_ report: [String: Any]) -> [String: Int] {
         var counts: [String: Int] = [:]
         for entry in report["statuses"] as? [[String: Any]] ?? [] {
@@ -176,21 +198,19 @@ import Testing
                 ["--duration", "600", "--warmup", "0", "--concurrency", "8", "--rate", "60"]
             )
         }
-        /// A regular expression matching a log with at least `lines` progress lines (one a second).
-        func progressLines(_ lines: Int) -> String { "(?s)( calls, .*){\(lines)}" }
         // Kill once every stream has answered calls for 5 seconds, so the kill lands in the middle
         // of the load.
         for bench in load {
             _ = try await bench.waitForLog("authctl: [1-9][0-9,]* calls")
-            _ = try await bench.waitForLog(progressLines(5), timeout: .seconds(60))
+            try await Self.waitForProgress(of: bench, lines: 5, timeout: .seconds(60))
         }
         // Progress lines are one a second: the one each stream was in when the kill came.
-        let killSecond = load.map { $0.log.components(separatedBy: " calls, ").count - 1 }
+        let killSecond = load.map { Self.progressLines(in: $0.log) }
         for processes in replicas.values { await processes[0].kill() }
         // Each stream goes on for 5 more seconds after the kill (whenever the kill came), then stops
         // and reports.
         for (index, bench) in load.enumerated() {
-            _ = try await bench.waitForLog(progressLines(killSecond[index] + 5), timeout: .seconds(60))
+            try await Self.waitForProgress(of: bench, lines: killSecond[index] + 5, timeout: .seconds(60))
         }
         for bench in load { bench.send(SIGINT) }
 
