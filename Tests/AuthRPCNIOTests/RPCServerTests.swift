@@ -254,18 +254,24 @@ func rpcError(_ body: () async throws -> Void) async -> RPCError? {
 
     /// One timer serves all of a connection's deadlines, armed for the earliest: when that call
     /// ends first, the timer still fires for the later ones.
+    ///
+    /// The earliest call must end before its deadline, so its budget is time to spare, as in
+    /// the test above (5 s), and the later two come after it. With 50 ms it failed once in a
+    /// stress run (`scripts/test.sh --stress`, load average 11): its handler did not start
+    /// within 50 ms, and the server rightly refused it (`deadline_exceeded`) as a call whose
+    /// time ran out before its turn.
     @Test func laterDeadlinesFireAfterTheEarliestCallHasEnded() async throws {
         let handlers = TestHandlers()
         try await withServer(handlers: handlers) { _, port in
             let (raw, _) = try await RawFrameConnection.greeted(port: port, service: "raw", secret: testSecret)
             let hour = try HealthRequest(service: "3600000").serializedBytes()
-            try await raw.sendRequest(callID: 1, method: slowMethod.path, timeoutUS: 400_000, payload: hour)
-            try await raw.sendRequest(callID: 2, method: slowMethod.path, timeoutUS: 150_000, payload: hour)
+            try await raw.sendRequest(callID: 1, method: slowMethod.path, timeoutUS: 6_000_000, payload: hour)
+            try await raw.sendRequest(callID: 2, method: slowMethod.path, timeoutUS: 5_500_000, payload: hour)
             // The earliest deadline, of a call that is answered at once.
             try await raw.sendRequest(
                 callID: 3,
                 method: echoMethod.path,
-                timeoutUS: 50_000,
+                timeoutUS: 5_000_000,
                 payload: try HealthRequest(service: "1").serializedBytes()
             )
             var statuses: [UInt64: String] = [:]
