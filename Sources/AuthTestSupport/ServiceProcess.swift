@@ -178,18 +178,35 @@ public final class ServiceProcess: Sendable {
     /// capture group (or the whole match).
     public func waitForLog(_ pattern: String, timeout: Duration = .seconds(30)) async throws -> String {
         let regex = try NSRegularExpression(pattern: pattern)
+        return try await waitForLog(describedAs: "/\(pattern)/", timeout: timeout) {
+            Self.firstMatch(of: regex, in: $0)
+        }
+    }
+
+    /// Waits until `find` finds something in the log (it is asked every 20 ms, with the whole
+    /// log) and returns what it found. Gives up after `timeout`, or once the process has exited
+    /// and `find` has seen all it wrote; the error names the wait by `description`.
+    ///
+    /// `find` runs on a cooperative thread: it must take time linear in the log (count or
+    /// search), not a pattern that backtracks (docs/testing.md, "Count lines").
+    @discardableResult
+    public func waitForLog<Found>(
+        describedAs description: String,
+        timeout: Duration = .seconds(30),
+        find: (String) -> Found?
+    ) async throws -> Found {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             // Whether the output was complete is read before the log, so a log that ended with
             // the process is searched whole before giving up.
             let complete = !isRunning && output.ended
-            if let match = Self.firstMatch(of: regex, in: log) { return match }
+            if let found = find(log) { return found }
             // A process that has exited may still have output in the pipe that the reader has
             // not taken yet: give up only once the reader has reached its end.
             if complete { break }
             try await Task.sleep(for: .milliseconds(20))
         }
-        throw ServiceProcessError(message: "\(name) did not log /\(pattern)/ (running: \(isRunning)); log:\n\(log)")
+        throw ServiceProcessError(message: "\(name) did not log \(description) (running: \(isRunning)); log:\n\(log)")
     }
 
     /// Everything the process wrote, once it has exited and its output has been read to the end

@@ -70,15 +70,8 @@ import Testing
     /// log holds fewer than N, its time doubling with each line. When a kill came late (second
     /// 23), the wait for 28 lines failed with authctl still running.
     static func waitForProgress(of bench: ServiceProcess, lines: Int, timeout: Duration) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while progressLines(in: bench.log) < lines {
-            guard ContinuousClock.now < deadline, bench.isRunning else {
-                throw ServiceProcessError(
-                    message: "authctl printed \(progressLines(in: bench.log)) progress lines, not \(lines) "
-                        + "(running: \(bench.isRunning)); log:\n\(bench.log)"
-                )
-            }
-            try await Task.sleep(for: .milliseconds(50))
+        try await bench.waitForLog(describedAs: "\(lines) progress lines", timeout: timeout) { log in
+            progressLines(in: log) >= lines ? lines : nil
         }
     }
 
