@@ -9,6 +9,10 @@ struct PostgresPoolRestartTests {
     /// The in-flight statement sleeps for an hour and the connect timeout is a minute: only
     /// the restart can cut the one, and only a refused connection can end the other early. So
     /// the outcomes show "promptly" without a stopwatch; a hang fails the time limit.
+    ///
+    /// The pool's statement timeout is off: at its default (5 s) the timeout, not the restart,
+    /// ended the sleep whenever the test took longer than that to see it running (it did once
+    /// under load, and the in-flight call failed with `timeout` instead of `connectionLost`).
     @Test(.timeLimit(.minutes(5))) func poolRecoversAfterRestart() async throws {
         try await PostgresTestCluster.withCluster { cluster in
             var configuration = PostgresConfiguration(
@@ -18,6 +22,7 @@ struct PostgresPoolRestartTests {
                 acquireTimeout: .seconds(60),
                 applicationName: "restart-test"
             )
+            configuration.statementTimeout = nil
             configuration.reconnectBackoff = .milliseconds(50)
             configuration.reconnectBackoffLimit = .milliseconds(200)
             let pool = PostgresPool(configuration: configuration, logger: PostgresTestDatabase.makeLogger())

@@ -43,13 +43,17 @@ struct PostgresPoolTests {
     @Test(.timeLimit(.minutes(2))) func waitingCallerTimesOut() async throws {
         try await PostgresTestDatabase.withTestSchema(
             maxConnections: 1,
-            configure: { $0.acquireTimeout = .milliseconds(150) }
+            configure: {
+                $0.acquireTimeout = .milliseconds(150)
+                $0.statementTimeout = nil
+            }
         ) { pool, _ async throws in
             let holder = Task { try await pool.query("SELECT pg_sleep(3600)") }
             await self.waitUntil { pool.statistics.leasedConnections == 1 }
             let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
             #expect(error?.code == .poolTimeout)
-            // The holder keeps the only connection for an hour: a pool timeout is its own (150 ms).
+            // The holder keeps the only connection for an hour (no statement timeout): a pool
+            // timeout is its own (150 ms).
             holder.cancel()
             _ = await holder.result
             // The pool works again once the connection is back.
@@ -63,7 +67,10 @@ struct PostgresPoolTests {
     @Test(.timeLimit(.minutes(2))) func waitersQueuedOneAfterAnotherEachTimeOut() async throws {
         try await PostgresTestDatabase.withTestSchema(
             maxConnections: 1,
-            configure: { $0.acquireTimeout = .milliseconds(300) }
+            configure: {
+                $0.acquireTimeout = .milliseconds(300)
+                $0.statementTimeout = nil
+            }
         ) { pool, _ async throws in
             let holder = Task { try await pool.query("SELECT pg_sleep(3600)") }
             await self.waitUntil { pool.statistics.leasedConnections == 1 }
@@ -85,7 +92,10 @@ struct PostgresPoolTests {
     @Test(.timeLimit(.minutes(2))) func waitingCallerRespectsCancellation() async throws {
         try await PostgresTestDatabase.withTestSchema(
             maxConnections: 1,
-            configure: { $0.acquireTimeout = .seconds(3600) }
+            configure: {
+                $0.acquireTimeout = .seconds(3600)
+                $0.statementTimeout = nil
+            }
         ) { pool, _ in
             let holder = Task { try await pool.query("SELECT pg_sleep(3600)") }
             await self.waitUntil { pool.statistics.leasedConnections == 1 }
@@ -108,11 +118,16 @@ struct PostgresPoolTests {
         let applicationName = "cancel_test_\(uniqueSuffix())"
         try await PostgresTestDatabase.withTestSchema(
             maxConnections: 2,
-            configure: { $0.applicationName = applicationName }
+            configure: {
+                $0.applicationName = applicationName
+                $0.statementTimeout = nil
+            }
         ) { pool, _ in
             let sleeper = Task { try await pool.query("SELECT pg_sleep(3600)") }
             // Cancel only once the statement really runs on the server. (It once waited 5 s at
-            // most, which a loaded machine overran: the sleeper had not been scheduled yet.)
+            // most, which a loaded machine overran: the sleeper had not been scheduled yet.) The
+            // statement timeout is off: at the pool's default, 5 s, it would end the "hour" first
+            // whenever seeing the sleep took that long (as in PostgresPoolRestartTests once).
             let running = try await eventually {
                 let rows = try await pool.query(
                     """
