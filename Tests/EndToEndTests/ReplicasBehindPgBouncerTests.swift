@@ -224,14 +224,26 @@ import Testing
             let lastFailure = perSecond.lastIndex { $0.1 > 0 } ?? -1
             let recovered = max(lastFailure, killSecond[index]) + 1
             let okAfter = perSecond.dropFirst(recovered).map { $0.0 }
-            #expect(okAfter.contains { $0 > 0 }, "\(stream.method): no call succeeded after the kill: \(perSecond)")
+            // For a failure's message and the printout: each status with its reason (a client-made
+            // UNAVAILABLE names one; a bare code came from a server), the slowest answer, and the
+            // second of the kill. Calls are filed under the second they were answered in.
+            let reasons = (report["statuses"] as? [[String: Any]] ?? []).map { entry in
+                "\(entry["code"] ?? "?") \(entry["reason"] ?? "") ×\(entry["calls"] ?? 0)"
+            }
+            let slowest = (report["latency_us"] as? [String: Any])?["max"] ?? "?"
+            let detail = "kill in second \(killSecond[index]), statuses \(reasons), slowest answer \(slowest) µs"
+            #expect(
+                okAfter.contains { $0 > 0 },
+                "\(stream.method): no call succeeded after the kill: \(perSecond); \(detail)"
+            )
             let before = perSecond.prefix(killSecond[index]).map { $0.0 }
             // For the printout: without the last second, in which the run stopped part-way.
             let after = okAfter.dropLast()
             print(
                 "replicas e2e: \(stream.method): \(statuses); OK calls/s before the kill "
                     + "\(before.isEmpty ? 0 : before.reduce(0, +) / before.count), after recovery "
-                    + "\(after.isEmpty ? 0 : after.reduce(0, +) / after.count); per second \(perSecond.map { $0.0 })"
+                    + "\(after.isEmpty ? 0 : after.reduce(0, +) / after.count); per second \(perSecond.map { $0.0 }); "
+                    + detail
             )
         }
 
