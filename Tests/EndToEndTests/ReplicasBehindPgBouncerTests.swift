@@ -231,7 +231,13 @@ import Testing
                 "\(entry["code"] ?? "?") \(entry["reason"] ?? "") ×\(entry["calls"] ?? 0)"
             }
             let slowest = (report["latency_us"] as? [String: Any])?["max"] ?? "?"
-            let detail = "kill in second \(killSecond[index]), statuses \(reasons), slowest answer \(slowest) µs"
+            // A server-made UNAVAILABLE or INTERNAL is logged by the replica that made it, with its cause.
+            let serverFailures = replicas[stream.service]!.flatMap { replica in
+                replica.log.split(separator: "\n").filter { $0.contains("RPC call failed") }
+            }
+            let detail =
+                "kill in second \(killSecond[index]), statuses \(reasons), slowest answer \(slowest) µs, "
+                + "failures its replicas logged: \(serverFailures.prefix(5))"
             #expect(
                 okAfter.contains { $0 > 0 },
                 "\(stream.method): no call succeeded after the kill: \(perSecond); \(detail)"
