@@ -355,16 +355,23 @@ final class Subchannel: Sendable {
     }
 
     private func connect() {
-        let readyPromise = group.any().makePromise(of: Void.self)
+        // One event loop for the connection and for everything that waits on it. The HelloAck
+        // then makes the connection the slot's ready one at once, inside the read that carried
+        // it, so a GoAway or a close in the same read finds it ready and takes it back
+        // (`connectionEvent`). With the promises on other loops, the ready callback could run
+        // after those events and keep a closed connection as ready for good: every call then
+        // failed with `no_connection`, and the slot never connected again.
+        let eventLoop = group.any()
+        let readyPromise = eventLoop.makePromise(of: Void.self)
         let signer = self.signer
         let configuration = self.configuration
         let logger = self.logger
         let wallClock = self.wallClock
         let sslContext = self.sslContext
-        let handlerPromise = group.any().makePromise(
+        let handlerPromise = eventLoop.makePromise(
             of: (NIOLoopBound<ClientConnectionHandler>, CallSubmissionQueue).self
         )
-        let connectFuture = ClientBootstrap(group: group)
+        let connectFuture = ClientBootstrap(group: eventLoop)
             .connectTimeout(TimeAmount(configuration.connectTimeout))
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
