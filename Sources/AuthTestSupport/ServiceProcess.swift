@@ -96,16 +96,16 @@ public final class ServiceProcess: Sendable {
         var merged = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("AUTH_") }
         merged.merge(environment) { $1 }
         process.environment = merged
-        let pipe = Pipe()
-        process.standardError = pipe
-        process.standardOutput = pipe
+        let sockets = try Self.outputSocketPair()
+        process.standardError = sockets.write
+        process.standardOutput = sockets.write
         self.process = process
         // Read on a thread of its own with blocking reads, not with `readabilityHandler`:
         // libdispatch's epoll bookkeeping on Linux can be corrupted by read sources being set up
         // and torn down concurrently (swift-corelibs-libdispatch issue 949), which crashes or
         // silences other sources in the test process.
         let output = self.output
-        let reader = pipe.fileHandleForReading
+        let reader = sockets.read
         let thread = Thread {
             while true {
                 let data = reader.availableData
@@ -118,8 +118,27 @@ public final class ServiceProcess: Sendable {
         thread.name = "ServiceProcess output"
         try process.run()
         // The child has its copy of the write end; ours must go, or the reader never sees EOF.
-        try? pipe.fileHandleForWriting.close()
+        try? sockets.write.close()
         thread.start()
+    }
+
+    /// The channel of the process's output: a connected pair of Unix sockets whose two ends
+    /// are close-on-exec from their creation (`SOCK_CLOEXEC`; `pipe2`, which could do the same
+    /// for a pipe, is not in Swift's Glibc module). The child gets the write end as its standard
+    /// output and error through `dup2`, which clears the flag on the copy, and no other program
+    /// does. Foundation's `Pipe` leaves both ends inheritable, and Foundation's `Process` closes
+    /// in a new program only the descriptors open when its start began: a program another test
+    /// thread was starting meanwhile kept a copy of the write end, and the output ended only when
+    /// that program exited (`ServiceProcessOutputTests`).
+    static func outputSocketPair() throws -> (read: FileHandle, write: FileHandle) {
+        var ends: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
+            throw ServiceProcessError(message: "socketpair failed: errno \(errno)")
+        }
+        return (
+            FileHandle(fileDescriptor: ends[0], closeOnDealloc: true),
+            FileHandle(fileDescriptor: ends[1], closeOnDealloc: true)
+        )
     }
 
     /// Everything the process wrote so far.
@@ -201,7 +220,7 @@ public final class ServiceProcess: Sendable {
             // the process is searched whole before giving up.
             let complete = !isRunning && output.ended
             if let found = find(log) { return found }
-            // A process that has exited may still have output in the pipe that the reader has
+            // A process that has exited may still have output in the socket that the reader has
             // not taken yet: give up only once the reader has reached its end.
             if complete { break }
             try await Task.sleep(for: .milliseconds(20))
@@ -238,13 +257,13 @@ public final class ServiceProcess: Sendable {
 
     /// Waits for the process to exit by itself and returns its status; nil if it still runs
     /// after `timeout`. Once it has exited, ``log`` holds all it wrote: what was still in the
-    /// pipe when it exited is read first (a test that checked the log right after the exit
+    /// socket when it exited is read first (a test that checked the log right after the exit
     /// found it empty once: the reader thread had not got to the last line yet).
     public func waitForExit(timeout: Duration = .seconds(30)) async -> Int32? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let status = exitStatusIfExited {
-                // Bounded: a child of the process could keep the pipe open after it exits.
+                // Bounded: a child of the process could keep its output open after it exits.
                 let outputDeadline = ContinuousClock.now + .seconds(10)
                 while !output.ended, ContinuousClock.now < outputDeadline {
                     try? await Task.sleep(for: .milliseconds(5))

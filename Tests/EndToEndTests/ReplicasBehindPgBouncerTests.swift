@@ -197,10 +197,19 @@ import Testing
             _ = try await bench.waitForLog("authctl: [1-9][0-9,]* calls")
             try await Self.waitForProgress(of: bench, lines: 5, timeout: .seconds(60))
         }
-        // Progress lines are one a second: the one each stream was in when the kill came.
+        // Progress lines are one a second. The kills lie between the line each stream was in
+        // before the first and the one it is in after the last; "after the kill" counts from the
+        // latter. (A kill that waited long for its process's output once put the last service's
+        // kill in the stream's final second, after a count taken before the kills.)
+        let beforeKills = load.map { Self.progressLines(in: $0.log) }
+        var killTimes: [String: Duration] = [:]
+        for (service, processes) in replicas {
+            let started = ContinuousClock.now
+            await processes[0].kill()
+            killTimes[service] = ContinuousClock.now - started
+        }
         let killSecond = load.map { Self.progressLines(in: $0.log) }
-        for processes in replicas.values { await processes[0].kill() }
-        // Each stream goes on for 5 more seconds after the kill (whenever the kill came), then stops
+        // Each stream goes on for 5 more seconds after the kills (whenever they came), then stops
         // and reports.
         for (index, bench) in load.enumerated() {
             try await Self.waitForProgress(of: bench, lines: killSecond[index] + 5, timeout: .seconds(60))
@@ -236,13 +245,14 @@ import Testing
                 replica.log.split(separator: "\n").filter { $0.contains("RPC call failed") }
             }
             let detail =
-                "kill in second \(killSecond[index]), statuses \(reasons), slowest answer \(slowest) µs, "
+                "kills in seconds \(beforeKills[index])...\(killSecond[index]) (\(stream.service)'s took "
+                + "\(killTimes[stream.service] ?? .zero)), statuses \(reasons), slowest answer \(slowest) µs, "
                 + "failures its replicas logged: \(serverFailures.prefix(5))"
             #expect(
                 okAfter.contains { $0 > 0 },
                 "\(stream.method): no call succeeded after the kill: \(perSecond); \(detail)"
             )
-            let before = perSecond.prefix(killSecond[index]).map { $0.0 }
+            let before = perSecond.prefix(beforeKills[index]).map { $0.0 }
             // For the printout: without the last second, in which the run stopped part-way.
             let after = okAfter.dropLast()
             print(
