@@ -147,7 +147,7 @@ public final class PgBouncer: Sendable {
 
 /// A TCP port on 127.0.0.1 that nothing listened on a moment ago.
 public func freeLoopbackPort() throws -> Int {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let descriptor = closeOnExecTCPSocket()
     guard descriptor >= 0 else { throw ServiceProcessError(message: "socket() failed: errno \(errno)") }
     defer { close(descriptor) }
     var address = sockaddr_in()

@@ -117,7 +117,7 @@ public final class RawFrameConnection: @unchecked Sendable {
         receiveTimeout: Duration,
         readChallenge: Bool
     ) throws -> (fd: Int32, challenge: Auth_Rpc_V1_Challenge) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = closeOnExecTCPSocket()
         guard fd >= 0 else { throw ServiceProcessError(message: "socket() failed") }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)

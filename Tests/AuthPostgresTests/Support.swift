@@ -1,3 +1,4 @@
+import AuthTestSupport
 import Dispatch
 import Foundation
 import Synchronization
@@ -169,7 +170,7 @@ final class SocketChurn: @unchecked Sendable {
             while self.running.load(ordering: .sequentiallyConsistent) {
                 var descriptors: [Int32] = []
                 for _ in 0..<Int.random(in: 1...4) {
-                    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                    let descriptor = closeOnExecTCPSocket()
                     if descriptor >= 0 { descriptors.append(descriptor) }
                 }
                 self.opened.add(descriptors.count, ordering: .relaxed)

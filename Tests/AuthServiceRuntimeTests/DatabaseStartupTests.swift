@@ -12,7 +12,7 @@ import Testing
 
     /// A port on 127.0.0.1 where nothing listens (bound, then released).
     func closedPort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = closeOnExecTCPSocket()
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)

@@ -590,7 +590,7 @@ func receiveQueueBytes(localPort port: Int) -> Int {
 
 /// Whether something accepts TCP connections on 127.0.0.1:`port`.
 func acceptsConnections(port: Int) -> Bool {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let fd = closeOnExecTCPSocket()
     guard fd >= 0 else { return false }
     defer { close(fd) }
     var address = sockaddr_in()

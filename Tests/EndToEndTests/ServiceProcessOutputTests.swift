@@ -4,14 +4,15 @@ import Testing
 
 @testable import AuthTestSupport
 
-/// The output channel of a ``ServiceProcess``: only its own process may hold the write end.
+/// The output channel of a ``ServiceProcess``: only its own process may hold the write end; and
+/// a test's own sockets (``closeOnExecTCPSocket()``) go to no program at all.
 /// Foundation's `Process` closes in a new program the descriptors that were open when its start
 /// began, not those another thread opens meanwhile; a `Pipe` made then went to the new program
 /// as well (48 and 60 of 200 programs held one in two trials), a service's output then ended
 /// only when that program exited, and `kill()`, which waits for the end of the output (up to
 /// 10 s), took 6 s in the whole suite under load.
 @Suite struct ServiceProcessOutputTests {
-    @Test(.timeLimit(.minutes(2))) func programsStartedMeanwhileHoldNoOutputChannel() async throws {
+    @Test(.timeLimit(.minutes(2))) func programsStartedMeanwhileHoldNoOutputChannelOrSocket() async throws {
         // Another test thread starts programs (they sleep, so they still run when checked)...
         let programs = Mutex<[Process]>([])
         let starting = Atomic<Bool>(true)
@@ -25,16 +26,19 @@ import Testing
             starting.store(false, ordering: .releasing)
         }
         starter.start()
-        // ...while this one makes output channels, as starting services does.
+        // ...while this one makes output channels, as starting services does, and sockets, as
+        // tests that connect by hand do.
         var channels: [(read: FileHandle, write: FileHandle)] = []
+        var sockets: [Int32] = []
         var links = Set<String>()
         while starting.load(ordering: .acquiring) {
             let channel = try ServiceProcess.outputSocketPair()
             channels.append(channel)
-            for end in [channel.read, channel.write] {
-                links.insert(
-                    try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(end.fileDescriptor)")
-                )
+            let socket = closeOnExecTCPSocket()
+            #expect(socket >= 0)
+            sockets.append(socket)
+            for descriptor in [channel.read.fileDescriptor, channel.write.fileDescriptor, socket] {
+                links.insert(try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(descriptor)"))
             }
             try await Task.sleep(for: .microseconds(200))
         }
@@ -52,7 +56,7 @@ import Testing
                 }
             }
         }
-        #expect(held.isEmpty, "programs holding an output channel: \(held)")
+        #expect(held.isEmpty, "programs holding an output channel or a socket: \(held)")
         for program in started {
             kill(program.processIdentifier, SIGKILL)
             _ = await eventually { ChildProcess.exitStatus(reaping: program) != nil }
@@ -61,5 +65,6 @@ import Testing
             try channel.read.close()
             try channel.write.close()
         }
+        for socket in sockets { close(socket) }
     }
 }

@@ -325,7 +325,7 @@ final class ReservedPort: Sendable {
     private let descriptor: Int32
 
     init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = closeOnExecTCPSocket()
         guard fd >= 0 else { throw POSIXError(.EIO) }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
