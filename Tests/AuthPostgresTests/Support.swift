@@ -147,15 +147,6 @@ func seconds(since start: ContinuousClock.Instant) -> Double {
     return Double(seconds) + Double(attoseconds) / 1e18
 }
 
-/// A value shared between test tasks and pool threads.
-final class Locked<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-
-    init(_ value: Value) { self.mutex = Mutex(value) }
-
-    func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { self.mutex.withLock { body(&$0) } }
-}
-
 /// A thread that opens TCP sockets and closes them again, over and over, so that descriptor
 /// numbers are taken and freed all the time, as the RPC server and clients of a service do.
 final class SocketChurn: @unchecked Sendable {

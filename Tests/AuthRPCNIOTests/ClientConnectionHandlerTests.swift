@@ -1,8 +1,8 @@
 import AuthProtobuf
 import AuthRPC
+import AuthTestSupport
 import NIOCore
 import NIOPosix
-import Synchronization
 import Testing
 
 @testable import AuthRPCNIO
@@ -108,29 +108,20 @@ final class ScriptedServerHandler: ChannelInboundHandler {
     }
 }
 
-/// How many connections a scripted server accepted.
-final class ConnectionCount: Sendable {
-    private let count = Mutex(0)
-    /// Counts one more; true for the first.
-    func countOne() -> Bool {
-        count.withLock {
-            $0 += 1
-            return $0 == 1
-        }
-    }
-    var value: Int { count.withLock { $0 } }
-}
-
 extension ClientConnectionHandlerTests {
     /// The connection goes away in the read that makes it ready. The slot must not keep it as
     /// its ready connection: when the ready callback ran on another event loop after the
     /// handler had seen the GoAway and the close, it did, for good, and every call failed with
     /// `no_connection` without another connect.
     @Test func aConnectionThatGoesAwayAsItBecomesReadyIsReplaced() async throws {
-        let connections = ConnectionCount()
+        // How many connections the scripted server accepted.
+        let connections = Locked(0)
         let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { channel in
-                let first = connections.countOne()
+                let first = connections.withLock {
+                    $0 += 1
+                    return $0 == 1
+                }
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(
                         ScriptedServerHandler(first ? .goAwayAfterHandshake : .answerEveryRequest)
@@ -158,7 +149,7 @@ extension ClientConnectionHandlerTests {
         let client = RPCClient(transport: transport, callerService: "test-client", defaultTimeout: .seconds(60))
         // The scripted success is an empty HealthResponse: status 0.
         #expect(try await client.echo(7) == 0)
-        #expect(connections.value == 2)
+        #expect(connections.withLock { $0 } == 2)
         await transport.shutdown()
         try await server.close()
         try await group.shutdownGracefully()
